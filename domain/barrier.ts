@@ -1,0 +1,111 @@
+import * as t from 'io-ts';
+import { canonicalJson, digestCanonical, RECORD_TAGS, utf8Length } from './canonical';
+import {
+  Annotations,
+  Digest,
+  EpochMillis,
+  Identity,
+  Ref,
+  Sequence,
+  TimeoutMs,
+  Version,
+  decodeOrThrow,
+  literal,
+  oneOf,
+  strictObject,
+} from './codecs';
+import { ApprovalBinding, EXECUTION_CLASSES, PolicyFence, STARTABLE_STATUSES } from './command';
+import { CorruptRecordError, ValidationError, isStartBarrierError } from './errors';
+
+export const BARRIER_SCHEMA = RECORD_TAGS.barrier;
+/** R1.2: 16,384 bytes of UTF-8 canonical JSON, inclusive. */
+export const MAX_BARRIER_BYTES = 16_384;
+
+/**
+ * `qinglong/tool-execution-start-barrier@v1`: the immutable, low-sensitivity proof that one
+ * start attempt was authorised with all its evidence (R1.2, R1.5). No commit time inside: the
+ * store stamps that beside the record (R3.10), so the record's digest is decided, not observed.
+ */
+export const StartBarrierRecord = strictObject(
+  'StartBarrierRecord',
+  {
+    schema: literal(BARRIER_SCHEMA),
+    startId: Identity,
+    commandDigest: Digest,
+    requestedAtMs: EpochMillis,
+    projectId: Identity,
+    snapshotId: Identity,
+    snapshotDigest: Digest,
+    runId: Identity,
+    stepRunId: Identity,
+    toolDefinition: Ref,
+    handlerBinding: Ref,
+    admission: strictObject('BarrierAdmission', {
+      actionDigest: Digest,
+      planDigest: Digest,
+      admissionDigest: Digest,
+      profile: Identity,
+      executionClass: oneOf(EXECUTION_CLASSES),
+      timeoutMs: TimeoutMs,
+      policyFence: PolicyFence,
+    }),
+    contracts: strictObject('BarrierContracts', { adapter: Ref, redaction: Ref, audit: Ref }),
+    attempt: strictObject('BarrierAttempt', {
+      fromStatus: oneOf(STARTABLE_STATUSES),
+      fromStepRunVersion: Version,
+      fromStepRunDigest: Digest,
+      startedStepRunVersion: Version,
+      startedStepRunDigest: Digest,
+    }),
+    mutation: strictObject('BarrierMutation', { mutationId: Identity, mutationDigest: Digest }),
+    runEvent: strictObject('BarrierRunEvent', { runEventId: Identity, runEventSequence: Sequence }),
+    trace: strictObject('BarrierTrace', { traceId: Identity, spanId: Identity, traceDigest: Digest }),
+    audit: strictObject('BarrierAudit', {
+      auditEventId: Identity,
+      auditEventDigest: Digest,
+      auditReceiptId: Identity,
+      auditReceiptDigest: Digest,
+    }),
+  },
+  { approval: ApprovalBinding, annotations: Annotations },
+);
+export type StartBarrierRecord = t.TypeOf<typeof StartBarrierRecord>;
+
+export interface SealedBarrier {
+  readonly record: StartBarrierRecord;
+  readonly canonical: string;
+  readonly barrierDigest: string;
+}
+
+/** Canonicalise, enforce R1.2's byte limit, and digest under the barrier's own tag (R1.3). */
+export const sealBarrier = (record: StartBarrierRecord): SealedBarrier => {
+  const canonical = canonicalJson(record);
+  const bytes = utf8Length(canonical);
+  if (bytes > MAX_BARRIER_BYTES) {
+    throw new ValidationError('start barrier', [
+      { path: '(root)', reason: 'too_large', message: `canonical JSON is ${bytes} bytes, the limit is ${MAX_BARRIER_BYTES} (R1.2); shorten the annotations` },
+    ]);
+  }
+  return { record, canonical, barrierDigest: digestCanonical(RECORD_TAGS.barrier, canonical) };
+};
+
+export const decodeBarrierRecord = (input: unknown): SealedBarrier =>
+  sealBarrier(decodeOrThrow(StartBarrierRecord, 'start barrier', input));
+
+/**
+ * R5.3 on read: the stored text must parse, decode, be byte-for-byte canonical, and hash to
+ * the stored digest. Any failure is corruption, reported closed.
+ */
+export const verifyStoredBarrier = (startId: string, storedJson: string, storedDigest: string): SealedBarrier => {
+  let sealed: SealedBarrier;
+  try {
+    sealed = decodeBarrierRecord(JSON.parse(storedJson));
+  } catch (e) {
+    const why = isStartBarrierError(e) || e instanceof SyntaxError ? e.message : String(e);
+    throw new CorruptRecordError('start barrier', startId, `stored JSON does not decode: ${why}`);
+  }
+  if (sealed.canonical !== storedJson) throw new CorruptRecordError('start barrier', startId, 'stored JSON is not in canonical form');
+  if (sealed.barrierDigest !== storedDigest) throw new CorruptRecordError('start barrier', startId, 'barrier digest does not match its JSON');
+  if (sealed.record.startId !== startId) throw new CorruptRecordError('start barrier', startId, 'startId column does not match its JSON');
+  return sealed;
+};

@@ -1,0 +1,35 @@
+import { createHash } from 'node:crypto';
+import canonicalize from 'canonicalize';
+
+// RFC 8785 (JCS) via the reference implementation's author package; we only feed it values
+// that passed `assertPlainJson`, so its lenient corners (toJSON, undefined) are never reached.
+export const canonicalJson = (value: unknown): string => {
+  const out = canonicalize(value);
+  if (out === undefined) throw new TypeError('value has no canonical JSON form');
+  return out;
+};
+
+export const utf8Length = (text: string): number => Buffer.byteLength(text, 'utf8');
+
+/** Record kinds, each with its own digest tag (R1.3: a command can never collide with a barrier). */
+export const RECORD_TAGS = {
+  command: 'qinglong/tool-execution-start-command@v1',
+  barrier: 'qinglong/tool-execution-start-barrier@v1',
+  stepRun: 'qinglong/step-run@v1',
+  mutation: 'qinglong/step-run-mutation@v1',
+  traceAnchor: 'qinglong/trace-anchor@v1',
+  auditEvent: 'qinglong/security-audit-event@v1',
+  auditReceipt: 'qinglong/audit-receipt@v1',
+} as const;
+export type RecordTag = (typeof RECORD_TAGS)[keyof typeof RECORD_TAGS];
+
+export const DIGEST_PATTERN = /^sha256:[0-9a-f]{64}$/;
+
+/**
+ * sha256(tag || 0x00 || canonical-json). The NUL cannot occur in a tag, and JSON text never
+ * starts with one, so the (tag, body) split is unambiguous.
+ */
+export const digestCanonical = (tag: RecordTag, canonical: string): string =>
+  'sha256:' + createHash('sha256').update(tag, 'utf8').update('\u0000', 'utf8').update(canonical, 'utf8').digest('hex');
+
+export const digestOf = (tag: RecordTag, value: unknown): string => digestCanonical(tag, canonicalJson(value));

@@ -1,0 +1,291 @@
+import * as t from 'io-ts';
+import { isLeft, type Left } from 'fp-ts/lib/Either';
+import { DIGEST_PATTERN } from './canonical';
+import { ValidationError, type ValidationIssue, type ValidationReason } from './errors';
+
+// io-ts at every boundary. io-ts' own `exact`/`strict` strip unknown keys; R1.5 says reject,
+// so objects here go through `strictObject`, which fails on any key it does not name.
+
+const MAX_DEPTH = 16;
+
+/** Reasons ride in the io-ts message as `reason|text`, so one failure type serves all paths. */
+const fail = (u: unknown, c: t.Context, reason: ValidationReason, text: string): Left<t.Errors> =>
+  ({ _tag: 'Left', left: [{ value: u, context: c, message: `${reason}|${text}` }] });
+
+const isPlainObject = (u: unknown): u is Record<string, unknown> => {
+  if (typeof u !== 'object' || u === null || Array.isArray(u)) return false;
+  const proto = Object.getPrototypeOf(u);
+  return proto === Object.prototype || proto === null;
+};
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
+
+/**
+ * Only JSON values may enter: no functions, raw errors, class instances, undefined, NaN,
+ * bigint, lone surrogates (not encodable as UTF-8) or nesting deeper than MAX_DEPTH.
+ */
+export const plainJsonIssues = (value: unknown, path = '', depth = 0, out: ValidationIssue[] = []): ValidationIssue[] => {
+  const at = path === '' ? '(root)' : path;
+  if (out.length >= 20) return out;
+  if (depth > MAX_DEPTH) {
+    out.push({ path: at, reason: 'too_deep', message: `nested deeper than ${MAX_DEPTH} levels` });
+    return out;
+  }
+  switch (typeof value) {
+    case 'string':
+      if (LONE_SURROGATE.test(value)) out.push({ path: at, reason: 'invalid_value', message: 'string is not well-formed Unicode (cannot be UTF-8)' });
+      return out;
+    case 'boolean':
+      return out;
+    case 'number':
+      if (!Number.isFinite(value)) out.push({ path: at, reason: 'invalid_value', message: 'number is not finite' });
+      return out;
+    case 'function':
+      out.push({ path: at, reason: 'forbidden_value', message: 'functions are forbidden (R1.5)' });
+      return out;
+    case 'undefined':
+      out.push({ path: at, reason: 'invalid_value', message: 'undefined is not JSON (omit the field instead)' });
+      return out;
+    case 'bigint':
+    case 'symbol':
+      out.push({ path: at, reason: 'invalid_value', message: `${typeof value} is not JSON` });
+      return out;
+    default:
+      break;
+  }
+  if (value === null) return out;
+  if (value instanceof Error) {
+    out.push({ path: at, reason: 'forbidden_value', message: 'raw exceptions are forbidden (R1.5)' });
+    return out;
+  }
+  if (Array.isArray(value)) {
+    value.forEach((v, i) => plainJsonIssues(v, `${path}[${i}]`, depth + 1, out));
+    return out;
+  }
+  if (!isPlainObject(value)) {
+    out.push({ path: at, reason: 'forbidden_value', message: 'only plain JSON objects are accepted' });
+    return out;
+  }
+  for (const [k, v] of Object.entries(value)) {
+    const p = path === '' ? k : `${path}.${k}`;
+    if (LONE_SURROGATE.test(k)) out.push({ path: p, reason: 'invalid_value', message: 'key is not well-formed Unicode' });
+    plainJsonIssues(v, p, depth + 1, out);
+  }
+  return out;
+};
+
+// Field names that would carry what R1.5 forbids. Any unknown key is rejected; these get the
+// sharper reason so an integrator sees why the field can never be added.
+const FORBIDDEN_KEY_PARTS = [
+  'input', 'args', 'argument', 'params', 'parameter', 'payload', 'secret', 'password', 'passwd', 'token', 'credential', 'apikey',
+  'api_key', 'privatekey', 'handler', 'function', 'callback', 'execute', 'exec', 'seam', 'module',
+  'path', 'url', 'uri', 'endpoint', 'href', 'output', 'result', 'exception', 'error', 'stack',
+];
+export const isForbiddenKey = (key: string): boolean => {
+  const k = key.toLowerCase();
+  return FORBIDDEN_KEY_PARTS.some((p) => k.includes(p));
+};
+
+type RequiredOf<P extends t.Props> = { [K in keyof P]: t.TypeOf<P[K]> };
+type OptionalOf<O extends t.Props> = { [K in keyof O]?: t.TypeOf<O[K]> };
+export type StrictObjectC<P extends t.Props, O extends t.Props> = t.Type<
+  RequiredOf<P> & OptionalOf<O>,
+  RequiredOf<P> & OptionalOf<O>,
+  unknown
+>;
+
+/** An object codec that rejects (never strips) unknown fields, naming each with its path. */
+export const strictObject = <P extends t.Props, O extends t.Props = Record<never, never>>(
+  name: string,
+  required: P,
+  optional: O = {} as O,
+): StrictObjectC<P, O> => {
+  const known = new Set([...Object.keys(required), ...Object.keys(optional)]);
+  type A = RequiredOf<P> & OptionalOf<O>;
+  const is = (u: unknown): u is A => isPlainObject(u) && !isLeft(validate(u, [{ key: '', type: t.unknown, actual: u }]));
+  const validate = (u: unknown, c: t.Context): t.Validation<A> => {
+    if (!isPlainObject(u)) return fail(u, c, 'invalid_value', `expected an object (${name})`);
+    const errors: t.Errors = [];
+    for (const key of Object.keys(u)) {
+      if (known.has(key)) continue;
+      const ctx = [...c, { key, type: t.never, actual: u[key] }];
+      errors.push(
+        ...(isForbiddenKey(key)
+          ? fail(u[key], ctx, 'forbidden_field', `field "${key}" is forbidden: admission, command and barrier never carry input, secrets, handlers, module paths, URLs, output or exceptions (R1.5)`)
+          : fail(u[key], ctx, 'unknown_field', `unknown field "${key}" (rejected, not stripped)`)
+        ).left,
+      );
+    }
+    for (const [key, codec] of Object.entries(required)) {
+      const ctx = [...c, { key, type: codec, actual: u[key] }];
+      if (!(key in u)) {
+        errors.push(...fail(undefined, ctx, 'invalid_value', 'required field is missing').left);
+        continue;
+      }
+      const r = codec.validate(u[key], ctx);
+      if (isLeft(r)) errors.push(...r.left);
+    }
+    for (const [key, codec] of Object.entries(optional)) {
+      if (!(key in u)) continue;
+      const r = codec.validate(u[key], [...c, { key, type: codec, actual: u[key] }]);
+      if (isLeft(r)) errors.push(...r.left);
+    }
+    return errors.length > 0 ? t.failures(errors) : t.success(u as A);
+  };
+  return new t.Type<A, A, unknown>(name, is, validate, t.identity);
+};
+
+const refinedString = (name: string, check: (s: string) => { reason: ValidationReason; text: string } | undefined) =>
+  new t.Type<string, string, unknown>(
+    name,
+    (u): u is string => typeof u === 'string' && check(u) === undefined,
+    (u, c) => {
+      if (typeof u !== 'string') return fail(u, c, 'invalid_value', `expected a string (${name})`);
+      const problem = check(u);
+      return problem ? fail(u, c, problem.reason, problem.text) : t.success(u);
+    },
+    t.identity,
+  );
+
+const URL_LIKE = /^[a-z][a-z0-9+.-]*:|:\/\/|^www\./i;
+const PATH_LIKE = /[/\\~]|^\.\.?$|\.(?:m?js|cjs|ts|mts|cts|json|node|sh|py|rb|exe|dll|so|dylib|wasm)$/i;
+const SECRET_LIKE =
+  /-----BEGIN|\bAKIA[0-9A-Z]{16}\b|\bsk-[A-Za-z0-9_-]{16,}|\bgh[pousr]_[A-Za-z0-9]{20,}|\bxox[abprs]-|\beyJ[A-Za-z0-9_-]{8,}\.eyJ|\b(?:password|passwd|secret|token|api[_-]?key)\s*[:=]/i;
+const CODE_LIKE = /\bfunction\s*\*?\s*[A-Za-z0-9_$]*\s*\(|=>|\brequire\s*\(|\bimport\s*\(|\beval\s*\(/;
+const EXCEPTION_LIKE = /^\s*at .+\(.+:\d+:\d+\)|\n\s+at |\b[A-Z][A-Za-z]*Error: /m;
+const TEXT_PATH_LIKE = /(?:^|\s)(?:\.{1,2}\/|~\/|\/[A-Za-z0-9_.-]+\/|[A-Za-z]:\\)/;
+const IDENTITY_CHARS = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+
+/** Opaque identity: short, no scheme, no path separators, no code file, nothing secret-like. */
+export const Identity = refinedString('Identity', (s) => {
+  if (s.length === 0 || s.length > 128) return { reason: 'invalid_value', text: 'identity must be 1..128 characters' };
+  if (URL_LIKE.test(s)) return { reason: 'forbidden_value', text: 'identity looks like a URL (R1.5)' };
+  if (PATH_LIKE.test(s)) return { reason: 'forbidden_value', text: 'identity looks like a path or module file (R1.5)' };
+  if (SECRET_LIKE.test(s)) return { reason: 'forbidden_value', text: 'identity looks like a secret (R1.5)' };
+  if (!IDENTITY_CHARS.test(s)) return { reason: 'invalid_value', text: 'identity may hold only A-Z a-z 0-9 . _ - and must start with a letter or digit' };
+  return undefined;
+});
+
+export const Digest = refinedString('Digest', (s) =>
+  DIGEST_PATTERN.test(s) ? undefined : { reason: 'invalid_value', text: 'digest must be sha256:<64 lowercase hex>' },
+);
+
+/** Low-sensitivity operator text (annotations). Never a carrier for what R1.5 forbids. */
+export const SafeText = refinedString('SafeText', (s) => {
+  if (s.length > 8192) return { reason: 'invalid_value', text: 'text longer than 8192 characters' };
+  if (/[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]/.test(s)) return { reason: 'invalid_value', text: 'control characters are not allowed' };
+  if (/:\/\/|\b(?:https?|file|data|javascript|mailto|ftp|wss?):/i.test(s)) return { reason: 'forbidden_value', text: 'text contains a URL (R1.5)' };
+  if (TEXT_PATH_LIKE.test(s)) return { reason: 'forbidden_value', text: 'text contains a path (R1.5)' };
+  if (SECRET_LIKE.test(s)) return { reason: 'forbidden_value', text: 'text looks like it carries a secret (R1.5)' };
+  if (CODE_LIKE.test(s)) return { reason: 'forbidden_value', text: 'text looks like code (R1.5)' };
+  if (EXCEPTION_LIKE.test(s)) return { reason: 'forbidden_value', text: 'text looks like a raw exception (R1.5)' };
+  return undefined;
+});
+
+const ANNOTATION_KEY = /^[a-z][a-z0-9_.-]{0,63}$/;
+export const Annotations = new t.Type<Record<string, string>, Record<string, string>, unknown>(
+  'Annotations',
+  (u): u is Record<string, string> => isPlainObject(u) && Object.entries(u).every(([k, v]) => ANNOTATION_KEY.test(k) && SafeText.is(v)),
+  (u, c) => {
+    if (!isPlainObject(u)) return fail(u, c, 'invalid_value', 'annotations must be an object of text');
+    const entries = Object.entries(u);
+    if (entries.length > 64) return fail(u, c, 'invalid_value', 'at most 64 annotations');
+    const errors: t.Errors = [];
+    for (const [k, v] of entries) {
+      const ctx = [...c, { key: k, type: SafeText, actual: v }];
+      if (!ANNOTATION_KEY.test(k)) {
+        errors.push(...fail(v, ctx, isForbiddenKey(k) ? 'forbidden_field' : 'invalid_value', 'annotation key must match ^[a-z][a-z0-9_.-]{0,63}$ and name nothing R1.5 forbids').left);
+      } else if (isForbiddenKey(k)) {
+        errors.push(...fail(v, ctx, 'forbidden_field', `annotation "${k}" is forbidden (R1.5)`).left);
+      } else {
+        const r = SafeText.validate(v, ctx);
+        if (isLeft(r)) errors.push(...r.left);
+      }
+    }
+    return errors.length > 0 ? t.failures(errors) : t.success(u as Record<string, string>);
+  },
+  t.identity,
+);
+
+const integer = (name: string, min: number, max: number) =>
+  new t.Type<number, number, unknown>(
+    name,
+    (u): u is number => typeof u === 'number' && Number.isSafeInteger(u) && u >= min && u <= max,
+    (u, c) =>
+      typeof u === 'number' && Number.isSafeInteger(u) && u >= min && u <= max
+        ? t.success(u)
+        : fail(u, c, 'invalid_value', `expected an integer in ${min}..${max} (${name})`),
+    t.identity,
+  );
+
+export const Version = integer('Version', 1, Number.MAX_SAFE_INTEGER);
+export const Sequence = integer('Sequence', 1, Number.MAX_SAFE_INTEGER);
+export const EpochMillis = integer('EpochMillis', 0, 8_640_000_000_000_000);
+export const TimeoutMs = integer('TimeoutMs', 1, 86_400_000);
+
+export const literal = <V extends string>(value: V) =>
+  new t.Type<V, V, unknown>(
+    JSON.stringify(value),
+    (u): u is V => u === value,
+    (u, c) => (u === value ? t.success(value) : fail(u, c, 'invalid_value', `expected ${JSON.stringify(value)}`)),
+    t.identity,
+  );
+
+export const oneOf = <V extends string>(values: readonly V[]) =>
+  new t.Type<V, V, unknown>(
+    values.join('|'),
+    (u): u is V => typeof u === 'string' && (values as readonly string[]).includes(u),
+    (u, c) =>
+      typeof u === 'string' && (values as readonly string[]).includes(u)
+        ? t.success(u as V)
+        : fail(u, c, 'invalid_value', `expected one of ${values.map((v) => JSON.stringify(v)).join(', ')}`),
+    t.identity,
+  );
+
+/** `{ id, digest }`: the shape of every reviewed artefact a start binds (R1.4). */
+export const Ref = strictObject('Ref', { id: Identity, digest: Digest });
+export type Ref = t.TypeOf<typeof Ref>;
+
+const pathOf = (context: t.Context): string => {
+  const keys: string[] = [];
+  context.forEach((entry, i) => {
+    if (i === 0 || entry.key === '') return;
+    keys.push(Array.isArray(context[i - 1]?.actual) ? `[${entry.key}]` : entry.key);
+  });
+  return keys.join('.') || '(root)';
+};
+
+export const toIssues = (errors: t.Errors): ValidationIssue[] =>
+  errors.map((e) => {
+    const raw = e.message ?? `invalid_value|expected ${e.context[e.context.length - 1]?.type.name ?? 'a value'}`;
+    const sep = raw.indexOf('|');
+    return {
+      path: pathOf(e.context),
+      reason: (sep > 0 ? raw.slice(0, sep) : 'invalid_value') as ValidationReason,
+      message: sep > 0 ? raw.slice(sep + 1) : raw,
+    };
+  });
+
+/** Decode or throw the typed validation error. JSON shape first, then the codec. */
+export const decodeOrThrow = <A>(codec: t.Type<A, A, unknown>, record: string, input: unknown): A => {
+  const shape = plainJsonIssues(input);
+  if (shape.length > 0) throw new ValidationError(record, shape);
+  const r = codec.decode(input);
+  if (isLeft(r)) throw new ValidationError(record, toIssues(r.left));
+  return r.right;
+};
+
+/** Strict UTF-8 JSON text -> value. Invalid UTF-8 is rejected, never replaced with U+FFFD. */
+export const parseJsonBytes = (record: string, bytes: Uint8Array | string): unknown => {
+  let text: string;
+  try {
+    text = typeof bytes === 'string' ? bytes : new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    throw new ValidationError(record, [{ path: '(root)', reason: 'invalid_json', message: 'input is not valid UTF-8' }]);
+  }
+  try {
+    return JSON.parse(text) as unknown;
+  } catch (e) {
+    throw new ValidationError(record, [{ path: '(root)', reason: 'invalid_json', message: `input is not JSON: ${(e as Error).message}` }]);
+  }
+};

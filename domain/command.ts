@@ -1,0 +1,120 @@
+import * as t from 'io-ts';
+import { canonicalJson, digestCanonical, RECORD_TAGS, utf8Length } from './canonical';
+import {
+  Annotations,
+  Digest,
+  EpochMillis,
+  Identity,
+  Ref,
+  TimeoutMs,
+  Version,
+  decodeOrThrow,
+  literal,
+  oneOf,
+  strictObject,
+} from './codecs';
+import { ValidationError } from './errors';
+
+export const COMMAND_SCHEMA = RECORD_TAGS.command;
+/** R1.1: 65,536 bytes of UTF-8 canonical JSON, inclusive. */
+export const MAX_COMMAND_BYTES = 65_536;
+
+export const EXECUTION_CLASSES = ['builtin', 'process', 'mcp', 'http', 'worker'] as const;
+export type ExecutionClass = (typeof EXECUTION_CLASSES)[number];
+export const STARTABLE_STATUSES = ['ready', 'waiting_approval'] as const;
+export type StartableStatus = (typeof STARTABLE_STATUSES)[number];
+
+export const PolicyFence = strictObject('PolicyFence', { policyId: Identity, policyVersion: Version, policyDigest: Digest });
+export type PolicyFence = t.TypeOf<typeof PolicyFence>;
+
+export const ApprovalBinding = strictObject('ApprovalBinding', {
+  approvalRequestId: Identity,
+  dispatchId: Identity,
+  approvalDigest: Digest,
+});
+export type ApprovalBinding = t.TypeOf<typeof ApprovalBinding>;
+
+/** `qinglong/tool-execution-start-command@v1`: exactly the bindings of R1.4, nothing else. */
+export const ToolExecutionStartCommand = strictObject(
+  'ToolExecutionStartCommand',
+  {
+    schema: literal(COMMAND_SCHEMA),
+    startId: Identity,
+    /** The caller's business time. Never the commit time (R3.10). */
+    requestedAtMs: EpochMillis,
+    // R1.4.1
+    project: strictObject('ProjectBinding', { projectId: Identity, snapshotId: Identity, snapshotDigest: Digest }),
+    toolDefinition: Ref,
+    handlerBinding: Ref,
+    // R1.4.2
+    admission: strictObject('Admission', {
+      actionDigest: Digest,
+      planDigest: Digest,
+      admissionDigest: Digest,
+      profile: Identity,
+      executionClass: oneOf(EXECUTION_CLASSES),
+      timeoutMs: TimeoutMs,
+      policyFence: PolicyFence,
+    }),
+    // R1.4.3
+    contracts: strictObject('ReviewedContracts', { adapter: Ref, redaction: Ref, audit: Ref }),
+    // R1.4.5
+    stepRun: strictObject('StepRunBinding', {
+      runId: Identity,
+      stepRunId: Identity,
+      kind: literal('tool'),
+      expectedVersion: Version,
+      expectedDigest: Digest,
+    }),
+    // R1.4.6
+    evidence: strictObject('EvidenceBinding', {
+      traceId: Identity,
+      spanId: Identity,
+      auditEventId: Identity,
+      auditReceiptId: Identity,
+    }),
+    // R1.4.7
+    mutation: strictObject('MutationBinding', {
+      mutationId: Identity,
+      runEventId: Identity,
+      fromStatus: oneOf(STARTABLE_STATUSES),
+      toStatus: literal('running'),
+    }),
+  },
+  {
+    // R1.4.4
+    approval: ApprovalBinding,
+    annotations: Annotations,
+  },
+);
+export type ToolExecutionStartCommand = t.TypeOf<typeof ToolExecutionStartCommand>;
+
+export interface DecodedStartCommand {
+  readonly command: ToolExecutionStartCommand;
+  readonly canonical: string;
+  readonly commandDigest: string;
+}
+
+/** Boundary for every start command: shape, R1.5 content rules, R1.1 size, then digest. */
+export const decodeStartCommand = (input: unknown): DecodedStartCommand => {
+  const command = decodeOrThrow(ToolExecutionStartCommand, 'start command', input);
+  const canonical = canonicalJson(command);
+  const bytes = utf8Length(canonical);
+  if (bytes > MAX_COMMAND_BYTES) {
+    throw new ValidationError('start command', [
+      { path: '(root)', reason: 'too_large', message: `canonical JSON is ${bytes} bytes, the limit is ${MAX_COMMAND_BYTES} (R1.1)` },
+    ]);
+  }
+  if (command.mutation.fromStatus === 'waiting_approval' && command.approval === undefined) {
+    throw new ValidationError('start command', [
+      { path: 'approval', reason: 'invalid_value', message: 'a start from waiting_approval must bind the exact approval (R1.4.4)' },
+    ]);
+  }
+  return { command, canonical, commandDigest: digestCanonical(RECORD_TAGS.command, canonical) };
+};
+
+export const commandDigestOf = (command: ToolExecutionStartCommand): string =>
+  digestCanonical(RECORD_TAGS.command, canonicalJson(command));
+
+/** The attempt identity of R4.4: the StepRun version this start moves the StepRun to. */
+export const startedVersionOf = (command: ToolExecutionStartCommand): number => command.stepRun.expectedVersion + 1;

@@ -1,0 +1,154 @@
+// Typed errors with stable codes. The code is the contract (CLI exit codes, callers branching);
+// the message is for humans and may change.
+
+export type StartBarrierErrorCode =
+  | 'VALIDATION_FAILED'
+  | 'PRECONDITION_FAILED'
+  | 'SEMANTIC_CONFLICT'
+  | 'CONCURRENCY_EXHAUSTED'
+  | 'TRANSACTION_TIMEOUT'
+  | 'CORRUPT_RECORD';
+
+export abstract class StartBarrierError extends Error {
+  abstract readonly code: StartBarrierErrorCode;
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+  toJSON(): Record<string, unknown> {
+    const { name, message, ...rest } = this as unknown as Record<string, unknown>;
+    return { name: this.name, code: this.code, message: this.message, ...rest, stack: undefined };
+  }
+}
+
+export type ValidationReason =
+  | 'invalid_json'
+  | 'unknown_field'
+  | 'forbidden_field'
+  | 'forbidden_value'
+  | 'invalid_value'
+  | 'too_large'
+  | 'too_deep';
+
+export interface ValidationIssue {
+  readonly path: string;
+  readonly reason: ValidationReason;
+  readonly message: string;
+}
+
+/** Bad, oversized, unknown or forbidden input (R1.1, R1.2, R1.5). Nothing was written. */
+export class ValidationError extends StartBarrierError {
+  readonly code = 'VALIDATION_FAILED' as const;
+  readonly record: string;
+  readonly issues: readonly ValidationIssue[];
+  constructor(record: string, issues: readonly ValidationIssue[]) {
+    const first = issues[0];
+    super(
+      `invalid ${record}: ${issues
+        .slice(0, 5)
+        .map((i) => `${i.path}: ${i.message}`)
+        .join('; ')}${issues.length > 5 ? ` (and ${issues.length - 5} more)` : ''}`,
+    );
+    this.record = record;
+    this.issues = issues;
+    if (first === undefined) throw new Error('ValidationError needs at least one issue');
+  }
+  get path(): string {
+    return this.issues[0]?.path ?? '';
+  }
+  get reason(): ValidationReason {
+    return this.issues[0]?.reason ?? 'invalid_value';
+  }
+}
+
+export type PreconditionReason =
+  | 'run_not_found'
+  | 'run_exists'
+  | 'project_mismatch'
+  | 'step_run_not_found'
+  | 'step_run_exists'
+  | 'not_a_tool_step_run'
+  | 'status_mismatch'
+  | 'version_mismatch'
+  | 'digest_mismatch'
+  | 'definition_mismatch'
+  | 'approval_missing'
+  | 'approval_mismatch'
+  | 'approval_unexpected'
+  | 'invalid_transition';
+
+/** The Run or StepRun is not in the state the command expects (R2). Nothing was written. */
+export class PreconditionError extends StartBarrierError {
+  readonly code = 'PRECONDITION_FAILED' as const;
+  constructor(
+    readonly reason: PreconditionReason,
+    message: string,
+    readonly expected?: unknown,
+    readonly actual?: unknown,
+  ) {
+    super(`${reason}: ${message}`);
+  }
+}
+
+export const REPLAY_IDENTITIES = [
+  'startId',
+  'mutationId',
+  'runEventId',
+  'traceId',
+  'auditEventId',
+  'auditReceiptId',
+  'attempt',
+] as const;
+export type ReplayIdentity = (typeof REPLAY_IDENTITIES)[number];
+
+/** An identity of R4.1 is already bound to a barrier with different content (R4.3). */
+export class SemanticConflictError extends StartBarrierError {
+  readonly code = 'SEMANTIC_CONFLICT' as const;
+  constructor(
+    readonly identity: ReplayIdentity,
+    readonly value: string,
+    readonly existingStartId: string | undefined,
+    message?: string,
+  ) {
+    super(
+      message ??
+        `${identity} ${value} is already bound to start ${existingStartId ?? '(unknown)'} with different content`,
+    );
+  }
+}
+
+/** Retries of safe-to-retry failures (serialization, deadlock, busy) were used up. */
+export class ConcurrencyExhaustedError extends StartBarrierError {
+  readonly code = 'CONCURRENCY_EXHAUSTED' as const;
+  constructor(
+    readonly attempts: number,
+    readonly lastCause: string,
+  ) {
+    super(`gave up after ${attempts} attempts: ${lastCause}`);
+  }
+}
+
+/** A lock, statement or busy timeout fired; the transaction rolled back. */
+export class TransactionTimeoutError extends StartBarrierError {
+  readonly code = 'TRANSACTION_TIMEOUT' as const;
+  constructor(
+    readonly timeout: 'lock' | 'statement' | 'idle_in_transaction' | 'busy',
+    message: string,
+  ) {
+    super(`${timeout} timeout: ${message}`);
+  }
+}
+
+/** A stored record failed re-verification (R5.3): read failed closed, never a best guess. */
+export class CorruptRecordError extends StartBarrierError {
+  readonly code = 'CORRUPT_RECORD' as const;
+  constructor(
+    readonly recordKind: string,
+    readonly recordId: string,
+    readonly problem: string,
+  ) {
+    super(`corrupt ${recordKind} ${recordId}: ${problem}`);
+  }
+}
+
+export const isStartBarrierError = (e: unknown): e is StartBarrierError => e instanceof StartBarrierError;

@@ -1,0 +1,13 @@
+// `@qinglong/start-barrier`: the pure domain protocol only. No storage authority here (R6.1):
+// SQLite and PostgreSQL are reached through `/sqlite` and `/postgres`.
+export * from './errors';
+export * from './canonical';
+export { plainJsonIssues, parseJsonBytes, decodeOrThrow, type Ref } from './codecs';
+export * from './command';
+export * from './barrier';
+export * from './events';
+export * from './state';
+export * from './lifecycle';
+export * from './startDecider';
+export * from './verify';
+export * from './decider';

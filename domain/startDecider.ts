@@ -1,0 +1,259 @@
+import type { Command } from '@event-driven-io/emmett';
+import { digestOf, RECORD_TAGS } from './canonical';
+import { decodeStartCommand, startedVersionOf, type DecodedStartCommand, type ToolExecutionStartCommand } from './command';
+import { sealBarrier, type StartBarrierRecord } from './barrier';
+import {
+  CorruptRecordError,
+  PreconditionError,
+  REPLAY_IDENTITIES,
+  SemanticConflictError,
+  type ReplayIdentity,
+} from './errors';
+import { event, type PayloadOf, type StartFacts } from './events';
+import { stepRunDigest, type RunState, type StepRunState } from './state';
+
+// The start decider (R3.1 .. R3.7). Pure: the store looks up the replay index and the Run
+// state inside its transaction, hands both in, and appends what this returns atomically.
+
+/** What the replay index says about one identity: the barrier(s) it is bound to. */
+export interface ReplayHit {
+  readonly startId: string;
+  readonly commandDigest: string;
+}
+export type ReplayHits = { readonly [K in ReplayIdentity]: readonly ReplayHit[] };
+
+export const noReplayHits = (): ReplayHits =>
+  Object.fromEntries(REPLAY_IDENTITIES.map((k) => [k, []])) as unknown as ReplayHits;
+
+export interface AttemptKey {
+  readonly runId: string;
+  readonly stepRunId: string;
+  readonly startedStepRunVersion: number;
+}
+
+/** The value of each R4.1 identity for one command: what the store looks up. */
+export interface ReplayKeys {
+  readonly startId: string;
+  readonly mutationId: string;
+  readonly runEventId: string;
+  readonly traceId: string;
+  readonly auditEventId: string;
+  readonly auditReceiptId: string;
+  readonly attempt: AttemptKey;
+}
+
+export const replayKeysOf = (c: ToolExecutionStartCommand): ReplayKeys => ({
+  startId: c.startId,
+  mutationId: c.mutation.mutationId,
+  runEventId: c.mutation.runEventId,
+  traceId: c.evidence.traceId,
+  auditEventId: c.evidence.auditEventId,
+  auditReceiptId: c.evidence.auditReceiptId,
+  attempt: { runId: c.stepRun.runId, stepRunId: c.stepRun.stepRunId, startedStepRunVersion: startedVersionOf(c) },
+});
+
+const describeKey = (keys: ReplayKeys, identity: ReplayIdentity): string => {
+  if (identity !== 'attempt') return keys[identity];
+  const a = keys.attempt;
+  return `(${a.runId}, ${a.stepRunId}, ${a.startedStepRunVersion})`;
+};
+
+export type ReplayDecision = { readonly kind: 'new' } | { readonly kind: 'existing'; readonly startId: string };
+
+/**
+ * R3.1 / R4.1-R4.3. Every identity free -> new. Every identity bound to one barrier with the
+ * same command digest -> existing (a lost response replayed). Anything else is drift: a typed
+ * conflict naming the first identity, in R4.1 order, that is bound elsewhere or differently.
+ * An identity bound to several barriers, or a partial binding to our own barrier, can only be
+ * damage: fail closed.
+ */
+export const classifyReplay = (decoded: DecodedStartCommand, hits: ReplayHits): ReplayDecision => {
+  const keys = replayKeysOf(decoded.command);
+  for (const identity of REPLAY_IDENTITIES) {
+    const found = hits[identity];
+    if (found.length > 1) {
+      throw new CorruptRecordError('replay index', describeKey(keys, identity), `${identity} is bound to ${found.length} barriers`);
+    }
+  }
+  for (const identity of REPLAY_IDENTITIES) {
+    const hit = hits[identity][0];
+    if (hit === undefined) continue;
+    if (hit.startId !== decoded.command.startId || hit.commandDigest !== decoded.commandDigest) {
+      throw new SemanticConflictError(identity, describeKey(keys, identity), hit.startId);
+    }
+  }
+  const bound = REPLAY_IDENTITIES.filter((identity) => hits[identity].length > 0);
+  if (bound.length === 0) return { kind: 'new' };
+  if (bound.length === REPLAY_IDENTITIES.length) return { kind: 'existing', startId: decoded.command.startId };
+  const missing = REPLAY_IDENTITIES.filter((identity) => hits[identity].length === 0);
+  throw new CorruptRecordError('replay index', decoded.command.startId, `start is indexed under ${bound.join(', ')} but not under ${missing.join(', ')}`);
+};
+
+/** R2.2 and R3.2: re-verify Run, StepRun, version, digest, status, Definition, Project, approval. */
+export const checkStartPreconditions = (c: ToolExecutionStartCommand, state: RunState): StepRunState => {
+  const { runId, stepRunId } = c.stepRun;
+  const run = state.run;
+  if (run === null || run.runId !== runId) throw new PreconditionError('run_not_found', `Run ${runId} does not exist`);
+  if (run.projectId !== c.project.projectId) {
+    throw new PreconditionError('project_mismatch', `Run ${runId} belongs to project ${run.projectId}, not ${c.project.projectId}`, c.project.projectId, run.projectId);
+  }
+  const s = state.stepRuns[stepRunId];
+  if (s === undefined) throw new PreconditionError('step_run_not_found', `StepRun ${stepRunId} does not exist in Run ${runId}`);
+  if (s.projectId !== c.project.projectId) {
+    throw new PreconditionError('project_mismatch', `StepRun ${stepRunId} belongs to project ${s.projectId}`, c.project.projectId, s.projectId);
+  }
+  if (s.kind !== 'tool') throw new PreconditionError('not_a_tool_step_run', `StepRun ${stepRunId} is a ${s.kind} StepRun, not a tool StepRun`, 'tool', s.kind);
+  if (s.status !== c.mutation.fromStatus) {
+    throw new PreconditionError('status_mismatch', `StepRun ${stepRunId} is ${s.status}, the command moves it from ${c.mutation.fromStatus}`, c.mutation.fromStatus, s.status);
+  }
+  if (s.version !== c.stepRun.expectedVersion) {
+    throw new PreconditionError('version_mismatch', `StepRun ${stepRunId} is at version ${s.version}, the command expects ${c.stepRun.expectedVersion}`, c.stepRun.expectedVersion, s.version);
+  }
+  const actualDigest = stepRunDigest(s);
+  if (actualDigest !== c.stepRun.expectedDigest) {
+    throw new PreconditionError('digest_mismatch', `StepRun ${stepRunId} digest is ${actualDigest}, the command expects ${c.stepRun.expectedDigest}`, c.stepRun.expectedDigest, actualDigest);
+  }
+  const def = s.toolDefinition;
+  if (def === undefined || def.id !== c.toolDefinition.id || def.digest !== c.toolDefinition.digest) {
+    throw new PreconditionError('definition_mismatch', `StepRun ${stepRunId} is bound to Tool Definition ${def?.id ?? '(none)'}@${def?.digest ?? '-'}`, c.toolDefinition, def);
+  }
+  if (s.status === 'waiting_approval') {
+    if (c.approval === undefined) throw new PreconditionError('approval_missing', `StepRun ${stepRunId} waits for approval ${s.approval?.approvalRequestId ?? '?'}; the command binds none`);
+    const a = s.approval;
+    if (a === undefined || a.approvalRequestId !== c.approval.approvalRequestId || a.dispatchId !== c.approval.dispatchId || a.approvalDigest !== c.approval.approvalDigest) {
+      throw new PreconditionError('approval_mismatch', `StepRun ${stepRunId} is bound to a different approval than the command's`, c.approval, a);
+    }
+  } else if (c.approval !== undefined) {
+    throw new PreconditionError('approval_unexpected', `StepRun ${stepRunId} is ready with no approval bound; the command binds approval ${c.approval.approvalRequestId}`);
+  }
+  return s;
+};
+
+// --- digests of each fact, exported so stores re-verify on read exactly as decided (R5.3) ---
+
+type AuditData = PayloadOf<'SecurityAuditEventRecorded'>;
+type TraceData = PayloadOf<'TraceAnchorRecorded'>;
+type ReceiptData = PayloadOf<'AuditReceiptIssued'>;
+type StartedData = PayloadOf<'StepRunStarted'>;
+
+export const auditEventDigestOf = ({ auditEventDigest: _, ...d }: AuditData): string => digestOf(RECORD_TAGS.auditEvent, d);
+export const traceDigestOf = ({ traceDigest: _, ...d }: TraceData): string => digestOf(RECORD_TAGS.traceAnchor, d);
+export const receiptDigestOf = ({ receiptDigest: _, ...d }: ReceiptData): string => digestOf(RECORD_TAGS.auditReceipt, d);
+export const mutationDigestOf = ({ mutationDigest: _, ...d }: StartedData): string => digestOf(RECORD_TAGS.mutation, d);
+
+/** R3.3 .. R3.7: the five facts of one start, in order. Commit time is not decided here (R3.10). */
+export const buildStartFacts = (decoded: DecodedStartCommand, state: RunState): StartFacts => {
+  const c = decoded.command;
+  const s = checkStartPreconditions(c, state);
+  const run = state.run!;
+  const common = { startId: c.startId, runId: c.stepRun.runId, stepRunId: c.stepRun.stepRunId };
+
+  const auditBody: AuditData = {
+    auditEventId: c.evidence.auditEventId,
+    ...common,
+    projectId: c.project.projectId,
+    action: 'tool_execution.start',
+    decision: 'allowed',
+    actionDigest: c.admission.actionDigest,
+    admissionDigest: c.admission.admissionDigest,
+    policyFence: c.admission.policyFence,
+    auditContract: c.contracts.audit,
+    commandDigest: decoded.commandDigest,
+    auditEventDigest: '',
+    occurredAtMs: c.requestedAtMs,
+  };
+  const audit: AuditData = { ...auditBody, auditEventDigest: auditEventDigestOf(auditBody) };
+
+  const traceBody: TraceData = { traceId: c.evidence.traceId, spanId: c.evidence.spanId, ...common, commandDigest: decoded.commandDigest, traceDigest: '' };
+  const trace: TraceData = { ...traceBody, traceDigest: traceDigestOf(traceBody) };
+
+  const receiptBody: ReceiptData = {
+    auditReceiptId: c.evidence.auditReceiptId,
+    auditEventId: audit.auditEventId,
+    auditEventDigest: audit.auditEventDigest,
+    traceId: trace.traceId,
+    traceDigest: trace.traceDigest,
+    startId: c.startId,
+    receiptDigest: '',
+  };
+  const receipt: ReceiptData = { ...receiptBody, receiptDigest: receiptDigestOf(receiptBody) };
+
+  const started: StepRunState = { ...s, status: 'running', version: s.version + 1, lastStartId: c.startId };
+  const runEventSequence = run.version + 4; // audit, trace, receipt, then the RunEvent itself
+  const startedBody: StartedData = {
+    runEventId: c.mutation.runEventId,
+    mutationId: c.mutation.mutationId,
+    ...common,
+    fromStatus: c.mutation.fromStatus,
+    toStatus: 'running',
+    fromStepRunVersion: s.version,
+    stepRunVersion: started.version,
+    fromStepRunDigest: c.stepRun.expectedDigest,
+    startedStepRunDigest: stepRunDigest(started),
+    runEventSequence,
+    mutationDigest: '',
+    occurredAtMs: c.requestedAtMs,
+    ...(c.approval ? { approval: c.approval } : {}),
+  };
+  const mutation: StartedData = { ...startedBody, mutationDigest: mutationDigestOf(startedBody) };
+
+  const record: StartBarrierRecord = {
+    schema: 'qinglong/tool-execution-start-barrier@v1',
+    startId: c.startId,
+    commandDigest: decoded.commandDigest,
+    requestedAtMs: c.requestedAtMs,
+    projectId: c.project.projectId,
+    snapshotId: c.project.snapshotId,
+    snapshotDigest: c.project.snapshotDigest,
+    runId: c.stepRun.runId,
+    stepRunId: c.stepRun.stepRunId,
+    toolDefinition: c.toolDefinition,
+    handlerBinding: c.handlerBinding,
+    admission: c.admission,
+    contracts: c.contracts,
+    attempt: {
+      fromStatus: c.mutation.fromStatus,
+      fromStepRunVersion: s.version,
+      fromStepRunDigest: mutation.fromStepRunDigest,
+      startedStepRunVersion: mutation.stepRunVersion,
+      startedStepRunDigest: mutation.startedStepRunDigest,
+    },
+    mutation: { mutationId: mutation.mutationId, mutationDigest: mutation.mutationDigest },
+    runEvent: { runEventId: mutation.runEventId, runEventSequence },
+    trace: { traceId: trace.traceId, spanId: trace.spanId, traceDigest: trace.traceDigest },
+    audit: {
+      auditEventId: audit.auditEventId,
+      auditEventDigest: audit.auditEventDigest,
+      auditReceiptId: receipt.auditReceiptId,
+      auditReceiptDigest: receipt.receiptDigest,
+    },
+    ...(c.approval ? { approval: c.approval } : {}),
+    ...(c.annotations ? { annotations: c.annotations } : {}),
+  };
+  const sealed = sealBarrier(record);
+
+  return [
+    event('SecurityAuditEventRecorded', audit),
+    event('TraceAnchorRecorded', trace),
+    event('AuditReceiptIssued', receipt),
+    event('StepRunStarted', mutation),
+    event('ToolExecutionStartBarrierCommitted', { barrier: sealed.record, barrierDigest: sealed.barrierDigest }),
+  ];
+};
+
+/** emmett command: the raw input plus what the replay index returned inside the transaction. */
+export type StartToolExecution = Command<'StartToolExecution', { command: unknown }, { replay: ReplayHits }>;
+
+export const startToolExecution = (command: unknown, replay: ReplayHits = noReplayHits()): StartToolExecution => ({
+  type: 'StartToolExecution',
+  data: { command },
+  metadata: { replay },
+});
+
+/** Exact replay decides nothing (the store returns the stored barrier); a new start decides five facts. */
+export const decideStart = (command: StartToolExecution, state: RunState): StartFacts | [] =>
+  decideDecodedStart(decodeStartCommand(command.data.command), command.metadata.replay, state);
+
+/** The same decision for stores, which decode once up front to know which identities to look up. */
+export const decideDecodedStart = (decoded: DecodedStartCommand, replay: ReplayHits, state: RunState): StartFacts | [] =>
+  classifyReplay(decoded, replay).kind === 'existing' ? [] : buildStartFacts(decoded, state);

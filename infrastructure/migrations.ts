@@ -1,0 +1,68 @@
+import { createHash } from 'node:crypto';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+
+// Forward-only, checksummed migrations, shared by both backends. No runner on npm does both
+// a synchronous better-sqlite3 `BEGIN IMMEDIATE` and a pg advisory-locked transaction with
+// checksums, and the rules fit on one screen, so the plan is ours; each driver applies it.
+
+export class MigrationError extends Error {
+  readonly code = 'MIGRATION_REFUSED' as const;
+  constructor(message: string) {
+    super(message);
+    this.name = 'MigrationError';
+  }
+}
+
+export interface Migration {
+  readonly name: string;
+  readonly sql: string;
+  readonly checksum: string;
+}
+
+export interface AppliedMigration {
+  readonly name: string;
+  readonly checksum: string;
+}
+
+/** The package root, found from compiled (dist/…) or source (…) locations alike. */
+export const packageRoot = (): string => {
+  let dir = __dirname;
+  for (;;) {
+    if (existsSync(join(dir, 'package.json')) && existsSync(join(dir, 'migrations'))) return dir;
+    const up = dirname(dir);
+    if (up === dir) throw new Error(`cannot find the package root (migrations/) above ${__dirname}`);
+    dir = up;
+  }
+};
+
+export const checksumOf = (sql: string): string => 'sha256:' + createHash('sha256').update(sql, 'utf8').digest('hex');
+
+export const loadMigrations = (dialect: 'sqlite' | 'postgres'): Migration[] => {
+  const dir = join(packageRoot(), 'migrations', dialect);
+  return readdirSync(dir)
+    .filter((f) => f.endsWith('.sql'))
+    .sort()
+    .map((f) => {
+      const sql = readFileSync(join(dir, f), 'utf8');
+      return { name: f.replace(/\.sql$/, ''), sql, checksum: checksumOf(sql) };
+    });
+};
+
+/**
+ * What is left to apply. Refuses a database whose applied migrations were edited (checksum
+ * differs), are unknown to this code (the database is newer), or were applied out of order.
+ */
+export const planMigrations = (known: readonly Migration[], applied: readonly AppliedMigration[]): Migration[] => {
+  applied.forEach((a, i) => {
+    const k = known[i];
+    if (k === undefined) {
+      throw new MigrationError(`database has migration ${a.name} that this code does not know: the database is newer than the code; upgrade the package`);
+    }
+    if (k.name !== a.name) throw new MigrationError(`migration order differs: database has ${a.name} where the code has ${k.name}`);
+    if (k.checksum !== a.checksum) {
+      throw new MigrationError(`migration ${a.name} was edited after it was applied (checksum ${a.checksum} in the database, ${k.checksum} in the code)`);
+    }
+  });
+  return known.slice(applied.length);
+};

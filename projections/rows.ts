@@ -1,0 +1,228 @@
+import {
+  canonicalJson,
+  stepRunDigest,
+  type EventOf,
+  type ReplayIdentity,
+  type RunHead,
+  type RunStreamEvent,
+  type StartFacts,
+  type StepRunState,
+} from '../domain';
+
+// Inline projections, as pure row derivations shared by every backend: the stores write these
+// rows in the same transaction as the events, and the rebuild specs derive them again from the
+// event log and compare. Column names are the SQL column names (snake_case) on both backends.
+
+export interface RunRow {
+  run_id: string;
+  project_id: string;
+  snapshot_id: string;
+  snapshot_digest: string;
+  version: number;
+}
+
+export interface StepRunRow {
+  run_id: string;
+  step_run_id: string;
+  project_id: string;
+  kind: string;
+  status: string;
+  version: number;
+  digest: string;
+  /** Canonical JSON of the StepRun state, decoded and re-digested on read. */
+  state_json: string;
+}
+
+export interface AuditEventRow {
+  audit_event_id: string;
+  start_id: string;
+  run_id: string;
+  step_run_id: string;
+  audit_event_digest: string;
+  event_json: string;
+  committed_at_ms: number;
+}
+export interface TraceAnchorRow {
+  trace_id: string;
+  span_id: string;
+  start_id: string;
+  run_id: string;
+  step_run_id: string;
+  trace_digest: string;
+  anchor_json: string;
+  committed_at_ms: number;
+}
+export interface AuditReceiptRow {
+  audit_receipt_id: string;
+  audit_event_id: string;
+  trace_id: string;
+  start_id: string;
+  receipt_digest: string;
+  receipt_json: string;
+  committed_at_ms: number;
+}
+/** The StepRun mutation ledger (R3.6): one row per StepRun move made by a start. */
+export interface MutationRow {
+  mutation_id: string;
+  run_event_id: string;
+  start_id: string;
+  run_id: string;
+  step_run_id: string;
+  from_status: string;
+  to_status: string;
+  from_version: number;
+  to_version: number;
+  run_event_sequence: number;
+  mutation_digest: string;
+  started_step_run_digest: string;
+  mutation_json: string;
+  requested_at_ms: number;
+  committed_at_ms: number;
+}
+/** Barrier read model: canonical JSON as TEXT, its digest, and mirror columns (R5.3). */
+export interface BarrierRow {
+  start_id: string;
+  command_digest: string;
+  barrier_digest: string;
+  barrier_json: string;
+  project_id: string;
+  run_id: string;
+  step_run_id: string;
+  started_step_run_version: number;
+  started_step_run_digest: string;
+  mutation_id: string;
+  mutation_digest: string;
+  run_event_id: string;
+  trace_id: string;
+  trace_digest: string;
+  audit_event_id: string;
+  audit_receipt_id: string;
+  audit_receipt_digest: string;
+  adapter_id: string;
+  committed_at_ms: number;
+}
+/** Replay-identity index (R4.1): one row per identity, each unique on (identity, value). */
+export interface ReplayIdentityRow {
+  identity: ReplayIdentity;
+  value: string;
+  start_id: string;
+  command_digest: string;
+}
+
+export const attemptValue = (runId: string, stepRunId: string, startedStepRunVersion: number): string =>
+  canonicalJson([runId, stepRunId, startedStepRunVersion]);
+
+export const runRowOf = (run: RunHead): RunRow => ({
+  run_id: run.runId,
+  project_id: run.projectId,
+  snapshot_id: run.snapshotId,
+  snapshot_digest: run.snapshotDigest,
+  version: run.version,
+});
+
+export const stepRunRowOf = (s: StepRunState): StepRunRow => ({
+  run_id: s.runId,
+  step_run_id: s.stepRunId,
+  project_id: s.projectId,
+  kind: s.kind,
+  status: s.status,
+  version: s.version,
+  digest: stepRunDigest(s),
+  state_json: canonicalJson(s),
+});
+
+export interface StartRows {
+  audit: AuditEventRow;
+  trace: TraceAnchorRow;
+  receipt: AuditReceiptRow;
+  mutation: MutationRow;
+  barrier: BarrierRow;
+  identities: ReplayIdentityRow[];
+}
+
+export const startRowsOf = (facts: StartFacts, committedAtMs: number): StartRows => {
+  const [audit, trace, receipt, started, committed] = facts;
+  const b = committed.data.barrier;
+  const m: EventOf<'StepRunStarted'>['data'] = started.data;
+  const key = { start_id: b.startId, command_digest: b.commandDigest };
+  return {
+    audit: {
+      audit_event_id: audit.data.auditEventId,
+      start_id: b.startId,
+      run_id: b.runId,
+      step_run_id: b.stepRunId,
+      audit_event_digest: audit.data.auditEventDigest,
+      event_json: canonicalJson(audit.data),
+      committed_at_ms: committedAtMs,
+    },
+    trace: {
+      trace_id: trace.data.traceId,
+      span_id: trace.data.spanId,
+      start_id: b.startId,
+      run_id: b.runId,
+      step_run_id: b.stepRunId,
+      trace_digest: trace.data.traceDigest,
+      anchor_json: canonicalJson(trace.data),
+      committed_at_ms: committedAtMs,
+    },
+    receipt: {
+      audit_receipt_id: receipt.data.auditReceiptId,
+      audit_event_id: receipt.data.auditEventId,
+      trace_id: receipt.data.traceId,
+      start_id: b.startId,
+      receipt_digest: receipt.data.receiptDigest,
+      receipt_json: canonicalJson(receipt.data),
+      committed_at_ms: committedAtMs,
+    },
+    mutation: {
+      mutation_id: m.mutationId,
+      run_event_id: m.runEventId,
+      start_id: b.startId,
+      run_id: m.runId,
+      step_run_id: m.stepRunId,
+      from_status: m.fromStatus,
+      to_status: m.toStatus,
+      from_version: m.fromStepRunVersion,
+      to_version: m.stepRunVersion,
+      run_event_sequence: m.runEventSequence,
+      mutation_digest: m.mutationDigest,
+      started_step_run_digest: m.startedStepRunDigest,
+      mutation_json: canonicalJson(m),
+      requested_at_ms: m.occurredAtMs,
+      committed_at_ms: committedAtMs,
+    },
+    barrier: {
+      start_id: b.startId,
+      command_digest: b.commandDigest,
+      barrier_digest: committed.data.barrierDigest,
+      barrier_json: canonicalJson(b),
+      project_id: b.projectId,
+      run_id: b.runId,
+      step_run_id: b.stepRunId,
+      started_step_run_version: b.attempt.startedStepRunVersion,
+      started_step_run_digest: b.attempt.startedStepRunDigest,
+      mutation_id: b.mutation.mutationId,
+      mutation_digest: b.mutation.mutationDigest,
+      run_event_id: b.runEvent.runEventId,
+      trace_id: b.trace.traceId,
+      trace_digest: b.trace.traceDigest,
+      audit_event_id: b.audit.auditEventId,
+      audit_receipt_id: b.audit.auditReceiptId,
+      audit_receipt_digest: b.audit.auditReceiptDigest,
+      adapter_id: b.contracts.adapter.id,
+      committed_at_ms: committedAtMs,
+    },
+    identities: [
+      { identity: 'startId', value: b.startId, ...key },
+      { identity: 'mutationId', value: b.mutation.mutationId, ...key },
+      { identity: 'runEventId', value: b.runEvent.runEventId, ...key },
+      { identity: 'traceId', value: b.trace.traceId, ...key },
+      { identity: 'auditEventId', value: b.audit.auditEventId, ...key },
+      { identity: 'auditReceiptId', value: b.audit.auditReceiptId, ...key },
+      { identity: 'attempt', value: attemptValue(b.runId, b.stepRunId, b.attempt.startedStepRunVersion), ...key },
+    ],
+  };
+};
+
+/** Only StepRunStarted carries its own identity as the event id: it *is* the RunEvent (R3.6). */
+export const naturalEventIdOf = (e: RunStreamEvent): string | undefined => (e.type === 'StepRunStarted' ? e.data.runEventId : undefined);

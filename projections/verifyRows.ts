@@ -1,0 +1,110 @@
+import { isDeepStrictEqual } from 'node:util';
+import {
+  CorruptRecordError,
+  START_FACT_TYPES,
+  canonicalJson,
+  decodeRunEvent,
+  streamNameOf,
+  verifyStartFacts,
+  verifyStoredBarrier,
+  type StartFacts,
+} from '../domain';
+import type { StoredBarrier } from '../infrastructure/authority';
+import { startRowsOf, type AuditEventRow, type AuditReceiptRow, type BarrierRow, type MutationRow, type ReplayIdentityRow, type TraceAnchorRow } from './rows';
+
+// R5.3 on every read, for both backends: re-derive every projected row from the event log
+// and demand equality with what is stored. Mirror columns, fact tables, digests, the shared
+// commit clock and the replay index are all checked by one comparison, so nothing can drift
+// between SQLite and PostgreSQL.
+
+export interface EventRow {
+  stream_id: string;
+  stream_position: number;
+  event_id: string;
+  event_type: string;
+  data_json: string;
+  committed_at_ms: number;
+}
+
+export interface StoredStartRows {
+  barrier: BarrierRow;
+  audit: AuditEventRow | undefined;
+  trace: TraceAnchorRow | undefined;
+  receipt: AuditReceiptRow | undefined;
+  mutation: MutationRow | undefined;
+  /** The five event rows at positions runEventSequence-3 .. runEventSequence+1. */
+  events: readonly EventRow[];
+  /** Every replay-index row naming this start. */
+  identities: readonly ReplayIdentityRow[];
+}
+
+/** Positions of the five facts around the RunEvent sequence a barrier names. */
+export const startEventPositions = (runEventSequence: number): number[] => [-3, -2, -1, 0, 1].map((d) => runEventSequence + d);
+
+const sameRow = (stored: object, expected: object): string | undefined => {
+  for (const [k, v] of Object.entries(expected)) {
+    const s = (stored as Record<string, unknown>)[k];
+    // pg returns BIGINT as string unless told otherwise; compare numbers by value.
+    const normalised = typeof v === 'number' && typeof s === 'string' && /^-?\d+$/.test(s) ? Number(s) : s;
+    if (!isDeepStrictEqual(normalised, v)) return k;
+  }
+  return undefined;
+};
+
+export const verifyStartRows = (rows: StoredStartRows): StoredBarrier => {
+  const startId = rows.barrier.start_id;
+  const bad = (problem: string): never => {
+    throw new CorruptRecordError('start barrier', startId, problem);
+  };
+  const sealed = verifyStoredBarrier(startId, rows.barrier.barrier_json, rows.barrier.barrier_digest);
+  const b = sealed.record;
+  const stream = streamNameOf(b.runId);
+  const positions = startEventPositions(b.runEvent.runEventSequence);
+
+  if (rows.events.length !== 5) bad(`expected the 5 start facts in the event log, found ${rows.events.length}`);
+  const decoded = rows.events.map((e, i) => {
+    const where = `${e.stream_id}@${e.stream_position}`;
+    if (e.stream_id !== stream || Number(e.stream_position) !== positions[i]) bad(`start fact ${i + 1} is not at ${stream}@${positions[i]}`);
+    if (e.event_type !== START_FACT_TYPES[i]) bad(`expected ${START_FACT_TYPES[i]} at ${where}, found ${e.event_type}`);
+    let data: unknown;
+    try {
+      data = JSON.parse(e.data_json);
+    } catch {
+      bad(`event ${where} holds invalid JSON`);
+    }
+    const ev = decodeRunEvent(e.event_type, data, where);
+    if (canonicalJson(ev.data) !== e.data_json) bad(`event ${where} is not in canonical form`);
+    return ev;
+  });
+  const facts = decoded as unknown as StartFacts;
+  verifyStartFacts(sealed, facts);
+
+  const committedAtMs = Number(rows.barrier.committed_at_ms);
+  rows.events.forEach((e) => {
+    if (Number(e.committed_at_ms) !== committedAtMs) bad(`event ${e.stream_id}@${e.stream_position} has another commit time than the barrier`);
+  });
+  if (rows.events[3]!.event_id !== b.runEvent.runEventId) bad('the RunEvent row does not carry the runEventId');
+
+  const expected = startRowsOf(facts, committedAtMs);
+  const compare = (name: string, stored: object | undefined, want: object) => {
+    if (stored === undefined) bad(`${name} row is missing`);
+    const column = sameRow(stored!, want);
+    if (column !== undefined) bad(`${name}.${column} does not match the event log`);
+  };
+  compare('tool_execution_start_barriers', rows.barrier, expected.barrier);
+  compare('security_audit_events', rows.audit, expected.audit);
+  compare('trace_anchors', rows.trace, expected.trace);
+  compare('audit_receipts', rows.receipt, expected.receipt);
+  compare('step_run_mutations', rows.mutation, expected.mutation);
+
+  if (rows.identities.length !== expected.identities.length) {
+    bad(`replay index holds ${rows.identities.length} rows for this start, expected ${expected.identities.length}`);
+  }
+  for (const want of expected.identities) {
+    const found = rows.identities.filter((r) => r.identity === want.identity && r.value === want.value);
+    if (found.length !== 1) bad(`replay identity ${want.identity} is indexed ${found.length} times`);
+    const column = sameRow(found[0]!, want);
+    if (column !== undefined) bad(`replay identity ${want.identity}.${column} does not match the barrier`);
+  }
+  return { record: b, barrierDigest: sealed.barrierDigest, committedAtMs };
+};

@@ -112,7 +112,9 @@ export class SemanticConflictError extends StartBarrierError {
   ) {
     super(
       message ??
-        `${identity} ${value} is already bound to start ${existingStartId ?? '(unknown)'} with different content`,
+        (existingStartId === undefined || existingStartId === value
+          ? `${identity} ${value} is already bound to a start with different content (R4.3)`
+          : `${identity} ${value} is already bound to start ${existingStartId} (R4.3)`),
     );
   }
 }

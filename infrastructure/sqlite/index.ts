@@ -1,0 +1,5 @@
+// `@qinglong/start-barrier/sqlite`: the embedded authority (edge, standalone), R5.1.
+export { openSqliteStartBarrier, type SqliteStartBarrier, type SqliteStartBarrierOptions } from './store';
+export type { StartBarrierAuthority, PrepareResult, StoredBarrier, StepRunView, StoredEvent, AppendOutcome, StartStep, StartStepHook } from '../authority';
+export { START_STEPS } from '../authority';
+export { MigrationError } from '../migrations';

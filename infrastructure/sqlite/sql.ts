@@ -1,0 +1,79 @@
+// SQL owned by the SQLite backend. Every value is a bound parameter.
+
+export const PRAGMAS = (synchronous: 'FULL' | 'NORMAL', busyTimeoutMs: number): string[] => [
+  'journal_mode = WAL',
+  `synchronous = ${synchronous}`,
+  'foreign_keys = ON',
+  `busy_timeout = ${Math.trunc(busyTimeoutMs)}`,
+  'trusted_schema = OFF',
+];
+
+export const MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (
+  name          TEXT    NOT NULL PRIMARY KEY,
+  checksum      TEXT    NOT NULL,
+  applied_at_ms INTEGER NOT NULL
+) STRICT`;
+export const SELECT_APPLIED = 'SELECT name, checksum FROM schema_migrations ORDER BY name';
+export const INSERT_APPLIED = 'INSERT INTO schema_migrations (name, checksum, applied_at_ms) VALUES (?, ?, ?)';
+
+/** SQLite's own clock (R3.10), read once per transaction. */
+export const NOW_MS = "SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER) AS now_ms";
+
+const IDENTITY_BRANCH = (identity: string) =>
+  `SELECT rowid AS row_id, identity, value, start_id, command_digest FROM start_replay_identities WHERE identity = '${identity}' AND value = ?`;
+/** R3.1: seven unique-index probes in one statement. */
+export const LOOKUP_REPLAY = ['startId', 'mutationId', 'runEventId', 'traceId', 'auditEventId', 'auditReceiptId', 'attempt']
+  .map(IDENTITY_BRANCH)
+  .join(' UNION ALL ');
+/** The same probes plus every row naming the start: a barrier read sees duplicates and strays. */
+export const IDENTITIES_OF_START = `${LOOKUP_REPLAY} UNION ALL SELECT rowid AS row_id, identity, value, start_id, command_digest FROM start_replay_identities WHERE start_id = ?`;
+
+export const SELECT_RUN_HEAD = `SELECT r.run_id, r.project_id, r.snapshot_id, r.snapshot_digest, r.version, s.version AS stream_version
+  FROM runs r LEFT JOIN streams s ON s.stream_id = ? WHERE r.run_id = ?`;
+export const SELECT_STREAM_VERSION = 'SELECT version FROM streams WHERE stream_id = ?';
+export const SELECT_STEP_RUN = 'SELECT * FROM step_runs WHERE run_id = ? AND step_run_id = ?';
+
+export const INSERT_STREAM = 'INSERT INTO streams (stream_id, stream_type, version) VALUES (?, ?, ?)';
+export const CAS_STREAM = 'UPDATE streams SET version = ? WHERE stream_id = ? AND version = ?';
+export const INSERT_EVENT = `INSERT INTO events (stream_id, stream_position, event_id, event_type, data_json, committed_at_ms)
+  VALUES (?, ?, ?, ?, ?, ?) RETURNING global_position`;
+export const SELECT_STREAM_EVENTS = `SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms
+  FROM events WHERE stream_id = ? AND stream_position >= ? AND stream_position <= ? ORDER BY stream_position`;
+
+export const INSERT_RUN = `INSERT INTO runs (run_id, project_id, snapshot_id, snapshot_digest, version)
+  VALUES (@run_id, @project_id, @snapshot_id, @snapshot_digest, @version)`;
+export const CAS_RUN = 'UPDATE runs SET version = ? WHERE run_id = ? AND version = ?';
+export const UPSERT_STEP_RUN = `INSERT INTO step_runs (run_id, step_run_id, project_id, kind, status, version, digest, state_json)
+  VALUES (@run_id, @step_run_id, @project_id, @kind, @status, @version, @digest, @state_json)
+  ON CONFLICT (run_id, step_run_id) DO UPDATE SET status = excluded.status, version = excluded.version,
+    digest = excluded.digest, state_json = excluded.state_json
+  WHERE step_runs.version = excluded.version - 1`;
+/** R3.4: compare-and-set on status, version and digest together. */
+export const CAS_STEP_RUN = `UPDATE step_runs SET status = @status, version = @version, digest = @digest, state_json = @state_json
+  WHERE run_id = @run_id AND step_run_id = @step_run_id AND version = @expected_version AND status = @expected_status AND digest = @expected_digest`;
+
+export const INSERT_AUDIT = `INSERT INTO security_audit_events (audit_event_id, start_id, run_id, step_run_id, audit_event_digest, event_json, committed_at_ms)
+  VALUES (@audit_event_id, @start_id, @run_id, @step_run_id, @audit_event_digest, @event_json, @committed_at_ms)`;
+export const INSERT_TRACE = `INSERT INTO trace_anchors (trace_id, span_id, start_id, run_id, step_run_id, trace_digest, anchor_json, committed_at_ms)
+  VALUES (@trace_id, @span_id, @start_id, @run_id, @step_run_id, @trace_digest, @anchor_json, @committed_at_ms)`;
+export const INSERT_RECEIPT = `INSERT INTO audit_receipts (audit_receipt_id, audit_event_id, trace_id, start_id, receipt_digest, receipt_json, committed_at_ms)
+  VALUES (@audit_receipt_id, @audit_event_id, @trace_id, @start_id, @receipt_digest, @receipt_json, @committed_at_ms)`;
+export const INSERT_MUTATION = `INSERT INTO step_run_mutations (mutation_id, run_event_id, start_id, run_id, step_run_id, from_status, to_status,
+    from_version, to_version, run_event_sequence, mutation_digest, started_step_run_digest, mutation_json, requested_at_ms, committed_at_ms)
+  VALUES (@mutation_id, @run_event_id, @start_id, @run_id, @step_run_id, @from_status, @to_status,
+    @from_version, @to_version, @run_event_sequence, @mutation_digest, @started_step_run_digest, @mutation_json, @requested_at_ms, @committed_at_ms)`;
+export const INSERT_BARRIER = `INSERT INTO tool_execution_start_barriers (start_id, command_digest, barrier_digest, barrier_json, project_id, run_id,
+    step_run_id, started_step_run_version, started_step_run_digest, mutation_id, mutation_digest, run_event_id, trace_id, trace_digest,
+    audit_event_id, audit_receipt_id, audit_receipt_digest, adapter_id, committed_at_ms)
+  VALUES (@start_id, @command_digest, @barrier_digest, @barrier_json, @project_id, @run_id,
+    @step_run_id, @started_step_run_version, @started_step_run_digest, @mutation_id, @mutation_digest, @run_event_id, @trace_id, @trace_digest,
+    @audit_event_id, @audit_receipt_id, @audit_receipt_digest, @adapter_id, @committed_at_ms)`;
+export const INSERT_IDENTITY = `INSERT INTO start_replay_identities (identity, value, start_id, command_digest)
+  VALUES (@identity, @value, @start_id, @command_digest)`;
+
+export const SELECT_BARRIER = 'SELECT * FROM tool_execution_start_barriers WHERE start_id = ?';
+export const SELECT_AUDIT = 'SELECT * FROM security_audit_events WHERE audit_event_id = ?';
+export const SELECT_TRACE = 'SELECT * FROM trace_anchors WHERE trace_id = ?';
+export const SELECT_RECEIPT = 'SELECT * FROM audit_receipts WHERE audit_receipt_id = ?';
+export const SELECT_MUTATION = 'SELECT * FROM step_run_mutations WHERE mutation_id = ?';
+export const SELECT_ATTEMPT = `SELECT start_id FROM start_replay_identities WHERE identity = 'attempt' AND value = ?`;

@@ -1,0 +1,4 @@
+import { openMemoryStartBarrier } from '../../infrastructure/memory/store';
+import { conformanceSuite } from '../conformance/startBarrierConformance';
+
+conformanceSuite({ name: 'in-memory', open: (hook) => openMemoryStartBarrier(hook ? { hooks: { onStartStep: hook } } : {}) });

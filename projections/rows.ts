@@ -224,5 +224,25 @@ export const startRowsOf = (facts: StartFacts, committedAtMs: number): StartRows
   };
 };
 
-/** Only StepRunStarted carries its own identity as the event id: it *is* the RunEvent (R3.6). */
-export const naturalEventIdOf = (e: RunStreamEvent): string | undefined => (e.type === 'StepRunStarted' ? e.data.runEventId : undefined);
+/**
+ * Start facts get deterministic event ids, so a damaged id is caught on read. StepRunStarted
+ * carries the RunEvent id itself (it *is* the RunEvent, R3.6); the others are prefixed with a
+ * kind (`:` never occurs in an identity, so they cannot collide with a RunEvent id).
+ * Lifecycle events get a fresh UUID (undefined here).
+ */
+export const naturalEventIdOf = (e: RunStreamEvent): string | undefined => {
+  switch (e.type) {
+    case 'SecurityAuditEventRecorded':
+      return `audit:${e.data.auditEventId}`;
+    case 'TraceAnchorRecorded':
+      return `trace:${e.data.traceId}`;
+    case 'AuditReceiptIssued':
+      return `receipt:${e.data.auditReceiptId}`;
+    case 'StepRunStarted':
+      return e.data.runEventId;
+    case 'ToolExecutionStartBarrierCommitted':
+      return `barrier:${e.data.barrier.startId}`;
+    default:
+      return undefined;
+  }
+};

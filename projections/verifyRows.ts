@@ -10,7 +10,7 @@ import {
   type StartFacts,
 } from '../domain';
 import type { StoredBarrier } from '../infrastructure/authority';
-import { startRowsOf, type AuditEventRow, type AuditReceiptRow, type BarrierRow, type MutationRow, type ReplayIdentityRow, type TraceAnchorRow } from './rows';
+import { naturalEventIdOf, startRowsOf, type AuditEventRow, type AuditReceiptRow, type BarrierRow, type MutationRow, type ReplayIdentityRow, type TraceAnchorRow } from './rows';
 
 // R5.3 on every read, for both backends: re-derive every projected row from the event log
 // and demand equality with what is stored. Mirror columns, fact tables, digests, the shared
@@ -83,7 +83,9 @@ export const verifyStartRows = (rows: StoredStartRows): StoredBarrier => {
   rows.events.forEach((e) => {
     if (Number(e.committed_at_ms) !== committedAtMs) bad(`event ${e.stream_id}@${e.stream_position} has another commit time than the barrier`);
   });
-  if (rows.events[3]!.event_id !== b.runEvent.runEventId) bad('the RunEvent row does not carry the runEventId');
+  rows.events.forEach((e, i) => {
+    if (e.event_id !== naturalEventIdOf(facts[i]!)) bad(`event ${e.stream_id}@${e.stream_position} has event id ${e.event_id}, expected ${naturalEventIdOf(facts[i]!)}`);
+  });
 
   const expected = startRowsOf(facts, committedAtMs);
   const compare = (name: string, stored: object | undefined, want: object) => {

@@ -29,6 +29,17 @@ export const verifyStartFacts = (sealed: SealedBarrier, facts: StartFacts): void
   if (a.commandDigest !== b.commandDigest || a.startId !== b.startId || a.runId !== b.runId || a.stepRunId !== b.stepRunId || a.projectId !== b.projectId) {
     bad('audit event binds another start');
   }
+  // The audit event repeats what it allowed; the barrier must name the same admission, Policy
+  // fence, audit contract and business time, or the evidence and the barrier disagree.
+  if (
+    a.actionDigest !== b.admission.actionDigest ||
+    a.admissionDigest !== b.admission.admissionDigest ||
+    !isDeepStrictEqual(a.policyFence, b.admission.policyFence) ||
+    !isDeepStrictEqual(a.auditContract, b.contracts.audit) ||
+    a.occurredAtMs !== b.requestedAtMs
+  ) {
+    bad('audit event allowed another admission than the barrier names');
+  }
 
   const tr = trace.data;
   if (traceDigestOf(tr) !== tr.traceDigest) bad('trace digest does not match its content');
@@ -52,7 +63,8 @@ export const verifyStartFacts = (sealed: SealedBarrier, facts: StartFacts): void
     m.startedStepRunDigest !== b.attempt.startedStepRunDigest ||
     m.startId !== b.startId ||
     m.runId !== b.runId ||
-    m.stepRunId !== b.stepRunId
+    m.stepRunId !== b.stepRunId ||
+    m.occurredAtMs !== b.requestedAtMs
   ) {
     bad('StepRun mutation does not match the barrier');
   }

@@ -1,0 +1,113 @@
+import { createHash } from 'node:crypto';
+import { expect } from 'chai';
+import {
+  DIGEST_PATTERN,
+  RECORD_TAGS,
+  canonicalJson,
+  commandDigestOf,
+  decodeStartCommand,
+  digestCanonical,
+  digestOf,
+  sealBarrier,
+  startToolExecution,
+  utf8Length,
+  type EventOf,
+} from '../../domain';
+import { given } from '../support/deciderSpec';
+import { scenarioWithHistory } from '../support/domainFixtures';
+
+// FROZEN golden vectors. Computed once from the code and pasted here as literals: any change in
+// canonicalisation (RFC 8785), in the digest tags or in the domain separator, or in the shape of
+// the command / barrier records, changes a stored digest and must fail here first. Never
+// "update" these to make a spec pass: a new record shape is a new `@v2` tag. (The golden
+// command comes from `buildScenario({ prefix: 'golden', requestedAtMs: 1780000000000 })`; a
+// deliberate change to that fixture is the only reason to re-derive them, and says so.)
+
+const GOLDEN = {
+  commandDigest: 'sha256:5826d465a5204ca68aacfd0ed589dec0865d3127e8f492e91562d8624ce2e8f8',
+  commandBytes: 1849,
+  barrierDigest: 'sha256:efb97aaa1a681f58ef978069dfdfa29b3325ca432d0fceb64506ff30a83b7a87',
+  barrierBytes: 2429,
+  // keys out of order, a control character, quote and backslash, U+2028, an astral character
+  // (UTF-16 surrogate pair sorts before U+FB00: RFC 8785 sorts by UTF-16 code units), numbers
+  // in every ECMAScript Number-to-String branch, and -0.
+  edgeObject: {
+    z: 1,
+    '\uFB00': 'ligature',
+    '\u{1F600}': 'astral key',
+    a: 'é\u2028\u{1F600}',
+    '€': [1e21, 0.1, -0, 1.5e-7, 100, 9007199254740991, 1e-7, 123456789012345680000],
+    '\u0000x': '\u001f"\\',
+    b: { y: true, x: null },
+  },
+  edgeCanonical:
+    '{"\\u0000x":"\\u001f\\"\\\\","a":"é\u2028\u{1F600}","b":{"x":null,"y":true},"z":1,"€":[1e+21,0.1,0,1.5e-7,100,9007199254740991,1e-7,123456789012345680000],"\u{1F600}":"astral key","\uFB00":"ligature"}',
+  edgeCommandDigest: 'sha256:c194eeb105a58c34c2814b3e591f672285b4cafe5f821503974583f3243dc17a',
+  edgeBarrierDigest: 'sha256:d96858f39f830e3ef8225481edeaace87e7040fe5a72f3bbbe2924c14ecaa15d',
+} as const;
+
+const golden = () => scenarioWithHistory({ prefix: 'golden', requestedAtMs: 1_780_000_000_000 });
+
+describe('R1 canonical JSON and domain-separated digests', () => {
+  it('R1.1 the golden command canonicalises to a frozen size and digest', () => {
+    const { scenario } = golden();
+    const decoded = decodeStartCommand(scenario.startCommand());
+    expect(utf8Length(decoded.canonical)).to.equal(GOLDEN.commandBytes);
+    expect(decoded.commandDigest).to.equal(GOLDEN.commandDigest);
+    expect(commandDigestOf(decoded.command)).to.equal(GOLDEN.commandDigest);
+  });
+
+  it('R1.2 the barrier the decider seals for the golden start has a frozen size and digest', () => {
+    const { scenario, history } = golden();
+    const decided = given(...history).when(startToolExecution(scenario.startCommand())).decided();
+    const committed = decided[4] as EventOf<'ToolExecutionStartBarrierCommitted'>;
+    expect(committed.type).to.equal('ToolExecutionStartBarrierCommitted');
+    expect(committed.data.barrierDigest).to.equal(GOLDEN.barrierDigest);
+    const sealed = sealBarrier(committed.data.barrier);
+    expect(utf8Length(sealed.canonical)).to.equal(GOLDEN.barrierBytes);
+    expect(sealed.barrierDigest).to.equal(GOLDEN.barrierDigest);
+    expect(committed.data.barrier.commandDigest).to.equal(GOLDEN.commandDigest);
+  });
+
+  it('R1.3 canonical JSON of edge-case values is frozen (RFC 8785: UTF-16 key order, ES number form, minimal escapes)', () => {
+    expect(canonicalJson(GOLDEN.edgeObject)).to.equal(GOLDEN.edgeCanonical);
+  });
+
+  it('R1.3 digests are frozen and are sha256(tag || 0x00 || canonical JSON)', () => {
+    const byHand = (tag: string) =>
+      'sha256:' + createHash('sha256').update(Buffer.concat([Buffer.from(tag, 'utf8'), Buffer.from([0]), Buffer.from(GOLDEN.edgeCanonical, 'utf8')])).digest('hex');
+    expect(digestOf(RECORD_TAGS.command, GOLDEN.edgeObject)).to.equal(byHand('qinglong/tool-execution-start-command@v1'));
+    expect(digestOf(RECORD_TAGS.barrier, GOLDEN.edgeObject)).to.equal(byHand('qinglong/tool-execution-start-barrier@v1'));
+    expect(digestOf(RECORD_TAGS.command, GOLDEN.edgeObject)).to.equal(GOLDEN.edgeCommandDigest);
+    expect(digestOf(RECORD_TAGS.barrier, GOLDEN.edgeObject)).to.equal(GOLDEN.edgeBarrierDigest);
+  });
+
+  it('R1.3 the same JSON value gets different digests under the command tag and the barrier tag', () => {
+    const { scenario } = golden();
+    const command = scenario.startCommand();
+    const canonical = canonicalJson(command);
+    const asCommand = digestCanonical(RECORD_TAGS.command, canonical);
+    const asBarrier = digestCanonical(RECORD_TAGS.barrier, canonical);
+    expect(asCommand).to.match(DIGEST_PATTERN);
+    expect(asBarrier).to.match(DIGEST_PATTERN);
+    expect(asCommand).not.to.equal(asBarrier);
+    // and every record kind has its own tag, so no two kinds can share a digest
+    const tags = Object.values(RECORD_TAGS);
+    expect(new Set(tags).size).to.equal(tags.length);
+    expect(new Set(tags.map((tag) => digestCanonical(tag, canonical))).size).to.equal(tags.length);
+    expect(RECORD_TAGS.command).to.equal('qinglong/tool-execution-start-command@v1');
+    expect(RECORD_TAGS.barrier).to.equal('qinglong/tool-execution-start-barrier@v1');
+  });
+
+  it('R1.3 the tag/body split is unambiguous: moving bytes between tag and body changes the digest', () => {
+    // Without a separator, ("…command@v1", "{}") and ("…command@v", "1{}") would hash alike.
+    const joined = createHash('sha256').update('qinglong/tool-execution-start-command@v1{}').digest('hex');
+    expect(digestCanonical(RECORD_TAGS.command, '{}')).not.to.equal('sha256:' + joined);
+  });
+
+  it('R1.1 sizes are UTF-8 bytes of the canonical form, not UTF-16 code units', () => {
+    expect(utf8Length(canonicalJson({ a: 'é' }))).to.equal(10);
+    expect(utf8Length(canonicalJson({ a: '\u{1F600}' }))).to.equal(12);
+    expect(canonicalJson({ a: '\u{1F600}' }).length).to.equal(10);
+  });
+});

@@ -14,7 +14,7 @@ import {
   oneOf,
   strictObject,
 } from './codecs';
-import { ApprovalBinding, EXECUTION_CLASSES, PolicyFence, STARTABLE_STATUSES } from './command';
+import { ApprovalBinding, EXECUTION_CLASSES, PolicyFence, STARTABLE_STATUSES, commandDigestOf, type ToolExecutionStartCommand } from './command';
 import { CorruptRecordError, ValidationError, isStartBarrierError } from './errors';
 
 export const BARRIER_SCHEMA = RECORD_TAGS.barrier;
@@ -107,5 +107,28 @@ export const verifyStoredBarrier = (startId: string, storedJson: string, storedD
   if (sealed.canonical !== storedJson) throw new CorruptRecordError('start barrier', startId, 'stored JSON is not in canonical form');
   if (sealed.barrierDigest !== storedDigest) throw new CorruptRecordError('start barrier', startId, 'barrier digest does not match its JSON');
   if (sealed.record.startId !== startId) throw new CorruptRecordError('start barrier', startId, 'startId column does not match its JSON');
+  if (!barrierMatchesItsCommand(sealed.record)) throw new CorruptRecordError('start barrier', startId, 'barrier content does not recompute its commandDigest');
   return sealed;
 };
+
+/**
+ * The barrier keeps every binding of its command, so the command can be rebuilt from it and
+ * its digest recomputed: a barrier whose content drifted from the command it claims fails.
+ */
+export const commandOfBarrier = (b: StartBarrierRecord): ToolExecutionStartCommand => ({
+  schema: 'qinglong/tool-execution-start-command@v1',
+  startId: b.startId,
+  requestedAtMs: b.requestedAtMs,
+  project: { projectId: b.projectId, snapshotId: b.snapshotId, snapshotDigest: b.snapshotDigest },
+  toolDefinition: b.toolDefinition,
+  handlerBinding: b.handlerBinding,
+  admission: b.admission,
+  contracts: b.contracts,
+  stepRun: { runId: b.runId, stepRunId: b.stepRunId, kind: 'tool', expectedVersion: b.attempt.fromStepRunVersion, expectedDigest: b.attempt.fromStepRunDigest },
+  evidence: { traceId: b.trace.traceId, spanId: b.trace.spanId, auditEventId: b.audit.auditEventId, auditReceiptId: b.audit.auditReceiptId },
+  mutation: { mutationId: b.mutation.mutationId, runEventId: b.runEvent.runEventId, fromStatus: b.attempt.fromStatus, toStatus: 'running' },
+  ...(b.approval ? { approval: b.approval } : {}),
+  ...(b.annotations ? { annotations: b.annotations } : {}),
+});
+
+export const barrierMatchesItsCommand = (b: StartBarrierRecord): boolean => commandDigestOf(commandOfBarrier(b)) === b.commandDigest;

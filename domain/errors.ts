@@ -65,6 +65,7 @@ export type PreconditionReason =
   | 'run_not_found'
   | 'run_exists'
   | 'project_mismatch'
+  | 'snapshot_mismatch'
   | 'step_run_not_found'
   | 'step_run_exists'
   | 'not_a_tool_step_run'
@@ -75,7 +76,9 @@ export type PreconditionReason =
   | 'approval_missing'
   | 'approval_mismatch'
   | 'approval_unexpected'
-  | 'invalid_transition';
+  | 'invalid_transition'
+  /** Recovery: no barrier has this startId. */
+  | 'start_not_found';
 
 /** The Run or StepRun is not in the state the command expects (R2). Nothing was written. */
 export class PreconditionError extends StartBarrierError {

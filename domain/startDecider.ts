@@ -97,6 +97,9 @@ export const checkStartPreconditions = (c: ToolExecutionStartCommand, state: Run
   if (run.projectId !== c.project.projectId) {
     throw new PreconditionError('project_mismatch', `Run ${runId} belongs to project ${run.projectId}, not ${c.project.projectId}`, c.project.projectId, run.projectId);
   }
+  if (run.snapshotId !== c.project.snapshotId || run.snapshotDigest !== c.project.snapshotDigest) {
+    throw new PreconditionError('snapshot_mismatch', `Run ${runId} is bound to snapshot ${run.snapshotId}@${run.snapshotDigest}, not the command's ${c.project.snapshotId}@${c.project.snapshotDigest}`, c.project, { snapshotId: run.snapshotId, snapshotDigest: run.snapshotDigest });
+  }
   const s = state.stepRuns[stepRunId];
   if (s === undefined) throw new PreconditionError('step_run_not_found', `StepRun ${stepRunId} does not exist in Run ${runId}`);
   if (s.projectId !== c.project.projectId) {

@@ -1,9 +1,22 @@
 import { randomUUID } from 'node:crypto';
 import Database from 'better-sqlite3';
 import {
+  assertExpectedVersionMatchesCurrent,
+  type AppendToStreamOptions,
+  type AppendToStreamResultWithGlobalPosition,
+  type EventStore,
+  type EventStoreSession,
+  type EventStoreSessionFactory,
+  type ReadEvent,
+  type ReadEventMetadataWithGlobalPosition,
+  type ReadStreamOptions,
+  type ReadStreamResult,
+} from '@event-driven-io/emmett';
+import {
   ConcurrencyExhaustedError,
   CorruptRecordError,
   SemanticConflictError,
+  ValidationError,
   TransactionTimeoutError,
   canonicalJson,
   decodeRunEvent,
@@ -32,7 +45,14 @@ import type {
 } from '../authority';
 import { loadMigrations, planMigrations, MigrationError } from '../migrations';
 import { SerialExecutor } from '../serial';
-import { decodeLifecycle, runLifecycleTransaction, runStartTransaction, type LifecycleUnitOfWork, type StartUnitOfWork } from '../startProtocol';
+import {
+  decodeLifecycle,
+  runAppendTransaction,
+  runLifecycleTransaction,
+  runStartTransaction,
+  type LifecycleUnitOfWork,
+  type StartUnitOfWork,
+} from '../startProtocol';
 import * as SQL from './sql';
 
 export interface SqliteStartBarrierOptions {
@@ -49,8 +69,17 @@ export interface SqliteStartBarrierOptions {
   readonly hooks?: { readonly onStartStep?: StartStepHook };
 }
 
+/** emmett's event store over the Run streams, with a transactional session (`withSession`). */
+export type RunEventStore = EventStore<ReadEventMetadataWithGlobalPosition> & EventStoreSessionFactory<EventStore<ReadEventMetadataWithGlobalPosition>>;
+
 export interface SqliteStartBarrier extends StartBarrierAuthority {
   readonly backend: 'sqlite';
+  /**
+   * The Run streams as an emmett `EventStore`, so emmett's `CommandHandler` can drive
+   * orchestration's lifecycle in one `BEGIN IMMEDIATE` (`withSession`). Every expected-version
+   * mode is enforced; start facts can only be appended by `barriers.prepare`.
+   */
+  readonly eventStore: RunEventStore;
   /** The single connection (the operation authority). Exposed for inspection tools and specs. */
   readonly db: Database.Database;
 }
@@ -374,6 +403,76 @@ class SqliteAuthority implements SqliteStartBarrier {
     };
   }
 
+  // ---------------------------------------------------------------- emmett event store
+
+  private runIdOfStream(streamName: string): string {
+    if (!streamName.startsWith('run-')) throw new ValidationError('stream name', [{ path: '(root)', reason: 'invalid_value', message: `${streamName} is not a Run stream (run-<runId>)` }]);
+    return streamName.slice(4);
+  }
+
+  private currentVersion(streamName: string): number {
+    return (this.s.streamVersion!.get(streamName) as { version: number } | undefined)?.version ?? 0;
+  }
+
+  private rawReadStream(streamName: string, options?: ReadStreamOptions): ReadStreamResult<RunStreamEvent, ReadEventMetadataWithGlobalPosition> {
+    this.runIdOfStream(streamName);
+    const current = this.currentVersion(streamName);
+    assertExpectedVersionMatchesCurrent(BigInt(current), options?.expectedStreamVersion, 0n);
+    const from = Number(options?.from ?? 0n);
+    const to = Number(options?.to ?? (options?.maxCount !== undefined ? BigInt(from) + options.maxCount : BigInt(current)));
+    const rows = this.s.streamEvents!.all(streamName, from + 1, to) as (EventRow & { global_position: number })[];
+    const events = rows.map((r) => {
+      const stored = this.decodeEventRow(r);
+      return {
+        ...stored.event,
+        kind: 'Event',
+        metadata: { streamName, messageId: r.event_id, streamPosition: BigInt(r.stream_position), globalPosition: BigInt(r.global_position) },
+      } as unknown as ReadEvent<RunStreamEvent, ReadEventMetadataWithGlobalPosition>;
+    });
+    return { currentStreamVersion: BigInt(current), events, streamExists: current > 0 };
+  }
+
+  private async rawAppend(streamName: string, events: { type: string; data: unknown }[], options?: AppendToStreamOptions): Promise<AppendToStreamResultWithGlobalPosition> {
+    const stored: StoredEvent[] = [];
+    const { before, after } = await runAppendTransaction(this.lifecycleUow(stored), this.runIdOfStream(streamName), events, options?.expectedStreamVersion);
+    return {
+      nextExpectedStreamVersion: BigInt(after.run!.version),
+      createdNewStream: before.run === null,
+      lastEventGlobalPosition: BigInt(stored[stored.length - 1]?.globalPosition ?? 0),
+    };
+  }
+
+  private emmett(session: boolean): RunEventStore {
+    const read = <T>(body: () => T): Promise<T> => (session ? Promise.resolve().then(body) : this.read(body));
+    const write = <T>(body: () => Promise<T>): Promise<T> => (session ? body() : this.write(body));
+    const store: RunEventStore = {
+      readStream: ((streamName: string, options?: ReadStreamOptions) => read(() => this.rawReadStream(streamName, options))) as RunEventStore['readStream'],
+      aggregateStream: (async (streamName: string, options: { evolve: (s: unknown, e: unknown) => unknown; initialState: () => unknown; read?: ReadStreamOptions }) => {
+        const result = await read(() => this.rawReadStream(streamName, options.read));
+        return { currentStreamVersion: result.currentStreamVersion, streamExists: result.streamExists, state: result.events.reduce(options.evolve, options.initialState()) };
+      }) as unknown as RunEventStore['aggregateStream'],
+      appendToStream: ((streamName: string, events: { type: string; data: unknown }[], options?: AppendToStreamOptions) =>
+        write(() => this.rawAppend(streamName, events, options))) as unknown as RunEventStore['appendToStream'],
+      streamExists: (streamName: string) => read(() => this.currentVersion(streamName) > 0),
+      withSession: <T>(callback: (session: EventStoreSession<EventStore<ReadEventMetadataWithGlobalPosition>>) => Promise<T>): Promise<T> =>
+        session ? callback({ eventStore: store, close: async () => undefined }) : this.write(() => callback({ eventStore: this.emmett(true), close: async () => undefined })),
+    };
+    return store;
+  }
+
+  readonly eventStore: RunEventStore = this.emmett(false);
+
+  private decodeEventRow(r: EventRow & { global_position: number }): StoredEvent {
+    const where = `${r.stream_id}@${r.stream_position}`;
+    let data: unknown;
+    try {
+      data = JSON.parse(r.data_json);
+    } catch {
+      throw new CorruptRecordError('event', where, 'invalid JSON');
+    }
+    return { eventId: r.event_id, streamPosition: r.stream_position, globalPosition: r.global_position, committedAtMs: r.committed_at_ms, event: decodeRunEvent(r.event_type, data, where) };
+  }
+
   // ---------------------------------------------------------------- the public surface
 
   readonly barriers = {
@@ -408,22 +507,7 @@ class SqliteAuthority implements SqliteStartBarrier {
       }),
     readStream: (runId: string): Promise<readonly StoredEvent[]> =>
       this.read(() =>
-        (this.s.streamEvents!.all(streamNameOf(runId), 1, Number.MAX_SAFE_INTEGER) as (EventRow & { global_position: number })[]).map((r) => {
-          const where = `${r.stream_id}@${r.stream_position}`;
-          let data: unknown;
-          try {
-            data = JSON.parse(r.data_json);
-          } catch {
-            throw new CorruptRecordError('event', where, 'invalid JSON');
-          }
-          return {
-            eventId: r.event_id,
-            streamPosition: r.stream_position,
-            globalPosition: r.global_position,
-            committedAtMs: r.committed_at_ms,
-            event: decodeRunEvent(r.event_type, data, where),
-          };
-        }),
+        (this.s.streamEvents!.all(streamNameOf(runId), 1, Number.MAX_SAFE_INTEGER) as (EventRow & { global_position: number })[]).map((r) => this.decodeEventRow(r)),
       ),
   };
 

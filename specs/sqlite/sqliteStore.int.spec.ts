@@ -321,7 +321,8 @@ describe('SQLite backend (R5.1)', function () {
         expect(byStart, identity).to.be.instanceOf(CorruptRecordError);
         expect(byAttempt, identity).to.be.instanceOf(CorruptRecordError);
         const changed = await withDamage((db) => {
-          db.prepare("UPDATE start_replay_identities SET command_digest = 'sha256:' || substr(command_digest, 8, 63) || 'f' WHERE start_id = ? AND identity = ?").run(startId, identity);
+          const { command_digest } = db.prepare('SELECT command_digest FROM start_replay_identities WHERE start_id = ? AND identity = ?').get(startId, identity) as { command_digest: string };
+          db.prepare('UPDATE start_replay_identities SET command_digest = ? WHERE start_id = ? AND identity = ?').run(mutateCell(command_digest), startId, identity);
         });
         expect(changed.byStart, `${identity} digest`).to.be.instanceOf(CorruptRecordError);
       }
@@ -331,7 +332,8 @@ describe('SQLite backend (R5.1)', function () {
       const path = freshDbPath('corrupt-head');
       const a = await openSqliteStartBarrier({ path });
       const s = await setUp(a);
-      a.db.prepare("UPDATE step_runs SET digest = 'sha256:' || substr(digest, 8, 63) || '0' WHERE step_run_id = ?").run(s.stepRunId);
+      const { digest } = a.db.prepare('SELECT digest FROM step_runs WHERE step_run_id = ?').get(s.stepRunId) as { digest: string };
+      a.db.prepare('UPDATE step_runs SET digest = ? WHERE step_run_id = ?').run(mutateCell(digest), s.stepRunId);
       let error: unknown;
       try {
         await a.barriers.prepare(s.startCommand());

@@ -1,0 +1,62 @@
+import { expect } from 'chai';
+import { DeciderCommandHandler, ExpectedVersionConflictError, STREAM_DOES_NOT_EXIST, STREAM_EXISTS } from '@event-driven-io/emmett';
+import { PreconditionError, ValidationError, decideLifecycle, initialRunState, evolve, runDecider, streamNameOf, type LifecycleCommand, type RunState } from '../../domain';
+import { buildScenario } from '../../domain/scenario';
+import { openFreshSqlite, sqliteCounts } from './support';
+
+const rejects = async (p: Promise<unknown>): Promise<unknown> => p.then(() => undefined, (e: unknown) => e);
+
+describe('SQLite event store: the shape emmett drives (R5.1)', () => {
+  const handle = DeciderCommandHandler<RunState, LifecycleCommand, Parameters<typeof evolve>[1]>({
+    decide: decideLifecycle,
+    evolve,
+    initialState: initialRunState,
+  });
+
+  it("emmett's DeciderCommandHandler runs read-decide-append in one session; projections follow; a start then commits", async () => {
+    const a = await openFreshSqlite();
+    const s = buildScenario();
+    for (const command of s.lifecycle) await handle(a.eventStore, streamNameOf(s.runId), command);
+    const stepRun = await a.runs.getStepRun(s.runId, s.stepRunId);
+    expect(stepRun?.status).to.equal('ready');
+    expect(stepRun?.version).to.equal(2);
+    expect((await a.barriers.prepare(s.startCommand())).outcome).to.equal('created');
+    const read = await a.eventStore.readStream(streamNameOf(s.runId));
+    expect(read.currentStreamVersion).to.equal(8n);
+    expect(read.events.map((e) => e.metadata.streamPosition)).to.deep.equal([1n, 2n, 3n, 4n, 5n, 6n, 7n, 8n]);
+    const aggregated = await a.eventStore.aggregateStream(streamNameOf(s.runId), { evolve, initialState: initialRunState });
+    expect(aggregated.state.stepRuns[s.stepRunId]?.status).to.equal('running');
+    await a.close();
+  });
+
+  it('every expected-version mode is enforced strictly, and a refused append writes nothing', async () => {
+    const a = await openFreshSqlite();
+    const s = buildScenario();
+    const stream = streamNameOf(s.runId);
+    const [created] = runDecider.decide(s.lifecycle[0]!, initialRunState());
+    expect(await rejects(a.eventStore.appendToStream(stream, [created!], { expectedStreamVersion: STREAM_EXISTS }))).to.be.instanceOf(ExpectedVersionConflictError);
+    expect(await rejects(a.eventStore.appendToStream(stream, [created!], { expectedStreamVersion: 1n }))).to.be.instanceOf(ExpectedVersionConflictError);
+    const first = await a.eventStore.appendToStream(stream, [created!], { expectedStreamVersion: STREAM_DOES_NOT_EXIST });
+    expect(first).to.include({ nextExpectedStreamVersion: 1n, createdNewStream: true });
+    const before = sqliteCounts(a);
+    expect(await rejects(a.eventStore.appendToStream(stream, [created!], { expectedStreamVersion: STREAM_DOES_NOT_EXIST }))).to.be.instanceOf(ExpectedVersionConflictError);
+    const state = evolve(initialRunState(), created!);
+    const [stepCreated] = runDecider.decide(s.lifecycle[1]!, state);
+    expect(await rejects(a.eventStore.appendToStream(stream, [stepCreated!], { expectedStreamVersion: 0n }))).to.be.instanceOf(ExpectedVersionConflictError);
+    // a batch whose second event is an illegal transition appends nothing at all
+    const illegal = { type: 'StepRunLost', data: { runId: s.runId, stepRunId: s.stepRunId, startId: 'none', stepRunVersion: 2, resolution: { decidedBy: 'x', reason: 'y' }, occurredAtMs: 1 } };
+    expect(await rejects(a.eventStore.appendToStream(stream, [stepCreated!, illegal], { expectedStreamVersion: 1n }))).to.be.instanceOf(PreconditionError);
+    expect(sqliteCounts(a)).to.deep.equal(before);
+    await a.close();
+  });
+
+  it('R7.1 start facts can never be appended through the generic store', async () => {
+    const a = await openFreshSqlite();
+    const s = buildScenario();
+    for (const c of s.lifecycle) await a.runs.handle(c);
+    const fake = { type: 'SecurityAuditEventRecorded', data: {} };
+    expect(await rejects(a.eventStore.appendToStream(streamNameOf(s.runId), [fake]))).to.be.instanceOf(ValidationError);
+    expect(sqliteCounts(a).security_audit_events).to.equal(0);
+    await a.close();
+  });
+});

@@ -7,14 +7,13 @@ import {
   Identity,
   Ref,
   Sequence,
-  TimeoutMs,
   Version,
   decodeOrThrow,
   literal,
   oneOf,
   strictObject,
 } from './codecs';
-import { ApprovalBinding, EXECUTION_CLASSES, PolicyFence, STARTABLE_STATUSES, commandDigestOf, type ToolExecutionStartCommand } from './command';
+import { Admission, ApprovalBinding, ReviewedContracts, STARTABLE_STATUSES, commandDigestOf, type ToolExecutionStartCommand } from './command';
 import { CorruptRecordError, ValidationError, isStartBarrierError } from './errors';
 
 export const BARRIER_SCHEMA = RECORD_TAGS.barrier;
@@ -40,16 +39,8 @@ export const StartBarrierRecord = strictObject(
     stepRunId: Identity,
     toolDefinition: Ref,
     handlerBinding: Ref,
-    admission: strictObject('BarrierAdmission', {
-      actionDigest: Digest,
-      planDigest: Digest,
-      admissionDigest: Digest,
-      profile: Identity,
-      executionClass: oneOf(EXECUTION_CLASSES),
-      timeoutMs: TimeoutMs,
-      policyFence: PolicyFence,
-    }),
-    contracts: strictObject('BarrierContracts', { adapter: Ref, redaction: Ref, audit: Ref }),
+    admission: Admission,
+    contracts: ReviewedContracts,
     attempt: strictObject('BarrierAttempt', {
       fromStatus: oneOf(STARTABLE_STATUSES),
       fromStepRunVersion: Version,

@@ -34,6 +34,20 @@ export const ApprovalBinding = strictObject('ApprovalBinding', {
 });
 export type ApprovalBinding = t.TypeOf<typeof ApprovalBinding>;
 
+/** R1.4.2: what admission decided. Carried unchanged into the barrier. */
+export const Admission = strictObject('Admission', {
+  actionDigest: Digest,
+  planDigest: Digest,
+  admissionDigest: Digest,
+  profile: Identity,
+  executionClass: oneOf(EXECUTION_CLASSES),
+  timeoutMs: TimeoutMs,
+  policyFence: PolicyFence,
+});
+
+/** R1.4.3: the reviewed adapter, redaction and audit contracts, identity and digest of each. */
+export const ReviewedContracts = strictObject('ReviewedContracts', { adapter: Ref, redaction: Ref, audit: Ref });
+
 /** `qinglong/tool-execution-start-command@v1`: exactly the bindings of R1.4, nothing else. */
 export const ToolExecutionStartCommand = strictObject(
   'ToolExecutionStartCommand',
@@ -47,17 +61,9 @@ export const ToolExecutionStartCommand = strictObject(
     toolDefinition: Ref,
     handlerBinding: Ref,
     // R1.4.2
-    admission: strictObject('Admission', {
-      actionDigest: Digest,
-      planDigest: Digest,
-      admissionDigest: Digest,
-      profile: Identity,
-      executionClass: oneOf(EXECUTION_CLASSES),
-      timeoutMs: TimeoutMs,
-      policyFence: PolicyFence,
-    }),
+    admission: Admission,
     // R1.4.3
-    contracts: strictObject('ReviewedContracts', { adapter: Ref, redaction: Ref, audit: Ref }),
+    contracts: ReviewedContracts,
     // R1.4.5
     stepRun: strictObject('StepRunBinding', {
       runId: Identity,

@@ -1,0 +1,58 @@
+import type { ClientBase } from 'pg';
+import { loadMigrations, MigrationError, planMigrations, type AppliedMigration, type Migration } from '../migrations';
+import { bind } from './named';
+import * as SQL from './sql';
+
+// The PostgreSQL side of the shared migration plan: all pending files in ONE transaction
+// (PostgreSQL DDL is transactional, so a failed file leaves nothing behind), under an advisory
+// transaction lock so concurrent migrators of one database apply each file exactly once.
+// Each file runs with the session's own role reset first; files that own objects say
+// `SET LOCAL ROLE ql3_owner` themselves, so what a file does never depends on its predecessor.
+
+const readApplied = async (client: ClientBase): Promise<AppliedMigration[]> => {
+  const present = await client.query<{ present: boolean }>(SQL.MIGRATIONS_PRESENT.text, bind(SQL.MIGRATIONS_PRESENT, { table: `${SQL.SCHEMA}.schema_migrations` }));
+  if (present.rows[0]?.present !== true) return [];
+  const rows = await client.query<{ name: unknown; checksum: unknown }>(SQL.SELECT_APPLIED.text);
+  return rows.rows.map((r) => {
+    if (typeof r.name !== 'string' || typeof r.checksum !== 'string') throw new MigrationError('schema_migrations holds a row that is not (name, checksum) text');
+    return { name: r.name, checksum: r.checksum };
+  });
+};
+
+export interface MigrationReport {
+  readonly applied: readonly string[];
+}
+
+/** Apply what is pending, or refuse (edited, unknown or reordered migrations: MigrationError). */
+export const migratePostgres = async (client: ClientBase, known: readonly Migration[] = loadMigrations('postgres')): Promise<MigrationReport> => {
+  await client.query('BEGIN');
+  try {
+    await client.query(SQL.MIGRATION_LOCK.text, bind(SQL.MIGRATION_LOCK, { key: SQL.MIGRATION_LOCK_KEY }));
+    const pending = planMigrations(known, await readApplied(client));
+    for (const m of pending) {
+      await client.query(SQL.RESET_ROLE);
+      try {
+        await client.query(m.sql); // no parameters: simple protocol, several statements per file
+      } catch (e) {
+        throw new MigrationError(`migration ${m.name} failed: ${e instanceof Error ? e.message : String(e)}`);
+      }
+      await client.query(SQL.RESET_ROLE);
+      await client.query(SQL.INSERT_APPLIED.text, bind(SQL.INSERT_APPLIED, { name: m.name, checksum: m.checksum }));
+    }
+    await client.query('COMMIT');
+    return { applied: pending.map((m) => m.name) };
+  } catch (e) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw e;
+  }
+};
+
+/** With `migrate: false` (a runtime login cannot run DDL): the schema must already be current. */
+export const assertSchemaCurrent = async (client: ClientBase, known: readonly Migration[] = loadMigrations('postgres')): Promise<void> => {
+  const pending = planMigrations(known, await readApplied(client));
+  if (pending.length > 0) {
+    throw new MigrationError(
+      `the database schema is behind this code: ${pending.map((m) => m.name).join(', ')} not applied; run the migrations as the owner (migrate: true)`,
+    );
+  }
+};

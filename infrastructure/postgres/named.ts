@@ -1,0 +1,34 @@
+// Named parameters for pg. SQL constants are written with `:name` placeholders (never with
+// values); `named` compiles one once, at module load, into `$n` text plus the name order, and
+// `bind` turns a parameter object into the positional array pg sends. A missing parameter is a
+// programming error, never a silent NULL. `::type` casts are left alone.
+
+export interface NamedSql {
+  readonly text: string;
+  readonly names: readonly string[];
+}
+
+const PLACEHOLDER = /(?<!:):([a-z_][a-z0-9_]*)/g;
+
+export const named = (template: string): NamedSql => {
+  const names: string[] = [];
+  const text = template.replace(PLACEHOLDER, (_match, name: string) => {
+    let index = names.indexOf(name);
+    if (index < 0) index = names.push(name) - 1;
+    return `$${index + 1}`;
+  });
+  return { text, names };
+};
+
+export type Params = Readonly<Record<string, unknown>>;
+
+export const bind = (sql: NamedSql, params: Params): unknown[] =>
+  sql.names.map((name) => {
+    const value = params[name];
+    if (value === undefined) throw new Error(`SQL parameter :${name} is missing`);
+    return value;
+  });
+
+/** `{ a: 1 }` with prefix `audit_` -> `{ audit_a: 1 }`: rows bound under one statement's names. */
+export const prefixed = (prefix: string, row: object): Record<string, unknown> =>
+  Object.fromEntries(Object.entries(row).map(([k, v]) => [`${prefix}${k}`, v]));

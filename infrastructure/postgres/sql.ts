@@ -1,0 +1,267 @@
+import type {
+  AuditEventRow,
+  AuditReceiptRow,
+  BarrierRow,
+  MutationRow,
+  RunRow,
+  StepRunRow,
+  TraceAnchorRow,
+} from '../../projections/rows';
+import { named, type NamedSql } from './named';
+
+// SQL owned by the PostgreSQL backend, in schema ql3 (R5.2). Every value is a bound parameter
+// (`:name`, see named.ts); statements are compiled once, here. INSERT column lists come from
+// the projection row types, so a column can neither be forgotten nor misspelt.
+
+export const SCHEMA = 'ql3';
+
+// ------------------------------------------------------------------ transaction prelude
+
+export const BEGIN_SERIALIZABLE = 'BEGIN ISOLATION LEVEL SERIALIZABLE';
+export const COMMIT = 'COMMIT';
+export const ROLLBACK = 'ROLLBACK';
+
+/**
+ * SET LOCAL of the three timeouts (set_config(..., true) is SET LOCAL with bound values), and
+ * the transaction clock of R3.10, read once: every row of the transaction carries this value.
+ */
+export const CONFIGURE_TRANSACTION = named(`SELECT
+  set_config('statement_timeout', :statement_timeout, true) AS statement_timeout,
+  set_config('lock_timeout', :lock_timeout, true) AS lock_timeout,
+  set_config('idle_in_transaction_session_timeout', :idle_timeout, true) AS idle_timeout,
+  (extract(epoch FROM transaction_timestamp()) * 1000)::bigint AS now_ms`);
+
+// ------------------------------------------------------------------ R3.1 replay lookup
+
+/** The seven identities of R4.1 in one statement, each an equality probe of the unique index. */
+export const LOOKUP_REPLAY = named(`SELECT i.identity, i.value, i.start_id, i.command_digest
+  FROM (VALUES ('startId', :start_id), ('mutationId', :mutation_id), ('runEventId', :run_event_id), ('traceId', :trace_id),
+               ('auditEventId', :audit_event_id), ('auditReceiptId', :audit_receipt_id), ('attempt', :attempt)) AS k (identity, value)
+  JOIN ql3.start_replay_identities i ON i.identity = k.identity AND i.value = k.value`);
+
+// ------------------------------------------------------------------ R3.2 lock and read
+
+/**
+ * The Run head, its stream head and the StepRun, each `FOR UPDATE` (R5.2), always in this
+ * order (runs, streams, step_runs) so two transactions can never deadlock on them. The scalar
+ * subqueries run in select-list order; each returns NULL when its row does not exist.
+ */
+const runStateQuery = (lock: string) => `WITH
+  run AS (SELECT run_id, project_id, snapshot_id, snapshot_digest, version FROM ql3.runs WHERE run_id = :run_id ${lock}),
+  stream AS (SELECT version FROM ql3.streams WHERE stream_id = :stream_id ${lock}),
+  step AS (SELECT run_id, step_run_id, project_id, kind, status, version, digest, state_json
+             FROM ql3.step_runs WHERE run_id = :run_id AND step_run_id = :step_run_id ${lock})
+SELECT (SELECT row_to_json(run) FROM run) AS run,
+       (SELECT version FROM stream) AS stream_version,
+       (SELECT row_to_json(step) FROM step) AS step_run`;
+export const LOCK_RUN_STATE = named(runStateQuery('FOR UPDATE'));
+export const READ_RUN_STATE = named(runStateQuery(''));
+
+// ------------------------------------------------------------------ R3.3 .. R3.7 as CTE steps
+
+const cols = <R>(columns: readonly (keyof R & string)[]) => columns;
+export const AUDIT_COLUMNS = cols<AuditEventRow>(['audit_event_id', 'start_id', 'run_id', 'step_run_id', 'audit_event_digest', 'event_json', 'committed_at_ms']);
+export const TRACE_COLUMNS = cols<TraceAnchorRow>(['trace_id', 'span_id', 'start_id', 'run_id', 'step_run_id', 'trace_digest', 'anchor_json', 'committed_at_ms']);
+export const RECEIPT_COLUMNS = cols<AuditReceiptRow>(['audit_receipt_id', 'audit_event_id', 'trace_id', 'start_id', 'receipt_digest', 'receipt_json', 'committed_at_ms']);
+export const MUTATION_COLUMNS = cols<MutationRow>([
+  'mutation_id', 'run_event_id', 'start_id', 'run_id', 'step_run_id', 'from_status', 'to_status', 'from_version', 'to_version',
+  'run_event_sequence', 'mutation_digest', 'started_step_run_digest', 'mutation_json', 'requested_at_ms', 'committed_at_ms',
+]);
+export const BARRIER_COLUMNS = cols<BarrierRow>([
+  'start_id', 'command_digest', 'barrier_digest', 'barrier_json', 'project_id', 'run_id', 'step_run_id', 'started_step_run_version',
+  'started_step_run_digest', 'mutation_id', 'mutation_digest', 'run_event_id', 'trace_id', 'trace_digest', 'audit_event_id',
+  'audit_receipt_id', 'audit_receipt_digest', 'adapter_id', 'committed_at_ms',
+]);
+export const RUN_COLUMNS = cols<RunRow>(['run_id', 'project_id', 'snapshot_id', 'snapshot_digest', 'version']);
+export const STEP_RUN_COLUMNS = cols<StepRunRow>(['run_id', 'step_run_id', 'project_id', 'kind', 'status', 'version', 'digest', 'state_json']);
+
+const insertRow = (table: string, prefix: string, columns: readonly string[]) =>
+  `INSERT INTO ql3.${table} (${columns.join(', ')}) VALUES (${columns.map((c) => `:${prefix}${c}`).join(', ')}) RETURNING 1`;
+
+/** Events of one step: parallel arrays, one element per event, positions given by the caller. */
+const insertEvents = (prefix: string) => `INSERT INTO ql3.events (stream_id, stream_position, event_id, event_type, data_json, committed_at_ms)
+    SELECT :stream_id, e.position, e.event_id, e.event_type, e.data_json, :committed_at_ms::bigint
+      FROM unnest(:${prefix}positions::bigint[], :${prefix}event_ids::text[], :${prefix}event_types::text[], :${prefix}data::text[])
+           AS e (position, event_id, event_type, data_json)
+    RETURNING 1`;
+
+/** One step of the start: named CTEs, and the row count each must report. */
+interface Step {
+  readonly ctes: readonly (readonly [name: string, body: string])[];
+}
+
+/** R3.3: SecurityAuditEvent, Trace anchor, Audit receipt (their three events and fact rows). */
+const EVIDENCE: Step = {
+  ctes: [
+    ['evidence_events', insertEvents('evidence_')],
+    ['audit', insertRow('security_audit_events', 'audit_', AUDIT_COLUMNS)],
+    ['trace', insertRow('trace_anchors', 'trace_', TRACE_COLUMNS)],
+    ['receipt', insertRow('audit_receipts', 'receipt_', RECEIPT_COLUMNS)],
+  ],
+};
+
+/** R3.4: the StepRun compare-and-set on version, status and digest together. */
+const STEP_RUN_CAS: Step = {
+  ctes: [
+    [
+      'step_run_cas',
+      `UPDATE ql3.step_runs SET status = :next_status, version = :next_step_run_version, digest = :next_digest, state_json = :next_state_json
+        WHERE run_id = :run_id AND step_run_id = :step_run_id
+          AND version = :expected_step_run_version AND status = :expected_status AND digest = :expected_digest
+        RETURNING 1`,
+    ],
+  ],
+};
+
+/** R3.5: the Run version / event sequence compare-and-set, on the stream head and the Run head. */
+const RUN_CAS: Step = {
+  ctes: [
+    ['stream_cas', `UPDATE ql3.streams SET version = :next_run_version WHERE stream_id = :stream_id AND version = :expected_run_version RETURNING 1`],
+    ['run_cas', `UPDATE ql3.runs SET version = :next_run_version WHERE run_id = :run_id AND version = :expected_run_version RETURNING 1`],
+  ],
+};
+
+/** R3.6: the RunEvent and its mutation-ledger entry. */
+const RUN_EVENT: Step = {
+  ctes: [
+    ['run_event', insertEvents('run_event_')],
+    ['mutation', insertRow('step_run_mutations', 'mutation_', MUTATION_COLUMNS)],
+  ],
+};
+
+/** R3.7: the barrier event, the immutable barrier row and its seven replay identities. */
+const BARRIER: Step = {
+  ctes: [
+    ['barrier_event', insertEvents('barrier_event_')],
+    ['barrier', insertRow('tool_execution_start_barriers', 'barrier_', BARRIER_COLUMNS)],
+    [
+      'identities',
+      `INSERT INTO ql3.start_replay_identities (identity, value, start_id, command_digest)
+        SELECT i.identity, i.value, i.start_id, i.command_digest
+          FROM unnest(:identity_names::text[], :identity_values::text[], :identity_start_ids::text[], :identity_command_digests::text[])
+               AS i (identity, value, start_id, command_digest)
+        RETURNING 1`,
+    ],
+  ],
+};
+
+/** Row counts every CTE of a start must report; anything else rolls the transaction back. */
+export const EXPECTED_COUNTS: Readonly<Record<string, number>> = {
+  evidence_events: 3,
+  audit: 1,
+  trace: 1,
+  receipt: 1,
+  step_run_cas: 1,
+  stream_cas: 1,
+  run_cas: 1,
+  run_event: 1,
+  mutation: 1,
+  barrier_event: 1,
+  barrier: 1,
+  identities: 7,
+};
+
+const statementOf = (steps: readonly Step[]): NamedSql => {
+  const ctes = steps.flatMap((s) => s.ctes);
+  return named(
+    `WITH ${ctes.map(([name, body]) => `${name} AS (${body})`).join(',\n')}
+SELECT ${ctes.map(([name]) => `(SELECT count(*) FROM ${name})::int AS ${name}`).join(', ')}`,
+  );
+};
+
+export type StartStepName = 'evidence' | 'stepRunCas' | 'runCas' | 'runEvent' | 'barrier';
+
+/** `stepwise`: one statement per step of R3, the fault-injection hook between each. */
+export const START_STEP_STATEMENTS: readonly (readonly [StartStepName, NamedSql])[] = [
+  ['evidence', statementOf([EVIDENCE])],
+  ['stepRunCas', statementOf([STEP_RUN_CAS])],
+  ['runCas', statementOf([RUN_CAS])],
+  ['runEvent', statementOf([RUN_EVENT])],
+  ['barrier', statementOf([BARRIER])],
+];
+
+/**
+ * `batched` (the default): R3.3 .. R3.7 as one statement, one round trip. PostgreSQL runs a
+ * statement atomically and checks its foreign keys at its end, so no intermediate state of the
+ * five steps is ever observable; the counts prove each step wrote exactly what it should.
+ */
+export const START_BATCHED_STATEMENT: NamedSql = statementOf([EVIDENCE, STEP_RUN_CAS, RUN_CAS, RUN_EVENT, BARRIER]);
+
+// ------------------------------------------------------------------ lifecycle appends
+
+export const CREATE_RUN_HEAD = named(`WITH
+  stream AS (INSERT INTO ql3.streams (stream_id, stream_type, version) VALUES (:stream_id, 'run', :next_run_version) RETURNING 1),
+  run AS (${insertRow('runs', 'run_', RUN_COLUMNS)})
+SELECT (SELECT count(*) FROM stream)::int AS stream_cas, (SELECT count(*) FROM run)::int AS run_cas`);
+
+export const CAS_RUN_HEAD = named(`WITH
+  ${RUN_CAS.ctes.map(([name, body]) => `${name} AS (${body})`).join(',\n  ')}
+SELECT (SELECT count(*) FROM stream_cas)::int AS stream_cas, (SELECT count(*) FROM run_cas)::int AS run_cas`);
+
+export const INSERT_EVENTS = named(`${insertEvents('').replace('RETURNING 1', 'RETURNING global_position, stream_position, event_id')}`);
+
+/** A lifecycle StepRun move: insert at version 1, or compare-and-set from the version before. */
+export const UPSERT_STEP_RUN = named(`INSERT INTO ql3.step_runs (${STEP_RUN_COLUMNS.join(', ')})
+  VALUES (${STEP_RUN_COLUMNS.map((c) => `:${c}`).join(', ')})
+  ON CONFLICT (run_id, step_run_id) DO UPDATE SET status = excluded.status, version = excluded.version,
+    digest = excluded.digest, state_json = excluded.state_json
+  WHERE ql3.step_runs.version = excluded.version - 1
+  RETURNING 1`);
+
+// ------------------------------------------------------------------ reads (R5.3 on every one)
+
+/**
+ * Everything a barrier read re-verifies, in one statement: the barrier row(s), the four fact
+ * rows it names, the five events around its RunEvent, and every replay-identity row that names
+ * this start or one of its identity values (strays and duplicates included; each probe is an
+ * index lookup, so the read stays constant-cost). A row found by two probes comes back twice
+ * with the same ctid and is counted once. Rows travel as json (text-exact, never jsonb).
+ */
+export const READ_BARRIER = named(`WITH
+  b AS (SELECT * FROM ql3.tool_execution_start_barriers WHERE start_id = :start_id),
+  anchor AS (SELECT e.stream_id, e.stream_position FROM ql3.events e JOIN b ON e.event_id = b.run_event_id),
+  keys (identity, value) AS (
+    SELECT 'startId', b.start_id FROM b UNION ALL
+    SELECT 'mutationId', b.mutation_id FROM b UNION ALL
+    SELECT 'runEventId', b.run_event_id FROM b UNION ALL
+    SELECT 'traceId', b.trace_id FROM b UNION ALL
+    SELECT 'auditEventId', b.audit_event_id FROM b UNION ALL
+    SELECT 'auditReceiptId', b.audit_receipt_id FROM b UNION ALL
+    SELECT 'attempt', a.value FROM ql3.start_replay_identities a WHERE a.start_id = :start_id AND a.identity = 'attempt'),
+  identities AS (
+    SELECT i.ctid::text AS row_id, i.identity, i.value, i.start_id, i.command_digest
+      FROM ql3.start_replay_identities i WHERE i.start_id = :start_id
+    UNION ALL
+    SELECT i.ctid::text, i.identity, i.value, i.start_id, i.command_digest
+      FROM keys k JOIN ql3.start_replay_identities i ON i.identity = k.identity AND i.value = k.value)
+SELECT
+  (SELECT json_agg(b) FROM b) AS barriers,
+  (SELECT json_agg(a) FROM ql3.security_audit_events a WHERE a.audit_event_id IN (SELECT audit_event_id FROM b)) AS audits,
+  (SELECT json_agg(t) FROM ql3.trace_anchors t WHERE t.trace_id IN (SELECT trace_id FROM b)) AS traces,
+  (SELECT json_agg(r) FROM ql3.audit_receipts r WHERE r.audit_receipt_id IN (SELECT audit_receipt_id FROM b)) AS receipts,
+  (SELECT json_agg(m) FROM ql3.step_run_mutations m WHERE m.mutation_id IN (SELECT mutation_id FROM b)) AS mutations,
+  (SELECT json_agg(e ORDER BY e.stream_position)
+     FROM anchor JOIN ql3.events e ON e.stream_id = anchor.stream_id
+                                  AND e.stream_position BETWEEN anchor.stream_position - 3 AND anchor.stream_position + 1) AS events,
+  (SELECT json_agg(identities) FROM identities) AS identities`);
+
+/** R5.4 lookup by attempt: the replay index and the barrier's own unique key must agree. */
+export const FIND_ATTEMPT = named(`SELECT 'index' AS source, i.start_id FROM ql3.start_replay_identities i WHERE i.identity = 'attempt' AND i.value = :attempt
+UNION ALL
+SELECT 'barrier', b.start_id FROM ql3.tool_execution_start_barriers b
+  WHERE b.run_id = :run_id AND b.step_run_id = :step_run_id AND b.started_step_run_version = :started_step_run_version`);
+
+export const READ_STREAM = named(`SELECT
+  (SELECT version FROM ql3.streams WHERE stream_id = :stream_id) AS stream_version,
+  (SELECT json_agg(e ORDER BY e.stream_position) FROM ql3.events e WHERE e.stream_id = :stream_id) AS events`);
+
+// ------------------------------------------------------------------ migrations
+
+/** One key for `ql3` migrations (advisory locks are per database): two migrators never interleave. */
+export const MIGRATION_LOCK_KEY = '7173100158'; // "ql3" + ADR number, as a bigint
+export const MIGRATION_LOCK = named('SELECT pg_advisory_xact_lock(:key::bigint)');
+export const MIGRATIONS_PRESENT = named(`SELECT to_regclass(:table) IS NOT NULL AS present`);
+export const SELECT_APPLIED = named('SELECT name, checksum FROM ql3.schema_migrations ORDER BY name');
+export const INSERT_APPLIED = named(`INSERT INTO ql3.schema_migrations (name, checksum, applied_at_ms)
+  VALUES (:name, :checksum, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)`);
+export const RESET_ROLE = 'RESET ROLE';

@@ -11,3 +11,4 @@ export * from './lifecycle';
 export * from './startDecider';
 export * from './verify';
 export * from './decider';
+export * from './recovery';

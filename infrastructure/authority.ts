@@ -1,4 +1,14 @@
-import type { RunStreamEvent, StartBarrierRecord, StepRunState } from '../domain';
+import type {
+  ExecutionClass,
+  LookupValue,
+  Ref,
+  ReplayIdentity,
+  ResolveOptions,
+  RunStreamEvent,
+  StartBarrierRecord,
+  StartOutcomeKind,
+  StepRunState,
+} from '../domain';
 
 // The surface every backend offers (in-memory for specs, SQLite, PostgreSQL). The shared
 // conformance suite in `specs/conformance/` drives it unchanged against each.
@@ -72,4 +82,123 @@ export interface StartBarrierAuthority {
   readonly runs: RunsApi;
   readonly barriers: BarriersApi;
   close(): Promise<void>;
+}
+
+// ------------------------------------------------------------------ recovery (issue 5)
+
+/** The outcome fact of one start, as projected into the recovery read model. */
+export interface StartOutcome {
+  readonly startId: string;
+  readonly runId: string;
+  readonly stepRunId: string;
+  readonly outcome: StartOutcomeKind;
+  readonly decidedBy: string;
+  readonly reason: string;
+  readonly outcomeDigest?: string;
+  /** The StepRun version the outcome moved the StepRun to (the attempt's version + 1). */
+  readonly stepRunVersion: number;
+  /** The outcome event in `run-<runId>`. */
+  readonly eventId: string;
+  readonly streamPosition: number;
+  /** The decider's business time. */
+  readonly requestedAtMs: number;
+  /** The database clock of the transaction that appended it (R3.10). */
+  readonly committedAtMs: number;
+}
+
+export interface InDoubtQuery {
+  readonly projectId?: string;
+  readonly runId?: string;
+  /** Only starts committed at least this long ago, by the database clock. */
+  readonly olderThanMs?: number;
+}
+
+/** A committed start with no outcome fact yet: its adapter may or may not have acted. */
+export interface InDoubtStart {
+  readonly startId: string;
+  readonly projectId: string;
+  readonly runId: string;
+  readonly stepRunId: string;
+  /** The StepRun version the start moved it to (R4.4's attempt). */
+  readonly attempt: number;
+  readonly adapter: Ref;
+  readonly executionClass: ExecutionClass;
+  readonly timeoutMs: number;
+  readonly traceId: string;
+  readonly spanId: string;
+  readonly requestedAtMs: number;
+  readonly committedAtMs: number;
+  /** Database clock now minus `committedAtMs`. */
+  readonly ageMs: number;
+  readonly barrierDigest: string;
+}
+
+export interface AttemptHistoryEntry {
+  readonly attempt: number;
+  readonly barrier: StoredBarrier;
+  /** null: in doubt. */
+  readonly outcome: StartOutcome | null;
+}
+
+export interface ResolveResult {
+  /** `recorded`: this call appended the outcome; `existing`: the same outcome was recorded before. */
+  readonly status: 'recorded' | 'existing';
+  readonly outcome: StartOutcome;
+}
+
+export type VerifyProblemKind =
+  | 'barrier'
+  | 'outcome'
+  | 'run'
+  | 'step_run'
+  | 'event'
+  | 'stream_head'
+  | 'foreign_key'
+  | 'duplicate_identity'
+  | 'duplicate_attempt'
+  | 'evidence_without_move'
+  | 'mutation_without_barrier'
+  | 'running_without_barrier'
+  | 'in_doubt_mismatch';
+
+export interface VerifyProblem {
+  readonly kind: VerifyProblemKind;
+  /** Which record: a start id, `run/step`, `stream@position`, `table rowid`. */
+  readonly record: string;
+  readonly problem: string;
+}
+
+export interface VerifyReport {
+  readonly ok: boolean;
+  readonly checked: { readonly barriers: number; readonly outcomes: number; readonly runs: number; readonly stepRuns: number; readonly events: number };
+  readonly problems: readonly VerifyProblem[];
+}
+
+export interface VerifyOptions {
+  /** Called as records are checked (the CLI draws its progress bar from it). */
+  readonly onProgress?: (done: number, total: number) => void;
+}
+
+/**
+ * Recovery read models and operator resolutions. Every read re-verifies what it returns (R5.3)
+ * and fails closed; a resolution is a new lifecycle event, never an edit.
+ */
+export interface RecoveryApi {
+  /** Every barrier whose StepRun has no outcome fact yet, oldest first. */
+  inDoubt(query?: InDoubtQuery): Promise<readonly InDoubtStart[]>;
+  /** Every barrier of every version of one StepRun, in attempt order, with its outcome. */
+  history(runId: string, stepRunId: string): Promise<readonly AttemptHistoryEntry[]>;
+  /** The one barrier an R4.1 identity names, or null; several is corruption (fails closed). */
+  lookup(identity: ReplayIdentity, value: LookupValue): Promise<StoredBarrier | null>;
+  /** The outcome fact of a start, or null while it is in doubt. */
+  outcome(startId: string): Promise<StartOutcome | null>;
+  /** Append the lifecycle outcome event for an in-doubt start (`lost` then allows `ready`). */
+  resolve(startId: string, outcome: StartOutcomeKind, options: ResolveOptions): Promise<ResolveResult>;
+  /** Re-verify every stored record; never throws for damage, reports every bad record. */
+  verify(options?: VerifyOptions): Promise<VerifyReport>;
+}
+
+/** An authority with the recovery surface (memory and SQLite; PostgreSQL through its subpath). */
+export interface RecoverableStartBarrierAuthority extends StartBarrierAuthority {
+  readonly recovery: RecoveryApi;
 }

@@ -28,7 +28,10 @@ import {
 } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import { startEventPositions, verifyStartRows, type EventRow } from '../../projections/verifyRows';
-import type { AppendOutcome, PrepareResult, StartBarrierAuthority, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../authority';
+import { outcomeRowOf, type StartOutcomeRow } from '../../projections/recovery';
+import type { AppendOutcome, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../authority';
+import { createRecoveryApi } from '../recovery';
+import { createMemoryRecoveryView } from './recovery';
 import { SerialExecutor } from '../serial';
 import { decodeLifecycle, runLifecycleTransaction, runStartTransaction, type LifecycleUnitOfWork, type StartUnitOfWork } from '../startProtocol';
 
@@ -36,7 +39,7 @@ import { decodeLifecycle, runLifecycleTransaction, runStartTransaction, type Lif
 // the SQL backends, for specs and for embedding in tests of callers. Atomic by construction:
 // a transaction works on a copy of the tables and swaps it in only on success.
 
-interface Tables {
+export interface Tables {
   streams: Map<string, number>;
   events: EventRow[];
   eventIds: Set<string>;
@@ -48,6 +51,8 @@ interface Tables {
   mutations: Map<string, MutationRow>;
   barriers: Map<string, BarrierRow>;
   identities: Map<string, ReplayIdentityRow>;
+  /** Recovery read model (issue 5): outcome rows by start id. */
+  outcomes: Map<string, StartOutcomeRow>;
 }
 
 const emptyTables = (): Tables => ({
@@ -62,6 +67,7 @@ const emptyTables = (): Tables => ({
   mutations: new Map(),
   barriers: new Map(),
   identities: new Map(),
+  outcomes: new Map(),
 });
 
 const copyTables = (t: Tables): Tables => ({
@@ -76,6 +82,7 @@ const copyTables = (t: Tables): Tables => ({
   mutations: new Map(t.mutations),
   barriers: new Map(t.barriers),
   identities: new Map(t.identities),
+  outcomes: new Map(t.outcomes),
 });
 
 const identityKey = (identity: string, value: string) => `${identity}\u0000${value}`;
@@ -92,10 +99,10 @@ export interface MemoryStartBarrierOptions {
   readonly clock?: () => number;
 }
 
-export const openMemoryStartBarrier = async (options: MemoryStartBarrierOptions = {}): Promise<StartBarrierAuthority> =>
+export const openMemoryStartBarrier = async (options: MemoryStartBarrierOptions = {}): Promise<RecoverableStartBarrierAuthority> =>
   new MemoryAuthority(options.hooks?.onStartStep, options.clock ?? Date.now);
 
-class MemoryAuthority implements StartBarrierAuthority {
+class MemoryAuthority implements RecoverableStartBarrierAuthority {
   readonly backend = 'memory' as const;
   private tables = emptyTables();
   private readonly serial = new SerialExecutor();
@@ -229,7 +236,13 @@ class MemoryAuthority implements StartBarrierAuthority {
           this.casStream(t, stream, from, run.version);
         }
         t.runs.set(run.runId, runRowOf(run));
-        collect.push(...this.insertEvents(t, stream, from, events, this.clock()));
+        const appended = this.insertEvents(t, stream, from, events, this.clock());
+        collect.push(...appended);
+        // Recovery read model (issue 5), inline: swapped in with the events or not at all.
+        for (const e of appended) {
+          const row = outcomeRowOf(e);
+          if (row !== undefined) insertUnique(t.outcomes, row.start_id, row, 'start outcome');
+        }
         for (const [id, s] of Object.entries(after.stepRuns)) if (before.stepRuns[id] !== s) t.stepRuns.set(stepKey(s.runId, id), stepRunRowOf(s));
       },
     };
@@ -275,6 +288,16 @@ class MemoryAuthority implements StartBarrierAuthority {
         }));
     },
   };
+
+  /** Recovery read models and operator resolutions (issue 5), over the current tables. */
+  readonly recovery: RecoveryApi = createRecoveryApi({
+    snapshot: async (body) => {
+      const tables = this.tables;
+      return body(createMemoryRecoveryView(tables, { readBarrier: (id) => this.readBarrier(tables, id), nowMs: () => this.clock() }));
+    },
+    handle: (command) => this.runs.handle(command),
+    clock: () => this.clock(),
+  });
 
   async close(): Promise<void> {}
 }

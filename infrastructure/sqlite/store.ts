@@ -37,7 +37,8 @@ import { startEventPositions, verifyStartRows, type EventRow } from '../../proje
 import type {
   AppendOutcome,
   PrepareResult,
-  StartBarrierAuthority,
+  RecoverableStartBarrierAuthority,
+  RecoveryApi,
   StartStepHook,
   StepRunView,
   StoredBarrier,
@@ -54,6 +55,10 @@ import {
   type StartUnitOfWork,
 } from '../startProtocol';
 import * as SQL from './sql';
+import { outcomeRowOf } from '../../projections/recovery';
+import { createRecoveryApi } from '../recovery';
+import { createSqliteRecoveryView } from './recovery';
+import { INSERT_OUTCOME } from './recoverySql';
 
 export interface SqliteStartBarrierOptions {
   /** Database file; created and migrated if absent. */
@@ -72,7 +77,7 @@ export interface SqliteStartBarrierOptions {
 /** emmett's event store over the Run streams, with a transactional session (`withSession`). */
 export type RunEventStore = EventStore<ReadEventMetadataWithGlobalPosition> & EventStoreSessionFactory<EventStore<ReadEventMetadataWithGlobalPosition>>;
 
-export interface SqliteStartBarrier extends StartBarrierAuthority {
+export interface SqliteStartBarrier extends RecoverableStartBarrierAuthority {
   readonly backend: 'sqlite';
   /**
    * The Run streams as an emmett `EventStore`, so emmett's `CommandHandler` can drive
@@ -176,6 +181,7 @@ class SqliteAuthority implements SqliteStartBarrier {
       insertMutation: prepare(SQL.INSERT_MUTATION),
       insertBarrier: prepare(SQL.INSERT_BARRIER),
       insertIdentity: prepare(SQL.INSERT_IDENTITY),
+      insertOutcome: prepare(INSERT_OUTCOME),
       barrier: prepare(SQL.SELECT_BARRIER),
       audit: prepare(SQL.SELECT_AUDIT),
       trace: prepare(SQL.SELECT_TRACE),
@@ -222,6 +228,19 @@ class SqliteAuthority implements SqliteStartBarrier {
 
   private assertOpen(): void {
     if (this.closed) throw new Error('the SQLite start barrier authority is closed');
+  }
+
+  /** `read` for async bodies (the recovery view): one snapshot, still one operation at a time. */
+  private snapshot<T>(body: () => Promise<T>): Promise<T> {
+    return this.serial.run(async () => {
+      this.assertOpen();
+      this.db.exec('BEGIN DEFERRED');
+      try {
+        return await body();
+      } finally {
+        if (this.db.inTransaction) this.db.exec('COMMIT');
+      }
+    });
   }
 
   private nowMs(): number {
@@ -394,7 +413,13 @@ class SqliteAuthority implements SqliteStartBarrier {
           this.casStream(stream, from, run.version);
           if (this.s.casRun!.run(run.version, run.runId, from).changes !== 1) throw new ConcurrencyExhaustedError(1, `Run ${run.runId} moved`);
         }
-        collect.push(...this.insertEvents(stream, from, events, committedAtMs));
+        const appended = this.insertEvents(stream, from, events, committedAtMs);
+        collect.push(...appended);
+        // Recovery read model (issue 5), inline: an outcome event and its row commit together.
+        for (const e of appended) {
+          const row = outcomeRowOf(e);
+          if (row !== undefined) this.s.insertOutcome!.run(row);
+        }
         for (const [id, s] of Object.entries(after.stepRuns)) {
           if (before.stepRuns[id] === s) continue;
           if (this.s.upsertStepRun!.run(stepRunRowOf(s)).changes !== 1) throw new ConcurrencyExhaustedError(1, `StepRun ${id} moved`);
@@ -510,6 +535,15 @@ class SqliteAuthority implements SqliteStartBarrier {
         (this.s.streamEvents!.all(streamNameOf(runId), 1, Number.MAX_SAFE_INTEGER) as (EventRow & { global_position: number })[]).map((r) => this.decodeEventRow(r)),
       ),
   };
+
+  private recoveryView: ReturnType<typeof createSqliteRecoveryView> | undefined;
+
+  /** Recovery read models and operator resolutions (issue 5). */
+  readonly recovery: RecoveryApi = createRecoveryApi({
+    snapshot: (body) =>
+      this.snapshot(() => body((this.recoveryView ??= createSqliteRecoveryView({ db: this.db, readBarrier: (id) => this.readBarrierSync(id), nowMs: () => this.nowMs() })))),
+    handle: (command) => this.runs.handle(command),
+  });
 
   close(): Promise<void> {
     return this.serial.run(async () => {

@@ -1,0 +1,114 @@
+import { attemptValue, type StepRunRow } from '../../projections/rows';
+import type { StoredBarrier, VerifyProblem } from '../authority';
+import type { RecoveryView } from '../recovery';
+import type { Tables } from './store';
+
+// The in-memory side of the recovery read models: the same view as SQLite's, over the
+// tables of one committed state (a transaction swaps in a new state, so this one is stable).
+
+export interface MemoryRecoveryHost {
+  readBarrier(startId: string): StoredBarrier | null;
+  nowMs(): number;
+}
+
+const byKey = <T>(rows: Iterable<T>, key: (r: T) => string) => [...rows].sort((a, b) => (key(a) < key(b) ? -1 : key(a) > key(b) ? 1 : 0));
+
+export const createMemoryRecoveryView = (t: Tables, host: MemoryRecoveryHost): RecoveryView => {
+  const barriers = () => [...t.barriers.values()];
+  const stepKey = (r: StepRunRow) => `${r.run_id}\u0000${r.step_run_id}`;
+  return {
+    nowMs: async () => host.nowMs(),
+    inDoubtStartIds: async (f) =>
+      barriers()
+        .filter((b) => !t.outcomes.has(b.start_id))
+        .filter((b) => f.projectId === undefined || b.project_id === f.projectId)
+        .filter((b) => f.runId === undefined || b.run_id === f.runId)
+        .filter((b) => f.committedAtOrBeforeMs === undefined || b.committed_at_ms <= f.committedAtOrBeforeMs)
+        .sort((a, b) => a.committed_at_ms - b.committed_at_ms || (a.start_id < b.start_id ? -1 : 1))
+        .map((b) => b.start_id),
+    attemptStartIds: async (runId, stepRunId) =>
+      barriers()
+        .filter((b) => b.run_id === runId && b.step_run_id === stepRunId)
+        .sort((a, b) => a.started_step_run_version - b.started_step_run_version)
+        .map((b) => b.start_id),
+    identityStartIds: async (identity, key, attempt) => {
+      const indexed = t.identities.get(`${identity}\u0000${key}`);
+      const mirrored = barriers().filter((b) => {
+        switch (identity) {
+          case 'startId':
+            return b.start_id === key;
+          case 'mutationId':
+            return b.mutation_id === key;
+          case 'runEventId':
+            return b.run_event_id === key;
+          case 'traceId':
+            return b.trace_id === key;
+          case 'auditEventId':
+            return b.audit_event_id === key;
+          case 'auditReceiptId':
+            return b.audit_receipt_id === key;
+          case 'attempt':
+            return attempt !== undefined && b.run_id === attempt.runId && b.step_run_id === attempt.stepRunId && b.started_step_run_version === attempt.startedStepRunVersion;
+          default:
+            return false;
+        }
+      });
+      return [...(indexed ? [indexed.start_id] : []), ...mirrored.map((b) => b.start_id)];
+    },
+    readBarrier: async (startId) => host.readBarrier(startId),
+    outcomeRows: async (startId) => {
+      const row = t.outcomes.get(startId);
+      return row === undefined ? [] : [row];
+    },
+    eventById: async (eventId) => t.events.find((e) => e.event_id === eventId),
+    stepRunRow: async (runId, stepRunId) => t.stepRuns.get(`${runId}\u0000${stepRunId}`),
+
+    counts: async () => ({ barriers: t.barriers.size, outcomes: t.outcomes.size, runs: t.runs.size, stepRuns: t.stepRuns.size, events: t.events.length }),
+    barrierIdsAfter: async (after, limit) => byKey(t.barriers.keys(), (k) => k).filter((k) => k > after).slice(0, limit),
+    outcomeRowsAfter: async (after, limit) => byKey(t.outcomes.values(), (r) => r.start_id).filter((r) => r.start_id > after).slice(0, limit),
+    runRowsAfter: async (after, limit) =>
+      byKey(t.runs.values(), (r) => r.run_id)
+        .filter((r) => r.run_id > after)
+        .slice(0, limit)
+        .map((r) => ({ ...r, stream_version: t.streams.get(`run-${r.run_id}`) ?? null })),
+    stepRunRowsAfter: async (after, limit) => {
+      const from = `${after[0]}\u0000${after[1]}`;
+      return byKey(t.stepRuns.values(), stepKey).filter((r) => stepKey(r) > from).slice(0, limit);
+    },
+    eventRowsAfter: async (after, limit) => t.events.slice(after, after + limit).map((e, i) => ({ ...e, global_position: after + i + 1 })),
+
+    integrityProblems: async () => {
+      const problems: VerifyProblem[] = [];
+      const movesByStart = new Set([...t.mutations.values()].map((m) => m.start_id));
+      const evidence: [string, string, string][] = [
+        ...[...t.audit.values()].map((r): [string, string, string] => ['security_audit_events', r.audit_event_id, r.start_id]),
+        ...[...t.trace.values()].map((r): [string, string, string] => ['trace_anchors', r.trace_id, r.start_id]),
+        ...[...t.receipts.values()].map((r): [string, string, string] => ['audit_receipts', r.audit_receipt_id, r.start_id]),
+      ];
+      for (const [table, id, startId] of evidence) {
+        const missing = [movesByStart.has(startId) ? undefined : 'StepRun move', t.barriers.has(startId) ? undefined : 'barrier'].filter((x) => x !== undefined);
+        if (missing.length > 0) problems.push({ kind: 'evidence_without_move', record: `${table} ${id}`, problem: `evidence of start ${startId} without its ${missing.join(' and ')}` });
+      }
+      const barrierMutations = new Set([...t.barriers.values()].map((b) => b.mutation_id));
+      for (const m of t.mutations.values()) {
+        if (!barrierMutations.has(m.mutation_id)) problems.push({ kind: 'mutation_without_barrier', record: `step_run_mutations ${m.mutation_id}`, problem: `StepRun move of start ${m.start_id} without its barrier` });
+      }
+      // The foreign keys SQLite declares, checked by hand.
+      const eventIds = new Set(t.events.map((e) => e.event_id));
+      for (const o of t.outcomes.values()) {
+        if (!t.barriers.has(o.start_id)) problems.push({ kind: 'foreign_key', record: `start_outcomes ${o.start_id}`, problem: 'references a missing tool_execution_start_barriers row' });
+        if (!eventIds.has(o.event_id)) problems.push({ kind: 'foreign_key', record: `start_outcomes ${o.start_id}`, problem: 'references a missing events row' });
+      }
+      for (const r of t.stepRuns.values()) {
+        if (!t.runs.has(r.run_id)) problems.push({ kind: 'foreign_key', record: `step_runs ${r.run_id}/${r.step_run_id}`, problem: 'references a missing runs row' });
+      }
+      const perStream = new Map<string, number>();
+      for (const e of t.events) perStream.set(e.stream_id, (perStream.get(e.stream_id) ?? 0) + 1);
+      for (const [stream, version] of t.streams) {
+        const n = perStream.get(stream) ?? 0;
+        if (n !== version) problems.push({ kind: 'stream_head', record: stream, problem: `stream head is at version ${version} but holds ${n} events` });
+      }
+      return problems;
+    },
+  };
+};

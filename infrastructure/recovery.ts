@@ -1,0 +1,405 @@
+import * as t from 'io-ts';
+import {
+  CorruptRecordError,
+  PreconditionError,
+  SemanticConflictError,
+  decodeLookup,
+  decodeResolve,
+  isStartBarrierError,
+  resolutionCommandOf,
+  type AttemptKey,
+  type ReplayIdentity,
+  type StartBarrierRecord,
+  type StartOutcomeKind,
+} from '../domain';
+import { EpochMillis, Identity, decodeOrThrow, strictObject } from '../domain/codecs';
+import { attemptValue, type RunRow, type StepRunRow } from '../projections/rows';
+import { decodeEventRow, inDoubtStartOf, verifyOutcomeRow, type StartOutcomeRow } from '../projections/recovery';
+import { decodeRunRow, decodeStepRunRow } from '../projections/runState';
+import type { EventRow } from '../projections/verifyRows';
+import type {
+  AppendOutcome,
+  AttemptHistoryEntry,
+  InDoubtStart,
+  RecoveryApi,
+  ResolveResult,
+  StartOutcome,
+  StoredBarrier,
+  VerifyProblem,
+  VerifyReport,
+} from './authority';
+
+// The recovery read models and operator resolutions (issue 5), written once over a small
+// per-backend view. A backend supplies reads inside one snapshot (SQLite: a deferred
+// transaction on its one connection; PostgreSQL: a REPEATABLE READ read-only transaction;
+// memory: the current tables), and this module owns every rule, so the backends cannot drift.
+
+export interface InDoubtFilter {
+  readonly projectId?: string;
+  readonly runId?: string;
+  /** Only barriers with committed_at_ms <= this (database clock). */
+  readonly committedAtOrBeforeMs?: number;
+}
+
+export interface RecoveryCounts {
+  readonly barriers: number;
+  readonly outcomes: number;
+  readonly runs: number;
+  readonly stepRuns: number;
+  readonly events: number;
+}
+
+/** Reads one backend offers inside one snapshot. Rows come back raw; this module verifies them. */
+export interface RecoveryView {
+  /** The database clock (R3.10), in ms. */
+  nowMs(): Promise<number>;
+  /** Start ids of barriers with no outcome row, oldest commit first. */
+  inDoubtStartIds(filter: InDoubtFilter): Promise<readonly string[]>;
+  /** Start ids of every barrier of one StepRun, in attempt order. */
+  attemptStartIds(runId: string, stepRunId: string): Promise<readonly string[]>;
+  /**
+   * Every start id the value is bound to, by the replay index *or* by the barrier's mirror
+   * column, with repeats (a duplicate row is damage the caller must see).
+   */
+  identityStartIds(identity: ReplayIdentity, key: string, attempt: AttemptKey | undefined): Promise<readonly string[]>;
+  /** The R5.3-verified barrier, or null. */
+  readBarrier(startId: string): Promise<StoredBarrier | null>;
+  outcomeRows(startId: string): Promise<readonly StartOutcomeRow[]>;
+  eventById(eventId: string): Promise<EventRow | undefined>;
+  stepRunRow(runId: string, stepRunId: string): Promise<StepRunRow | undefined>;
+  // --- verify: counts, keyset pages, and the checks only the backend's SQL can do cheaply ---
+  counts(): Promise<RecoveryCounts>;
+  barrierIdsAfter(after: string, limit: number): Promise<readonly string[]>;
+  outcomeRowsAfter(after: string, limit: number): Promise<readonly StartOutcomeRow[]>;
+  runRowsAfter(after: string, limit: number): Promise<readonly (RunRow & { stream_version: number | string | null })[]>;
+  stepRunRowsAfter(after: readonly [string, string], limit: number): Promise<readonly StepRunRow[]>;
+  eventRowsAfter(afterGlobalPosition: number, limit: number): Promise<readonly (EventRow & { global_position: number | string })[]>;
+  /** Foreign keys, duplicates, orphaned evidence and mutations, stream heads. */
+  integrityProblems(): Promise<readonly VerifyProblem[]>;
+}
+
+export interface RecoveryBackend {
+  /** Run `body` against one consistent snapshot. */
+  snapshot<T>(body: (view: RecoveryView) => Promise<T>): Promise<T>;
+  /** The authority's lifecycle handler (`runs.handle`): resolutions are lifecycle events. */
+  handle(command: unknown): Promise<AppendOutcome>;
+  /** Business time for a resolution that names none (never the commit time). */
+  clock?: () => number;
+}
+
+const PAGE = 200;
+
+const InDoubtQueryCodec = strictObject('InDoubtQuery', {}, { projectId: Identity, runId: Identity, olderThanMs: EpochMillis });
+
+const identityValueOf = (b: StartBarrierRecord, identity: ReplayIdentity): string => {
+  switch (identity) {
+    case 'startId':
+      return b.startId;
+    case 'mutationId':
+      return b.mutation.mutationId;
+    case 'runEventId':
+      return b.runEvent.runEventId;
+    case 'traceId':
+      return b.trace.traceId;
+    case 'auditEventId':
+      return b.audit.auditEventId;
+    case 'auditReceiptId':
+      return b.audit.auditReceiptId;
+    case 'attempt':
+      return attemptValue(b.runId, b.stepRunId, b.attempt.startedStepRunVersion);
+    default: {
+      const _exhaustive: never = identity;
+      throw new Error(`unknown identity ${String(_exhaustive)}`);
+    }
+  }
+};
+
+/** The outcome fact of one start, verified against its event, or null while in doubt. */
+const outcomeOf = async (v: RecoveryView, startId: string): Promise<StartOutcome | null> => {
+  const rows = await v.outcomeRows(startId);
+  if (rows.length > 1) throw new CorruptRecordError('start outcome', startId, `${rows.length} outcome rows for one start`);
+  const row = rows[0];
+  if (row === undefined) return null;
+  return verifyOutcomeRow(row, await v.eventById(row.event_id));
+};
+
+const requireBarrier = async (v: RecoveryView, startId: string): Promise<StoredBarrier> => {
+  const b = await v.readBarrier(startId);
+  if (b === null) throw new PreconditionError('start_not_found', `no start barrier has startId ${startId}`);
+  return b;
+};
+
+/**
+ * A barrier and its StepRun must agree on whether the attempt is still open: no outcome fact
+ * <=> the StepRun is running this very attempt. Returns the disagreement, if any.
+ */
+const attemptMismatch = async (v: RecoveryView, barrier: StoredBarrier, outcome: StartOutcome | null): Promise<string | undefined> => {
+  const b = barrier.record;
+  const row = await v.stepRunRow(b.runId, b.stepRunId);
+  if (row === undefined) return `its StepRun ${b.runId}/${b.stepRunId} is missing`;
+  const s = decodeStepRunRow(row);
+  const runsThisAttempt = s.status === 'running' && s.version === b.attempt.startedStepRunVersion && s.lastStartId === b.startId;
+  if (outcome === null && !runsThisAttempt) {
+    return `no outcome fact, but its StepRun is ${s.status} at version ${s.version} (attempt ${b.attempt.startedStepRunVersion})`;
+  }
+  if (outcome !== null) {
+    if (runsThisAttempt) return `outcome ${outcome.outcome} is recorded, but its StepRun still runs this attempt`;
+    if (outcome.stepRunVersion !== b.attempt.startedStepRunVersion + 1) {
+      return `outcome moved the StepRun to version ${outcome.stepRunVersion}, expected ${b.attempt.startedStepRunVersion + 1}`;
+    }
+    if (s.version < outcome.stepRunVersion) return `StepRun is at version ${s.version}, behind its outcome (${outcome.stepRunVersion})`;
+  }
+  return undefined;
+};
+
+const problemOf = (kind: VerifyProblem['kind'], record: string, e: unknown): VerifyProblem => {
+  if (e instanceof CorruptRecordError) return { kind, record, problem: e.message };
+  if (isStartBarrierError(e)) return { kind, record, problem: `${e.code}: ${e.message}` };
+  throw e;
+};
+
+export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
+  const clock = backend.clock ?? Date.now;
+
+  const recovery: RecoveryApi = {
+    inDoubt: async (query = {}) => {
+      const q = decodeOrThrow(InDoubtQueryCodec, 'in-doubt query', query);
+      return backend.snapshot(async (v) => {
+        const now = await v.nowMs();
+        const ids = await v.inDoubtStartIds({
+          ...(q.projectId === undefined ? {} : { projectId: q.projectId }),
+          ...(q.runId === undefined ? {} : { runId: q.runId }),
+          ...(q.olderThanMs === undefined ? {} : { committedAtOrBeforeMs: now - q.olderThanMs }),
+        });
+        const out: InDoubtStart[] = [];
+        for (const startId of ids) {
+          const barrier = await v.readBarrier(startId);
+          if (barrier === null) throw new CorruptRecordError('start barrier', startId, 'listed as in doubt but unreadable');
+          // The listing says "no outcome row"; re-check through the same path reads use.
+          const outcome = await outcomeOf(v, startId);
+          const mismatch = await attemptMismatch(v, barrier, outcome);
+          if (outcome !== null || mismatch !== undefined) throw new CorruptRecordError('start outcome', startId, mismatch ?? 'listed as in doubt but has an outcome');
+          out.push(inDoubtStartOf(barrier, now));
+        }
+        return out;
+      });
+    },
+
+    history: async (runId, stepRunId) => {
+      const r = decodeOrThrow(t.tuple([Identity, Identity]), 'history request', [runId, stepRunId]);
+      return backend.snapshot(async (v) => {
+        const entries: AttemptHistoryEntry[] = [];
+        for (const startId of await v.attemptStartIds(r[0], r[1])) {
+          const barrier = await v.readBarrier(startId);
+          if (barrier === null) throw new CorruptRecordError('start barrier', startId, 'listed in the attempt history but unreadable');
+          const attempt = barrier.record.attempt.startedStepRunVersion;
+          const previous = entries[entries.length - 1];
+          if (previous !== undefined && previous.attempt >= attempt) {
+            throw new CorruptRecordError('attempt history', `${r[0]}/${r[1]}`, `attempt ${attempt} is bound to more than one barrier or out of order`);
+          }
+          entries.push({ attempt, barrier, outcome: await outcomeOf(v, startId) });
+        }
+        return entries;
+      });
+    },
+
+    lookup: async (identity, value) => {
+      const request = decodeLookup(identity, value);
+      const key =
+        request.identity === 'attempt'
+          ? attemptValue(request.value.runId, request.value.stepRunId, request.value.startedStepRunVersion)
+          : request.value;
+      return backend.snapshot(async (v) => {
+        const ids = await v.identityStartIds(request.identity, key, request.identity === 'attempt' ? request.value : undefined);
+        const distinct = [...new Set(ids)];
+        if (distinct.length > 1) {
+          throw new CorruptRecordError('replay index', key, `${request.identity} names ${distinct.length} barriers (${distinct.join(', ')})`);
+        }
+        const startId = distinct[0];
+        if (startId === undefined) return null;
+        const barrier = await v.readBarrier(startId);
+        if (barrier === null) throw new CorruptRecordError('replay index', key, `${request.identity} names start ${startId}, which has no barrier`);
+        if (identityValueOf(barrier.record, request.identity) !== key) {
+          throw new CorruptRecordError('replay index', key, `${request.identity} names start ${startId}, whose barrier binds another value`);
+        }
+        return barrier;
+      });
+    },
+
+    outcome: async (startId) => {
+      const id = decodeOrThrow(Identity, 'startId', startId);
+      return backend.snapshot(async (v) => {
+        await requireBarrier(v, id);
+        return outcomeOf(v, id);
+      });
+    },
+
+    resolve: async (startId, outcome, options) => {
+      const req = decodeResolve(startId, outcome, options);
+      const settled = (existing: StartOutcome): ResolveResult => {
+        if (existing.outcome === req.outcome) return { status: 'existing', outcome: existing };
+        throw new SemanticConflictError(
+          'startId',
+          req.startId,
+          req.startId,
+          `start ${req.startId} is already resolved as ${existing.outcome} by ${existing.decidedBy}; outcomes are facts, not edits (retry with a new attempt instead)`,
+        );
+      };
+      const before = await backend.snapshot(async (v) => ({ barrier: await requireBarrier(v, req.startId), outcome: await outcomeOf(v, req.startId) }));
+      if (before.outcome !== null) return settled(before.outcome);
+      const b = before.barrier.record;
+      const command = resolutionCommandOf(
+        { startId: b.startId, runId: b.runId, stepRunId: b.stepRunId, startedStepRunVersion: b.attempt.startedStepRunVersion },
+        req.outcome as StartOutcomeKind,
+        req.options,
+        clock(),
+      );
+      try {
+        await backend.handle(command);
+      } catch (e) {
+        // Lost a race with another resolver: the winner's fact decides, exactly as a replay would.
+        if (!(e instanceof PreconditionError)) throw e;
+        const after = await backend.snapshot((v) => outcomeOf(v, req.startId));
+        if (after === null) throw e;
+        return settled(after);
+      }
+      const recorded = await backend.snapshot((v) => outcomeOf(v, req.startId));
+      if (recorded === null) throw new CorruptRecordError('start outcome', req.startId, 'the outcome event was appended but not projected');
+      return { status: 'recorded', outcome: recorded };
+    },
+
+    verify: async (options = {}) => {
+      const counts = await backend.snapshot((v) => v.counts());
+      const total = counts.barriers + counts.outcomes + counts.runs + counts.stepRuns + counts.events + 1;
+      let done = 0;
+      const tick = (n: number) => {
+        done += n;
+        options.onProgress?.(Math.min(done, total), total);
+      };
+      const problems: VerifyProblem[] = [];
+      const checked = { barriers: 0, outcomes: 0, runs: 0, stepRuns: 0, events: 0 };
+      tick(0);
+
+      // Every barrier and its facts (R5.3), and whether its StepRun agrees with its outcome.
+      for (let after = ''; ; ) {
+        const ids = await backend.snapshot(async (v) => {
+          const page = await v.barrierIdsAfter(after, PAGE);
+          for (const startId of page) {
+            try {
+              const barrier = await v.readBarrier(startId);
+              if (barrier === null) throw new CorruptRecordError('start barrier', startId, 'listed but unreadable');
+              let outcome: StartOutcome | null = null;
+              try {
+                outcome = await outcomeOf(v, startId);
+              } catch (e) {
+                problems.push(problemOf('outcome', startId, e));
+                continue;
+              }
+              const mismatch = await attemptMismatch(v, barrier, outcome);
+              if (mismatch !== undefined) problems.push({ kind: 'in_doubt_mismatch', record: startId, problem: mismatch });
+            } catch (e) {
+              problems.push(problemOf('barrier', startId, e));
+            }
+          }
+          return page;
+        });
+        if (ids.length === 0) break;
+        after = ids[ids.length - 1]!;
+        checked.barriers += ids.length;
+        tick(ids.length);
+      }
+
+      // Every outcome row against its event (a row whose barrier is gone is caught by the FK check).
+      for (let after = ''; ; ) {
+        const rows = await backend.snapshot(async (v) => {
+          const page = await v.outcomeRowsAfter(after, PAGE);
+          for (const row of page) {
+            try {
+              verifyOutcomeRow(row, await v.eventById(row.event_id));
+            } catch (e) {
+              problems.push(problemOf('outcome', row.start_id, e));
+            }
+          }
+          return page;
+        });
+        if (rows.length === 0) break;
+        after = rows[rows.length - 1]!.start_id;
+        checked.outcomes += rows.length;
+        tick(rows.length);
+      }
+
+      for (let after = ''; ; ) {
+        const rows = await backend.snapshot(async (v) => {
+          const page = await v.runRowsAfter(after, PAGE);
+          for (const row of page) {
+            try {
+              decodeRunRow(row, row.stream_version);
+            } catch (e) {
+              problems.push(problemOf('run', row.run_id, e));
+            }
+          }
+          return page;
+        });
+        if (rows.length === 0) break;
+        after = rows[rows.length - 1]!.run_id;
+        checked.runs += rows.length;
+        tick(rows.length);
+      }
+
+      // Every StepRun row decodes, and none is running without the barrier of its attempt.
+      for (let after: readonly [string, string] = ['', '']; ; ) {
+        const rows = await backend.snapshot(async (v) => {
+          const page = await v.stepRunRowsAfter(after, PAGE);
+          for (const row of page) {
+            const where = `${row.run_id}/${row.step_run_id}`;
+            try {
+              const s = decodeStepRunRow(row);
+              if (s.status !== 'running') continue;
+              const key = attemptValue(s.runId, s.stepRunId, s.version);
+              const ids = [...new Set(await v.identityStartIds('attempt', key, { runId: s.runId, stepRunId: s.stepRunId, startedStepRunVersion: s.version }))];
+              if (ids.length !== 1 || ids[0] !== s.lastStartId) {
+                problems.push({
+                  kind: 'running_without_barrier',
+                  record: where,
+                  problem: `StepRun is running at version ${s.version} (start ${s.lastStartId ?? '(none)'}) but its attempt has ${ids.length === 0 ? 'no barrier' : `barrier(s) ${ids.join(', ')}`}`,
+                });
+              }
+            } catch (e) {
+              problems.push(problemOf('step_run', where, e));
+            }
+          }
+          return page;
+        });
+        if (rows.length === 0) break;
+        const last = rows[rows.length - 1]!;
+        after = [last.run_id, last.step_run_id];
+        checked.stepRuns += rows.length;
+        tick(rows.length);
+      }
+
+      // Every event of the log decodes strictly and is stored canonically.
+      for (let after = 0; ; ) {
+        const rows = await backend.snapshot(async (v) => {
+          const page = await v.eventRowsAfter(after, PAGE);
+          for (const row of page) {
+            try {
+              decodeEventRow(row);
+            } catch (e) {
+              problems.push(problemOf('event', `${row.stream_id}@${row.stream_position}`, e));
+            }
+          }
+          return page;
+        });
+        if (rows.length === 0) break;
+        after = Number(rows[rows.length - 1]!.global_position);
+        checked.events += rows.length;
+        tick(rows.length);
+      }
+
+      problems.push(...(await backend.snapshot((v) => v.integrityProblems())));
+      tick(1);
+      return { ok: problems.length === 0, checked, problems };
+    },
+  };
+  return recovery;
+};

@@ -1,0 +1,107 @@
+import type Database from 'better-sqlite3';
+import type { StartOutcomeRow } from '../../projections/recovery';
+import type { RunRow, StepRunRow } from '../../projections/rows';
+import type { EventRow } from '../../projections/verifyRows';
+import type { StoredBarrier, VerifyProblem } from '../authority';
+import type { RecoveryView } from '../recovery';
+import * as RSQL from './recoverySql';
+import * as SQL from './sql';
+
+// The SQLite side of the recovery read models: the per-snapshot view that
+// `infrastructure/recovery.ts` runs its rules over. Synchronous better-sqlite3 calls, called
+// only inside the authority's serial read transaction on its one connection (R5.1).
+
+export interface SqliteRecoveryHost {
+  readonly db: Database.Database;
+  /** The authority's R5.3-verified barrier read. */
+  readBarrier(startId: string): StoredBarrier | null;
+  nowMs(): number;
+}
+
+interface ForeignKeyViolation {
+  table: string;
+  rowid: number | null;
+  parent: string;
+  fkid: number;
+}
+
+export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView => {
+  const db = host.db;
+  const p = (sql: string) => db.prepare(sql);
+  const s = {
+    inDoubt: p(RSQL.IN_DOUBT),
+    attempts: p(RSQL.ATTEMPT_START_IDS),
+    identity: Object.fromEntries(Object.entries(RSQL.IDENTITY_START_IDS).map(([k, sql]) => [k, p(sql)])) as Record<keyof typeof RSQL.IDENTITY_START_IDS, Database.Statement>,
+    outcomes: p(RSQL.OUTCOME_ROWS),
+    event: p(RSQL.EVENT_BY_ID),
+    stepRun: p(SQL.SELECT_STEP_RUN),
+    counts: p(RSQL.COUNTS),
+    barrierIds: p(RSQL.BARRIER_IDS_AFTER),
+    outcomeRows: p(RSQL.OUTCOME_ROWS_AFTER),
+    runRows: p(RSQL.RUN_ROWS_AFTER),
+    stepRunRows: p(RSQL.STEP_RUN_ROWS_AFTER),
+    eventRows: p(RSQL.EVENT_ROWS_AFTER),
+    duplicateIdentities: p(RSQL.DUPLICATE_IDENTITIES),
+    duplicateAttempts: p(RSQL.DUPLICATE_ATTEMPTS),
+    evidence: p(RSQL.EVIDENCE_WITHOUT_MOVE),
+    mutations: p(RSQL.MUTATIONS_WITHOUT_BARRIER),
+    streamHeads: p(RSQL.STREAM_HEADS),
+  };
+  const ids = (rows: unknown[]): string[] => (rows as { start_id: string }[]).map((r) => r.start_id);
+
+  return {
+    nowMs: async () => host.nowMs(),
+    inDoubtStartIds: async (f) =>
+      ids(s.inDoubt.all({ project_id: f.projectId ?? null, run_id: f.runId ?? null, cutoff_ms: f.committedAtOrBeforeMs ?? null })),
+    attemptStartIds: async (runId, stepRunId) => ids(s.attempts.all(runId, stepRunId)),
+    identityStartIds: async (identity, key, attempt) =>
+      ids(
+        identity === 'attempt'
+          ? s.identity.attempt.all({ identity, key, run_id: attempt?.runId ?? null, step_run_id: attempt?.stepRunId ?? null, version: attempt?.startedStepRunVersion ?? null })
+          : s.identity[identity].all({ identity, key }),
+      ),
+    readBarrier: async (startId) => host.readBarrier(startId),
+    outcomeRows: async (startId) => s.outcomes.all(startId) as StartOutcomeRow[],
+    eventById: async (eventId) => s.event.get(eventId) as EventRow | undefined,
+    stepRunRow: async (runId, stepRunId) => s.stepRun.get(runId, stepRunId) as StepRunRow | undefined,
+
+    counts: async () => {
+      const c = s.counts.get() as { barriers: number; outcomes: number; runs: number; step_runs: number; events: number };
+      return { barriers: c.barriers, outcomes: c.outcomes, runs: c.runs, stepRuns: c.step_runs, events: c.events };
+    },
+    barrierIdsAfter: async (after, limit) => ids(s.barrierIds.all(after, limit)),
+    outcomeRowsAfter: async (after, limit) => s.outcomeRows.all(after, limit) as StartOutcomeRow[],
+    runRowsAfter: async (after, limit) => s.runRows.all(after, limit) as (RunRow & { stream_version: number | null })[],
+    stepRunRowsAfter: async (after, limit) => s.stepRunRows.all(after[0], after[1], limit) as StepRunRow[],
+    eventRowsAfter: async (after, limit) => s.eventRows.all(after, limit) as (EventRow & { global_position: number })[],
+
+    integrityProblems: async () => {
+      const problems: VerifyProblem[] = [];
+      // The foreign keys of the barrier (R5.1) and of every other table, as SQLite sees them.
+      for (const v of db.pragma('foreign_key_check') as ForeignKeyViolation[]) {
+        problems.push({ kind: 'foreign_key', record: `${v.table} rowid ${v.rowid ?? '?'}`, problem: `references a missing ${v.parent} row (foreign key ${v.fkid})` });
+      }
+      for (const r of s.duplicateIdentities.all() as { identity: string; value: string; n: number; starts: string }[]) {
+        problems.push({ kind: 'duplicate_identity', record: `${r.identity} ${r.value}`, problem: `bound to ${r.n} barriers: ${r.starts} (R4.1)` });
+      }
+      for (const r of s.duplicateAttempts.all() as { run_id: string; step_run_id: string; started_step_run_version: number; n: number; starts: string }[]) {
+        problems.push({
+          kind: 'duplicate_attempt',
+          record: `${r.run_id}/${r.step_run_id} v${r.started_step_run_version}`,
+          problem: `${r.n} barriers for one attempt: ${r.starts} (R4.1)`,
+        });
+      }
+      for (const r of s.evidence.all() as { table_name: string; record_id: string; start_id: string; has_move: number; has_barrier: number }[]) {
+        const missing = [r.has_move ? undefined : 'StepRun move', r.has_barrier ? undefined : 'barrier'].filter((x) => x !== undefined).join(' and ');
+        problems.push({ kind: 'evidence_without_move', record: `${r.table_name} ${r.record_id}`, problem: `evidence of start ${r.start_id} without its ${missing}` });
+      }
+      for (const r of s.mutations.all() as { mutation_id: string; start_id: string }[]) {
+        problems.push({ kind: 'mutation_without_barrier', record: `step_run_mutations ${r.mutation_id}`, problem: `StepRun move of start ${r.start_id} without its barrier` });
+      }
+      for (const r of s.streamHeads.all() as { stream_id: string; version: number; n: number; top: number | null }[]) {
+        problems.push({ kind: 'stream_head', record: r.stream_id, problem: `stream head is at version ${r.version} but holds ${r.n} events (last position ${r.top ?? 'none'})` });
+      }
+      return problems;
+    },
+  };
+};

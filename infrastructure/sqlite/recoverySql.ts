@@ -1,0 +1,70 @@
+// SQL owned by the SQLite recovery read models (issue 5). Every value is a bound parameter.
+
+export const INSERT_OUTCOME = `INSERT INTO start_outcomes (start_id, run_id, step_run_id, outcome, decided_by, reason, outcome_digest,
+    step_run_version, event_id, stream_position, requested_at_ms, committed_at_ms)
+  VALUES (@start_id, @run_id, @step_run_id, @outcome, @decided_by, @reason, @outcome_digest,
+    @step_run_version, @event_id, @stream_position, @requested_at_ms, @committed_at_ms)`;
+
+/** Barriers with no outcome fact, oldest first; each filter is off when its parameter is NULL. */
+export const IN_DOUBT = `SELECT b.start_id FROM tool_execution_start_barriers b
+  WHERE NOT EXISTS (SELECT 1 FROM start_outcomes o WHERE o.start_id = b.start_id)
+    AND (@project_id IS NULL OR b.project_id = @project_id)
+    AND (@run_id IS NULL OR b.run_id = @run_id)
+    AND (@cutoff_ms IS NULL OR b.committed_at_ms <= @cutoff_ms)
+  ORDER BY b.committed_at_ms, b.start_id`;
+
+export const ATTEMPT_START_IDS = `SELECT start_id FROM tool_execution_start_barriers
+  WHERE run_id = ? AND step_run_id = ? ORDER BY started_step_run_version, start_id`;
+
+const byIndex = `SELECT start_id FROM start_replay_identities WHERE identity = @identity AND value = @key`;
+const byColumn = (column: string) => `${byIndex} UNION ALL SELECT start_id FROM tool_execution_start_barriers WHERE ${column} = @key`;
+/** Each R4.1 identity, looked up in the replay index and in the barrier's own mirror column. */
+export const IDENTITY_START_IDS = {
+  startId: byColumn('start_id'),
+  mutationId: byColumn('mutation_id'),
+  runEventId: byColumn('run_event_id'),
+  traceId: byColumn('trace_id'),
+  auditEventId: byColumn('audit_event_id'),
+  auditReceiptId: byColumn('audit_receipt_id'),
+  attempt: `${byIndex} UNION ALL SELECT start_id FROM tool_execution_start_barriers
+    WHERE run_id = @run_id AND step_run_id = @step_run_id AND started_step_run_version = @version`,
+} as const;
+
+export const OUTCOME_ROWS = 'SELECT * FROM start_outcomes WHERE start_id = ?';
+export const EVENT_BY_ID = `SELECT stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM events WHERE event_id = ?`;
+
+export const COUNTS = `SELECT (SELECT count(*) FROM tool_execution_start_barriers) AS barriers, (SELECT count(*) FROM start_outcomes) AS outcomes,
+  (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM step_runs) AS step_runs, (SELECT count(*) FROM events) AS events`;
+export const BARRIER_IDS_AFTER = 'SELECT start_id FROM tool_execution_start_barriers WHERE start_id > ? ORDER BY start_id LIMIT ?';
+export const OUTCOME_ROWS_AFTER = 'SELECT * FROM start_outcomes WHERE start_id > ? ORDER BY start_id LIMIT ?';
+export const RUN_ROWS_AFTER = `SELECT r.run_id, r.project_id, r.snapshot_id, r.snapshot_digest, r.version, s.version AS stream_version
+  FROM runs r LEFT JOIN streams s ON s.stream_id = 'run-' || r.run_id WHERE r.run_id > ? ORDER BY r.run_id LIMIT ?`;
+export const STEP_RUN_ROWS_AFTER = 'SELECT * FROM step_runs WHERE (run_id, step_run_id) > (?, ?) ORDER BY run_id, step_run_id LIMIT ?';
+export const EVENT_ROWS_AFTER = `SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms
+  FROM events WHERE global_position > ? ORDER BY global_position LIMIT ?`;
+
+// --- integrity checks of `verify`: each returns only the bad rows ---
+
+export const DUPLICATE_IDENTITIES = `SELECT identity, value, count(*) AS n, group_concat(start_id, ', ') AS starts
+  FROM start_replay_identities GROUP BY identity, value HAVING count(*) > 1`;
+/** One barrier per attempt (R4.1): the unique constraint, re-checked in case it was dropped. */
+export const DUPLICATE_ATTEMPTS = `SELECT run_id, step_run_id, started_step_run_version, count(*) AS n, group_concat(start_id, ', ') AS starts
+  FROM tool_execution_start_barriers GROUP BY run_id, step_run_id, started_step_run_version HAVING count(*) > 1`;
+
+const evidence = (table: string, id: string) => `SELECT '${table}' AS table_name, e.${id} AS record_id, e.start_id AS start_id,
+    EXISTS (SELECT 1 FROM step_run_mutations m WHERE m.start_id = e.start_id) AS has_move,
+    EXISTS (SELECT 1 FROM tool_execution_start_barriers b WHERE b.start_id = e.start_id) AS has_barrier
+  FROM ${table} e`;
+/** No audit event, trace anchor or receipt without the StepRun move and barrier of its start. */
+export const EVIDENCE_WITHOUT_MOVE = `SELECT * FROM (${[
+  evidence('security_audit_events', 'audit_event_id'),
+  evidence('trace_anchors', 'trace_id'),
+  evidence('audit_receipts', 'audit_receipt_id'),
+].join(' UNION ALL ')}) WHERE has_move = 0 OR has_barrier = 0`;
+export const MUTATIONS_WITHOUT_BARRIER = `SELECT m.mutation_id, m.start_id FROM step_run_mutations m
+  WHERE NOT EXISTS (SELECT 1 FROM tool_execution_start_barriers b WHERE b.mutation_id = m.mutation_id)`;
+/** The stream head (R3.5's compare-and-set value) must equal its number of events. */
+export const STREAM_HEADS = `SELECT * FROM (SELECT s.stream_id, s.version,
+    (SELECT count(*) FROM events e WHERE e.stream_id = s.stream_id) AS n,
+    (SELECT max(stream_position) FROM events e WHERE e.stream_id = s.stream_id) AS top
+  FROM streams s) WHERE version <> n OR top IS NULL OR version <> top`;

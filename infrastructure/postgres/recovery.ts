@@ -1,0 +1,217 @@
+import * as t from 'io-ts';
+import type { PoolClient } from 'pg';
+import { CorruptRecordError, START_OUTCOME_KINDS } from '../../domain';
+import { oneOf } from '../../domain/codecs';
+import type { StartOutcomeRow } from '../../projections/recovery';
+import type { RecoverableStartBarrierAuthority, RecoveryApi, VerifyProblem } from '../authority';
+import { createRecoveryApi, type RecoveryView } from '../recovery';
+import { mapTimeout } from './errors';
+import { bind, named, type NamedSql, type Params } from './named';
+import { EventRowCodec, PgInt, RunRowCodec, StepRunRowCodec, decodeRow } from './rowCodecs';
+import { openPostgresStartBarrier, type PostgresStartBarrier, type PostgresStartBarrierOptions } from './store';
+
+// The PostgreSQL side of the recovery read models (issue 5). The outcome rows are written by
+// the projection trigger of pg-0031 in the transaction that appends the outcome event; this
+// module reads them in one REPEATABLE READ READ ONLY snapshot and hands them to the shared
+// rules of `infrastructure/recovery.ts`. Barriers are read through the authority's own
+// R5.3-verified `getByStartId` (they are immutable, so the read needs no shared snapshot).
+
+// ------------------------------------------------------------------ SQL (schema ql3, bound values only)
+
+export const BEGIN_SNAPSHOT = 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY';
+const SET_SNAPSHOT_TIMEOUT = named(`SELECT set_config('statement_timeout', :statement_timeout, true),
+  (extract(epoch FROM transaction_timestamp()) * 1000)::bigint AS now_ms`);
+
+const IN_DOUBT = named(`SELECT b.start_id FROM ql3.tool_execution_start_barriers b
+  WHERE NOT EXISTS (SELECT 1 FROM ql3.start_outcomes o WHERE o.start_id = b.start_id)
+    AND (:project_id::text IS NULL OR b.project_id = :project_id::text)
+    AND (:run_id::text IS NULL OR b.run_id = :run_id::text)
+    AND (:cutoff_ms::bigint IS NULL OR b.committed_at_ms <= :cutoff_ms::bigint)
+  ORDER BY b.committed_at_ms, b.start_id`);
+const ATTEMPT_START_IDS = named(`SELECT start_id FROM ql3.tool_execution_start_barriers
+  WHERE run_id = :run_id AND step_run_id = :step_run_id ORDER BY started_step_run_version, start_id`);
+const byIndex = `SELECT start_id FROM ql3.start_replay_identities WHERE identity = :identity AND value = :key`;
+const byColumn = (column: string) => named(`${byIndex} UNION ALL SELECT start_id FROM ql3.tool_execution_start_barriers WHERE ${column} = :key`);
+const IDENTITY_START_IDS = {
+  startId: byColumn('start_id'),
+  mutationId: byColumn('mutation_id'),
+  runEventId: byColumn('run_event_id'),
+  traceId: byColumn('trace_id'),
+  auditEventId: byColumn('audit_event_id'),
+  auditReceiptId: byColumn('audit_receipt_id'),
+  attempt: named(`${byIndex} UNION ALL SELECT start_id FROM ql3.tool_execution_start_barriers
+    WHERE run_id = :run_id AND step_run_id = :step_run_id AND started_step_run_version = :version::bigint`),
+} as const;
+const OUTCOME_ROWS = named('SELECT * FROM ql3.start_outcomes WHERE start_id = :start_id');
+const EVENT_BY_ID = named('SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ql3.events WHERE event_id = :event_id');
+const STEP_RUN = named('SELECT * FROM ql3.step_runs WHERE run_id = :run_id AND step_run_id = :step_run_id');
+const COUNTS = named(`SELECT (SELECT count(*) FROM ql3.tool_execution_start_barriers) AS barriers, (SELECT count(*) FROM ql3.start_outcomes) AS outcomes,
+  (SELECT count(*) FROM ql3.runs) AS runs, (SELECT count(*) FROM ql3.step_runs) AS step_runs, (SELECT count(*) FROM ql3.events) AS events`);
+const BARRIER_IDS_AFTER = named('SELECT start_id FROM ql3.tool_execution_start_barriers WHERE start_id > :after ORDER BY start_id LIMIT :limit');
+const OUTCOME_ROWS_AFTER = named('SELECT * FROM ql3.start_outcomes WHERE start_id > :after ORDER BY start_id LIMIT :limit');
+const RUN_ROWS_AFTER = named(`SELECT r.run_id, r.project_id, r.snapshot_id, r.snapshot_digest, r.version, s.version AS stream_version
+  FROM ql3.runs r LEFT JOIN ql3.streams s ON s.stream_id = 'run-' || r.run_id WHERE r.run_id > :after ORDER BY r.run_id LIMIT :limit`);
+const STEP_RUN_ROWS_AFTER = named(`SELECT * FROM ql3.step_runs WHERE (run_id, step_run_id) > (:after_run, :after_step)
+  ORDER BY run_id, step_run_id LIMIT :limit`);
+const EVENT_ROWS_AFTER = named(`SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms
+  FROM ql3.events WHERE global_position > :after ORDER BY global_position LIMIT :limit`);
+
+/** Every foreign key of schema ql3, from the catalog, so `verify` checks all of them (the twin of PRAGMA foreign_key_check). */
+const FOREIGN_KEYS = named(`SELECT c.conname, cl.relname AS child, pcl.relname AS parent,
+    (SELECT array_agg(a.attname::text ORDER BY k.ord) FROM unnest(c.conkey) WITH ORDINALITY AS k (attnum, ord)
+       JOIN pg_catalog.pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = k.attnum) AS child_columns,
+    (SELECT array_agg(a.attname::text ORDER BY k.ord) FROM unnest(c.confkey) WITH ORDINALITY AS k (attnum, ord)
+       JOIN pg_catalog.pg_attribute a ON a.attrelid = c.confrelid AND a.attnum = k.attnum) AS parent_columns
+  FROM pg_catalog.pg_constraint c
+  JOIN pg_catalog.pg_class cl ON cl.oid = c.conrelid
+  JOIN pg_catalog.pg_class pcl ON pcl.oid = c.confrelid
+  JOIN pg_catalog.pg_namespace n ON n.oid = cl.relnamespace
+  WHERE c.contype = 'f' AND n.nspname = :schema
+  ORDER BY c.conname`);
+const quoteIdent = (name: string): string => `"${name.replace(/"/g, '""')}"`;
+/** An anti-join for one catalog foreign key; identifiers come from the catalog, quoted, never values. */
+const orphansOf = (fk: { child: string; parent: string; child_columns: string[]; parent_columns: string[] }): NamedSql => {
+  const pairs = fk.child_columns.map((c, i) => [quoteIdent(c), quoteIdent(fk.parent_columns[i]!)] as const);
+  return named(`SELECT c.ctid::text AS row_id FROM ql3.${quoteIdent(fk.child)} c
+    WHERE ${pairs.map(([c]) => `c.${c} IS NOT NULL`).join(' AND ')}
+      AND NOT EXISTS (SELECT 1 FROM ql3.${quoteIdent(fk.parent)} p WHERE ${pairs.map(([c, p]) => `p.${p} = c.${c}`).join(' AND ')})
+    LIMIT 100`);
+};
+const DUPLICATE_IDENTITIES = named(`SELECT identity, value, count(*) AS n, string_agg(start_id, ', ' ORDER BY start_id) AS starts
+  FROM ql3.start_replay_identities GROUP BY identity, value HAVING count(*) > 1`);
+const DUPLICATE_ATTEMPTS = named(`SELECT run_id, step_run_id, started_step_run_version, count(*) AS n, string_agg(start_id, ', ' ORDER BY start_id) AS starts
+  FROM ql3.tool_execution_start_barriers GROUP BY run_id, step_run_id, started_step_run_version HAVING count(*) > 1`);
+const evidence = (table: string, id: string) => `SELECT '${table}' AS table_name, e.${id} AS record_id, e.start_id AS start_id,
+    EXISTS (SELECT 1 FROM ql3.step_run_mutations m WHERE m.start_id = e.start_id) AS has_move,
+    EXISTS (SELECT 1 FROM ql3.tool_execution_start_barriers b WHERE b.start_id = e.start_id) AS has_barrier
+  FROM ql3.${table} e`;
+const EVIDENCE_WITHOUT_MOVE = named(`SELECT * FROM (${[
+  evidence('security_audit_events', 'audit_event_id'),
+  evidence('trace_anchors', 'trace_id'),
+  evidence('audit_receipts', 'audit_receipt_id'),
+].join(' UNION ALL ')}) x WHERE NOT has_move OR NOT has_barrier`);
+const MUTATIONS_WITHOUT_BARRIER = named(`SELECT m.mutation_id, m.start_id FROM ql3.step_run_mutations m
+  WHERE NOT EXISTS (SELECT 1 FROM ql3.tool_execution_start_barriers b WHERE b.mutation_id = m.mutation_id)`);
+const STREAM_HEADS = named(`SELECT * FROM (SELECT s.stream_id, s.version,
+    (SELECT count(*) FROM ql3.events e WHERE e.stream_id = s.stream_id) AS n,
+    (SELECT max(stream_position) FROM ql3.events e WHERE e.stream_id = s.stream_id) AS top
+  FROM ql3.streams s) x WHERE version <> n OR top IS NULL OR version <> top`);
+
+// ------------------------------------------------------------------ row codecs (io-ts at the boundary)
+
+const StartOutcomeRowCodec = t.type({
+  start_id: t.string,
+  run_id: t.string,
+  step_run_id: t.string,
+  outcome: oneOf(START_OUTCOME_KINDS),
+  decided_by: t.string,
+  reason: t.string,
+  outcome_digest: t.union([t.string, t.null]),
+  step_run_version: PgInt,
+  event_id: t.string,
+  stream_position: PgInt,
+  requested_at_ms: PgInt,
+  committed_at_ms: PgInt,
+});
+const StartIdRow = t.type({ start_id: t.string });
+const CountsRow = t.type({ barriers: PgInt, outcomes: PgInt, runs: PgInt, step_runs: PgInt, events: PgInt });
+const RunPageRow = t.intersection([RunRowCodec, t.type({ stream_version: t.union([PgInt, t.null]) })]);
+const ForeignKeyRow = t.type({ conname: t.string, child: t.string, parent: t.string, child_columns: t.array(t.string), parent_columns: t.array(t.string) });
+const DuplicateIdentityRow = t.type({ identity: t.string, value: t.string, n: PgInt, starts: t.string });
+const DuplicateAttemptRow = t.type({ run_id: t.string, step_run_id: t.string, started_step_run_version: PgInt, n: PgInt, starts: t.string });
+const EvidenceRow = t.type({ table_name: t.string, record_id: t.string, start_id: t.string, has_move: t.boolean, has_barrier: t.boolean });
+const MutationOrphanRow = t.type({ mutation_id: t.string, start_id: t.string });
+const StreamHeadRow = t.type({ stream_id: t.string, version: PgInt, n: PgInt, top: t.union([PgInt, t.null]) });
+
+const rowsOf = async <A>(client: PoolClient, sql: NamedSql, params: Params, codec: t.Decoder<unknown, A>, kind: string, id: string): Promise<A[]> =>
+  (await client.query(sql.text, bind(sql, params))).rows.map((r: unknown) => decodeRow(codec, r, kind, id));
+
+// ------------------------------------------------------------------ the view
+
+const createPostgresRecoveryView = (authority: PostgresStartBarrier, client: PoolClient, nowMs: number): RecoveryView => {
+  const ids = async (sql: NamedSql, params: Params, where: string) => (await rowsOf(client, sql, params, StartIdRow, 'start barrier', where)).map((r) => r.start_id);
+  return {
+    nowMs: async () => nowMs,
+    inDoubtStartIds: (f) =>
+      ids(IN_DOUBT, { project_id: f.projectId ?? null, run_id: f.runId ?? null, cutoff_ms: f.committedAtOrBeforeMs ?? null }, 'in doubt'),
+    attemptStartIds: (runId, stepRunId) => ids(ATTEMPT_START_IDS, { run_id: runId, step_run_id: stepRunId }, `${runId}/${stepRunId}`),
+    identityStartIds: (identity, key, attempt) =>
+      identity === 'attempt'
+        ? ids(IDENTITY_START_IDS.attempt, { identity, key, run_id: attempt?.runId ?? null, step_run_id: attempt?.stepRunId ?? null, version: attempt?.startedStepRunVersion ?? null }, key)
+        : ids(IDENTITY_START_IDS[identity], { identity, key }, key),
+    readBarrier: (startId) => authority.barriers.getByStartId(startId),
+    outcomeRows: (startId) => rowsOf(client, OUTCOME_ROWS, { start_id: startId }, StartOutcomeRowCodec, 'start outcome', startId) as Promise<StartOutcomeRow[]>,
+    eventById: async (eventId) => (await rowsOf(client, EVENT_BY_ID, { event_id: eventId }, EventRowCodec, 'event', eventId))[0],
+    stepRunRow: async (runId, stepRunId) => (await rowsOf(client, STEP_RUN, { run_id: runId, step_run_id: stepRunId }, StepRunRowCodec, 'step run', `${runId}/${stepRunId}`))[0],
+
+    counts: async () => {
+      const [c] = await rowsOf(client, COUNTS, {}, CountsRow, 'counts', 'ql3');
+      if (c === undefined) throw new Error('counts returned no row');
+      return { barriers: c.barriers, outcomes: c.outcomes, runs: c.runs, stepRuns: c.step_runs, events: c.events };
+    },
+    barrierIdsAfter: (after, limit) => ids(BARRIER_IDS_AFTER, { after, limit }, 'page'),
+    outcomeRowsAfter: (after, limit) => rowsOf(client, OUTCOME_ROWS_AFTER, { after, limit }, StartOutcomeRowCodec, 'start outcome', 'page') as Promise<StartOutcomeRow[]>,
+    runRowsAfter: (after, limit) => rowsOf(client, RUN_ROWS_AFTER, { after, limit }, RunPageRow, 'run', 'page'),
+    stepRunRowsAfter: (after, limit) => rowsOf(client, STEP_RUN_ROWS_AFTER, { after_run: after[0], after_step: after[1], limit }, StepRunRowCodec, 'step run', 'page'),
+    eventRowsAfter: (after, limit) => rowsOf(client, EVENT_ROWS_AFTER, { after, limit }, EventRowCodec, 'event', 'page'),
+
+    integrityProblems: async () => {
+      const problems: VerifyProblem[] = [];
+      for (const fk of await rowsOf(client, FOREIGN_KEYS, { schema: 'ql3' }, ForeignKeyRow, 'catalog', 'ql3')) {
+        const orphans = await rowsOf(client, orphansOf(fk), {}, t.type({ row_id: t.string }), fk.child, fk.conname);
+        for (const o of orphans) {
+          problems.push({ kind: 'foreign_key', record: `${fk.child} ctid ${o.row_id}`, problem: `references a missing ${fk.parent} row (${fk.conname})` });
+        }
+      }
+      for (const r of await rowsOf(client, DUPLICATE_IDENTITIES, {}, DuplicateIdentityRow, 'replay index', 'duplicates')) {
+        problems.push({ kind: 'duplicate_identity', record: `${r.identity} ${r.value}`, problem: `bound to ${r.n} barriers: ${r.starts} (R4.1)` });
+      }
+      for (const r of await rowsOf(client, DUPLICATE_ATTEMPTS, {}, DuplicateAttemptRow, 'start barrier', 'duplicates')) {
+        problems.push({ kind: 'duplicate_attempt', record: `${r.run_id}/${r.step_run_id} v${r.started_step_run_version}`, problem: `${r.n} barriers for one attempt: ${r.starts} (R4.1)` });
+      }
+      for (const r of await rowsOf(client, EVIDENCE_WITHOUT_MOVE, {}, EvidenceRow, 'evidence', 'orphans')) {
+        const missing = [r.has_move ? undefined : 'StepRun move', r.has_barrier ? undefined : 'barrier'].filter((x) => x !== undefined).join(' and ');
+        problems.push({ kind: 'evidence_without_move', record: `${r.table_name} ${r.record_id}`, problem: `evidence of start ${r.start_id} without its ${missing}` });
+      }
+      for (const r of await rowsOf(client, MUTATIONS_WITHOUT_BARRIER, {}, MutationOrphanRow, 'step run mutation', 'orphans')) {
+        problems.push({ kind: 'mutation_without_barrier', record: `step_run_mutations ${r.mutation_id}`, problem: `StepRun move of start ${r.start_id} without its barrier` });
+      }
+      for (const r of await rowsOf(client, STREAM_HEADS, {}, StreamHeadRow, 'stream', 'heads')) {
+        problems.push({ kind: 'stream_head', record: r.stream_id, problem: `stream head is at version ${r.version} but holds ${r.n} events (last position ${r.top ?? 'none'})` });
+      }
+      return problems;
+    },
+  };
+};
+
+/** Run `body` in one REPEATABLE READ READ ONLY transaction; timeouts become typed errors. */
+const snapshotOn = async <T>(authority: PostgresStartBarrier, body: (view: RecoveryView) => Promise<T>): Promise<T> => {
+  const client = await authority.pool.connect();
+  try {
+    await client.query(BEGIN_SNAPSHOT);
+    const [clock] = await rowsOf(client, SET_SNAPSHOT_TIMEOUT, { statement_timeout: String(authority.timeouts.statementMs) }, t.type({ now_ms: PgInt }), 'transaction clock', 'now');
+    if (clock === undefined) throw new CorruptRecordError('transaction clock', 'now', 'no row');
+    const result = await body(createPostgresRecoveryView(authority, client, clock.now_ms));
+    await client.query('COMMIT');
+    return result;
+  } catch (e) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw mapTimeout(e);
+  } finally {
+    client.release();
+  }
+};
+
+export type RecoverablePostgresStartBarrier = PostgresStartBarrier & RecoverableStartBarrierAuthority;
+
+/** The recovery surface over an open PostgreSQL authority (its schema must include pg-0031). */
+export const postgresRecoveryOf = (authority: PostgresStartBarrier): RecoveryApi =>
+  createRecoveryApi({ snapshot: (body) => snapshotOn(authority, body), handle: (command) => authority.runs.handle(command) });
+
+/** `openPostgresStartBarrier` plus `recovery`: what the CLI and the saga use on the cluster. */
+export const openRecoverablePostgresStartBarrier = async (options: PostgresStartBarrierOptions): Promise<RecoverablePostgresStartBarrier> => {
+  const authority = await openPostgresStartBarrier(options);
+  const recovery = postgresRecoveryOf(authority);
+  // The authority is a class instance: keep its methods bound to it, add `recovery` beside them.
+  return Object.assign(Object.create(authority) as PostgresStartBarrier, { recovery }) as RecoverablePostgresStartBarrier;
+};

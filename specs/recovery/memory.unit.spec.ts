@@ -1,0 +1,14 @@
+import type { Tables } from '../../infrastructure/memory/store';
+import { openMemoryStartBarrier } from '../../infrastructure/memory/store';
+import { recoveryConformance } from './recoveryConformance';
+
+recoveryConformance({
+  name: 'in-memory',
+  controlsClock: true,
+  open: (options) => openMemoryStartBarrier(options?.clock ? { clock: options.clock } : {}),
+  // The stored rows of this backend are its tables; a spec may look at them directly.
+  raw: async (a) => {
+    const t = (a as unknown as { tables: Tables }).tables;
+    return { events: [...t.events], outcomes: [...t.outcomes.values()] };
+  },
+});

@@ -1,0 +1,26 @@
+import { openRecoverablePostgresStartBarrier, type RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/recovery';
+import { MigratedTemplate } from '../postgres/harness';
+import { recoveryConformance } from './recoveryConformance';
+import { rawPostgres } from './support';
+
+describe('PostgreSQL recovery', function () {
+  this.timeout(120_000);
+  const template = new MigratedTemplate();
+  after(() => template.dropAll());
+  recoveryConformance({
+    name: 'PostgreSQL (pg, fresh database per test)',
+    controlsClock: false,
+    open: async () => {
+      const db = await template.clone();
+      const a = await openRecoverablePostgresStartBarrier({ connectionString: db.url });
+      const close = a.close.bind(a);
+      return Object.assign(a, {
+        close: async () => {
+          await close();
+          await db.drop();
+        },
+      });
+    },
+    raw: (a) => rawPostgres(a as RecoverablePostgresStartBarrier),
+  });
+});

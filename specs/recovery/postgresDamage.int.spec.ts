@@ -1,0 +1,102 @@
+import { expect } from 'chai';
+import { CorruptRecordError } from '../../domain';
+import { openRecoverablePostgresStartBarrier, type RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/recovery';
+import { rebuildOutcomeRows, normaliseOutcomeRow } from '../../projections/recovery';
+import { MigratedTemplate, type TestDatabase } from '../postgres/harness';
+import { rejects, startedScenario } from './recoveryConformance';
+import { rawPostgres } from './support';
+
+// What only the real server can show for pg-0031: the projection trigger writes the outcome
+// row in the statement that appends its event (a failing projection rolls the event back),
+// the migration backfills, no product role can write the read model, and damage (made as the
+// superuser with the append-only triggers and foreign keys switched off) fails closed.
+
+const byStart = <R extends { start_id: string }>(a: R, b: R) => (a.start_id < b.start_id ? -1 : 1);
+
+describe('recovery read models on PostgreSQL: atomicity, upgrade, grants, damage', function () {
+  this.timeout(120_000);
+  const template = new MigratedTemplate();
+  let db: TestDatabase;
+  let a: RecoverablePostgresStartBarrier;
+  after(() => template.dropAll());
+  beforeEach(async () => {
+    db = await template.clone();
+    a = await openRecoverablePostgresStartBarrier({ connectionString: db.url });
+  });
+  afterEach(async () => {
+    await a.close();
+    await db.drop();
+  });
+
+  it('issue 5: a failing projection rolls back its outcome event (same statement, same transaction)', async () => {
+    const { s, startId } = await startedScenario(a);
+    await db.admin((c) => c.query("ALTER TABLE ql3.start_outcomes ADD CONSTRAINT injected_fault CHECK (reason <> 'boom')"));
+    const before = await a.runs.readStream(s.runId);
+    await rejects(a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'boom' }));
+    expect(await a.runs.readStream(s.runId)).to.deep.equal(before);
+    expect((await a.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('running');
+    expect((await a.recovery.inDoubt()).map((e) => e.startId)).to.deep.equal([startId]);
+    expect((await a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'fine' })).status).to.equal('recorded');
+  });
+
+  it('issue 5: pg-0031 projects outcome events appended before it existed', async () => {
+    const lost = await startedScenario(a);
+    await a.recovery.resolve(lost.startId, 'lost', { decidedBy: 'ops', reason: 'gone' });
+    const open = await startedScenario(a);
+    const stored = (await rawPostgres(a)).outcomes;
+    await a.close();
+    await db.admin((c) =>
+      c.query(`DROP TABLE ql3.start_outcomes; DROP TRIGGER events_project_start_outcome ON ql3.events; DROP FUNCTION ql3.project_start_outcome();
+        DROP INDEX ql3.step_run_mutations_start; DELETE FROM ql3.schema_migrations WHERE name = 'pg-0031-recovery-read-models'`),
+    );
+    a = await openRecoverablePostgresStartBarrier({ connectionString: db.url });
+    const raw = await rawPostgres(a);
+    expect(raw.outcomes.map(normaliseOutcomeRow).sort(byStart)).to.deep.equal(stored.map(normaliseOutcomeRow).sort(byStart));
+    expect(raw.outcomes.map(normaliseOutcomeRow)).to.deep.equal(rebuildOutcomeRows(raw.events));
+    expect((await a.recovery.inDoubt()).map((e) => e.startId)).to.deep.equal([open.startId]);
+    expect((await a.recovery.verify()).ok).to.equal(true);
+  });
+
+  it('issue 5: no product role can write the read model; the runtime and operators can read it', async () => {
+    const rights = await db.admin(async (c) => {
+      const { rows } = await c.query<{ role: string; sel: boolean; ins: boolean; upd: boolean; del: boolean }>(
+        `SELECT r AS role, has_table_privilege(r, 'ql3.start_outcomes', 'SELECT') AS sel, has_table_privilege(r, 'ql3.start_outcomes', 'INSERT') AS ins,
+                has_table_privilege(r, 'ql3.start_outcomes', 'UPDATE') AS upd, has_table_privilege(r, 'ql3.start_outcomes', 'DELETE') AS del
+           FROM unnest(ARRAY['ql3_runtime', 'ql3_admin', 'ql3_reader', 'ql3_worker_ingress', 'ql3_package_executor']) AS r ORDER BY r`,
+      );
+      return rows;
+    });
+    for (const r of rights) expect({ ins: r.ins, upd: r.upd, del: r.del }, r.role).to.deep.equal({ ins: false, upd: false, del: false });
+    expect(rights.filter((r) => r.sel).map((r) => r.role)).to.have.members(['ql3_admin', 'ql3_reader', 'ql3_runtime']);
+  });
+
+  it('issue 5 / R5.3: an edited outcome row fails closed and verify names it', async () => {
+    const { startId } = await startedScenario(a);
+    await a.recovery.resolve(startId, 'failed', { decidedBy: 'ops', reason: 'exit 1' });
+    await db.admin(async (c) => {
+      await c.query('ALTER TABLE ql3.start_outcomes DISABLE TRIGGER start_outcomes_append_only');
+      await c.query("UPDATE ql3.start_outcomes SET decided_by = 'mallory' WHERE start_id = $1", [startId]);
+    });
+    expect(await rejects(a.recovery.outcome(startId))).to.be.instanceOf(CorruptRecordError);
+    const report = await a.recovery.verify();
+    expect(report.problems.filter((p) => p.kind === 'outcome').map((p) => p.record)).to.include(startId);
+  });
+
+  it('issue 5: verify checks every foreign key of ql3 from the catalog, plus orphaned evidence and stream heads', async () => {
+    const orphaned = await startedScenario(a);
+    const skewed = await startedScenario(a);
+    await db.admin(async (c) => {
+      await c.query('SET session_replication_role = replica'); // foreign keys and triggers off: simulated damage
+      await c.query('DELETE FROM ql3.step_runs WHERE run_id = $1', [orphaned.s.runId]);
+      await c.query("INSERT INTO ql3.trace_anchors SELECT 'trace-ghost', span_id, 'start-ghost', run_id, step_run_id, trace_digest, anchor_json, committed_at_ms FROM ql3.trace_anchors WHERE start_id = $1", [skewed.startId]);
+      await c.query('UPDATE ql3.streams SET version = version + 1 WHERE stream_id = $1', [`run-${skewed.s.runId}`]);
+    });
+    const report = await a.recovery.verify();
+    expect(report.ok).to.equal(false);
+    const of = (kind: string) => report.problems.filter((p) => p.kind === kind).map((p) => p.record);
+    expect(of('foreign_key').map((r) => r.split(' ')[0])).to.include.members(['tool_execution_start_barriers', 'step_run_mutations']);
+    expect(of('evidence_without_move')).to.deep.equal(['trace_anchors trace-ghost']);
+    expect(of('stream_head')).to.deep.equal([`run-${skewed.s.runId}`]);
+    expect(of('in_doubt_mismatch')).to.deep.equal([orphaned.startId]);
+  });
+});

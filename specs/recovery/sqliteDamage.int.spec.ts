@@ -1,0 +1,129 @@
+import { expect } from 'chai';
+import { CorruptRecordError } from '../../domain';
+import { openSqliteStartBarrier, type SqliteStartBarrier } from '../../infrastructure/sqlite';
+import { rebuildOutcomeRows } from '../../projections/recovery';
+import { stepRunRowOf } from '../../projections/rows';
+import { openFreshSqlite } from '../sqlite/support';
+import { freshDbPath } from '../support/tmp';
+import { rejects, startedScenario } from './recoveryConformance';
+import { rawSqlite } from './support';
+
+// What only a real SQLite file can show: the outcome row and its event share one
+// transaction, the 0057 migration backfills an upgraded database, and damage (simulated with
+// the raw connection after dropping the append-only triggers) fails closed and is listed by
+// `verify`.
+
+const byStart = <R extends { start_id: string }>(a: R, b: R) => (a.start_id < b.start_id ? -1 : 1);
+
+describe('recovery read models on SQLite: atomicity, upgrade, damage', function () {
+  this.timeout(60_000);
+  let a: SqliteStartBarrier;
+  beforeEach(async () => {
+    a = await openFreshSqlite();
+  });
+  afterEach(() => a.close());
+
+  it('issue 5: the outcome row commits with its event or not at all (inline projection)', async () => {
+    const { s, startId } = await startedScenario(a);
+    a.db.exec("CREATE TRIGGER inject_fault BEFORE INSERT ON start_outcomes BEGIN SELECT RAISE(ABORT, 'injected projection fault'); END");
+    const before = await a.runs.readStream(s.runId);
+    const error = await rejects(a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'done' }));
+    expect(error.message).to.contain('injected projection fault');
+    expect(await a.runs.readStream(s.runId)).to.deep.equal(before);
+    expect((await a.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('running');
+    expect((await a.recovery.inDoubt()).map((e) => e.startId)).to.deep.equal([startId]);
+    a.db.exec('DROP TRIGGER inject_fault');
+    expect((await a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'done' })).status).to.equal('recorded');
+  });
+
+  it('issue 5: migration 0057 projects outcome events appended before it existed', async () => {
+    const path = freshDbPath();
+    let b = await openSqliteStartBarrier({ path });
+    const lost = await startedScenario(b);
+    await b.recovery.resolve(lost.startId, 'lost', { decidedBy: 'ops', reason: 'gone' });
+    const done = await startedScenario(b);
+    await b.recovery.resolve(done.startId, 'completed', { decidedBy: 'ops', reason: 'ok' });
+    const open = await startedScenario(b);
+    const stored = (await rawSqlite(b)).outcomes;
+    // Take the database back to before 0057 (the log keeps the outcome events).
+    b.db.exec(`DROP TABLE start_outcomes; DROP INDEX step_run_mutations_start;
+      DELETE FROM schema_migrations WHERE name = '0057-recovery-read-models'`);
+    await b.close();
+    b = await openSqliteStartBarrier({ path });
+    try {
+      const raw = await rawSqlite(b);
+      expect(raw.outcomes.sort(byStart)).to.deep.equal(stored.sort(byStart));
+      expect(raw.outcomes.sort(byStart)).to.deep.equal(rebuildOutcomeRows(raw.events).sort(byStart));
+      expect((await b.recovery.inDoubt()).map((e) => e.startId)).to.deep.equal([open.startId]);
+      expect((await b.recovery.verify()).ok).to.equal(true);
+    } finally {
+      await b.close();
+    }
+  });
+
+  it('issue 5 / R5.3: an edited outcome row fails closed on every read and verify names it', async () => {
+    const { s, startId } = await startedScenario(a);
+    await a.recovery.resolve(startId, 'failed', { decidedBy: 'ops', reason: 'exit 1' });
+    a.db.exec('DROP TRIGGER start_outcomes_no_update');
+    a.db.prepare("UPDATE start_outcomes SET reason = 'exit 0' WHERE start_id = ?").run(startId);
+    expect(await rejects(a.recovery.outcome(startId))).to.be.instanceOf(CorruptRecordError);
+    expect(await rejects(a.recovery.history(s.runId, s.stepRunId))).to.be.instanceOf(CorruptRecordError);
+    expect(await rejects(a.recovery.resolve(startId, 'failed', { decidedBy: 'ops', reason: 'again' }))).to.be.instanceOf(CorruptRecordError);
+    const report = await a.recovery.verify();
+    expect(report.ok).to.equal(false);
+    expect(report.problems.filter((p) => p.kind === 'outcome' && p.record === startId)).to.have.length.greaterThan(0);
+    expect(report.problems.find((p) => p.kind === 'outcome')!.problem).to.contain('reason does not match its event');
+  });
+
+  it('issue 5 / R4.1: an identity bound to two barriers fails closed on lookup; verify lists the duplicate', async () => {
+    const one = await startedScenario(a);
+    const two = await startedScenario(a);
+    a.db.exec('DROP INDEX start_replay_identities_key');
+    a.db
+      .prepare("INSERT INTO start_replay_identities (identity, value, start_id, command_digest) VALUES ('traceId', ?, ?, ?)")
+      .run(one.barrier.record.trace.traceId, two.startId, two.barrier.record.commandDigest);
+    const error = await rejects(a.recovery.lookup('traceId', one.barrier.record.trace.traceId));
+    expect(error).to.be.instanceOf(CorruptRecordError);
+    expect(error.message).to.contain('names 2 barriers');
+    const report = await a.recovery.verify();
+    expect(report.problems.map((p) => p.kind)).to.include.members(['duplicate_identity', 'barrier']);
+    expect(report.problems.find((p) => p.kind === 'duplicate_identity')!.record).to.equal(`traceId ${one.barrier.record.trace.traceId}`);
+  });
+
+  it('issue 5: verify lists every bad record: foreign keys, evidence without its move, running without a barrier, stream heads, in-doubt mismatch', async () => {
+    const healthy = await startedScenario(a);
+    const orphaned = await startedScenario(a);
+    const ghostly = await startedScenario(a);
+    const skewed = await startedScenario(a);
+    const lying = await startedScenario(a);
+    a.db.pragma('foreign_keys = OFF');
+    // A StepRun row deleted under its barrier, mutation and evidence.
+    a.db.prepare('DELETE FROM step_runs WHERE run_id = ? AND step_run_id = ?').run(orphaned.s.runId, orphaned.s.stepRunId);
+    // Evidence of a start that never moved a StepRun.
+    a.db.exec('DROP TRIGGER security_audit_events_no_delete');
+    a.db
+      .prepare('INSERT INTO security_audit_events SELECT ?, ?, run_id, step_run_id, audit_event_digest, event_json, committed_at_ms FROM security_audit_events WHERE start_id = ?')
+      .run('audit-ghost', 'start-ghost', ghostly.startId);
+    // A StepRun that says running at an attempt that has no barrier (self-consistent row).
+    const s = (await a.runs.getStepRun(lying.s.runId, lying.s.stepRunId))!;
+    const { digest: _d, ...state } = s;
+    const row = stepRunRowOf({ ...state, version: 9, lastStartId: 'start-ghost' });
+    a.db.prepare('UPDATE step_runs SET version = @version, digest = @digest, state_json = @state_json WHERE run_id = @run_id AND step_run_id = @step_run_id').run(row);
+    // A stream head that claims one event more than its log holds.
+    a.db.prepare('UPDATE streams SET version = version + 1 WHERE stream_id = ?').run(`run-${skewed.s.runId}`);
+    a.db.pragma('foreign_keys = ON');
+
+    const report = await a.recovery.verify();
+    expect(report.ok).to.equal(false);
+    const kinds = (kind: string) => report.problems.filter((p) => p.kind === kind);
+    expect(kinds('foreign_key').map((p) => p.record.split(' ')[0])).to.include.members(['tool_execution_start_barriers', 'step_run_mutations']);
+    expect(kinds('evidence_without_move').map((p) => p.record)).to.deep.equal(['security_audit_events audit-ghost']);
+    expect(kinds('running_without_barrier').map((p) => p.record)).to.deep.equal([`${lying.s.runId}/${lying.s.stepRunId}`]);
+    expect(kinds('stream_head').map((p) => p.record)).to.deep.equal([`run-${skewed.s.runId}`]);
+    expect(kinds('run').map((p) => p.record)).to.deep.equal([skewed.s.runId]);
+    expect(kinds('in_doubt_mismatch').map((p) => p.record)).to.have.members([orphaned.startId, lying.startId]);
+    expect(report.problems.some((p) => p.record.includes(healthy.startId) || p.record.includes(healthy.s.runId))).to.equal(false);
+    // Reads of the damaged attempts fail closed too.
+    expect(await rejects(a.recovery.inDoubt())).to.be.instanceOf(CorruptRecordError);
+  });
+});

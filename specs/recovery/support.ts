@@ -1,0 +1,16 @@
+import type { RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/recovery';
+import type { SqliteStartBarrier } from '../../infrastructure/sqlite';
+import type { StartOutcomeRow } from '../../projections/recovery';
+import type { EventRow } from '../../projections/verifyRows';
+
+// Raw rows for the rebuild comparisons: the event log in global order and the stored outcomes.
+
+export const rawSqlite = async (a: SqliteStartBarrier) => ({
+  events: a.db.prepare('SELECT stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM events ORDER BY global_position').all() as EventRow[],
+  outcomes: a.db.prepare('SELECT * FROM start_outcomes ORDER BY start_id').all() as StartOutcomeRow[],
+});
+
+export const rawPostgres = async (a: RecoverablePostgresStartBarrier) => ({
+  events: (await a.pool.query('SELECT stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ql3.events ORDER BY global_position')).rows as EventRow[],
+  outcomes: (await a.pool.query('SELECT * FROM ql3.start_outcomes ORDER BY start_id')).rows as StartOutcomeRow[],
+});

@@ -31,6 +31,16 @@ export const CONFIGURE_TRANSACTION = named(`SELECT
   set_config('idle_in_transaction_session_timeout', :idle_timeout, true) AS idle_timeout,
   (extract(epoch FROM transaction_timestamp()) * 1000)::bigint AS now_ms`);
 
+/**
+ * The retry turn (store.ts `attempt`): a session advisory lock per Run, taken before BEGIN
+ * only by a retry, so retriers of one Run go one by one. Its wait is bounded by lock_timeout,
+ * set for the session here and put back when the turn ends.
+ */
+export const SET_SESSION_LOCK_TIMEOUT = named(`SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', :lock_timeout, false) AS lock_timeout`);
+export const RUN_TURN_CLASS = 7173; // first key of the two-key advisory lock space: "ql3" turns
+export const TAKE_RUN_TURN = named(`SELECT pg_advisory_lock(${RUN_TURN_CLASS}, hashtext(:key))`);
+export const END_RUN_TURN = named(`SELECT pg_advisory_unlock(${RUN_TURN_CLASS}, hashtext(:key)) AS unlocked, set_config('lock_timeout', :lock_timeout, false) AS lock_timeout`);
+
 // ------------------------------------------------------------------ R3.1 replay lookup
 
 /** The seven identities of R4.1 in one statement, each an equality probe of the unique index. */

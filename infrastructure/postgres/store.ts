@@ -1,5 +1,4 @@
 import { randomUUID } from 'node:crypto';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { Pool, type PoolClient, type QueryResultRow } from 'pg';
 import {
   ConcurrencyExhaustedError,
@@ -138,6 +137,9 @@ export const openPostgresStartBarrier = async (options: PostgresStartBarrierOpti
       lock_timeout: timeouts.lockMs,
       idle_in_transaction_session_timeout: timeouts.idleInTransactionMs,
     });
+  // An idle connection the server closes (restart, failover, pg_terminate_backend) is dropped
+  // by the pool; without a listener its 'error' event would crash the process.
+  if (owned) pool.on('error', () => undefined);
   try {
     const client = await pool.connect();
     try {
@@ -178,32 +180,46 @@ class PostgresAuthority implements PostgresStartBarrier {
    * One short SERIALIZABLE transaction, re-run from BEGIN at most `maxRetries` times and only
    * after 40001/40P01 (R5.2). Timeouts become TransactionTimeoutError; a 23505 is passed up
    * raw for the caller to resolve as a replay; everything else propagates as thrown.
+   *
+   * A retry first takes its turn on the Run (see `attempt`): the losers of one race were all
+   * parked on the same row lock and woke together, and would otherwise meet there again.
    */
-  private async transaction<T>(body: (tx: Tx) => Promise<T>): Promise<T> {
+  private async transaction<T>(runId: string, body: (tx: Tx) => Promise<T>): Promise<T> {
     this.assertOpen();
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.attempt(body);
+        return await this.attempt(body, attempt > 1 ? runId : undefined);
       } catch (e) {
         if (!isRetryable(e)) throw mapTimeout(e);
         if (attempt > this.maxRetries) {
           throw new ConcurrencyExhaustedError(attempt, `${sqlStateOf(e)}: ${e instanceof Error ? e.message : String(e)}`);
         }
-        // Jittered backoff outside any transaction, so the racers that just lost do not all
-        // meet again on the same row lock; bounded by a few tens of milliseconds in total.
-        await sleep(Math.floor(Math.random() * 8 * 2 ** attempt));
       }
     }
   }
 
-  private async attempt<T>(body: (tx: Tx) => Promise<T>): Promise<T> {
+  /**
+   * One attempt on one pooled connection. With `turnOn` (a retry), the connection first waits
+   * for a session advisory lock keyed by the Run, bounded by lock_timeout, and holds it until
+   * its transaction has committed or rolled back: retriers of one Run then go one after
+   * another, each with a snapshot taken after the previous one committed. A first attempt never
+   * takes it, so the uncontended start costs nothing; the lock lives exactly as long as the
+   * attempt (PostgreSQL also drops it if the session dies).
+   */
+  private async attempt<T>(body: (tx: Tx) => Promise<T>, turnOn: string | undefined): Promise<T> {
     const client = await this.pool.connect();
     let broken: unknown;
     const onError = (err: Error) => {
       broken ??= err;
     };
     client.on('error', onError);
+    let turn: { readonly key: string; readonly previousLockTimeout: string } | undefined;
     try {
+      if (turnOn !== undefined) {
+        const [previous] = await run<{ previous: string }>(client, SQL.SET_SESSION_LOCK_TIMEOUT, { lock_timeout: String(this.timeouts.lockMs) });
+        await run(client, SQL.TAKE_RUN_TURN, { key: turnOn });
+        turn = { key: turnOn, previousLockTimeout: previous?.previous ?? '0' };
+      }
       await client.query(SQL.BEGIN_SERIALIZABLE);
       const [config] = await run<{ now_ms: unknown }>(client, SQL.CONFIGURE_TRANSACTION, {
         statement_timeout: String(this.timeouts.statementMs),
@@ -228,6 +244,13 @@ class PostgresAuthority implements PostgresStartBarrier {
       throw e;
     } finally {
       client.off('error', onError);
+      if (turn !== undefined && broken === undefined) {
+        try {
+          await run(client, SQL.END_RUN_TURN, { key: turn.key, lock_timeout: turn.previousLockTimeout });
+        } catch (unlockError) {
+          broken = unlockError; // destroying the session releases the lock
+        }
+      }
       client.release(broken instanceof Error ? broken : broken === undefined ? undefined : true);
     }
   }
@@ -400,7 +423,7 @@ class PostgresAuthority implements PostgresStartBarrier {
    * conflict (R4.2, R4.3), never a version conflict and never the raw 23505.
    */
   private resolveUniqueViolation(decoded: DecodedStartCommand, violation: { constraint?: string | undefined; detail?: string | undefined }): Promise<StartTransactionResult> {
-    return this.transaction(async (tx) => {
+    return this.transaction(decoded.command.stepRun.runId, async (tx) => {
       const c = decoded.command;
       const decision = classifyReplay(decoded, await this.lookupReplay(tx.client, replayKeysOf(c)));
       if (decision.kind === 'existing') {
@@ -464,7 +487,7 @@ class PostgresAuthority implements PostgresStartBarrier {
       this.assertOpen();
       const decoded = decodeStartCommand(command); // bad input: typed error, no transaction opened
       try {
-        return await this.transaction((tx) => runStartTransaction(this.startUnitOfWork(tx), decoded, this.hook));
+        return await this.transaction(decoded.command.stepRun.runId, (tx) => runStartTransaction(this.startUnitOfWork(tx), decoded, this.hook));
       } catch (e) {
         if (!isUniqueViolation(e)) throw e;
         return this.resolveUniqueViolation(decoded, e);
@@ -500,7 +523,7 @@ class PostgresAuthority implements PostgresStartBarrier {
       this.assertOpen();
       const decoded = decodeLifecycle(command);
       let events: StoredEvent[] = [];
-      const decision = await this.transaction((tx) => {
+      const decision = await this.transaction(decoded.data.runId, (tx) => {
         events = [];
         return runLifecycleTransaction(this.lifecycleUnitOfWork(tx, events), decoded);
       }).catch((e: unknown) => {
@@ -508,7 +531,7 @@ class PostgresAuthority implements PostgresStartBarrier {
         // turns the race into the typed precondition the decider raises (run_exists, ...).
         if (!isUniqueViolation(e)) throw e;
         events = [];
-        return this.transaction((tx) => runLifecycleTransaction(this.lifecycleUnitOfWork(tx, events), decoded));
+        return this.transaction(decoded.data.runId, (tx) => runLifecycleTransaction(this.lifecycleUnitOfWork(tx, events), decoded));
       });
       return { runVersion: decision.after.run!.version, events };
     },

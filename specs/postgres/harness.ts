@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { Client, Pool } from 'pg';
+import { Client, Pool, escapeIdentifier, escapeLiteral } from 'pg';
 import { openPostgresStartBarrier, type PostgresStartBarrier, type PostgresStartBarrierOptions } from '../../infrastructure/postgres';
 
 // Every PostgreSQL spec runs against the real server on 127.0.0.1:5432 (trust auth), in a
@@ -95,7 +95,7 @@ export class MigratedTemplate {
 export const openOn = (db: TestDatabase, options: Partial<PostgresStartBarrierOptions> = {}): Promise<PostgresStartBarrier> =>
   openPostgresStartBarrier({ ...options, connectionString: db.url } as PostgresStartBarrierOptions);
 
-/** Every table of schema ql3 and its row count, read as the superuser. */
+/** The tables this backend's migrations create (later migrations may add more). */
 export const TABLES = [
   'schema_migrations',
   'streams',
@@ -111,10 +111,24 @@ export const TABLES = [
   'capabilities',
 ] as const;
 
-export const countRows = async (pool: Pool | Client): Promise<Record<string, number>> => {
-  const sql = TABLES.map((t) => `SELECT '${t}' AS t, count(*)::int AS n FROM ql3.${t}`).join(' UNION ALL ');
+export type RowCounts = Record<string, number>;
+
+/**
+ * The row count of every table of schema ql3, found in the catalog (so a table added by a
+ * later migration is counted too). Names come from the catalog, quoted; no value is spliced.
+ */
+export const countRows = async (pool: Pool | Client): Promise<RowCounts> => {
+  const tables = (await pool.query<{ t: string }>(`SELECT tablename AS t FROM pg_tables WHERE schemaname = 'ql3' ORDER BY 1`)).rows.map((r) => r.t);
+  const sql = tables.map((t) => `SELECT ${escapeLiteral(t)} AS t, count(*)::int AS n FROM ql3.${escapeIdentifier(t)}`).join(' UNION ALL ');
   const { rows } = await pool.query<{ t: string; n: number }>(sql);
   return Object.fromEntries(rows.map((r) => [r.t, r.n]));
+};
+
+/** A count that must exist (noUncheckedIndexedAccess-friendly). */
+export const countOf = (counts: RowCounts, table: string): number => {
+  const n = counts[table];
+  if (n === undefined) throw new Error(`no table ql3.${table}`);
+  return n;
 };
 
 /** Sessions of this database waiting on a lock: proof that a racer is parked where we expect. */

@@ -1,0 +1,292 @@
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { expect } from 'chai';
+import {
+  ConcurrencyExhaustedError,
+  PreconditionError,
+  SemanticConflictError,
+  TransactionTimeoutError,
+  isStartBarrierError,
+  type StepRunState,
+  type ToolExecutionStartCommand,
+} from '../../domain';
+import { buildScenario, type Scenario } from '../../domain/scenario';
+import type { PrepareResult, StartStepHook } from '../../infrastructure/authority';
+import type { PostgresStartBarrier, PostgresStartBarrierOptions } from '../../infrastructure/postgres';
+import { countOf, countRows, createDatabase, openOn, rejects, waitForLockWaiters, type TestDatabase } from './harness';
+
+// Races with real connections (R5.2, R4): every racer is its own pool (its own connection to
+// the server), or its own OS process. The server decides; the specs check that exactly one
+// start wins and every loser gets `existing` or a typed error, never a partial write.
+
+const RACERS = 8;
+
+describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
+  this.timeout(60_000);
+  let db: TestDatabase;
+  let main: PostgresStartBarrier;
+  const opened: PostgresStartBarrier[] = [];
+
+  before(async () => {
+    db = await createDatabase();
+    main = await openOn(db);
+  });
+  after(async () => {
+    for (const a of opened.splice(0)) await a.close();
+    await main?.close();
+    await db?.drop();
+  });
+
+  /** `n` authorities, each with its own pool, connected before the race starts. */
+  const clients = async (n: number, options: Partial<PostgresStartBarrierOptions> = {}): Promise<PostgresStartBarrier[]> => {
+    const list = await Promise.all(Array.from({ length: n }, () => openOn(db, { migrate: false, ...options })));
+    await Promise.all(list.map((a) => a.runs.getStepRun('warm-up', 'warm-up')));
+    opened.push(...list);
+    return list;
+  };
+
+  const setUp = async (options: Parameters<typeof buildScenario>[0] = {}): Promise<Scenario> => {
+    const s = buildScenario(options);
+    for (const c of s.lifecycle) await main.runs.handle(c);
+    return s;
+  };
+
+  const settle = (ps: Promise<PrepareResult>[]) =>
+    Promise.all(ps.map((p) => p.then((r) => ({ ok: r }), (e: unknown) => ({ error: e as Error }))));
+
+  it('R4.2 eight clients on separate connections, same command: exactly one created, seven existing, one barrier', async () => {
+    const s = await setUp();
+    const command = s.startCommand();
+    const racers = await clients(RACERS);
+    const before = await countRows(main.pool);
+    const results = await settle(racers.map((a) => a.barriers.prepare(command)));
+    const outcomes = results.map((r) => ('ok' in r ? r.ok.outcome : r.error.message));
+    expect(outcomes.filter((o) => o === 'created'), outcomes.join(', ')).to.have.length(1);
+    expect(outcomes.filter((o) => o === 'existing'), outcomes.join(', ')).to.have.length(RACERS - 1);
+    const barriers = results.map((r) => ('ok' in r ? r.ok.barrier : null));
+    for (const b of barriers) expect(b).to.deep.equal(barriers[0]);
+    const after = await countRows(main.pool);
+    expect(countOf(after, 'tool_execution_start_barriers') - countOf(before, 'tool_execution_start_barriers')).to.equal(1);
+    expect(countOf(after, 'events') - countOf(before, 'events')).to.equal(5);
+    expect((await main.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('running');
+  });
+
+  it('R4.3 eight clients, eight different commands on one StepRun: one created, seven typed conflicts or precondition errors', async () => {
+    const s = await setUp();
+    const racers = await clients(RACERS);
+    const before = await countRows(main.pool);
+    const commands = racers.map((_, i) => s.startCommand(s.stepRun, `racer${i}`));
+    const results = await settle(racers.map((a, i) => a.barriers.prepare(commands[i])));
+    const created = results.filter((r) => 'ok' in r && r.ok.outcome === 'created');
+    expect(created).to.have.length(1);
+    for (const r of results) {
+      if ('ok' in r) continue;
+      expect(r.error instanceof SemanticConflictError || r.error instanceof PreconditionError, r.error.message).to.equal(true);
+    }
+    const after = await countRows(main.pool);
+    expect(countOf(after, 'tool_execution_start_barriers') - countOf(before, 'tool_execution_start_barriers')).to.equal(1);
+    expect(countOf(after, 'security_audit_events') - countOf(before, 'security_audit_events')).to.equal(1);
+    expect(countOf(after, 'start_replay_identities') - countOf(before, 'start_replay_identities')).to.equal(7);
+  });
+
+  it('R3.5 eight clients start eight different StepRuns of one Run: all created, chained on the Run version', async () => {
+    const s = await setUp();
+    const steps: StepRunState[] = [s.stepRun];
+    for (let i = 1; i < RACERS; i++) {
+      const stepRunId = `${s.stepRunId}-${i}`;
+      await main.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } });
+      await main.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId, requestedAtMs: 1 } });
+      steps.push((await main.runs.getStepRun(s.runId, stepRunId))!);
+    }
+    const versionBefore = (await main.runs.readStream(s.runId)).length;
+    const racers = await clients(RACERS);
+    const commands: ToolExecutionStartCommand[] = steps.map((step, i) => {
+      const c = s.startCommand(step, `step${i}`);
+      return { ...c, stepRun: { ...c.stepRun, stepRunId: step.stepRunId } };
+    });
+    const results = await settle(racers.map((a, i) => a.barriers.prepare(commands[i])));
+    const failures = results.flatMap((r) => ('error' in r ? [r.error] : []));
+    // Any loser must be typed (R5.2: at most three retries); the jittered retry makes them rare.
+    for (const e of failures) expect(e, e.message).to.be.instanceOf(ConcurrencyExhaustedError);
+    expect(failures, failures.map((e) => e.message).join('; ')).to.have.length(0);
+    const sequences = results.map((r) => ('ok' in r ? r.ok.barrier.record.runEvent.runEventSequence : 0)).sort((a, b) => a - b);
+    expect(sequences).to.deep.equal(Array.from({ length: RACERS }, (_, i) => versionBefore + 5 * i + 4));
+    expect((await main.runs.readStream(s.runId)).length).to.equal(versionBefore + 5 * RACERS);
+    for (const step of steps) expect((await main.runs.getStepRun(s.runId, step.stepRunId))?.status).to.equal('running');
+  });
+
+  it('R4.2 eight separate OS processes, same command: exactly one created, seven existing', async function () {
+    this.timeout(60_000);
+    const s = await setUp();
+    const command = s.startCommand();
+    const worker = join(__dirname, 'raceWorker.ts');
+    const tsx = join(__dirname, '..', '..', 'node_modules', '.bin', 'tsx');
+    const procs: ChildProcessWithoutNullStreams[] = Array.from({ length: RACERS }, () =>
+      spawn(tsx, [worker, db.url, JSON.stringify(command)], { stdio: ['pipe', 'pipe', 'pipe'] }),
+    );
+    const stderr: string[] = [];
+    const outputs = procs.map((p) => {
+      p.stderr.on('data', (d: Buffer) => stderr.push(d.toString()));
+      const lines = createInterface({ input: p.stdout });
+      const messages: Record<string, unknown>[] = [];
+      const ready = new Promise<void>((resolve) => {
+        lines.on('line', (line) => {
+          const m = JSON.parse(line) as Record<string, unknown>;
+          messages.push(m);
+          if (m.ready === true) resolve();
+        });
+      });
+      const exited = new Promise<number | null>((resolve) => p.on('exit', (code) => resolve(code)));
+      return { ready, exited, messages };
+    });
+    await Promise.race([Promise.all(outputs.map((o) => o.ready)), Promise.all(outputs.map((o) => o.exited)).then(() => Promise.reject(new Error(stderr.join(''))))]);
+    for (const p of procs) p.stdin.write('go\n');
+    const codes = await Promise.all(outputs.map((o) => o.exited));
+    expect(codes, stderr.join('')).to.deep.equal(Array(RACERS).fill(0));
+    const results = outputs.map((o) => o.messages.find((m) => 'outcome' in m || 'error' in m));
+    const pids = new Set(results.map((r) => r?.pid));
+    expect(pids.size).to.equal(RACERS);
+    expect(results.filter((r) => r?.outcome === 'created'), JSON.stringify(results)).to.have.length(1);
+    expect(results.filter((r) => r?.outcome === 'existing'), JSON.stringify(results)).to.have.length(RACERS - 1);
+    expect((await main.barriers.getByStartId(command.startId))?.record.startId).to.equal(command.startId);
+  });
+
+  it('R5.2 a Run row locked by another session: the start fails with TRANSACTION_TIMEOUT within lock_timeout and writes nothing', async () => {
+    const s = await setUp();
+    const command = s.startCommand();
+    const lockMs = 300;
+    const [racer] = await clients(1, { timeouts: { lockMs } });
+    const before = await countRows(main.pool);
+    await db.admin(async (holder) => {
+      await holder.query('BEGIN');
+      await holder.query('SELECT * FROM ql3.runs WHERE run_id = $1 FOR UPDATE', [s.runId]);
+      try {
+        const t0 = Date.now();
+        const error = await rejects(racer!.barriers.prepare(command));
+        const elapsed = Date.now() - t0;
+        expect(error, error.message).to.be.instanceOf(TransactionTimeoutError);
+        expect((error as TransactionTimeoutError).timeout).to.equal('lock');
+        expect(elapsed).to.be.within(lockMs - 20, lockMs + 1000);
+        expect(isStartBarrierError(error)).to.equal(true);
+      } finally {
+        await holder.query('ROLLBACK');
+      }
+    });
+    expect(await countRows(main.pool)).to.deep.equal(before);
+    expect((await main.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('ready');
+    expect((await racer!.barriers.prepare(command)).outcome).to.equal('created');
+  });
+
+  it('R5.2 a statement that outlives statement_timeout fails with TRANSACTION_TIMEOUT (statement) and writes nothing', async () => {
+    const s = await setUp();
+    const command = s.startCommand();
+    const [racer] = await clients(1, { timeouts: { statementMs: 250, lockMs: 10_000 } });
+    const before = await countRows(main.pool);
+    await db.admin(async (holder) => {
+      await holder.query('BEGIN');
+      await holder.query('SELECT * FROM ql3.step_runs WHERE run_id = $1 FOR UPDATE', [s.runId]);
+      try {
+        const error = await rejects(racer!.barriers.prepare(command));
+        expect(error, error.message).to.be.instanceOf(TransactionTimeoutError);
+        expect((error as TransactionTimeoutError).timeout).to.equal('statement');
+      } finally {
+        await holder.query('ROLLBACK');
+      }
+    });
+    expect(await countRows(main.pool)).to.deep.equal(before);
+  });
+
+  it('R5.2 a client stalled inside the transaction loses it to idle_in_transaction_session_timeout: typed timeout, nothing written', async () => {
+    const s = await setUp();
+    const command = s.startCommand();
+    const stall: StartStepHook = async (step) => {
+      if (step === 'evidence') await new Promise((r) => setTimeout(r, 600));
+    };
+    const [racer] = await clients(1, { timeouts: { idleInTransactionMs: 200 }, writeMode: 'stepwise', hooks: { onStartStep: stall } });
+    const before = await countRows(main.pool);
+    const error = await rejects(racer!.barriers.prepare(command));
+    expect(error, error.message).to.be.instanceOf(TransactionTimeoutError);
+    expect((error as TransactionTimeoutError).timeout).to.equal('idle_in_transaction');
+    expect(await countRows(main.pool)).to.deep.equal(before);
+    expect((await main.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('ready');
+  });
+
+  it('R4.3 two Runs racing on one startId: the loser waits on the unique index, then gets a typed conflict naming startId', async () => {
+    // The Run locks do not serialise two Runs, so the second racer meets the first one's
+    // uncommitted rows in a unique index and waits. When the first commits, SSI reports the
+    // clash as 40001 (the loser had read that index range in its lookup); the retry's lookup
+    // then names startId. A plain 23505 takes the fresh-lookup path (next spec): same outcome.
+    const a = await setUp();
+    const b = await setUp();
+    const first = a.startCommand();
+    const second = { ...b.startCommand(), startId: first.startId };
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const holdBeforeCommit: StartStepHook = (step) => (step === 'beforeCommit' ? gate : undefined);
+    const [holder] = await clients(1, { hooks: { onStartStep: holdBeforeCommit } });
+    const [racer] = await clients(1);
+    const held = holder!.barriers.prepare(first);
+    await new Promise((r) => setTimeout(r, 100)); // the holder is parked before COMMIT
+    const racing = racer!.barriers.prepare(second);
+    await waitForLockWaiters(db, 1);
+    release();
+    expect((await held).outcome).to.equal('created');
+    const error = await rejects(racing);
+    expect(error, error.message).to.be.instanceOf(SemanticConflictError);
+    expect((error as SemanticConflictError).identity).to.equal('startId');
+    expect(await main.barriers.getByStepRunAttempt(b.runId, b.stepRunId, 3)).to.equal(null);
+    expect((await main.runs.getStepRun(b.runId, b.stepRunId))?.status).to.equal('ready');
+  });
+
+  it('R4.3 a 23505 from a unique index is resolved by a fresh lookup into a typed conflict, never a raw pg error', async () => {
+    // A value committed long before, but missing from the replay index (its identity rows were
+    // removed by hand), so the lookup cannot see it: only the fact table's own unique index
+    // can refuse the start, with a plain 23505.
+    const s = await setUp();
+    const first = s.startCommand();
+    await main.barriers.prepare(first);
+    await db.admin(async (c) => {
+      await c.query('SET session_replication_role = replica');
+      await c.query('DELETE FROM ql3.start_replay_identities WHERE start_id = $1', [first.startId]);
+    });
+    const other = await setUp();
+    const fresh = other.startCommand();
+    const reuse = { ...fresh, evidence: { ...fresh.evidence, auditEventId: first.evidence.auditEventId } };
+    const before = await countRows(main.pool);
+    const error = await rejects(main.barriers.prepare(reuse));
+    expect(error, error.message).to.be.instanceOf(SemanticConflictError);
+    expect((error as SemanticConflictError).identity).to.equal('auditEventId');
+    expect(error.message).to.contain('already used by another record');
+    expect(await countRows(main.pool)).to.deep.equal(before);
+  });
+
+  it('R5.2 with retries exhausted the loser gets CONCURRENCY_EXHAUSTED and nothing of its start survives', async () => {
+    const s = await setUp();
+    const second = `${s.stepRunId}-b`;
+    await main.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: second, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } });
+    await main.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId: second, requestedAtMs: 1 } });
+    const c1 = s.startCommand();
+    const step2 = (await main.runs.getStepRun(s.runId, second))!;
+    const c2raw = s.startCommand(step2, 'b');
+    const c2 = { ...c2raw, stepRun: { ...c2raw.stepRun, stepRunId: second } };
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    const [holder] = await clients(1, { hooks: { onStartStep: (step) => (step === 'beforeCommit' ? gate : undefined) } });
+    const [loser] = await clients(1, { maxRetries: 0 });
+    const held = holder!.barriers.prepare(c1);
+    await new Promise((r) => setTimeout(r, 100));
+    const losing = loser!.barriers.prepare(c2);
+    await waitForLockWaiters(db, 1); // parked on the Run row lock
+    release();
+    expect((await held).outcome).to.equal('created');
+    const error = await rejects(losing);
+    expect(error, error.message).to.be.instanceOf(ConcurrencyExhaustedError);
+    expect((error as ConcurrencyExhaustedError).attempts).to.equal(1);
+    expect((error as ConcurrencyExhaustedError).lastCause).to.match(/^40001/);
+    expect((await main.runs.getStepRun(s.runId, second))?.status).to.equal('ready');
+    expect(await main.barriers.getByStartId(c2.startId)).to.equal(null);
+    // and with retries (the default) the same start then simply succeeds
+    expect((await main.barriers.prepare(c2)).outcome).to.equal('created');
+  });
+});

@@ -12,3 +12,4 @@ export * from './startDecider';
 export * from './verify';
 export * from './decider';
 export * from './recovery';
+export * from './saga';

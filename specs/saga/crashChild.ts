@@ -1,0 +1,35 @@
+import { writeSync } from 'node:fs';
+import type { RecoverableStartBarrierAuthority } from '../../infrastructure/authority';
+import { openRecoverablePostgresStartBarrier } from '../../infrastructure/postgres/recovery';
+import { createToolStepSaga } from '../../infrastructure/saga';
+import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
+
+// A saga process that dies between the commit of its start and the adapter's first action:
+// the port kills the process (SIGKILL, no cleanup, no outcome) the moment it is reached.
+// Usage: crashChild.ts sqlite|postgres LOCATION TRIGGER_JSON PLAN_JSON
+
+const [kind, location, trigger, plan] = process.argv.slice(2);
+
+const main = async (): Promise<void> => {
+  const authority: RecoverableStartBarrierAuthority =
+    kind === 'postgres' ? await openRecoverablePostgresStartBarrier({ connectionString: location! }) : await openSqliteStartBarrier({ path: location! });
+  const saga = createToolStepSaga({
+    authority,
+    adapter: {
+      invoke: async (start) => {
+        writeSync(1, `committed ${start.barrier.startId}\n`);
+        process.kill(process.pid, 'SIGKILL');
+        await new Promise(() => undefined);
+        throw new Error('unreachable');
+      },
+    },
+  });
+  await saga.drive(JSON.parse(trigger!), JSON.parse(plan!));
+  writeSync(2, 'the saga returned: the adapter port was never reached\n');
+  process.exit(3);
+};
+
+main().catch((e: unknown) => {
+  writeSync(2, `${e instanceof Error ? e.stack : String(e)}\n`);
+  process.exit(4);
+});

@@ -1,0 +1,27 @@
+import { openRecoverablePostgresStartBarrier } from '../../infrastructure/postgres/recovery';
+import { MigratedTemplate } from '../postgres/harness';
+import { sagaConformance } from './sagaConformance';
+
+describe('PostgreSQL saga', function () {
+  this.timeout(120_000);
+  const template = new MigratedTemplate();
+  after(() => template.dropAll());
+  sagaConformance({
+    name: 'PostgreSQL (fresh database; the adapter reads through a second pool)',
+    open: async () => {
+      const db = await template.clone();
+      const authority = await openRecoverablePostgresStartBarrier({ connectionString: db.url });
+      const reader = await openRecoverablePostgresStartBarrier({ connectionString: db.url });
+      return {
+        authority,
+        separateRead: (id) => reader.barriers.getByStartId(id),
+        target: { kind: 'postgres', location: db.url },
+        close: async () => {
+          await reader.close();
+          await authority.close();
+          await db.drop();
+        },
+      };
+    },
+  });
+});

@@ -315,8 +315,12 @@ class PostgresAuthority implements PostgresStartBarrier {
     if (row === undefined) return null;
     const kind = 'start barrier';
     const barrier = atMostOne(decodeRows(BarrierRowCodec, row.barriers, kind, startId), kind, startId);
-    if (barrier === undefined) return null;
     const probes = decodeRows(IdentityProbeRowCodec, row.identities, 'replay index', startId);
+    if (barrier === undefined) {
+      // No barrier under this id is an answer only if nothing else claims the start exists.
+      if (probes.length > 0) throw new CorruptRecordError(kind, startId, 'the replay index names this start but its barrier row is missing');
+      return null;
+    }
     const identities = [...new Map(probes.map(({ row_id, ...r }) => [row_id, r])).values()];
     return verifyStartRows({
       barrier,

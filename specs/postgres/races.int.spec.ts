@@ -121,9 +121,8 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     const s = await setUp();
     const command = s.startCommand();
     const worker = join(__dirname, 'raceWorker.ts');
-    const tsx = join(__dirname, '..', '..', 'node_modules', '.bin', 'tsx');
     const procs: ChildProcessWithoutNullStreams[] = Array.from({ length: RACERS }, () =>
-      spawn(tsx, [worker, db.url, JSON.stringify(command)], { stdio: ['pipe', 'pipe', 'pipe'] }),
+      spawn(process.execPath, ['--require', 'tsx/cjs', worker, db.url, JSON.stringify(command)], { stdio: ['pipe', 'pipe', 'pipe'] }),
     );
     const stderr: string[] = [];
     const outputs = procs.map((p) => {

@@ -1,3 +1,4 @@
+import { types } from 'node:util';
 import * as t from 'io-ts';
 import { isLeft, type Left } from 'fp-ts/lib/Either';
 import { DIGEST_PATTERN } from './canonical';
@@ -54,6 +55,19 @@ export const plainJsonIssues = (value: unknown, path = '', depth = 0, out: Valid
       break;
   }
   if (value === null) return out;
+  // A proxy or a getter can answer differently on every read: what was validated would not be
+  // what gets digested and stored. Only plain data properties are read, never a getter.
+  if (types.isProxy(value)) {
+    out.push({ path: at, reason: 'forbidden_value', message: 'proxies are not JSON data' });
+    return out;
+  }
+  const accessors = Object.entries(Object.getOwnPropertyDescriptors(value)).filter(([, d]) => d.enumerable && !('value' in d));
+  if (accessors.length > 0) {
+    for (const [k] of accessors) {
+      out.push({ path: Array.isArray(value) ? `${path}[${k}]` : path === '' ? k : `${path}.${k}`, reason: 'forbidden_value', message: 'accessor properties are not JSON data' });
+    }
+    return out;
+  }
   if (value instanceof Error) {
     out.push({ path: at, reason: 'forbidden_value', message: 'raw exceptions are forbidden (R1.5)' });
     return out;
@@ -266,11 +280,15 @@ export const toIssues = (errors: t.Errors): ValidationIssue[] =>
     };
   });
 
-/** Decode or throw the typed validation error. JSON shape first, then the codec. */
+/**
+ * Decode or throw the typed validation error. JSON shape first, then the codec, on a private
+ * copy: what was validated is what the caller gets back, and a caller that changes its object
+ * afterwards (say, while an async `prepare` waits for its transaction) cannot reach it.
+ */
 export const decodeOrThrow = <A>(codec: t.Type<A, A, unknown>, record: string, input: unknown): A => {
   const shape = plainJsonIssues(input);
   if (shape.length > 0) throw new ValidationError(record, shape);
-  const r = codec.decode(input);
+  const r = codec.decode(structuredClone(input));
   if (isLeft(r)) throw new ValidationError(record, toIssues(r.left));
   return r.right;
 };

@@ -1,0 +1,40 @@
+import { CommanderError } from 'commander';
+import { isStartBarrierError } from '../../domain';
+
+// One exit code per error kind: the CLI's contract with scripts (README, "Exit codes").
+
+export const EXIT = {
+  ok: 0,
+  other: 1,
+  validation: 2,
+  precondition: 3,
+  conflict: 4,
+  corrupt: 5,
+  concurrency: 6,
+} as const;
+export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
+
+/** Commander's own "errors" that are really successful help or version output. */
+const COMMANDER_OK = new Set(['commander.helpDisplayed', 'commander.help', 'commander.version']);
+
+export const exitCodeOf = (e: unknown): ExitCode => {
+  if (e instanceof CommanderError) return COMMANDER_OK.has(e.code) ? EXIT.ok : EXIT.validation; // a bad command line is bad input
+  if (!isStartBarrierError(e)) return EXIT.other;
+  switch (e.code) {
+    case 'VALIDATION_FAILED':
+      return EXIT.validation;
+    case 'PRECONDITION_FAILED':
+      return EXIT.precondition;
+    case 'SEMANTIC_CONFLICT':
+      return EXIT.conflict;
+    case 'CORRUPT_RECORD':
+      return EXIT.corrupt;
+    case 'CONCURRENCY_EXHAUSTED':
+    case 'TRANSACTION_TIMEOUT':
+      return EXIT.concurrency;
+    default: {
+      const _exhaustive: never = e.code;
+      return _exhaustive;
+    }
+  }
+};

@@ -1,0 +1,278 @@
+#!/usr/bin/env node
+import { userInfo } from 'node:os';
+import { Argument, Command, CommanderError } from 'commander';
+import { Presets, SingleBar } from 'cli-progress';
+import {
+  PreconditionError,
+  START_OUTCOME_KINDS,
+  ValidationError,
+  decodeLifecycleCommand,
+  decodeStartCommand,
+  isStartBarrierError,
+  type LookupValue,
+  type ReplayIdentity,
+  type StartOutcomeKind,
+} from '../../domain';
+import { Identity } from '../../domain/codecs';
+import { buildScenario } from '../../domain/scenario';
+import type { RecoverableStartBarrierAuthority } from '../authority';
+import { openBackend, type BackendOptions } from './backend';
+import { formatDuration, parseDuration } from './duration';
+import { EXIT, exitCodeOf } from './exitCodes';
+import { readJsonInput } from './input';
+
+// `qinglong-barrier`: the operator CLI (issue 5). JSON on stdout, human errors on stderr, one
+// exit code per error kind (exitCodes.ts). Every operation goes through the same authority
+// surface the runtime uses; nothing here touches tables directly.
+
+const NAME = 'qinglong-barrier';
+
+const print = (value: unknown): void => {
+  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+};
+
+const describeError = (e: unknown): string => {
+  if (e instanceof ValidationError) {
+    return [`${e.code}: invalid ${e.record}`, ...e.issues.map((i) => `  - ${i.path}: ${i.message} (${i.reason})`)].join('\n');
+  }
+  if (isStartBarrierError(e)) return `${e.code}: ${e.message}`;
+  return e instanceof Error ? e.message : String(e);
+};
+
+const defaultOperator = (): string => {
+  const fromEnv = process.env.QINGLONG_OPERATOR;
+  if (fromEnv !== undefined) return fromEnv;
+  try {
+    const name = userInfo().username;
+    return Identity.is(name) ? name : 'operator';
+  } catch {
+    return 'operator';
+  }
+};
+
+const positiveInt = (text: string, what: string): number => {
+  if (!/^[1-9][0-9]{0,15}$/.test(text) || !Number.isSafeInteger(Number(text))) {
+    throw new ValidationError('command line', [{ path: what, reason: 'invalid_value', message: `expected a positive whole number, got "${text}"` }]);
+  }
+  return Number(text);
+};
+
+const usage = (message: string): ValidationError => new ValidationError('command line', [{ path: '(arguments)', reason: 'invalid_value', message }]);
+
+/** Open the backend, run `body`, always close (a PostgreSQL pool must not keep the process alive). */
+const withAuthority = async <T>(program: Command, create: boolean, body: (a: RecoverableStartBarrierAuthority) => Promise<T>): Promise<T> => {
+  const authority = await openBackend(program.opts<BackendOptions>(), create);
+  try {
+    return await body(authority);
+  } finally {
+    await authority.close();
+  }
+};
+
+const SHOW_IDENTITIES: readonly (readonly [option: string, identity: Exclude<ReplayIdentity, 'attempt'>])[] = [
+  ['startId', 'startId'],
+  ['mutationId', 'mutationId'],
+  ['runEventId', 'runEventId'],
+  ['traceId', 'traceId'],
+  ['auditEventId', 'auditEventId'],
+  ['auditReceiptId', 'auditReceiptId'],
+];
+
+export const buildProgram = (): Command => {
+  const program = new Command(NAME)
+    .description('Inspect, drive and recover tool-execution start barriers (ADR-0158).')
+    .option('--db <path>', 'SQLite database file: the default, embedded backend (env QINGLONG_BARRIER_DB)')
+    .option('--postgres <url>', 'PostgreSQL connection string, schema ql3 (env QINGLONG_BARRIER_POSTGRES)')
+    .option('--lock-timeout <ms>', 'how long to wait for a lock: SQLite busy timeout, PostgreSQL lock_timeout')
+    .option('--no-migrate', 'PostgreSQL: do not apply migrations, only check the schema is current')
+    .exitOverride()
+    .configureOutput({ writeOut: (s) => process.stdout.write(s), writeErr: (s) => process.stderr.write(s) })
+    .showHelpAfterError('(run with --help for usage)')
+    .addHelpText(
+      'after',
+      `
+Exit codes: 0 ok, 2 validation, 3 precondition, 4 semantic conflict, 5 corrupt record,
+            6 concurrency or timeout, 1 anything else.`,
+    );
+
+  program
+    .command('example')
+    .description('print a valid scenario: lifecycle commands for a ready Tool StepRun and its start command (fresh ids)')
+    .option('--approval', 'a StepRun waiting for an exact approval instead of a ready one')
+    .action((opts: { approval?: boolean }) => {
+      const s = buildScenario({ requestedAtMs: Date.now(), ...(opts.approval ? { withApproval: true } : {}) });
+      print({ lifecycle: s.lifecycle, start: s.startCommand() });
+    });
+
+  program
+    .command('apply')
+    .description('run a lifecycle command (or a JSON array of them, in order)')
+    .requiredOption('--command <file>', 'JSON file, or - for stdin')
+    .action(async (opts: { command: string }) => {
+      const input = await readJsonInput(opts.command, 'lifecycle command');
+      const commands = Array.isArray(input) ? input : [input];
+      if (commands.length === 0) throw usage('the array of lifecycle commands is empty');
+      const decoded = commands.map((c) => decodeLifecycleCommand(c)); // all valid before any is applied
+      await withAuthority(program, true, async (a) => {
+        const results = [];
+        for (const [i, command] of decoded.entries()) {
+          try {
+            results.push(await a.runs.handle(command));
+          } catch (e) {
+            if (decoded.length > 1) process.stderr.write(`${NAME}: applied ${i} of ${decoded.length} commands; command ${i} (${command.type}) failed\n`);
+            throw e;
+          }
+        }
+        print(Array.isArray(input) ? results : results[0]);
+      });
+    });
+
+  program
+    .command('prepare')
+    .description('run a start (R3): prints { "outcome": "created" | "existing", "barrier": ... }')
+    .requiredOption('--command <file>', 'JSON file, or - for stdin')
+    .action(async (opts: { command: string }) => {
+      const input = await readJsonInput(opts.command, 'start command');
+      decodeStartCommand(input); // validation before any database is opened or created
+      await withAuthority(program, true, async (a) => print(await a.barriers.prepare(input)));
+    });
+
+  const show = program
+    .command('show')
+    .description('one barrier, found by any replay identity, with its outcome (null while in doubt)')
+    .option('--attempt <run-step-version...>', 'RUN STEP VERSION: the started StepRun version');
+  for (const [option] of SHOW_IDENTITIES) show.option(`--${option.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} <id>`);
+  show.action(async (opts: Record<string, string | string[] | undefined>) => {
+    const given: [ReplayIdentity, LookupValue][] = [];
+    for (const [option, identity] of SHOW_IDENTITIES) {
+      const v = opts[option];
+      if (typeof v === 'string') given.push([identity, v]);
+    }
+    if (opts.attempt !== undefined) {
+      const parts = opts.attempt as string[];
+      if (parts.length !== 3) throw usage(`--attempt takes RUN STEP VERSION, got ${parts.length} value(s)`);
+      given.push(['attempt', { runId: parts[0]!, stepRunId: parts[1]!, startedStepRunVersion: positiveInt(parts[2]!, '--attempt VERSION') }]);
+    }
+    if (given.length !== 1) throw usage('give exactly one of --start-id, --attempt, --mutation-id, --run-event-id, --trace-id, --audit-event-id, --audit-receipt-id');
+    const [identity, value] = given[0]!;
+    await withAuthority(program, false, async (a) => {
+      const barrier = await a.recovery.lookup(identity, value);
+      if (barrier === null) {
+        throw new PreconditionError('start_not_found', `no start barrier has ${identity} ${typeof value === 'string' ? value : JSON.stringify(value)}`);
+      }
+      const outcome = await a.recovery.outcome(barrier.record.startId);
+      print({ barrier, outcome, inDoubt: outcome === null });
+    });
+  });
+
+  program
+    .command('history')
+    .description('every attempt (barrier) of one StepRun, in order, with its outcome')
+    .argument('<run>', 'Run id')
+    .argument('<step>', 'StepRun id')
+    .action(async (runId: string, stepRunId: string) => {
+      await withAuthority(program, false, async (a) => {
+        const attempts = await a.recovery.history(runId, stepRunId);
+        const stepRun = await a.runs.getStepRun(runId, stepRunId);
+        if (stepRun === null && attempts.length === 0) throw new PreconditionError('step_run_not_found', `StepRun ${stepRunId} does not exist in Run ${runId}`);
+        print({ runId, stepRunId, stepRun, attempts });
+      });
+    });
+
+  program
+    .command('in-doubt')
+    .description('starts committed with no outcome fact yet: their adapter may or may not have acted')
+    .option('--older-than <duration>', 'only starts committed at least this long ago (database clock): 30s, 5m, 2h, 1d')
+    .option('--project <id>', 'only this Project')
+    .option('--run <id>', 'only this Run')
+    .action(async (opts: { olderThan?: string; project?: string; run?: string }) => {
+      const query = {
+        ...(opts.olderThan === undefined ? {} : { olderThanMs: parseDuration(opts.olderThan) }),
+        ...(opts.project === undefined ? {} : { projectId: opts.project }),
+        ...(opts.run === undefined ? {} : { runId: opts.run }),
+      };
+      await withAuthority(program, false, async (a) => {
+        print((await a.recovery.inDoubt(query)).map((s) => ({ ...s, age: formatDuration(s.ageMs) })));
+      });
+    });
+
+  program
+    .command('resolve')
+    .description('record the outcome of an in-doubt start as a new fact (lost then allows a retry at a new version)')
+    .argument('<start-id>', 'the start to resolve')
+    .addArgument(new Argument('<outcome>', 'what happened').choices(START_OUTCOME_KINDS))
+    .requiredOption('--reason <text>', 'why: what you checked (kept with the fact)')
+    .option('--by <who>', 'who decided (default: QINGLONG_OPERATOR or your user name)')
+    .option('--outcome-digest <digest>', 'digest of the tool outcome, for completed or failed')
+    .action(async (startId: string, outcome: StartOutcomeKind, opts: { reason: string; by?: string; outcomeDigest?: string }) => {
+      await withAuthority(program, false, async (a) => {
+        print(
+          await a.recovery.resolve(startId, outcome, {
+            decidedBy: opts.by ?? defaultOperator(),
+            reason: opts.reason,
+            ...(opts.outcomeDigest === undefined ? {} : { outcomeDigest: opts.outcomeDigest }),
+          }),
+        );
+      });
+    });
+
+  program
+    .command('verify')
+    .description('re-verify every stored barrier and its facts; exit 5 and list every bad record on any damage')
+    .action(async () => {
+      await withAuthority(program, false, async (a) => {
+        const bar = process.stderr.isTTY
+          ? new SingleBar({ stream: process.stderr, format: 'verify [{bar}] {percentage}% | {value}/{total} records', hideCursor: true }, Presets.shades_classic)
+          : undefined;
+        let started = false;
+        let report;
+        try {
+          report = await a.recovery.verify({
+            onProgress: (done, total) => {
+              if (bar === undefined) return;
+              if (!started) {
+                bar.start(total, done);
+                started = true;
+              } else {
+                bar.setTotal(total);
+                bar.update(done);
+              }
+            },
+          });
+        } finally {
+          if (started) bar?.stop();
+        }
+        print(report);
+        if (!report.ok) {
+          process.stderr.write(`${NAME}: CORRUPT_RECORD: ${report.problems.length} bad record(s), listed on stdout\n`);
+          process.exitCode = EXIT.corrupt;
+        }
+      });
+    });
+
+  return program;
+};
+
+export const main = async (argv: readonly string[]): Promise<number> => {
+  const program = buildProgram();
+  try {
+    await program.parseAsync([...argv], { from: 'user' });
+    return typeof process.exitCode === 'number' ? process.exitCode : EXIT.ok;
+  } catch (e) {
+    const code = exitCodeOf(e);
+    // Commander already printed its own message (and help) for a bad command line.
+    if (!(e instanceof CommanderError)) process.stderr.write(`${NAME}: ${describeError(e)}\n`);
+    return code;
+  }
+};
+
+if (require.main === module) {
+  // A reader that stops early (`| head`) is not an error of ours.
+  process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+    if (e.code !== 'EPIPE') throw e;
+    process.exit(typeof process.exitCode === 'number' ? process.exitCode : EXIT.ok);
+  });
+  void main(process.argv.slice(2)).then((code) => {
+    process.exitCode = code;
+  });
+}

@@ -40,6 +40,8 @@ export const SET_SESSION_LOCK_TIMEOUT = named(`SELECT current_setting('lock_time
 export const RUN_TURN_CLASS = 7173; // first key of the two-key advisory lock space: "ql3" turns
 export const TAKE_RUN_TURN = named(`SELECT pg_advisory_lock(${RUN_TURN_CLASS}, hashtext(:key))`);
 export const END_RUN_TURN = named(`SELECT pg_advisory_unlock(${RUN_TURN_CLASS}, hashtext(:key)) AS unlocked, set_config('lock_timeout', :lock_timeout, false) AS lock_timeout`);
+/** The turn was never taken (its wait timed out): put the session's lock_timeout back only. */
+export const RESTORE_SESSION_LOCK_TIMEOUT = named(`SELECT set_config('lock_timeout', :lock_timeout, false) AS lock_timeout`);
 
 // ------------------------------------------------------------------ R3.1 replay lookup
 

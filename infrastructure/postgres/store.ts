@@ -213,12 +213,13 @@ class PostgresAuthority implements PostgresStartBarrier {
       broken ??= err;
     };
     client.on('error', onError);
-    let turn: { readonly key: string; readonly previousLockTimeout: string } | undefined;
+    let turn: { readonly key: string; readonly previousLockTimeout: string; held: boolean } | undefined;
     try {
       if (turnOn !== undefined) {
         const [previous] = await run<{ previous: string }>(client, SQL.SET_SESSION_LOCK_TIMEOUT, { lock_timeout: String(this.timeouts.lockMs) });
+        turn = { key: turnOn, previousLockTimeout: previous?.previous ?? '0', held: false };
         await run(client, SQL.TAKE_RUN_TURN, { key: turnOn });
-        turn = { key: turnOn, previousLockTimeout: previous?.previous ?? '0' };
+        turn.held = true;
       }
       await client.query(SQL.BEGIN_SERIALIZABLE);
       const [config] = await run<{ now_ms: unknown }>(client, SQL.CONFIGURE_TRANSACTION, {
@@ -243,14 +244,14 @@ class PostgresAuthority implements PostgresStartBarrier {
       if (sqlStateOf(e) === undefined && sqlStateOf(broken) === SQLSTATE.idleInTransactionTimeout) throw broken;
       throw e;
     } finally {
-      client.off('error', onError);
       if (turn !== undefined && broken === undefined) {
         try {
-          await run(client, SQL.END_RUN_TURN, { key: turn.key, lock_timeout: turn.previousLockTimeout });
+          await run(client, turn.held ? SQL.END_RUN_TURN : SQL.RESTORE_SESSION_LOCK_TIMEOUT, { key: turn.key, lock_timeout: turn.previousLockTimeout });
         } catch (unlockError) {
-          broken = unlockError; // destroying the session releases the lock
+          broken = unlockError; // destroying the session releases the lock and the setting
         }
       }
+      client.off('error', onError);
       client.release(broken instanceof Error ? broken : broken === undefined ? undefined : true);
     }
   }
@@ -436,6 +437,10 @@ class PostgresAuthority implements PostgresStartBarrier {
         return { outcome: 'existing', barrier };
       }
       const identity = identityOfViolation(violation);
+      if (identity === undefined) {
+        // not an identity of R4.1: a stream position taken under us is a lost compare-and-set
+        throw new ConcurrencyExhaustedError(1, `${SQLSTATE.uniqueViolation}: ${violation.constraint ?? 'unique index'} while starting ${c.startId}`);
+      }
       const keys = replayKeysOf(c);
       const value = identity === 'attempt' ? attemptValue(keys.attempt.runId, keys.attempt.stepRunId, keys.attempt.startedStepRunVersion) : keys[identity];
       throw new SemanticConflictError(identity, value, undefined, `${identity} ${value} is already used by another record (${violation.constraint ?? 'unique index'}) (R4.3)`);
@@ -575,7 +580,7 @@ class PostgresAuthority implements PostgresStartBarrier {
 }
 
 /** The identity a unique constraint guards; event ids carry their kind as a prefix (rows.ts). */
-const identityOfViolation = (violation: { constraint?: string | undefined; detail?: string | undefined }): ReplayIdentity => {
+const identityOfViolation = (violation: { constraint?: string | undefined; detail?: string | undefined }): ReplayIdentity | undefined => {
   const constraint = violation.constraint ?? '';
   if (constraint === 'events_event_id_key') {
     const id = /\(event_id\)=\(([^)]*)\)/.exec(violation.detail ?? '')?.[1] ?? '';
@@ -589,7 +594,7 @@ const identityOfViolation = (violation: { constraint?: string | undefined; detai
     const identity = /\(identity, value\)=\(([A-Za-z]+),/.exec(violation.detail ?? '')?.[1];
     if (identity !== undefined && identity in IDENTITY_NAMES) return identity as ReplayIdentity;
   }
-  return UNIQUE_CONSTRAINT_IDENTITY[constraint] ?? 'startId';
+  return UNIQUE_CONSTRAINT_IDENTITY[constraint];
 };
 
 const IDENTITY_NAMES: Readonly<Record<string, true>> = {

@@ -114,6 +114,32 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     expect(sequences).to.deep.equal(Array.from({ length: RACERS }, (_, i) => versionBefore + 5 * i + 4));
     expect((await main.runs.readStream(s.runId)).length).to.equal(versionBefore + 5 * RACERS);
     for (const step of steps) expect((await main.runs.getStepRun(s.runId, step.stepRunId))?.status).to.equal('running');
+    // every retry turn ended with its attempt: no advisory lock is left, no session setting leaked
+    const locks = await main.pool.query(`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`);
+    expect(locks.rows[0]).to.deep.equal({ n: 0 });
+    for (const a of racers) {
+      const c = await a.pool.connect();
+      try {
+        expect((await c.query(`SELECT setting AS l FROM pg_settings WHERE name = 'lock_timeout'`)).rows[0]).to.deep.equal({ l: String(a.timeouts.lockMs) });
+      } finally {
+        c.release();
+      }
+    }
+  });
+
+  it('R2.1 eight clients create the same Run at once: one succeeds, seven get the typed run_exists precondition', async () => {
+    const s = buildScenario();
+    const racers = await clients(RACERS);
+    const results = await Promise.all(
+      racers.map((a) => a.runs.handle(s.lifecycle[0]).then((r) => ({ ok: r }), (e: unknown) => ({ error: e as Error }))),
+    );
+    expect(results.filter((r) => 'ok' in r)).to.have.length(1);
+    for (const r of results) {
+      if ('ok' in r) continue;
+      expect(r.error, r.error.message).to.be.instanceOf(PreconditionError);
+      expect((r.error as PreconditionError).reason).to.equal('run_exists');
+    }
+    expect(await main.runs.readStream(s.runId)).to.have.length(1);
   });
 
   it('R4.2 eight separate OS processes, same command: exactly one created, seven existing', async function () {

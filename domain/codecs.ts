@@ -168,6 +168,10 @@ const SECRET_LIKE =
 const CODE_LIKE = /\bfunction\s*\*?\s*[A-Za-z0-9_$]*\s*\(|=>|\brequire\s*\(|\bimport\s*\(|\beval\s*\(/;
 const EXCEPTION_LIKE = /^\s*at .+\(.+:\d+:\d+\)|\n\s+at |\b[A-Z][A-Za-z]*Error: /m;
 const TEXT_PATH_LIKE = /(?:^|\s)(?:\.{1,2}\/|~\/|\/[A-Za-z0-9_.-]+\/|[A-Za-z]:\\)/;
+/** URLs in text, with or without a scheme: `x://`, `https:`, protocol-relative `//host`, `www.host`. */
+const TEXT_URL_LIKE = /:\/\/|\b(?:https?|file|data|javascript|mailto|ftp|wss?):|(?:^|[\s("'<[])\/\/[A-Za-z0-9]|\bwww\.[A-Za-z0-9-]+\./i;
+/** Module paths in text: `node_modules`, or a separator in a token naming a code or module file. */
+const TEXT_MODULE_LIKE = /\bnode_modules\b|[^\s/\\]*[/\\]\S*\.(?:m?js|cjs|ts|mts|cts|json|node|sh|py|rb|exe|dll|so|dylib|wasm)\b/i;
 const IDENTITY_CHARS = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
 /** Opaque identity: short, no scheme, no path separators, no code file, nothing secret-like. */
@@ -188,8 +192,8 @@ export const Digest = refinedString('Digest', (s) =>
 export const SafeText = refinedString('SafeText', (s) => {
   if (s.length > 8192) return { reason: 'invalid_value', text: 'text longer than 8192 characters' };
   if (/[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]/.test(s)) return { reason: 'invalid_value', text: 'control characters are not allowed' };
-  if (/:\/\/|\b(?:https?|file|data|javascript|mailto|ftp|wss?):/i.test(s)) return { reason: 'forbidden_value', text: 'text contains a URL (R1.5)' };
-  if (TEXT_PATH_LIKE.test(s)) return { reason: 'forbidden_value', text: 'text contains a path (R1.5)' };
+  if (TEXT_URL_LIKE.test(s)) return { reason: 'forbidden_value', text: 'text contains a URL (R1.5)' };
+  if (TEXT_PATH_LIKE.test(s) || TEXT_MODULE_LIKE.test(s)) return { reason: 'forbidden_value', text: 'text contains a path (R1.5)' };
   if (SECRET_LIKE.test(s)) return { reason: 'forbidden_value', text: 'text looks like it carries a secret (R1.5)' };
   if (CODE_LIKE.test(s)) return { reason: 'forbidden_value', text: 'text looks like code (R1.5)' };
   if (EXCEPTION_LIKE.test(s)) return { reason: 'forbidden_value', text: 'text looks like a raw exception (R1.5)' };

@@ -3,3 +3,15 @@ export { openSqliteStartBarrier, type SqliteStartBarrier, type SqliteStartBarrie
 export type { StartBarrierAuthority, PrepareResult, StoredBarrier, StepRunView, StoredEvent, AppendOutcome, StartStep, StartStepHook } from '../authority';
 export { START_STEPS } from '../authority';
 export { MigrationError } from '../migrations';
+export type {
+  RecoveryApi,
+  RecoverableStartBarrierAuthority,
+  InDoubtQuery,
+  InDoubtStart,
+  AttemptHistoryEntry,
+  StartOutcome,
+  ResolveResult,
+  VerifyOptions,
+  VerifyProblem,
+  VerifyReport,
+} from '../authority';

@@ -36,6 +36,18 @@ describe('recovery read models on SQLite: atomicity, upgrade, damage', function 
     expect((await a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'done' })).status).to.equal('recorded');
   });
 
+  it('issue 5: an outcome event appended through the emmett EventStore is projected in the same transaction too', async () => {
+    const { s, startId } = await startedScenario(a);
+    const version = (await a.runs.readStream(s.runId)).length;
+    await a.eventStore.appendToStream(
+      `run-${s.runId}`,
+      [{ type: 'StepRunLost', data: { runId: s.runId, stepRunId: s.stepRunId, startId, stepRunVersion: 4, resolution: { decidedBy: 'orchestrator', reason: 'lease expired' }, occurredAtMs: 12 } }],
+      { expectedStreamVersion: BigInt(version) },
+    );
+    expect(await a.recovery.outcome(startId)).to.include({ outcome: 'lost', decidedBy: 'orchestrator', reason: 'lease expired', requestedAtMs: 12 });
+    expect(await a.recovery.inDoubt()).to.deep.equal([]);
+  });
+
   it('issue 5: migration 0057 projects outcome events appended before it existed', async () => {
     const path = freshDbPath();
     let b = await openSqliteStartBarrier({ path });

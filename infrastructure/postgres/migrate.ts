@@ -27,6 +27,7 @@ export interface MigrationReport {
 export const migratePostgres = async (client: ClientBase, known: readonly Migration[] = loadMigrations('postgres')): Promise<MigrationReport> => {
   await client.query('BEGIN');
   try {
+    await client.query(SQL.MIGRATION_TIMEOUTS.text, bind(SQL.MIGRATION_TIMEOUTS, { statement_timeout: '0', lock_timeout: '0' }));
     await client.query(SQL.MIGRATION_LOCK.text, bind(SQL.MIGRATION_LOCK, { key: SQL.MIGRATION_LOCK_KEY }));
     const pending = planMigrations(known, await readApplied(client));
     for (const m of pending) {

@@ -4,7 +4,7 @@ import { CorruptRecordError, SemanticConflictError, canonicalJson, digestCanonic
 import { buildScenario, type Scenario } from '../../domain/scenario';
 import type { PostgresStartBarrier } from '../../infrastructure/postgres';
 import { AUDIT_COLUMNS, BARRIER_COLUMNS, MUTATION_COLUMNS, RECEIPT_COLUMNS, TRACE_COLUMNS } from '../../infrastructure/postgres/sql';
-import { createDatabase, openOn, rejects, type TestDatabase } from './harness';
+import { createDatabase, openOn, rejects, testPool, type TestDatabase } from './harness';
 
 // R5.3 on PostgreSQL: the owner (or a superuser with triggers off) damages one cell at a time;
 // every read fails closed with CorruptRecordError, never a best guess, and a replayed prepare
@@ -33,8 +33,7 @@ describe('PostgreSQL corruption: reads fail closed (R5.3)', function () {
   before(async () => {
     db = await createDatabase();
     a = await openOn(db);
-    admin = new Pool({ connectionString: db.url, max: 2 });
-    admin.on('error', () => undefined);
+    admin = testPool({ connectionString: db.url, max: 2 });
     s = buildScenario();
     for (const c of s.lifecycle) await a.runs.handle(c);
     command = s.startCommand();

@@ -8,10 +8,14 @@ import { openPostgresStartBarrier, type PostgresStartBarrier, type PostgresStart
 
 export const ADMIN_URL = process.env.SB_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
-const HOW_TO_START =
-  'PostgreSQL is not reachable at 127.0.0.1:5432 (user postgres, trust auth). Start it with:\n' +
-  '  pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start\n' +
-  '(install it with `apt-get install -y postgresql` if /etc/postgresql does not exist; .ci/run does both).';
+const HOW_TO_START = (): string => {
+  const url = new URL(ADMIN_URL);
+  return (
+    `PostgreSQL is not reachable at ${url.hostname}:${url.port || '5432'} (user ${url.username || 'postgres'}, trust auth). Start it with:\n` +
+    '  pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start\n' +
+    '(install it with `apt-get install -y postgresql` if /etc/postgresql does not exist; .ci/run does both).'
+  );
+};
 
 const withAdmin = async <T>(body: (c: Client) => Promise<T>, database = 'postgres'): Promise<T> => {
   const url = new URL(ADMIN_URL);
@@ -20,7 +24,7 @@ const withAdmin = async <T>(body: (c: Client) => Promise<T>, database = 'postgre
   try {
     await client.connect();
   } catch (e) {
-    throw new Error(`${HOW_TO_START}\n(cause: ${e instanceof Error ? e.message : String(e)})`);
+    throw new Error(`${HOW_TO_START()}\n(cause: ${e instanceof Error ? e.message : String(e)})`);
   }
   try {
     return await body(client);
@@ -91,6 +95,16 @@ export class MigratedTemplate {
     this.template = undefined;
   }
 }
+
+/**
+ * A pool for specs. `pool.end()` resolves before its sockets close, so dropping the database
+ * right after can terminate a connection still closing; the listener keeps that harmless.
+ */
+export const testPool = (config: ConstructorParameters<typeof Pool>[0]): Pool => {
+  const pool = new Pool(config);
+  pool.on('error', () => undefined);
+  return pool;
+};
 
 export const openOn = (db: TestDatabase, options: Partial<PostgresStartBarrierOptions> = {}): Promise<PostgresStartBarrier> =>
   openPostgresStartBarrier({ ...options, connectionString: db.url } as PostgresStartBarrierOptions);

@@ -4,7 +4,7 @@ import { MigrationError, type Migration } from '../../infrastructure/migrations'
 import { loadMigrations, checksumOf } from '../../infrastructure/migrations';
 import { migratePostgres, openPostgresStartBarrier } from '../../infrastructure/postgres';
 import { buildScenario } from '../../domain/scenario';
-import { countOf, countRows, createDatabase, openOn, rejects, TABLES, type TestDatabase } from './harness';
+import { countOf, countRows, createDatabase, openOn, rejects, TABLES, testPool, type TestDatabase } from './harness';
 
 // R5.2: schema ql3 by forward-only, checksummed migrations; the six roles of the ADR's
 // integration, each proven by connecting as it (SET ROLE through the startup options), never
@@ -62,7 +62,7 @@ describe('PostgreSQL schema and roles (R5.2)', function () {
     it('R5.2 re-opening is a no-op, and concurrent migrators apply each file exactly once (advisory lock)', async () => {
       const opened = await Promise.all(Array.from({ length: 4 }, () => openOn(db)));
       for (const a of opened) await a.close();
-      const pool = new Pool({ connectionString: db.url });
+      const pool = testPool({ connectionString: db.url });
       try {
         const client = await pool.connect();
         try {
@@ -80,7 +80,7 @@ describe('PostgreSQL schema and roles (R5.2)', function () {
 
     it('R5.2 an edited applied migration, a newer database or a reordered history is refused, and nothing is applied', async () => {
       const known = loadMigrations('postgres');
-      const pool = new Pool({ connectionString: db.url });
+      const pool = testPool({ connectionString: db.url });
       try {
         const client = await pool.connect();
         try {
@@ -108,7 +108,7 @@ describe('PostgreSQL schema and roles (R5.2)', function () {
     it('R5.2 a failing migration rolls back entirely (transactional DDL) and names the file', async () => {
       const known = loadMigrations('postgres');
       const broken = [...known, { name: 'pg-9999-broken', sql: 'CREATE TABLE ql3.half_done (x int); SELECT no_such_function();', checksum: checksumOf('x') }];
-      const pool = new Pool({ connectionString: db.url });
+      const pool = testPool({ connectionString: db.url });
       try {
         const client = await pool.connect();
         try {
@@ -157,8 +157,7 @@ describe('PostgreSQL schema and roles (R5.2)', function () {
 
     /** A session whose current_user is `role` (the superuser login drops to it at startup). */
     const as = (role: string): Pool => {
-      const pool = new Pool({ connectionString: db.url, options: `-c role=${role}`, max: 1 });
-      pool.on('error', () => undefined);
+      const pool = testPool({ connectionString: db.url, options: `-c role=${role}`, max: 1 });
       pools.push(pool);
       return pool;
     };
@@ -279,7 +278,7 @@ describe('PostgreSQL schema and roles (R5.2)', function () {
       // and it cannot migrate: a runtime login is refused DDL
       const fresh = await createDatabase();
       try {
-        const runtimeOnFresh = new Pool({ connectionString: fresh.url, options: '-c role=ql3_runtime', max: 1 });
+        const runtimeOnFresh = testPool({ connectionString: fresh.url, options: '-c role=ql3_runtime', max: 1 });
         try {
           const e = await rejects(openPostgresStartBarrier({ pool: runtimeOnFresh }));
           expect(e).to.be.instanceOf(MigrationError);

@@ -3,6 +3,7 @@ import {
   PreconditionError,
   START_FACT_TYPES,
   ValidationError,
+  classifyReplay,
   decodeRunEvent,
   decideDecodedStart,
   decideLifecycle,
@@ -50,15 +51,19 @@ export const runStartTransaction = async (
   const c = decoded.command;
   const hits = await uow.lookupReplay(replayKeysOf(c));
   await hook('lookup');
-  const state = await uow.lockForStart(c.stepRun.runId, c.stepRun.stepRunId);
-  await hook('lock');
-  const facts = decideDecodedStart(decoded, hits, state);
-  if (facts.length === 0) {
+  // R3.1 first: an exact replay (or drift) is decided by the index alone. A replay writes
+  // nothing, so it takes no lock: the barrier it returns is immutable (R6.4), and locking the
+  // Run and StepRun would only make a read a writing transaction (a WAL flush on PostgreSQL).
+  if (classifyReplay(decoded, hits).kind === 'existing') {
     const barrier = await uow.readBarrier(c.startId);
     // The index said "this exact start exists"; the barrier must then be readable.
     if (barrier === null) throw new Error(`replay index names start ${c.startId} but its barrier is missing`);
     return { outcome: 'existing', barrier };
   }
+  const state = await uow.lockForStart(c.stepRun.runId, c.stepRun.stepRunId);
+  await hook('lock');
+  const facts = decideDecodedStart(decoded, hits, state);
+  if (facts.length === 0) throw new Error(`start ${c.startId} decided nothing for a new start`);
   const barrier = await uow.appendStart(facts, state, hook);
   await hook('beforeCommit');
   return { outcome: 'created', barrier };

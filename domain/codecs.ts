@@ -169,9 +169,14 @@ const CODE_LIKE = /\bfunction\s*\*?\s*[A-Za-z0-9_$]*\s*\(|=>|\brequire\s*\(|\bim
 const EXCEPTION_LIKE = /^\s*at .+\(.+:\d+:\d+\)|\n\s+at |\b[A-Z][A-Za-z]*Error: /m;
 const TEXT_PATH_LIKE = /(?:^|\s)(?:\.{1,2}\/|~\/|\/[A-Za-z0-9_.-]+\/|[A-Za-z]:\\)/;
 /** URLs in text, with or without a scheme: `x://`, `https:`, protocol-relative `//host`, `www.host`. */
-const TEXT_URL_LIKE = /:\/\/|\b(?:https?|file|data|javascript|mailto|ftp|wss?):|(?:^|[\s("'<[])\/\/[A-Za-z0-9]|\bwww\.[A-Za-z0-9-]+\./i;
-/** Module paths in text: `node_modules`, or a separator in a token naming a code or module file. */
-const TEXT_MODULE_LIKE = /\bnode_modules\b|[^\s/\\]*[/\\]\S*\.(?:m?js|cjs|ts|mts|cts|json|node|sh|py|rb|exe|dll|so|dylib|wasm)\b/i;
+const TEXT_URL_LIKE = /:\/\/|\b(?:https?|file|data|javascript|mailto|ftp|wss?):|(?:^|[\s("'<[])\/\/[A-Za-z0-9]|\bwww\.[A-Za-z0-9-]/i;
+const MODULE_FILE = /\.(?:m?js|cjs|ts|mts|cts|json|node|sh|py|rb|exe|dll|so|dylib|wasm)(?![A-Za-z0-9])/i;
+/**
+ * Module paths in text: `node_modules`, or a word holding a separator and a code or module file
+ * name. Word by word, so the cost stays linear in the text (no backtracking across it).
+ */
+const textHasModulePath = (s: string): boolean =>
+  /\bnode_modules\b/.test(s) || s.split(/\s+/).some((word) => /[/\\]/.test(word) && MODULE_FILE.test(word));
 const IDENTITY_CHARS = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
 /** Opaque identity: short, no scheme, no path separators, no code file, nothing secret-like. */
@@ -193,7 +198,7 @@ export const SafeText = refinedString('SafeText', (s) => {
   if (s.length > 8192) return { reason: 'invalid_value', text: 'text longer than 8192 characters' };
   if (/[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]/.test(s)) return { reason: 'invalid_value', text: 'control characters are not allowed' };
   if (TEXT_URL_LIKE.test(s)) return { reason: 'forbidden_value', text: 'text contains a URL (R1.5)' };
-  if (TEXT_PATH_LIKE.test(s) || TEXT_MODULE_LIKE.test(s)) return { reason: 'forbidden_value', text: 'text contains a path (R1.5)' };
+  if (TEXT_PATH_LIKE.test(s) || textHasModulePath(s)) return { reason: 'forbidden_value', text: 'text contains a path (R1.5)' };
   if (SECRET_LIKE.test(s)) return { reason: 'forbidden_value', text: 'text looks like it carries a secret (R1.5)' };
   if (CODE_LIKE.test(s)) return { reason: 'forbidden_value', text: 'text looks like code (R1.5)' };
   if (EXCEPTION_LIKE.test(s)) return { reason: 'forbidden_value', text: 'text looks like a raw exception (R1.5)' };

@@ -11,6 +11,7 @@ import {
   decodeOrThrow,
   literal,
   oneOf,
+  plainJsonIssues,
   strictObject,
 } from './codecs';
 import { ValidationError } from './errors';
@@ -103,6 +104,15 @@ export interface DecodedStartCommand {
 
 /** Boundary for every start command: shape, R1.5 content rules, R1.1 size, then digest. */
 export const decodeStartCommand = (input: unknown): DecodedStartCommand => {
+  // R1.1 before the content checks: what was sent, not what it says, bounds the cost of reading it.
+  if (plainJsonIssues(input).length === 0) {
+    const sent = utf8Length(canonicalJson(input));
+    if (sent > MAX_COMMAND_BYTES) {
+      throw new ValidationError('start command', [
+        { path: '(root)', reason: 'too_large', message: `canonical JSON is ${sent} bytes, the limit is ${MAX_COMMAND_BYTES} (R1.1)` },
+      ]);
+    }
+  }
   const command = decodeOrThrow(ToolExecutionStartCommand, 'start command', input);
   const canonical = canonicalJson(command);
   const bytes = utf8Length(canonical);

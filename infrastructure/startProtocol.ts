@@ -1,5 +1,6 @@
 import { assertExpectedVersionMatchesCurrent, type ExpectedStreamVersion } from '@event-driven-io/emmett';
 import {
+  CorruptRecordError,
   PreconditionError,
   START_FACT_TYPES,
   ValidationError,
@@ -56,8 +57,9 @@ export const runStartTransaction = async (
   // Run and StepRun would only make a read a writing transaction (a WAL flush on PostgreSQL).
   if (classifyReplay(decoded, hits).kind === 'existing') {
     const barrier = await uow.readBarrier(c.startId);
-    // The index said "this exact start exists"; the barrier must then be readable.
-    if (barrier === null) throw new Error(`replay index names start ${c.startId} but its barrier is missing`);
+    // The index said "this exact start exists"; the barrier must then be readable, or the
+    // store is damaged: fail closed with the typed error (R5.3), never a raw one.
+    if (barrier === null) throw new CorruptRecordError('replay index', c.startId, 'the index names this start but its barrier is missing');
     return { outcome: 'existing', barrier };
   }
   const state = await uow.lockForStart(c.stepRun.runId, c.stepRun.stepRunId);

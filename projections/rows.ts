@@ -225,6 +225,19 @@ export const startRowsOf = (facts: StartFacts, committedAtMs: number): StartRows
 };
 
 /**
+ * The canonical JSON of the five start events' data, taken from the fact rows that already
+ * hold it (the same objects), so a start canonicalises each fact once. The barrier event's
+ * data is `{ barrier, barrierDigest }`: its keys are already in canonical (UTF-16) order.
+ */
+export const startEventJsonOf = (rows: StartRows): [string, string, string, string, string] => [
+  rows.audit.event_json,
+  rows.trace.anchor_json,
+  rows.receipt.receipt_json,
+  rows.mutation.mutation_json,
+  `{"barrier":${rows.barrier.barrier_json},"barrierDigest":${JSON.stringify(rows.barrier.barrier_digest)}}`,
+];
+
+/**
  * Start facts get deterministic event ids, so a damaged id is caught on read. StepRunStarted
  * carries the RunEvent id itself (it *is* the RunEvent, R3.6); the others are prefixed with a
  * kind (`:` never occurs in an identity, so they cannot collide with a RunEvent id).

@@ -20,7 +20,7 @@ import {
   type RunStreamEvent,
   type StartFacts,
 } from '../../domain';
-import { attemptValue, naturalEventIdOf, runRowOf, startRowsOf, stepRunRowOf } from '../../projections/rows';
+import { attemptValue, naturalEventIdOf, runRowOf, startEventJsonOf, startRowsOf, stepRunRowOf } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import { verifyStartRows } from '../../projections/verifyRows';
 import type {
@@ -352,11 +352,12 @@ class PostgresAuthority implements PostgresStartBarrier {
     if (head === null || from === undefined) throw new Error('appendStart needs the locked Run and StepRun');
     const rows = startRowsOf(facts, tx.nowMs);
     const next = stepRunRowOf({ ...from, status: 'running', version: started.data.stepRunVersion, lastStartId: started.data.startId });
+    const json = startEventJsonOf(rows); // each fact canonicalised once, in startRowsOf
     const events = facts.map((event, i) => ({
       position: head.version + i + 1,
       id: naturalEventIdOf(event)!,
       type: event.type,
-      data: canonicalJson(event.data),
+      data: json[i]!,
     }));
     const eventParams = (prefix: string, slice: typeof events) => ({
       [`${prefix}positions`]: slice.map((e) => e.position),

@@ -31,7 +31,7 @@ import {
   REPLAY_IDENTITIES,
   noReplayHits,
 } from '../../domain';
-import { attemptValue, runRowOf, startRowsOf, stepRunRowOf, naturalEventIdOf, type BarrierRow, type ReplayIdentityRow, type RunRow, type StepRunRow } from '../../projections/rows';
+import { attemptValue, runRowOf, startRowsOf, startEventJsonOf, stepRunRowOf, naturalEventIdOf, type BarrierRow, type ReplayIdentityRow, type RunRow, type StepRunRow } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import { startEventPositions, verifyStartRows, type EventRow } from '../../projections/verifyRows';
 import type {
@@ -328,11 +328,13 @@ class SqliteAuthority implements SqliteStartBarrier {
 
   // ---------------------------------------------------------------- appends
 
-  private insertEvents(stream: string, fromVersion: number, events: readonly RunStreamEvent[], committedAtMs: number): StoredEvent[] {
+  /** `json[i]`, when given, is the canonical JSON of `events[i].data`, already computed. */
+  private insertEvents(stream: string, fromVersion: number, events: readonly RunStreamEvent[], committedAtMs: number, json?: readonly string[]): StoredEvent[] {
     return events.map((event, i) => {
       const eventId = naturalEventIdOf(event) ?? randomUUID();
       const position = fromVersion + i + 1;
-      const { global_position } = this.s.insertEvent!.get(stream, position, eventId, event.type, canonicalJson(event.data), committedAtMs) as {
+      const data = json?.[i] ?? canonicalJson(event.data);
+      const { global_position } = this.s.insertEvent!.get(stream, position, eventId, event.type, data, committedAtMs) as {
         global_position: number;
       };
       return { eventId, streamPosition: position, globalPosition: global_position, committedAtMs, event };
@@ -354,11 +356,12 @@ class SqliteAuthority implements SqliteStartBarrier {
       const stream = streamNameOf(run.runId);
       const committedAtMs = this.nowMs();
       const rows = startRowsOf(facts, committedAtMs);
+      const json = startEventJsonOf(rows);
       const [audit, trace, receipt, started, committed] = facts;
       const from = before.stepRuns[started.data.stepRunId]!;
 
       // R3.3 evidence
-      this.insertEvents(stream, run.version, [audit, trace, receipt], committedAtMs);
+      this.insertEvents(stream, run.version, [audit, trace, receipt], committedAtMs, json.slice(0, 3));
       this.s.insertAudit!.run(rows.audit);
       this.s.insertTrace!.run(rows.trace);
       this.s.insertReceipt!.run(rows.receipt);
@@ -384,12 +387,12 @@ class SqliteAuthority implements SqliteStartBarrier {
       await hook('runCas');
 
       // R3.6 RunEvent and mutation ledger
-      this.insertEvents(stream, run.version + 3, [started], committedAtMs);
+      this.insertEvents(stream, run.version + 3, [started], committedAtMs, json.slice(3, 4));
       this.s.insertMutation!.run(rows.mutation);
       await hook('runEvent');
 
       // R3.7 the immutable barrier and its replay identities
-      this.insertEvents(stream, run.version + 4, [committed], committedAtMs);
+      this.insertEvents(stream, run.version + 4, [committed], committedAtMs, json.slice(4, 5));
       this.s.insertBarrier!.run(rows.barrier);
       for (const identity of rows.identities) this.s.insertIdentity!.run(identity);
       await hook('barrier');

@@ -1,6 +1,7 @@
 // `@qinglong/start-barrier/postgres`: the cluster authority (R5.2), on `pg` (node-postgres).
+// The public opener includes `recovery`, so both subpaths offer the same surface.
+export { openRecoverablePostgresStartBarrier as openPostgresStartBarrier, postgresRecoveryOf, type RecoverablePostgresStartBarrier } from './recovery';
 export {
-  openPostgresStartBarrier,
   DEFAULT_TIMEOUTS,
   DEFAULT_MAX_RETRIES,
   type PostgresStartBarrier,

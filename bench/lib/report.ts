@@ -1,0 +1,65 @@
+import type { Summary } from './measure';
+
+// What the bench prints and writes: one row per measured figure, with the limits beside it
+// (commit floor, CPU on both sides, retries, round trips), and the issue's targets as ratios.
+
+export interface Figure {
+  readonly id: string;
+  readonly section: string;
+  readonly label: string;
+  readonly clients: number;
+  readonly summary: Summary;
+  /** The commit floor measured in the same rounds, under the same conditions. */
+  readonly floor?: Summary;
+  readonly note?: string;
+}
+
+export interface Target {
+  readonly id: string;
+  readonly text: string;
+  /** Measured ratio (higher is better unless `lowerIsBetter`). */
+  readonly ratio: number;
+  readonly required: number;
+  readonly lowerIsBetter?: boolean;
+  /** Printed after ratio and required instead of ×, when the figure is not a ratio. */
+  readonly unit?: string;
+  readonly detail: string;
+  readonly met: boolean;
+}
+
+export const target = (t: Omit<Target, 'met'>): Target => ({
+  ...t,
+  met: Number.isFinite(t.ratio) && (t.lowerIsBetter ? t.ratio <= t.required : t.ratio >= t.required),
+});
+
+const fmt = (v: number | null | undefined, digits = 0): string => {
+  if (v === null || v === undefined || !Number.isFinite(v)) return '–';
+  return v.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
+};
+const ms = (v: number): string => (v < 0.1 ? fmt(v, 3) : v < 10 ? fmt(v, 2) : fmt(v, 1));
+
+export const figureTable = (figures: readonly Figure[]): string => {
+  const head =
+    '| figure | clients | ops/s | p50 ms | p99 ms | client CPU µs/op | server CPU µs/op | round trips/op | retries/op | commit floor ops/s | × floor |\n' +
+    '|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|';
+  const lines = figures.map((f) => {
+    const s = f.summary;
+    const rt = s.perOp.roundTrips;
+    const retries = s.perOp.retries;
+    const failed = s.perOp.failures;
+    const floor = f.floor?.opsPerSec;
+    return `| ${f.label}${f.note ? ` (${f.note})` : ''} | ${f.clients} | ${fmt(s.opsPerSec)} | ${ms(s.p50Ms)} | ${ms(s.p99Ms)} | ${fmt(s.clientCpuMsPerOp * 1000)} | ${fmt(
+      s.serverCpuMsPerOp === null ? null : s.serverCpuMsPerOp * 1000,
+    )} | ${rt === undefined ? '–' : fmt(rt, 1)} | ${retries === undefined ? '–' : fmt(retries, 3)}${failed ? ` (${fmt(failed * 100, 1)}% failed)` : ''} | ${fmt(floor)} | ${floor ? fmt(s.opsPerSec / floor, 2) : '–'} |`;
+  });
+  return [head, ...lines].join('\n');
+};
+
+export const targetTable = (targets: readonly Target[]): string => {
+  const head = '| target | measured | ratio | required | met |\n|---|---|---:|---:|:---:|';
+  const lines = targets.map(
+    (t) =>
+      `| ${t.text} | ${t.detail} | ${fmt(t.ratio, 2)}${t.unit ?? '×'} | ${t.lowerIsBetter ? '≤' : '≥'} ${fmt(t.required, 1)}${t.unit ?? '×'} | ${t.met ? 'met' : '**missed**'} |`,
+  );
+  return [head, ...lines].join('\n');
+};

@@ -1,0 +1,236 @@
+import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import type { Pool } from 'pg';
+import { buildScenario, type Scenario } from '../../domain/scenario';
+import { openPostgresStartBarrier, type PostgresStartBarrier } from '../../infrastructure/postgres';
+import { DEFAULT_TIMEOUTS } from '../../infrastructure/postgres';
+import { pgOpsFor, type BenchContext } from '../lib/context';
+import { longRunOf } from '../lib/longRun';
+import { runRound, summarize, type RoundResult, type Summary } from '../lib/measure';
+import { target, type Figure } from '../lib/report';
+import { lifecycleOf, seededRunOf, startWriteOf, trustedDecoded } from '../lib/startRows';
+import { countingPool, createDatabase, type BenchDatabase, type PoolCounters } from './admin';
+import { BareStart, CREATE_FLOOR, SELECT_BARRIER, floorTransaction, seedLongRun, seedReadyRuns, seedStartedRuns } from './bulk';
+import { pgbenchInit, pgbenchRound } from './pgbench';
+
+// PostgreSQL: `prepare` at 1, 4, 8 and 16 clients on distinct Runs, side by side, round by
+// round, with the commit floor, a bare transaction writing the same rows, pgbench tpcb-like
+// and the emmett-postgresql peer at the same client count; then contention on one Run, and
+// exact replay against one indexed SELECT round trip.
+
+// Random ids (UUIDs, as production makes them): sequential ones would share B-tree leaf pages
+// and turn SERIALIZABLE's page-level predicate locks into conflicts no real workload has.
+const fresh = (_tag: string, n: number): Scenario[] => Array.from({ length: n }, () => buildScenario());
+
+/** A start that fails (e.g. retries exhausted) is counted, not fatal: the figure says how many. */
+const failures = { count: 0 };
+const tolerant = (op: () => Promise<unknown>) => async () => {
+  try {
+    await op();
+  } catch (e) {
+    failures.count++;
+    if (failures.count <= 3) process.stderr.write(`  prepare failed: ${e instanceof Error ? e.message : String(e)}\n`);
+  }
+};
+
+class EmmettPeer {
+  private readonly child: ChildProcessWithoutNullStreams;
+  private readonly lines: AsyncIterator<string>;
+  private stderr = '';
+
+  constructor(url: string, maxClients: number) {
+    this.child = spawn(process.execPath, [...process.execArgv, join(__dirname, 'emmettChild.ts'), url, String(maxClients)], { stdio: ['pipe', 'pipe', 'pipe'] });
+    this.child.stderr.on('data', (d: Buffer) => (this.stderr += d.toString()));
+    this.lines = createInterface({ input: this.child.stdout })[Symbol.asyncIterator]();
+  }
+
+  async round(clients: number, opsPerClient: number, tag: string): Promise<RoundResult> {
+    this.child.stdin.write(`${JSON.stringify({ clients, opsPerClient, tag })}\n`);
+    const next = await this.lines.next();
+    if (next.done === true) throw new Error(`the emmett-postgresql child ended: ${this.stderr.slice(-2000)}`);
+    return JSON.parse(next.value) as RoundResult;
+  }
+
+  close(): Promise<void> {
+    return new Promise((resolve) => {
+      this.child.on('close', () => resolve());
+      this.child.stdin.end();
+    });
+  }
+}
+
+const poolOptions = {
+  statement_timeout: DEFAULT_TIMEOUTS.statementMs,
+  lock_timeout: DEFAULT_TIMEOUTS.lockMs,
+  idle_in_transaction_session_timeout: DEFAULT_TIMEOUTS.idleInTransactionMs,
+};
+
+interface Product {
+  readonly db: BenchDatabase;
+  readonly a: PostgresStartBarrier;
+  readonly pool: Pool;
+  readonly counters: PoolCounters;
+}
+
+const openProduct = async (adminUrl: string, maxClients: number): Promise<Product> => {
+  const db = await createDatabase(adminUrl);
+  const { pool, counters } = countingPool(db.url, maxClients, poolOptions);
+  const a = await openPostgresStartBarrier({ pool });
+  return { db, a, pool, counters };
+};
+
+const counterFn = (c: PoolCounters) => () => ({ roundTrips: c.roundTrips, retries: c.retries, failures: failures.count });
+
+export const postgresSections = async (ctx: BenchContext, adminUrl: string): Promise<void> => {
+  const { rounds, pgClients, pgbenchSeconds, latencyOps } = ctx.sizes;
+  const maxClients = Math.max(...pgClients);
+  const dbs: BenchDatabase[] = [];
+  const pools: Pool[] = [];
+  let peer: EmmettPeer | undefined;
+  try {
+    ctx.log('postgres: creating databases (product, empty product, bare, pgbench, emmett)');
+    const product = await openProduct(adminUrl, maxClients);
+    dbs.push(product.db);
+    // The product database holds history, as a deployed one does; an empty one (a fresh
+    // deployment) is measured beside it at 8 clients.
+    ctx.log(`postgres: seeding ${ctx.sizes.pgHistory} started Runs of history`);
+    const t0 = performance.now();
+    for (let i = 0; i < ctx.sizes.pgHistory; i += 2000) {
+      const n = Math.min(2000, ctx.sizes.pgHistory - i);
+      await seedStartedRuns(product.pool, Array.from({ length: n }, () => seededRunOf(buildScenario(), Date.now())));
+    }
+    ctx.extra.pgHistorySeedMs = performance.now() - t0;
+    const empty = await openProduct(adminUrl, maxClients);
+    dbs.push(empty.db);
+    const bareDb = await createDatabase(adminUrl);
+    dbs.push(bareDb);
+    await (await openPostgresStartBarrier({ connectionString: bareDb.url })).close(); // same schema
+    const bare = countingPool(bareDb.url, maxClients, poolOptions);
+    pools.push(bare.pool);
+    await bare.pool.query(CREATE_FLOOR);
+    const pgbenchDb = await createDatabase(adminUrl);
+    dbs.push(pgbenchDb);
+    await pgbenchInit(pgbenchDb.url, ctx.sizes.quick ? 1 : maxClients);
+    const emmettDb = await createDatabase(adminUrl);
+    dbs.push(emmettDb);
+    peer = new EmmettPeer(emmettDb.url, maxClients);
+    const bareStart = new BareStart();
+
+    const r: Record<string, RoundResult[]> = {};
+    const push = (k: string, v: RoundResult) => (r[k] ??= []).push(v);
+    for (let round = 0; round < rounds; round++) {
+      for (const clients of round % 2 === 0 ? pgClients : [...pgClients].reverse()) {
+        ctx.log(`postgres round ${round + 1}/${rounds}, ${clients} clients`);
+        const k = pgOpsFor(ctx.sizes, clients);
+        const total = clients * k;
+        push(`floor-${clients}`, await runRound({ clients, opsPerClient: k, server: true, counters: counterFn(bare.counters), op: (c, i) => floorTransaction(bare.pool, c * k + i) }));
+
+        const scenarios = fresh('p', total);
+        await seedReadyRuns(product.pool, scenarios);
+        await product.pool.query('ANALYZE');
+        const commands = scenarios.map((s) => s.startCommand());
+        push(`prepare-${clients}`, await runRound({ clients, opsPerClient: k, server: true, counters: counterFn(product.counters), op: (c, i) => tolerant(() => product.a.barriers.prepare(commands[c * k + i]))() }));
+
+        const bareScenarios = fresh('b', total);
+        await seedReadyRuns(bare.pool, bareScenarios);
+        await bare.pool.query('ANALYZE');
+        const now = Date.now();
+        const writes = bareScenarios.map((s) => startWriteOf(trustedDecoded(s.startCommand()), lifecycleOf(s).state, now));
+        push(`bare-${clients}`, await runRound({ clients, opsPerClient: k, server: true, counters: counterFn(bare.counters), op: (c, i) => bareStart.run(bare.pool, writes[c * k + i]!) }));
+
+        push(`pgbench-${clients}`, await pgbenchRound(pgbenchDb.url, clients, pgbenchSeconds));
+        push(`emmett-${clients}`, await peer.round(clients, k, `e${round}c${clients}`));
+      }
+
+      // A fresh deployment: the same start at 8 clients on empty tables.
+      {
+        const k = pgOpsFor(ctx.sizes, 8);
+        const sc = fresh('z', 8 * k);
+        await seedReadyRuns(empty.pool, sc);
+        await empty.pool.query('ANALYZE');
+        const cmds = sc.map((x) => x.startCommand());
+        push('empty-8', await runRound({ clients: 8, opsPerClient: k, server: true, counters: counterFn(empty.counters), op: (c, i) => tolerant(() => empty.a.barriers.prepare(cmds[c * k + i]))() }));
+      }
+
+      // Contention: 8 clients starting different StepRuns of one Run.
+      const hot = 8;
+      const k = pgOpsFor(ctx.sizes, hot);
+      const long = longRunOf(`hot${round}`, 2 * hot * k + 1);
+      await seedLongRun(product.pool, long);
+      await product.pool.query('ANALYZE');
+      const hotCommands = long.ready.map((s, i) => s.startCommand(undefined, `s${i}-v3`));
+      push('contention', await runRound({ clients: hot, opsPerClient: k, server: true, counters: counterFn(product.counters), op: (c, i) => tolerant(() => product.a.barriers.prepare(hotCommands[c * k + i]))() }));
+
+      // Exact replay against one indexed SELECT round trip, one client.
+      const replayed = fresh('r', latencyOps);
+      await seedReadyRuns(product.pool, replayed);
+      const replay = replayed.map((s) => s.startCommand());
+      for (const c of replay) await product.a.barriers.prepare(c);
+      push('replay', await runRound({ clients: 1, opsPerClient: replay.length, server: true, counters: counterFn(product.counters), op: (_c, i) => product.a.barriers.prepare(replay[i]) }));
+      push('select', await runRound({ clients: 1, opsPerClient: replay.length, server: true, counters: counterFn(product.counters), op: (_c, i) => product.pool.query(SELECT_BARRIER, [replay[i]!.startId]) }));
+    }
+    for (const p of [product, empty]) {
+      await p.a.close();
+      await p.pool.end();
+    }
+
+    const s: Record<string, Summary> = Object.fromEntries(Object.entries(r).map(([key, v]) => [key, summarize(v)]));
+    const fig = (id: string, label: string, clients: number, key: string, floorKey?: string, note?: string): Figure => ({
+      id,
+      section: 'postgres',
+      label,
+      clients,
+      summary: s[key]!,
+      ...(floorKey ? { floor: s[floorKey]! } : {}),
+      ...(note ? { note } : {}),
+    });
+    for (const c of pgClients) {
+      const floor = `floor-${c}`;
+      ctx.figures.push(
+        fig(`pg.floor.${c}`, 'PostgreSQL: commit floor (BEGIN; INSERT; COMMIT)', c, floor, floor),
+        fig(`pg.pgbench.${c}`, `pgbench tpcb-like (-j 1, scale ${ctx.sizes.quick ? 1 : maxClients})`, c, `pgbench-${c}`, floor),
+        fig(`pg.bare.${c}`, 'PostgreSQL: bare transaction, same rows, no checks', c, `bare-${c}`, floor),
+        fig(`pg.emmett.${c}`, 'emmett-postgresql 0.42: append the same 5 events, expected version', c, `emmett-${c}`, floor),
+        fig(`pg.prepare.${c}`, `PostgreSQL: prepare (new start, distinct Runs, ${ctx.sizes.pgHistory.toLocaleString('en-US')} stored)`, c, `prepare-${c}`, floor),
+      );
+    }
+    ctx.figures.push(
+      fig('pg.empty.8', 'PostgreSQL: prepare on empty tables (fresh deployment, no history)', 8, 'empty-8', 'floor-8'),
+      fig('pg.contention', 'PostgreSQL: prepare, 8 clients on one Run', 8, 'contention', 'floor-8'),
+      fig('pg.replay', 'PostgreSQL: prepare, exact replay', 1, 'replay', 'floor-1'),
+      fig('pg.select', 'PostgreSQL: one indexed SELECT round trip (barrier by start_id)', 1, 'select'),
+    );
+    const at8 = pgClients.includes(8) ? 8 : maxClients;
+    ctx.targets.push(
+      target({
+        id: 'pg.pgbench',
+        text: `PostgreSQL starts/s at ${at8} clients ≥ 1.0× pgbench tpcb-like at ${at8}`,
+        ratio: s[`prepare-${at8}`]!.opsPerSec / s[`pgbench-${at8}`]!.opsPerSec,
+        required: 1,
+        detail: `${s[`prepare-${at8}`]!.opsPerSec.toFixed(0)} vs ${s[`pgbench-${at8}`]!.opsPerSec.toFixed(0)} tps`,
+      }),
+      target({
+        id: 'pg.replay',
+        text: 'PostgreSQL exact replay p50 ≤ 1.5× one indexed SELECT round trip',
+        ratio: s.replay!.p50Ms / s.select!.p50Ms,
+        required: 1.5,
+        lowerIsBetter: true,
+        detail: `${(s.replay!.p50Ms * 1000).toFixed(0)} µs vs ${(s.select!.p50Ms * 1000).toFixed(0)} µs`,
+      }),
+      ...pgClients.map((c) =>
+        target({
+          id: `pg.emmett.${c}`,
+          text: `≥ 1.0× emmett-postgresql appending the same events, ${c} client${c === 1 ? '' : 's'}`,
+          ratio: s[`prepare-${c}`]!.opsPerSec / s[`emmett-${c}`]!.opsPerSec,
+          required: 1,
+          detail: `${s[`prepare-${c}`]!.opsPerSec.toFixed(0)} vs ${s[`emmett-${c}`]!.opsPerSec.toFixed(0)} appends/s`,
+        }),
+      ),
+    );
+  } finally {
+    await peer?.close();
+    for (const p of pools) await p.end();
+    for (const d of dbs) await d.drop().catch((e: unknown) => ctx.log(`could not drop ${d.name}: ${String(e)}`));
+  }
+};

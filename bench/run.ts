@@ -1,0 +1,74 @@
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, hostname, loadavg, tmpdir, totalmem } from 'node:os';
+import { join, resolve } from 'node:path';
+import { Command } from 'commander';
+import { DEFAULT, QUICK, type BenchContext } from './lib/context';
+import { figureTable, targetTable } from './lib/report';
+import { sqliteSections } from './sqlite/sections';
+import { sqliteRss } from './sqlite/rss';
+import { postgresSections } from './postgres/sections';
+
+// `npm run bench` (issue 6): one run, this machine, every figure side by side with its limits.
+// Prints a markdown table and writes the figures as JSON. `--quick` is a CI smoke test with
+// tiny sizes: its numbers mean nothing.
+
+const program = new Command()
+  .name('bench')
+  .option('--quick', 'tiny sizes: a smoke test of the harness, not a measurement')
+  .option('--out <file>', 'where to write the JSON figures', 'bench-results/latest.json')
+  .option('--only <sections>', 'comma-separated subset: sqlite,scale,rss,postgres')
+  .option('--pg <url>', 'PostgreSQL admin URL (a fresh database is created and dropped per figure group)', process.env.SB_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres')
+  .option('--cache <dir>', 'where large seeded databases are kept between runs', 'bench-results/cache');
+
+const main = async (): Promise<void> => {
+  program.parse();
+  const opts = program.opts<{ quick?: boolean; out: string; only?: string; pg: string; cache: string }>();
+  const sizes = opts.quick ? QUICK : DEFAULT;
+  const only = opts.only ? new Set(opts.only.split(',')) : undefined;
+  const wants = (s: string) => only === undefined || only.has(s);
+  const tmp = mkdtempSync(join(tmpdir(), 'start-barrier-bench-'));
+  const started = Date.now();
+  const ctx: BenchContext = {
+    sizes,
+    tmp,
+    cacheDir: resolve(opts.cache),
+    figures: [],
+    targets: [],
+    extra: {},
+    log: (m) => process.stderr.write(`[bench ${((Date.now() - started) / 1000).toFixed(0).padStart(4)}s] ${m}\n`),
+  };
+  try {
+    if (wants('postgres')) await postgresSections(ctx, opts.pg);
+    if (wants('sqlite')) await sqliteSections(ctx, { stored: wants('scale'), stream: wants('scale') });
+    else if (wants('scale')) await sqliteSections(ctx, { throughput: false, stored: true, stream: true });
+    if (wants('rss')) await sqliteRss(ctx);
+  } finally {
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  const elapsedS = (Date.now() - started) / 1000;
+  const command = `npm run bench${opts.quick ? ' -- --quick' : ''}${opts.only ? ` -- --only ${opts.only}` : ''}`;
+  const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, load ${loadavg().map((l) => l.toFixed(2)).join(' ')}`;
+  const markdown = [
+    `### Start barrier bench${opts.quick ? ' (--quick: smoke test, not a measurement)' : ''}`,
+    '',
+    `\`${command}\` on ${hostname()} (${machine}), ${new Date(started).toISOString()}, ${elapsedS.toFixed(0)} s. ` +
+      `Medians of ${sizes.rounds} rounds; every ratio is between figures of this same run.`,
+    '',
+    figureTable(ctx.figures),
+    '',
+    targetTable(ctx.targets),
+    '',
+  ].join('\n');
+  process.stdout.write(`${markdown}\n`);
+  mkdirSync(resolve(opts.out, '..'), { recursive: true });
+  writeFileSync(
+    opts.out,
+    `${JSON.stringify({ command, quick: sizes.quick, startedAt: new Date(started).toISOString(), elapsedS, machine, sizes, figures: ctx.figures, targets: ctx.targets, extra: ctx.extra, markdown }, null, 2)}\n`,
+  );
+  ctx.log(`wrote ${opts.out}`);
+};
+
+main().catch((e: unknown) => {
+  console.error(e);
+  process.exitCode = 1;
+});

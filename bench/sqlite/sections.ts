@@ -1,0 +1,211 @@
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { buildScenario, type Scenario } from '../../domain/scenario';
+import { openSqliteStartBarrier, type SqliteStartBarrier } from '../../infrastructure/sqlite';
+import { PRAGMAS } from '../../infrastructure/sqlite/sql';
+import type { ToolExecutionStartCommand } from '../../domain';
+import type { BenchContext } from '../lib/context';
+import { longRunOf } from '../lib/longRun';
+import { runRound, runSyncRound, summarize, type RoundResult } from '../lib/measure';
+import { target } from '../lib/report';
+import { lifecycleOf, startWriteOf, trustedDecoded } from '../lib/startRows';
+import { SqliteWriter } from './bulk';
+import { cachedSeed, seedStartedRuns } from './seed';
+
+// SQLite: the product's `prepare` in FULL and NORMAL against a bare transaction writing the
+// same rows and the commit floor; exact replay against one prepared get; the cost as stored
+// barriers and Run streams grow. One connection: every figure is at one client.
+
+type Sync = 'FULL' | 'NORMAL';
+
+let counter = 0;
+const fresh = (tag: string, n: number): Scenario[] => {
+  const base = `${tag}${(counter++).toString(36)}-`;
+  return Array.from({ length: n }, (_, i) => buildScenario({ prefix: `${base}${i}` }));
+};
+
+const openProduct = async (path: string, sync: Sync): Promise<{ a: SqliteStartBarrier; w: SqliteWriter }> => {
+  const a = await openSqliteStartBarrier({ path, synchronous: sync });
+  return { a, w: new SqliteWriter(a.db) };
+};
+
+/** A migrated database driven by hand (no authority): the bare baseline. */
+const openBare = async (path: string, sync: Sync): Promise<SqliteWriter> => {
+  await (await openSqliteStartBarrier({ path, synchronous: sync })).close();
+  const db = new Database(path);
+  for (const p of PRAGMAS(sync, 5000)) db.pragma(p);
+  return new SqliteWriter(db);
+};
+
+const prepareRound = async (a: SqliteStartBarrier, commands: readonly ToolExecutionStartCommand[]): Promise<RoundResult> =>
+  runRound({ clients: 1, opsPerClient: commands.length, op: (_c, i) => a.barriers.prepare(commands[i]) });
+
+export const sqliteSections = async (ctx: BenchContext, which: { throughput?: boolean; stored?: boolean; stream?: boolean } = {}): Promise<void> => {
+  if (which.throughput ?? true) await throughputAndReplay(ctx);
+  if (which.stored ?? true) await scaleStored(ctx);
+  if (which.stream ?? true) await scaleStream(ctx);
+};
+
+const throughputAndReplay = async (ctx: BenchContext): Promise<void> => {
+  const { rounds, sqliteOps: n, latencyOps } = ctx.sizes;
+  const modes: Sync[] = ['FULL', 'NORMAL'];
+  const product = new Map<Sync, { a: SqliteStartBarrier; w: SqliteWriter }>();
+  const bare = new Map<Sync, SqliteWriter>();
+  for (const m of modes) {
+    product.set(m, await openProduct(join(ctx.tmp, `product-${m}.db`), m));
+    bare.set(m, await openBare(join(ctx.tmp, `bare-${m}.db`), m));
+  }
+  const r: Record<string, RoundResult[]> = {};
+  const push = (k: string, v: RoundResult) => (r[k] ??= []).push(v);
+  for (let round = 0; round < rounds; round++) {
+    ctx.log(`sqlite round ${round + 1}/${rounds}`);
+    for (const m of round % 2 === 0 ? modes : [...modes].reverse()) {
+      const { a, w } = product.get(m)!;
+      const b = bare.get(m)!;
+      push(`floor-${m}`, await runRound({ clients: 1, opsPerClient: n, op: (_c, i) => b.floor(i) }));
+
+      const scenarios = fresh('s', n);
+      w.readyRuns(scenarios);
+      const commands = scenarios.map((s) => s.startCommand());
+      push(`prepare-${m}`, await prepareRound(a, commands));
+      const replay = commands.slice(0, latencyOps);
+      push(`replay-${m}`, await prepareRound(a, replay));
+      push(`get-${m}`, runSyncRound(replay.length, (i) => w.get(replay[i]!.startId)));
+
+      const bareScenarios = fresh('b', n);
+      b.readyRuns(bareScenarios);
+      const now = Date.now();
+      const writes = bareScenarios.map((s) => startWriteOf(trustedDecoded(s.startCommand()), lifecycleOf(s).state, now));
+      push(`bare-${m}`, await runRound({ clients: 1, opsPerClient: n, op: (_c, i) => b.bareStart(writes[i]!) }));
+    }
+  }
+  for (const m of modes) {
+    await product.get(m)!.a.close();
+    bare.get(m)!.db.close();
+  }
+  const s = Object.fromEntries(Object.entries(r).map(([k, v]) => [k, summarize(v)]));
+  for (const m of modes) {
+    const floor = s[`floor-${m}`]!;
+    ctx.figures.push(
+      { id: `sqlite.floor.${m}`, section: 'sqlite', label: `SQLite ${m}: commit floor (BEGIN IMMEDIATE; INSERT; COMMIT)`, clients: 1, summary: floor, floor },
+      { id: `sqlite.bare.${m}`, section: 'sqlite', label: `SQLite ${m}: bare transaction, same rows, no checks`, clients: 1, summary: s[`bare-${m}`]!, floor },
+      { id: `sqlite.prepare.${m}`, section: 'sqlite', label: `SQLite ${m}: prepare (new start)`, clients: 1, summary: s[`prepare-${m}`]!, floor },
+      { id: `sqlite.replay.${m}`, section: 'sqlite', label: `SQLite ${m}: prepare, exact replay`, clients: 1, summary: s[`replay-${m}`]!, floor },
+      { id: `sqlite.get.${m}`, section: 'sqlite', label: `SQLite ${m}: one prepared get (barrier by start_id)`, clients: 1, summary: s[`get-${m}`]! },
+    );
+  }
+  const ratio = (a: string, b: string) => s[a]!.opsPerSec / s[b]!.opsPerSec;
+  ctx.targets.push(
+    target({
+      id: 'sqlite.full',
+      text: 'SQLite FULL starts/s ≥ 0.7× bare transaction',
+      ratio: ratio('prepare-FULL', 'bare-FULL'),
+      required: 0.7,
+      detail: `${s['prepare-FULL']!.opsPerSec.toFixed(0)} vs ${s['bare-FULL']!.opsPerSec.toFixed(0)} starts/s`,
+    }),
+    target({
+      id: 'sqlite.normal',
+      text: 'SQLite NORMAL starts/s ≥ 0.5× bare transaction',
+      ratio: ratio('prepare-NORMAL', 'bare-NORMAL'),
+      required: 0.5,
+      detail: `${s['prepare-NORMAL']!.opsPerSec.toFixed(0)} vs ${s['bare-NORMAL']!.opsPerSec.toFixed(0)} starts/s`,
+    }),
+    target({
+      id: 'sqlite.replay',
+      text: 'SQLite exact replay p50 ≤ 2× one prepared get',
+      ratio: s['replay-FULL']!.p50Ms / s['get-FULL']!.p50Ms,
+      required: 2,
+      lowerIsBetter: true,
+      detail: `${(s['replay-FULL']!.p50Ms * 1000).toFixed(0)} µs vs ${(s['get-FULL']!.p50Ms * 1000).toFixed(1)} µs`,
+    }),
+  );
+};
+
+/** Starts/s with few and with many barriers already stored (NORMAL, so fsync does not hide it). */
+const scaleStored = async (ctx: BenchContext): Promise<void> => {
+  const { rounds, scaleOps: n, scaleSmall, scaleLarge } = ctx.sizes;
+  const smallPath = join(ctx.tmp, `scale-${scaleSmall}.db`);
+  const t0 = performance.now();
+  await seedStartedRuns(smallPath, scaleSmall, `small-`);
+  const small = { path: smallPath, cached: false, seedMs: performance.now() - t0 };
+  ctx.log(`sqlite scale: ${scaleLarge} stored barriers (cache ${ctx.cacheDir})`);
+  let lastLog = 0;
+  const large = ctx.sizes.quick
+    ? await (async () => {
+        const path = join(ctx.tmp, `scale-${scaleLarge}.db`);
+        const t = performance.now();
+        await seedStartedRuns(path, scaleLarge, 'large-');
+        return { path, cached: false, seedMs: performance.now() - t };
+      })()
+    : await cachedSeed(ctx.cacheDir, scaleLarge, (d) => {
+        if (d - lastLog >= 100_000) {
+          lastLog = d;
+          ctx.log(`  seeded ${d}`);
+        }
+      });
+  const dbs = [
+    { key: 'small', count: scaleSmall, ...(await openProduct(small.path, 'NORMAL')), seed: small },
+    { key: 'large', count: scaleLarge, ...(await openProduct(large.path, 'NORMAL')), seed: large },
+  ];
+  const stored: Record<string, number> = {};
+  for (const d of dbs) stored[d.key] = (d.a.db.prepare('SELECT max(rowid) AS n FROM tool_execution_start_barriers').get() as { n: number }).n;
+  const r: Record<string, RoundResult[]> = {};
+  for (let round = 0; round < rounds; round++) {
+    for (const d of round % 2 === 0 ? dbs : [...dbs].reverse()) {
+      const scenarios = fresh(`x${d.key}`, n);
+      d.w.readyRuns(scenarios);
+      (r[d.key] ??= []).push(await prepareRound(d.a, scenarios.map((s) => s.startCommand())));
+    }
+  }
+  for (const d of dbs) await d.a.close();
+  const s = { small: summarize(r.small!), large: summarize(r.large!) };
+  ctx.extra.sqliteScale = { storedAtStart: stored, seed: { small: small.seedMs, large: { cached: large.cached, seedMs: large.seedMs } } };
+  const fmtN = (v: number) => (v >= 1e6 ? `10^${Math.log10(v).toFixed(0)}` : v.toLocaleString('en-US'));
+  ctx.figures.push(
+    { id: 'sqlite.scale.small', section: 'scale', label: `SQLite NORMAL: prepare with ${fmtN(scaleSmall)} barriers stored`, clients: 1, summary: s.small },
+    { id: 'sqlite.scale.large', section: 'scale', label: `SQLite NORMAL: prepare with ${fmtN(scaleLarge)} barriers stored`, clients: 1, summary: s.large, ...(large.cached ? { note: 'seeded from cache' } : {}) },
+  );
+  ctx.targets.push(
+    target({
+      id: 'scale.barriers',
+      text: `${fmtN(scaleLarge)} stored barriers ≥ 0.8× of ${fmtN(scaleSmall)} (SQLite)`,
+      ratio: s.large.opsPerSec / s.small.opsPerSec,
+      required: 0.8,
+      detail: `${s.large.opsPerSec.toFixed(0)} vs ${s.small.opsPerSec.toFixed(0)} starts/s`,
+    }),
+  );
+};
+
+/** Starts/s on Runs whose stream holds 10 events against one that holds 10,000. */
+const scaleStream = async (ctx: BenchContext): Promise<void> => {
+  const { rounds, scaleOps: n, streamShort, streamLong } = ctx.sizes;
+  const { a, w } = await openProduct(join(ctx.tmp, 'stream.db'), 'NORMAL');
+  const perLong = Math.floor((streamLong - 1) / 2);
+  const longRuns = Array.from({ length: Math.ceil((rounds * n) / perLong) }, (_, i) => longRunOf(`long${i}`, streamLong));
+  for (const l of longRuns) w.longRun(l);
+  const longQueue = longRuns.flatMap((l) => l.ready.map((s, i) => s.startCommand(undefined, `s${i}-v3`)));
+  const r: Record<string, RoundResult[]> = {};
+  for (let round = 0; round < rounds; round++) {
+    const shortRuns = Array.from({ length: n }, (_, i) => longRunOf(`short${round}x${i}`, streamShort));
+    for (const l of shortRuns) w.longRun(l);
+    const short = shortRuns.map((l) => l.ready[0]!.startCommand(undefined, 's0-v3'));
+    const long = longQueue.splice(0, n);
+    const order: [string, ToolExecutionStartCommand[]][] = [['short', short], ['long', long]];
+    for (const [key, commands] of round % 2 === 0 ? order : order.reverse()) (r[key] ??= []).push(await prepareRound(a, commands));
+  }
+  await a.close();
+  const s = { short: summarize(r.short!), long: summarize(r.long!) };
+  ctx.figures.push(
+    { id: 'sqlite.stream.short', section: 'scale', label: `SQLite NORMAL: prepare on a Run of ${streamShort} events`, clients: 1, summary: s.short },
+    { id: 'sqlite.stream.long', section: 'scale', label: `SQLite NORMAL: prepare on a Run of ${streamLong.toLocaleString('en-US')} events`, clients: 1, summary: s.long },
+  );
+  ctx.targets.push(
+    target({
+      id: 'scale.stream',
+      text: `a Run of ${streamLong.toLocaleString('en-US')} events ≥ 0.8× a Run of ${streamShort} (SQLite)`,
+      ratio: s.long.opsPerSec / s.short.opsPerSec,
+      required: 0.8,
+      detail: `${s.long.opsPerSec.toFixed(0)} vs ${s.short.opsPerSec.toFixed(0)} starts/s`,
+    }),
+  );
+};

@@ -1,0 +1,78 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { expect } from 'chai';
+
+// `npm run bench -- --quick` is a smoke test of the bench harness (issue 6): it runs every
+// section at tiny sizes against SQLite and the PostgreSQL server, prints the markdown tables
+// and writes the JSON figures. Nothing here looks at how fast anything was: no timed
+// assertions in the suite, ever. The figures only have to exist and be numbers.
+
+interface Figure {
+  id: string;
+  clients: number;
+  summary: { opsPerSec: number; p50Ms: number; p99Ms: number; rounds: number };
+}
+interface Target {
+  id: string;
+  ratio: number;
+  met: boolean;
+}
+
+describe('bench --quick (issue 6): the harness runs end to end', function () {
+  this.timeout(600_000);
+  const dir = mkdtempSync(join(tmpdir(), 'bench-quick-'));
+  const out = join(dir, 'quick.json');
+  let stdout = '';
+  let status: number | null = null;
+  let stderr = '';
+
+  before(() => {
+    const root = join(__dirname, '..', '..');
+    const r = spawnSync(process.execPath, [require.resolve('tsx/cli'), join(root, 'bench', 'run.ts'), '--quick', '--out', out, '--cache', join(dir, 'cache')], {
+      cwd: root,
+      encoding: 'utf8',
+      maxBuffer: 64 * 1024 * 1024,
+    });
+    stdout = r.stdout;
+    stderr = r.stderr;
+    status = r.status;
+  });
+
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('exits 0', () => {
+    expect(status, stderr.slice(-3000)).to.equal(0);
+  });
+
+  it('prints the figure table and the target table in markdown', () => {
+    expect(stdout).to.include('| figure | clients | ops/s | p50 ms | p99 ms |');
+    expect(stdout).to.include('| target | measured | ratio | required | met |');
+    for (const label of ['SQLite FULL: prepare', 'SQLite NORMAL: bare transaction', 'PostgreSQL: prepare', 'pgbench tpcb-like', 'emmett-postgresql', 'exact replay']) {
+      expect(stdout).to.include(label);
+    }
+  });
+
+  it('writes valid JSON with every figure and every target of the issue', () => {
+    const json = JSON.parse(readFileSync(out, 'utf8')) as { quick: boolean; figures: Figure[]; targets: Target[]; markdown: string };
+    expect(json.quick).to.equal(true);
+    const ids = json.figures.map((f) => f.id);
+    for (const id of ['sqlite.prepare.FULL', 'sqlite.bare.NORMAL', 'sqlite.replay.FULL', 'sqlite.get.FULL', 'sqlite.scale.large', 'sqlite.stream.long', 'pg.contention', 'pg.replay', 'pg.select']) {
+      expect(ids).to.include(id);
+    }
+    for (const c of [1, 4, 8, 16]) {
+      for (const kind of ['prepare', 'pgbench', 'bare', 'emmett', 'floor']) expect(ids).to.include(`pg.${kind}.${c}`);
+    }
+    for (const f of json.figures) {
+      expect(f.summary.opsPerSec, f.id).to.be.a('number').and.satisfy(Number.isFinite);
+      expect(f.summary.p50Ms, f.id).to.be.a('number').and.satisfy(Number.isFinite);
+    }
+    const targets = json.targets.map((t) => t.id);
+    for (const id of ['pg.pgbench', 'pg.replay', 'sqlite.replay', 'sqlite.full', 'sqlite.normal', 'scale.barriers', 'scale.stream', 'pg.emmett.8', 'rss.max', 'rss.growth']) {
+      expect(targets).to.include(id);
+    }
+    for (const t of json.targets) expect(t.met, t.id).to.be.a('boolean');
+    expect(json.markdown).to.equal(stdout.slice(0, json.markdown.length));
+  });
+});

@@ -1,0 +1,187 @@
+import { runSweep, type DamageKind, type SweepReport } from './corruption/sweep';
+import { runFailover, type FailoverOptions, type FailoverReport } from './failover/failover';
+import { runFuzz, type FuzzReport } from './fuzz/fuzz';
+import type { BackendName } from './lib/rawSql';
+import { BACKENDS } from './lib/stores';
+import { runSoak, type SoakReport } from './soak/soak';
+
+// The reliability harness (issue 7): crash soak, bad input, corruption sweep, PostgreSQL
+// failover. `npm run reliability` runs the full sizes; specs/reliability runs the short ones
+// inside `npm test`. Every phase uses real SQLite files and real PostgreSQL, never mocks.
+
+export const PHASES = ['soak', 'fuzz', 'corruption', 'failover'] as const;
+export type Phase = (typeof PHASES)[number];
+
+export interface Profile {
+  readonly name: 'full' | 'short';
+  readonly soak: { readonly kills: number; readonly workers: number; readonly maxWindowMs: number };
+  readonly fuzz: { readonly cases: number; readonly recordCases: number };
+  readonly corruption: { readonly starts: number; readonly targets: number; readonly kinds: readonly DamageKind[]; readonly cliEvery: number };
+  readonly failover: { readonly rounds: number } & Omit<FailoverOptions, 'log'>;
+}
+
+export const FULL: Profile = {
+  name: 'full',
+  soak: { kills: 100, workers: 3, maxWindowMs: 700 },
+  fuzz: { cases: 10_000, recordCases: 10_000 },
+  corruption: { starts: 24, targets: 6, kinds: ['flip', 'swap', 'reformat'], cliEvery: 12 },
+  failover: { rounds: 3, clients: 8, applyDelayMs: 100, loadBeforeKillMs: 4000, loadAfterMs: 2000, startsAfterRejoin: 10, timeoutMs: 180_000 },
+};
+
+export const SHORT: Profile = {
+  name: 'short',
+  soak: { kills: 10, workers: 2, maxWindowMs: 500 },
+  fuzz: { cases: 1_000, recordCases: 1_000 },
+  corruption: { starts: 12, targets: 1, kinds: ['flip', 'swap'], cliEvery: 60 },
+  failover: { rounds: 1, clients: 6, applyDelayMs: 100, loadBeforeKillMs: 2500, loadAfterMs: 1000, startsAfterRejoin: 3, timeoutMs: 120_000 },
+};
+
+export interface ReliabilityOptions {
+  readonly phases?: readonly Phase[];
+  readonly backends?: readonly BackendName[];
+  readonly seed?: number;
+  readonly log?: (line: string) => void;
+}
+
+export interface ReliabilityReport {
+  readonly profile: Profile['name'];
+  readonly seed: number;
+  readonly soak: readonly SoakReport[];
+  readonly fuzz?: FuzzReport;
+  readonly corruption: readonly SweepReport[];
+  readonly failover: readonly FailoverReport[];
+  readonly durationMs: Readonly<Record<string, number>>;
+  readonly ok: boolean;
+}
+
+export const runReliability = async (profile: Profile, options: ReliabilityOptions = {}): Promise<ReliabilityReport> => {
+  const phases = options.phases ?? PHASES;
+  const backends = options.backends ?? BACKENDS;
+  const seed = options.seed ?? Date.now() % 2_147_483_647;
+  const log = options.log ?? (() => undefined);
+  const durationMs: Record<string, number> = {};
+  const timed = async <T>(name: string, body: () => Promise<T>): Promise<T> => {
+    const t0 = Date.now();
+    try {
+      return await body();
+    } finally {
+      durationMs[name] = Date.now() - t0;
+    }
+  };
+  const soak: SoakReport[] = [];
+  const corruption: SweepReport[] = [];
+  const failover: FailoverReport[] = [];
+  let fuzz: FuzzReport | undefined;
+
+  if (phases.includes('soak')) {
+    for (const backend of backends) {
+      log(`crash soak on ${backend}: ${profile.soak.kills} kills, ${profile.soak.workers} workers`);
+      soak.push(await timed(`soak ${backend}`, () => runSoak({ backend, ...profile.soak, seed, log })));
+    }
+  }
+  if (phases.includes('fuzz')) {
+    log(`bad input: ${profile.fuzz.cases} commands, ${profile.fuzz.recordCases} stored records (seed ${seed})`);
+    fuzz = await timed('fuzz', () => runFuzz({ ...profile.fuzz, seed, backends, log }));
+  }
+  if (phases.includes('corruption')) {
+    for (const backend of backends) {
+      log(`corruption sweep on ${backend}`);
+      corruption.push(await timed(`corruption ${backend}`, () => runSweep({ backend, ...profile.corruption, log })));
+    }
+  }
+  if (phases.includes('failover') && backends.includes('postgres')) {
+    for (let round = 1; round <= profile.failover.rounds; round++) {
+      log(`PostgreSQL failover, round ${round}/${profile.failover.rounds}`);
+      failover.push(await timed(`failover ${round}`, () => runFailover({ ...profile.failover, log })));
+    }
+  }
+  const ok = soak.every((r) => r.ok) && (fuzz?.ok ?? true) && corruption.every((r) => r.ok) && failover.every((r) => r.ok);
+  return { profile: profile.name, seed, soak, ...(fuzz ? { fuzz } : {}), corruption, failover, durationMs, ok };
+};
+
+// ------------------------------------------------------------------ the printed report
+
+const table = (title: string, columns: readonly string[], rows: readonly (readonly [string, ...(string | number)[]])[]): string => {
+  const width = Math.max(...rows.map((r) => r[0].length), title.length) + 2;
+  const cols = columns.map((c, i) => Math.max(c.length, ...rows.map((r) => String(r[i + 1] ?? '').length)) + 2);
+  const line = (label: string, cells: readonly (string | number)[]) => label.padEnd(width) + cells.map((c, i) => String(c).padStart(cols[i]!)).join('');
+  return [line(title, columns), ...rows.map(([label, ...cells]) => line(`  ${label}`, cells))].join('\n');
+};
+
+export const formatReport = (r: ReliabilityReport): string => {
+  const out: string[] = [`Reliability (${r.profile}, seed ${r.seed})`, ''];
+  if (r.soak.length > 0) {
+    out.push(
+      table('Crash soak (SIGKILL)', r.soak.map((s) => s.backend), [
+        ['kills', ...r.soak.map((s) => s.kills)],
+        ['worker processes killed', ...r.soak.map((s) => s.processesKilled)],
+        ['kills inside prepare', ...r.soak.map((s) => s.killsInsidePrepare)],
+        ['starts acknowledged', ...r.soak.map((s) => s.acknowledged)],
+        ['starts found', ...r.soak.map((s) => s.found)],
+        ['starts stored', ...r.soak.map((s) => s.stored)],
+        ['partial starts', ...r.soak.map((s) => s.partial)],
+        ['lost starts', ...r.soak.map((s) => s.lost)],
+        ['ambiguous (ack lost to a kill)', ...r.soak.map((s) => s.ambiguous)],
+        ['  replayed: existing / created', ...r.soak.map((s) => `${s.resolvedExisting} / ${s.resolvedCreated}`)],
+      ]),
+      '',
+    );
+  }
+  if (r.fuzz) {
+    const f = r.fuzz;
+    const outcomes = Object.entries(f.storeOutcomes).map(([k, v]) => `${k} ${v}`).join(', ');
+    out.push(
+      'Bad input (fast-check)',
+      `  commands generated              ${f.cases}`,
+      `  rejected, typed with a path     ${f.rejectedTyped} of ${f.rejected}`,
+      `  built invalid, caught at path   ${f.invalidAtPath} of ${f.invalidCases}`,
+      `  accepted                        ${f.accepted}`,
+      `  prepare outcomes                ${outcomes}`,
+      `  rows gained                     ${f.rowsGained.length === 0 ? 0 : f.rowsGained.join('; ')}`,
+      `  stored records fuzzed           ${f.records.cases} (changed ${f.records.changed}, detected ${f.records.detected})`,
+      `  crashes                         ${f.crashes}`,
+      '',
+    );
+  }
+  if (r.corruption.length > 0) {
+    out.push(
+      table('Corruption sweep', r.corruption.map((c) => c.backend), [
+        ['starts in the store', ...r.corruption.map((c) => c.stored)],
+        ['target starts', ...r.corruption.map((c) => c.targets)],
+        ['cells tried', ...r.corruption.map((c) => c.cellsTried)],
+        ['detected', ...r.corruption.map((c) => c.detected)],
+        ['  repository failed closed', ...r.corruption.map((c) => c.detectedByRepository)],
+        ['  recovery.verify reported', ...r.corruption.map((c) => c.detectedByVerify)],
+        ['  CLI verify exit 5', ...r.corruption.map((c) => `${c.cliExit5} of ${c.cliRuns}`)],
+        ['refused by the schema', ...r.corruption.map((c) => c.refusedBySchema)],
+      ]),
+      '',
+    );
+  }
+  for (const [i, f] of r.failover.entries()) {
+    out.push(
+      `PostgreSQL failover${r.failover.length > 1 ? ` (round ${i + 1})` : ''}: 127.0.0.1:${f.ports[0]} -> 127.0.0.1:${f.ports[1]}, ${(f.durationMs / 1000).toFixed(1)} s`,
+      `  acknowledged                    ${f.acknowledged} (${f.acknowledgedBeforeKill} before the kill)`,
+      `  found on the new primary        ${f.found}`,
+      `  lost                            ${f.lost}`,
+      `  partial                         ${f.partial}`,
+      `  ambiguous resolved              ${f.ambiguous} (replayed: existing ${f.resolvedExisting}, created ${f.resolvedCreated})`,
+      `  timeline                        ${f.timelines.before} -> ${f.timelines.promoted}; rewound node on ${f.timelines.rewound}`,
+      `  old primary fenced              ${f.fenced.refused ? 'yes' : 'NO'} (${f.fenced.how})`,
+      `  commits only the old primary had ${f.divergedOnOldPrimary} (none acknowledged)`,
+      `  after pg_rewind                 ${f.rewound.synchronous ? 'synchronous' : f.rewound.streaming ? 'streaming' : 'NOT streaming'} standby holding ${f.rewound.found} of ${f.rewound.expected}`,
+      `  typed retries (serialization)   ${f.typedRetries}`,
+      '',
+    );
+  }
+  out.push(`Durations: ${Object.entries(r.durationMs).map(([k, v]) => `${k} ${(v / 1000).toFixed(1)} s`).join(', ')}`);
+  const problems = [
+    ...r.soak.flatMap((s) => [...s.failures, ...s.problems.map((p) => `${s.backend} ${p.kind} ${p.record}: ${p.detail}`)]),
+    ...(r.fuzz?.failures ?? []),
+    ...(r.fuzz?.rowsGained ?? []),
+    ...r.corruption.flatMap((c) => [...c.failures, ...c.undetected]),
+    ...r.failover.flatMap((f) => [...f.failures, ...f.problems.map((p) => `${p.kind} ${p.record}: ${p.detail}`)]),
+  ];
+  out.push(r.ok ? 'RESULT: ok' : `RESULT: FAILED\n${problems.slice(0, 40).map((p) => `  - ${p}`).join('\n')}`);
+  return out.join('\n');
+};

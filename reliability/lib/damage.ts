@@ -1,0 +1,128 @@
+import { copyFileSync } from 'node:fs';
+import Database from 'better-sqlite3';
+import { postgresRaw, sqliteRaw, type RawSql } from './rawSql';
+
+// The owner's tools for damaging a store on purpose, one cell at a time, past its own guards:
+// SQLite drops its triggers on a copy of the file (foreign keys and CHECKs off on that
+// connection); PostgreSQL disables triggers and foreign keys for the damaging transaction
+// (`SET LOCAL session_replication_role = replica`, superuser). Unique indexes stay: a change
+// one of them refuses never reaches storage. Shared by the corruption sweep and the specs.
+
+export const dropAllTriggers = (db: Database.Database): void => {
+  const triggers = db.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger'").all() as { name: string }[];
+  for (const t of triggers) db.exec(`DROP TRIGGER "${t.name.replace(/"/g, '""')}"`);
+};
+
+/**
+ * A different value that keeps the cell's type and, for JSON text, keeps it parseable: a
+ * number moves by 1000, JSON text gets one hex digit or letter flipped inside a string, other
+ * text its last character changed. pg hands BIGINT back as decimal text: that moves by 1000 too.
+ */
+export const mutateCell = (value: unknown): unknown => {
+  if (typeof value === 'number') return value + 1000;
+  const s = String(value);
+  if (/^-?\d+$/.test(s) && typeof value === 'string' && s.length < 20) return String(BigInt(s) + 1000n);
+  if (s.startsWith('{')) {
+    const i = s.search(/[0-9a-f](?=[0-9a-f]*")/);
+    if (i >= 0) return s.slice(0, i) + (s[i] === '0' ? '1' : '0') + s.slice(i + 1);
+  }
+  const last = s[s.length - 1] ?? '';
+  return s.slice(0, -1) + (last === '0' ? '1' : '0');
+};
+
+/** The same content in other bytes: JSON pretty-printed (only the canonical form may verify). */
+export const reformatJson = (value: unknown): unknown => JSON.stringify(JSON.parse(String(value)), null, 1);
+
+/** A row the damage session can find again: SQLite rowid, PostgreSQL ctid (which moves on UPDATE). */
+export type RowKey = string;
+
+export interface DamageSession {
+  readonly raw: RawSql;
+  /** Rows of `table` with their row key in `_key`. */
+  rows(table: string, where: string, params: readonly unknown[]): Promise<Record<string, unknown>[]>;
+  /** Set one cell; `refused` when a unique index or a type refuses the value. Returns the row's key after. */
+  set(table: string, key: RowKey, column: string, value: unknown): Promise<{ applied: boolean; key: RowKey; reason?: string }>;
+  /** Drop the identity index and duplicate one identity row; `undo` puts both back. */
+  duplicateIdentity(key: RowKey): Promise<{ undo: () => Promise<void> }>;
+  close(): Promise<void>;
+}
+
+/** SQLite: a copy of the file, triggers dropped, keys and checks off on this connection. */
+export const sqliteDamageSession = (source: string, copy: string): DamageSession => {
+  copyFileSync(source, copy);
+  const db = new Database(copy);
+  db.pragma('journal_mode = WAL');
+  db.pragma('foreign_keys = OFF');
+  db.pragma('ignore_check_constraints = ON');
+  dropAllTriggers(db);
+  db.close();
+  const raw = sqliteRaw(copy);
+  void raw.exec('PRAGMA foreign_keys = OFF; PRAGMA ignore_check_constraints = ON');
+  return {
+    raw,
+    rows: async (table, where, params) => raw.all(`SELECT rowid AS _key, * FROM ${table} WHERE ${where}`, params),
+    set: async (table, key, column, value) => {
+      try {
+        await raw.run(`UPDATE ${table} SET "${column}" = ? WHERE rowid = ?`, [value, key]);
+        return { applied: true, key };
+      } catch (e) {
+        return { applied: false, key, reason: (e as Error).message };
+      }
+    },
+    duplicateIdentity: async (key) => {
+      await raw.exec('DROP INDEX start_replay_identities_key');
+      await raw.run('INSERT INTO start_replay_identities SELECT * FROM start_replay_identities WHERE rowid = ?', [key]);
+      const [{ dup }] = (await raw.all<{ dup: number }>('SELECT max(rowid) AS dup FROM start_replay_identities')) as [{ dup: number }];
+      return {
+        undo: async () => {
+          await raw.run('DELETE FROM start_replay_identities WHERE rowid = ?', [dup]);
+          await raw.exec('CREATE UNIQUE INDEX start_replay_identities_key ON start_replay_identities (identity, value)');
+        },
+      };
+    },
+    close: () => raw.close(),
+  };
+};
+
+/** PostgreSQL: superuser, each change its own transaction with triggers and foreign keys off. */
+export const postgresDamageSession = async (url: string): Promise<DamageSession> => {
+  const raw = await postgresRaw(url);
+  const asReplica = async <T>(body: () => Promise<T>): Promise<T> => {
+    await raw.exec('BEGIN');
+    try {
+      await raw.exec('SET LOCAL session_replication_role = replica');
+      const out = await body();
+      await raw.exec('COMMIT');
+      return out;
+    } catch (e) {
+      await raw.exec('ROLLBACK');
+      throw e;
+    }
+  };
+  return {
+    raw,
+    rows: async (table, where, params) => raw.all(`SELECT ctid::text AS _key, * FROM ql3.${table} WHERE ${where}`, params),
+    set: async (table, key, column, value) => {
+      try {
+        const [row] = await asReplica(() => raw.all<{ _key: string }>(`UPDATE ql3.${table} SET "${column}" = ? WHERE ctid = ?::tid RETURNING ctid::text AS _key`, [value, key]));
+        return { applied: row !== undefined, key: row?._key ?? key };
+      } catch (e) {
+        return { applied: false, key, reason: (e as Error).message };
+      }
+    },
+    duplicateIdentity: async (key) => {
+      const [dup] = await asReplica(async () => {
+        await raw.exec('DROP INDEX ql3.start_replay_identities_key');
+        return raw.all<{ _key: string }>('INSERT INTO ql3.start_replay_identities SELECT * FROM ql3.start_replay_identities WHERE ctid = ?::tid RETURNING ctid::text AS _key', [key]);
+      });
+      return {
+        undo: () =>
+          asReplica(async () => {
+            await raw.run('DELETE FROM ql3.start_replay_identities WHERE ctid = ?::tid', [dup!._key]);
+            await raw.exec('CREATE UNIQUE INDEX start_replay_identities_key ON ql3.start_replay_identities (identity, value)');
+          }),
+      };
+    },
+    close: () => raw.close(),
+  };
+};

@@ -1,0 +1,26 @@
+import type { StoredStartRows } from '../../projections/verifyRows';
+import { startEventPositions } from '../../projections/verifyRows';
+import type { RawSql } from './rawSql';
+
+/** Every stored row of one start, read raw (as `verifyStartRows` takes them). */
+export const readStartRows = async (raw: RawSql, startId: string): Promise<StoredStartRows> => {
+  const t = raw.t.bind(raw);
+  const one = async (sql: string, key: unknown) => (await raw.all(sql, [key]))[0];
+  const barrier = (await one(`SELECT * FROM ${t('tool_execution_start_barriers')} WHERE start_id = ?`, startId)) as StoredStartRows['barrier'] | undefined;
+  if (barrier === undefined) throw new Error(`no barrier ${startId}`);
+  const sequence = (JSON.parse(barrier.barrier_json) as { runEvent: { runEventSequence: number } }).runEvent.runEventSequence;
+  const positions = startEventPositions(sequence);
+  return {
+    barrier,
+    audit: (await one(`SELECT * FROM ${t('security_audit_events')} WHERE audit_event_id = ?`, barrier.audit_event_id)) as StoredStartRows['audit'],
+    trace: (await one(`SELECT * FROM ${t('trace_anchors')} WHERE trace_id = ?`, barrier.trace_id)) as StoredStartRows['trace'],
+    receipt: (await one(`SELECT * FROM ${t('audit_receipts')} WHERE audit_receipt_id = ?`, barrier.audit_receipt_id)) as StoredStartRows['receipt'],
+    mutation: (await one(`SELECT * FROM ${t('step_run_mutations')} WHERE mutation_id = ?`, barrier.mutation_id)) as StoredStartRows['mutation'],
+    events: (await raw.all(
+      `SELECT stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ${t('events')}
+        WHERE stream_id = ? AND stream_position >= ? AND stream_position <= ? ORDER BY stream_position`,
+      [`run-${barrier.run_id}`, positions[0], positions[4]],
+    )) as unknown as StoredStartRows['events'],
+    identities: (await raw.all(`SELECT identity, value, start_id, command_digest FROM ${t('start_replay_identities')} WHERE start_id = ? ORDER BY identity`, [startId])) as unknown as StoredStartRows['identities'],
+  };
+};

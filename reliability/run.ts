@@ -1,0 +1,40 @@
+// `npm run reliability` (full sizes) or `npm run reliability -- --short`; options:
+//   --only soak,fuzz,corruption,failover   --backends sqlite,postgres   --seed N   --json FILE
+// PostgreSQL phases use the server on 127.0.0.1:5432 (SB_PG_ADMIN_URL to change it); the
+// failover phase makes and removes its own two clusters (PostgreSQL 15 binaries, see
+// RELIABILITY_PG_BIN). The whole run is bounded: it stops itself past its time limit.
+import { writeFileSync } from 'node:fs';
+import { FULL, PHASES, SHORT, formatReport, runReliability, type Phase } from './index';
+import type { BackendName } from './lib/rawSql';
+
+const args = process.argv.slice(2);
+const value = (flag: string): string | undefined => {
+  const i = args.indexOf(flag);
+  return i >= 0 ? args[i + 1] : args.find((a) => a.startsWith(`${flag}=`))?.slice(flag.length + 1);
+};
+const profile = args.includes('--short') ? SHORT : FULL;
+const phases = (value('--only')?.split(',') ?? PHASES) as Phase[];
+const backends = (value('--backends')?.split(',') ?? ['sqlite', 'postgres']) as BackendName[];
+const seed = value('--seed') === undefined ? undefined : Number(value('--seed'));
+const limitMs = (profile.name === 'full' ? 25 : 6) * 60_000;
+
+for (const p of phases) if (!(PHASES as readonly string[]).includes(p)) throw new Error(`unknown phase ${p} (${PHASES.join(', ')})`);
+
+const limit = setTimeout(() => {
+  console.error(`reliability: over its ${limitMs / 60_000} minute limit, stopping (clusters are removed on exit)`);
+  process.exit(2);
+}, limitMs);
+limit.unref();
+
+runReliability(profile, { phases, backends, ...(seed === undefined ? {} : { seed }), log: (line) => console.log(line) })
+  .then((report) => {
+    console.log(`\n${formatReport(report)}`);
+    const json = value('--json');
+    if (json) writeFileSync(json, JSON.stringify(report, null, 2));
+    process.exitCode = report.ok ? 0 : 1;
+  })
+  .catch((e: unknown) => {
+    console.error('reliability: the harness itself failed:', e);
+    process.exitCode = 1;
+  })
+  .finally(() => clearTimeout(limit));

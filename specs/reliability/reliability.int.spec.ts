@@ -1,0 +1,77 @@
+import { expect } from 'chai';
+import { SHORT, formatReport, runReliability, type ReliabilityReport } from '../../reliability';
+
+// Issue 7, the short form of `npm run reliability` inside `npm test`: 10 SIGKILLs per backend,
+// ~1,000 fuzzed commands and as many fuzzed stored records, a corruption sweep of one start per
+// backend, and the PostgreSQL failover once (two clusters made and removed by the harness).
+// Real SQLite files and real PostgreSQL throughout; no timed assertions (the harness bounds
+// its own time and fails if it runs over).
+
+describe('issue 7: reliability harness, short form', function () {
+  this.timeout(360_000);
+  let report: ReliabilityReport;
+
+  before(async () => {
+    report = await runReliability(SHORT);
+    // The counts the full run prints, for whoever reads the test log.
+    console.log(formatReport(report).replace(/^/gm, '      '));
+  });
+
+  it('R3.9 crash soak: SIGKILLed workers leave every acknowledged start present, verified and whole, on SQLite and PostgreSQL', () => {
+    expect(report.soak.map((s) => s.backend)).to.deep.equal(['sqlite', 'postgres']);
+    for (const s of report.soak) {
+      expect(s.kills, s.backend).to.equal(SHORT.soak.kills);
+      expect(s.processesKilled, s.backend).to.equal(SHORT.soak.kills * SHORT.soak.workers);
+      expect(s.acknowledged, s.backend).to.be.greaterThan(0);
+      expect(s.found, s.backend).to.equal(s.acknowledged);
+      expect(s.partial, s.backend).to.equal(0);
+      expect(s.lost, s.backend).to.equal(0);
+      expect(s.problems, s.backend).to.deep.equal([]);
+      expect(s.failures, s.backend).to.deep.equal([]);
+      expect(s.resolvedExisting + s.resolvedCreated, `${s.backend}: every start in flight at a kill resolves by replay (R4.2)`).to.equal(s.ambiguous);
+    }
+  });
+
+  it('R1.1/R1.5 bad input: every invalid command is a typed ValidationError with a path, nothing crashes, no table gains a row', () => {
+    const f = report.fuzz!;
+    expect(f.cases).to.equal(SHORT.fuzz.cases);
+    expect(f.crashes).to.equal(0);
+    expect(f.rejectedTyped).to.equal(f.rejected);
+    expect(f.invalidAtPath).to.equal(f.invalidCases);
+    expect(f.rowsGained).to.deep.equal([]);
+    expect(f.failures).to.deep.equal([]);
+  });
+
+  it('R5.3 stored records fuzzed through the decoders: every change is CorruptRecordError, never a crash or a silent accept', () => {
+    const r = report.fuzz!.records;
+    expect(r.cases).to.equal(SHORT.fuzz.recordCases);
+    expect(r.detected).to.equal(r.changed);
+  });
+
+  it('R5.3 corruption sweep: every damaged cell is detected by the repository, by verify, and by the CLI (exit 5)', () => {
+    expect(report.corruption.map((c) => c.backend)).to.deep.equal(['sqlite', 'postgres']);
+    for (const c of report.corruption) {
+      expect(c.cellsTried, c.backend).to.be.greaterThan(100);
+      expect(c.detected, c.backend).to.equal(c.cellsTried);
+      expect(c.undetected, c.backend).to.deep.equal([]);
+      expect(c.cliExit5, c.backend).to.equal(c.cliRuns);
+      expect(c.failures, c.backend).to.deep.equal([]);
+    }
+  });
+
+  it('R8 PostgreSQL failover: no acknowledged start lost, ambiguity resolved by replay, old primary fenced until pg_rewind', () => {
+    expect(report.failover).to.have.length(1);
+    const f = report.failover[0]!;
+    expect(f.acknowledged).to.be.greaterThan(0);
+    expect(f.found).to.equal(f.acknowledged);
+    expect(f.lost).to.equal(0);
+    expect(f.partial).to.equal(0);
+    expect(f.resolvedExisting + f.resolvedCreated).to.equal(f.ambiguous);
+    expect(f.timelines.promoted).to.be.greaterThan(f.timelines.before);
+    expect(f.fenced.refused).to.equal(true);
+    expect(f.rewound).to.deep.include({ streaming: true, synchronous: true });
+    expect(f.rewound.found).to.equal(f.rewound.expected);
+    expect(f.failures).to.deep.equal([]);
+    expect(f.problems).to.deep.equal([]);
+  });
+});

@@ -1,9 +1,12 @@
 import { expect } from 'chai';
-import { spawn } from 'node:child_process';
 import { copyFileSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { CorruptRecordError, START_FACT_TYPES } from '../../domain';
+import { dropAllTriggers, mutateCell } from '../../reliability/lib/damage';
+import { checkStore, describeProblems } from '../../reliability/lib/invariants';
+import { sqliteRaw } from '../../reliability/lib/rawSql';
+import { spawnTsxWorker } from '../../reliability/lib/workerProcess';
 import { START_STEPS } from '../../infrastructure/authority';
 import { openSqliteStartBarrier, MigrationError, type SqliteStartBarrier } from '../../infrastructure/sqlite';
 import { LOOKUP_REPLAY, SELECT_RUN_HEAD, SELECT_STEP_RUN, CAS_STEP_RUN, CAS_STREAM, SELECT_ATTEMPT } from '../../infrastructure/sqlite/sql';
@@ -14,11 +17,6 @@ import { freshDbPath } from '../support/tmp';
 import { openFreshSqlite, sqliteCounts } from './support';
 
 const ROOT = join(__dirname, '..', '..');
-
-const dropAllTriggers = (db: Database.Database): void => {
-  const triggers = db.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger'").all() as { name: string }[];
-  for (const t of triggers) db.exec(`DROP TRIGGER ${t.name}`);
-};
 
 describe('SQLite backend (R5.1)', function () {
   this.timeout(120_000);
@@ -158,41 +156,29 @@ describe('SQLite backend (R5.1)', function () {
   });
 
   describe('R3.9 a crash leaves each start whole or absent', () => {
-    /** Every stored start verifies; evidence, mutations, barriers and identities agree in number. */
-    const assertWholeOrAbsent = async (a: SqliteStartBarrier): Promise<number> => {
-      const counts = sqliteCounts(a);
-      const barriers = counts.tool_execution_start_barriers!;
-      for (const table of ['security_audit_events', 'trace_anchors', 'audit_receipts', 'step_run_mutations']) expect(counts[table], table).to.equal(barriers);
-      expect(counts.start_replay_identities).to.equal(barriers * 7);
-      const startFacts = a.db.prepare(`SELECT count(*) AS n FROM events WHERE event_type IN (${START_FACT_TYPES.map(() => '?').join(',')})`).get(...START_FACT_TYPES) as { n: number };
-      expect(startFacts.n).to.equal(barriers * 5);
-      for (const { start_id } of a.db.prepare('SELECT start_id FROM tool_execution_start_barriers').all() as { start_id: string }[]) {
-        expect(await a.barriers.getByStartId(start_id)).to.not.equal(null);
+    /**
+     * Every stored start verifies and is whole (the reliability harness's store check: fact
+     * counts, no evidence without its StepRun move, no running StepRun without its barrier,
+     * foreign keys, integrity), and every acknowledged start is there.
+     */
+    const assertWholeOrAbsent = async (a: SqliteStartBarrier, path: string, acknowledged: readonly string[]): Promise<number> => {
+      const raw = sqliteRaw(path);
+      try {
+        const check = await checkStore(raw, a.barriers, { acknowledged: new Map(acknowledged.map((id) => [id, undefined])), full: true });
+        expect(check.problems, describeProblems(check.problems)).to.deep.equal([]);
+        expect(check.found).to.equal(acknowledged.length);
+        return check.stored;
+      } finally {
+        await raw.close();
       }
-      const running = a.db.prepare("SELECT run_id, step_run_id, version FROM step_runs WHERE status = 'running'").all() as { run_id: string; step_run_id: string; version: number }[];
-      for (const r of running) expect(await a.barriers.getByStepRunAttempt(r.run_id, r.step_run_id, r.version), 'running StepRun without barrier').to.not.equal(null);
-      expect(running.length).to.equal(barriers);
-      expect(a.db.prepare('PRAGMA foreign_key_check').all()).to.deep.equal([]);
-      expect(a.db.pragma('integrity_check', { simple: true })).to.equal('ok');
-      return barriers;
     };
 
-    const runWorker = (path: string, env: Record<string, string>): Promise<{ acks: string[]; signal: NodeJS.Signals | null }> =>
-      new Promise((resolve, reject) => {
-        const child = spawn(process.execPath, ['--require', 'tsx/cjs', join(__dirname, 'fixtures', 'startWorker.ts'), path], {
-          env: { ...process.env, ...env },
-          stdio: ['ignore', 'pipe', 'pipe'],
-        });
-        let out = '';
-        let err = '';
-        child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-        child.stderr.on('data', (d: Buffer) => (err += d.toString()));
-        child.on('error', reject);
-        child.on('exit', (code, signal) => {
-          if (signal === null && code !== 0) reject(new Error(`worker failed (${code}): ${err}`));
-          else resolve({ acks: out.split('\n').filter((l) => l.startsWith('ACK ')).map((l) => l.split(' ')[2]!), signal });
-        });
-      });
+    const runWorker = async (path: string, env: Record<string, string>): Promise<{ acks: string[]; signal: NodeJS.Signals | null }> => {
+      const worker = spawnTsxWorker(join(__dirname, 'fixtures', 'startWorker.ts'), [path], env);
+      const { code, signal } = await worker.exited;
+      if (signal === null && code !== 0) throw new Error(`worker failed (${code}): ${worker.stderr()}`);
+      return { acks: worker.lines.filter((l) => l.startsWith('ACK ')).map((l) => l.split(' ')[2]!), signal };
+    };
 
     it('R3.9 SIGKILL inside the start transaction, 20 times at varied steps: reopening shows every start whole or absent', async () => {
       const path = freshDbPath('kill');
@@ -205,9 +191,8 @@ describe('SQLite backend (R5.1)', function () {
         acknowledged = [...acknowledged, ...acks];
         const a = await openSqliteStartBarrier({ path });
         try {
-          const stored = await assertWholeOrAbsent(a);
+          const stored = await assertWholeOrAbsent(a, path, acknowledged);
           expect(stored).to.equal(acknowledged.length); // the killed start never committed
-          for (const id of acknowledged) expect(await a.barriers.getByStartId(id), id).to.not.equal(null);
         } finally {
           await a.close();
         }
@@ -248,19 +233,6 @@ describe('SQLite backend (R5.1)', function () {
       } finally {
         await a.close();
       }
-    };
-
-    const mutateCell = (value: unknown): unknown => {
-      if (typeof value === 'number') return value + 1000;
-      const s = String(value);
-      if (s.startsWith('{')) {
-        // a semantic change that keeps valid, canonical-looking JSON: flip one digit or letter
-        const i = s.search(/[0-9a-f](?=[0-9a-f]*")/);
-        const c = s[i]!;
-        return s.slice(0, i) + (c === '0' ? '1' : '0') + s.slice(i + 1);
-      }
-      const last = s[s.length - 1]!;
-      return s.slice(0, -1) + (last === '0' ? '1' : '0');
     };
 
     const cellsOf = (table: string, where: string, args: unknown[]): { column: string; value: unknown }[] => {

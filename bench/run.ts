@@ -35,6 +35,7 @@ const main = async (): Promise<void> => {
     figures: [],
     targets: [],
     extra: {},
+    floors: {},
     log: (m) => process.stderr.write(`[bench ${((Date.now() - started) / 1000).toFixed(0).padStart(4)}s] ${m}\n`),
   };
   try {

@@ -1,3 +1,4 @@
+import type { Summary } from './measure';
 import type { Figure, Target } from './report';
 
 /** Sizes of one bench run: `--quick` is a CI smoke test only; the default is the real run. */
@@ -69,5 +70,7 @@ export interface BenchContext {
   readonly targets: Target[];
   /** Extra figures for the JSON (seed times, RSS samples, database sizes). */
   readonly extra: Record<string, unknown>;
+  /** Commit floors measured so far, by key (`sqlite-NORMAL`, `pg-1`), for figures measured elsewhere. */
+  readonly floors: Record<string, Summary>;
   log(message: string): void;
 }

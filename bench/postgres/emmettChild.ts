@@ -26,7 +26,7 @@ proto.query = function (this: unknown, ...args: unknown[]) {
 const BasePool = pg.Pool;
 (pg as unknown as { Pool: unknown }).Pool = class extends BasePool {
   constructor(options?: pg.PoolConfig) {
-    super({ ...options, max: maxClients });
+    super({ ...options, max: maxClients, idleTimeoutMillis: 500 });
   }
 };
 
@@ -53,6 +53,8 @@ const main = async (): Promise<void> => {
       const e = eventsOf(i);
       await store.appendToStream(e.stream, e.lifecycle.map((x) => ({ type: x.event_type, data: JSON.parse(x.data_json) as Record<string, unknown> })));
     }
+    // Open the pool's connections before the clock starts, as the parent does for its pools.
+    await Promise.all(Array.from({ length: req.clients }, (_, i) => store.streamExists(eventsOf(i).stream)));
     const latencies = new Float64Array(total);
     const rt0 = counters.roundTrips;
     const server = new ServerCpu();

@@ -24,12 +24,14 @@ import { pgbenchInit, pgbenchRound } from './pgbench';
 const fresh = (_tag: string, n: number): Scenario[] => Array.from({ length: n }, () => buildScenario());
 
 /** A start that fails (e.g. retries exhausted) is counted, not fatal: the figure says how many. */
-const failures = { count: 0 };
+const failures = { count: 0, byCode: {} as Record<string, number> };
 const tolerant = (op: () => Promise<unknown>) => async () => {
   try {
     await op();
   } catch (e) {
     failures.count++;
+    const code = String((e as { code?: unknown }).code ?? (e instanceof Error ? e.name : 'unknown'));
+    failures.byCode[code] = (failures.byCode[code] ?? 0) + 1;
     if (failures.count <= 3) process.stderr.write(`  prepare failed: ${e instanceof Error ? e.message : String(e)}\n`);
   }
 };
@@ -60,7 +62,10 @@ class EmmettPeer {
   }
 }
 
+// Idle connections close after half a second: the server is shared (max_connections 100) and
+// pgbench needs its own 16 while our pools wait. `warm` reopens them before each figure.
 const poolOptions = {
+  idleTimeoutMillis: 500,
   statement_timeout: DEFAULT_TIMEOUTS.statementMs,
   lock_timeout: DEFAULT_TIMEOUTS.lockMs,
   idle_in_transaction_session_timeout: DEFAULT_TIMEOUTS.idleInTransactionMs,
@@ -79,6 +84,8 @@ const openProduct = async (adminUrl: string, maxClients: number): Promise<Produc
   const a = await openPostgresStartBarrier({ pool });
   return { db, a, pool, counters };
 };
+
+const warm = (pool: Pool, clients: number): Promise<unknown> => Promise.all(Array.from({ length: clients }, () => pool.query('SELECT 1')));
 
 const counterFn = (c: PoolCounters) => () => ({ roundTrips: c.roundTrips, retries: c.retries, failures: failures.count });
 
@@ -124,12 +131,14 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
         ctx.log(`postgres round ${round + 1}/${rounds}, ${clients} clients`);
         const k = pgOpsFor(ctx.sizes, clients);
         const total = clients * k;
+        await warm(bare.pool, clients);
         push(`floor-${clients}`, await runRound({ clients, opsPerClient: k, server: true, counters: counterFn(bare.counters), op: (c, i) => floorTransaction(bare.pool, c * k + i) }));
 
         const scenarios = fresh('p', total);
         await seedReadyRuns(product.pool, scenarios);
         await product.pool.query('ANALYZE');
         const commands = scenarios.map((s) => s.startCommand());
+        await warm(product.pool, clients);
         push(`prepare-${clients}`, await runRound({ clients, opsPerClient: k, server: true, counters: counterFn(product.counters), op: (c, i) => tolerant(() => product.a.barriers.prepare(commands[c * k + i]))() }));
 
         const bareScenarios = fresh('b', total);
@@ -137,6 +146,7 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
         await bare.pool.query('ANALYZE');
         const now = Date.now();
         const writes = bareScenarios.map((s) => startWriteOf(trustedDecoded(s.startCommand()), lifecycleOf(s).state, now));
+        await warm(bare.pool, clients);
         push(`bare-${clients}`, await runRound({ clients, opsPerClient: k, server: true, counters: counterFn(bare.counters), op: (c, i) => bareStart.run(bare.pool, writes[c * k + i]!) }));
 
         push(`pgbench-${clients}`, await pgbenchRound(pgbenchDb.url, clients, pgbenchSeconds));
@@ -150,6 +160,7 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
         await seedReadyRuns(empty.pool, sc);
         await empty.pool.query('ANALYZE');
         const cmds = sc.map((x) => x.startCommand());
+        await warm(empty.pool, 8);
         push('empty-8', await runRound({ clients: 8, opsPerClient: k, server: true, counters: counterFn(empty.counters), op: (c, i) => tolerant(() => empty.a.barriers.prepare(cmds[c * k + i]))() }));
       }
 
@@ -160,7 +171,22 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
       await seedLongRun(product.pool, long);
       await product.pool.query('ANALYZE');
       const hotCommands = long.ready.map((s, i) => s.startCommand(undefined, `s${i}-v3`));
+      await warm(product.pool, hot);
       push('contention', await runRound({ clients: hot, opsPerClient: k, server: true, counters: counterFn(product.counters), op: (c, i) => tolerant(() => product.a.barriers.prepare(hotCommands[c * k + i]))() }));
+
+      // Stream length, one client: Runs of 10 events against Runs of 10,000 (R6.4: no fold).
+      {
+        const n = Math.max(10, Math.round(latencyOps / 3));
+        const shortRuns = Array.from({ length: n }, (_, i) => longRunOf(`pshort${round}x${i}`, ctx.sizes.streamShort));
+        for (const l of shortRuns) await seedLongRun(product.pool, l);
+        const longRun = longRunOf(`plong${round}`, ctx.sizes.streamLong);
+        await seedLongRun(product.pool, longRun);
+        await product.pool.query('ANALYZE');
+        const shortCmds = shortRuns.map((l) => l.ready[0]!.startCommand(undefined, 's0-v3'));
+        const longCmds = longRun.ready.slice(0, n).map((x, i) => x.startCommand(undefined, `s${i}-v3`));
+        push('stream-short', await runRound({ clients: 1, opsPerClient: n, server: true, counters: counterFn(product.counters), op: (_c, i) => tolerant(() => product.a.barriers.prepare(shortCmds[i]))() }));
+        push('stream-long', await runRound({ clients: 1, opsPerClient: n, server: true, counters: counterFn(product.counters), op: (_c, i) => tolerant(() => product.a.barriers.prepare(longCmds[i]))() }));
+      }
 
       // Exact replay against one indexed SELECT round trip, one client.
       const replayed = fresh('r', latencyOps);
@@ -170,6 +196,7 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
       push('replay', await runRound({ clients: 1, opsPerClient: replay.length, server: true, counters: counterFn(product.counters), op: (_c, i) => product.a.barriers.prepare(replay[i]) }));
       push('select', await runRound({ clients: 1, opsPerClient: replay.length, server: true, counters: counterFn(product.counters), op: (_c, i) => product.pool.query(SELECT_BARRIER, [replay[i]!.startId]) }));
     }
+    ctx.extra.pgFailuresByCode = failures.byCode;
     for (const p of [product, empty]) {
       await p.a.close();
       await p.pool.end();
@@ -198,6 +225,8 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
     ctx.figures.push(
       fig('pg.empty.8', 'PostgreSQL: prepare on empty tables (fresh deployment, no history)', 8, 'empty-8', 'floor-8'),
       fig('pg.contention', 'PostgreSQL: prepare, 8 clients on one Run', 8, 'contention', 'floor-8'),
+      fig('pg.stream.short', `PostgreSQL: prepare on a Run of ${ctx.sizes.streamShort} events`, 1, 'stream-short', 'floor-1'),
+      fig('pg.stream.long', `PostgreSQL: prepare on a Run of ${ctx.sizes.streamLong.toLocaleString('en-US')} events`, 1, 'stream-long', 'floor-1'),
       fig('pg.replay', 'PostgreSQL: prepare, exact replay', 1, 'replay', 'floor-1'),
       fig('pg.select', 'PostgreSQL: one indexed SELECT round trip (barrier by start_id)', 1, 'select'),
     );
@@ -217,6 +246,13 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
         required: 1.5,
         lowerIsBetter: true,
         detail: `${(s.replay!.p50Ms * 1000).toFixed(0)} µs vs ${(s.select!.p50Ms * 1000).toFixed(0)} µs`,
+      }),
+      target({
+        id: 'scale.stream.pg',
+        text: `a Run of ${ctx.sizes.streamLong.toLocaleString('en-US')} events ≥ 0.8× a Run of ${ctx.sizes.streamShort} (PostgreSQL)`,
+        ratio: s['stream-long']!.opsPerSec / s['stream-short']!.opsPerSec,
+        required: 0.8,
+        detail: `${s['stream-long']!.opsPerSec.toFixed(0)} vs ${s['stream-short']!.opsPerSec.toFixed(0)} starts/s`,
       }),
       ...pgClients.map((c) =>
         target({

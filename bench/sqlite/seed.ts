@@ -9,7 +9,7 @@ import { SqliteWriter } from './bulk';
 import type { SeedRequest } from './seedWorker';
 
 // Seeds a database with `count` started Runs (one barrier each) through the bulk writer, with
-// generation on worker threads. Large seeds are cached under bench-results/cache/, keyed by the
+// generation on a worker thread (one: on two cores, a second generator only slows the insert). Large seeds are cached under bench-results/cache/, keyed by the
 // SQLite migrations and this seeder's version, so only the first run pays for them.
 
 const SEEDER_VERSION = '1';
@@ -39,8 +39,6 @@ export const seedStartedRuns = async (path: string, count: number, prefix: strin
     const committedAtMs = Date.now();
     let next = 0;
     let done = 0;
-    let waitMs = 0;
-    let insertMs = 0;
     const ask = (w: Worker): Promise<Omit<SeededRun, never>[]> | undefined => {
       if (next >= count) return undefined;
       const req: SeedRequest = { prefix, from: next, to: Math.min(count, next + batch), committedAtMs };
@@ -64,13 +62,9 @@ export const seedStartedRuns = async (path: string, count: number, prefix: strin
           if (pending.every((x) => x === undefined)) break;
           continue;
         }
-        const tw = performance.now();
         const runs = await p;
-        waitMs += performance.now() - tw;
-        const ti = performance.now();
         pending[i] = ask(workers[i]!);
         writer.inTransaction(() => writer.seededRuns(runs as SeededRun[]));
-        insertMs += performance.now() - ti;
         done += runs.length;
         onProgress?.(done);
       }
@@ -78,7 +72,6 @@ export const seedStartedRuns = async (path: string, count: number, prefix: strin
       await Promise.all(workers.map((w) => w.terminate()));
     }
     db.pragma('journal_mode = WAL');
-    if (process.env.SEED_DEBUG) console.log({ waitMs, insertMs });
   } finally {
     db.close();
   }

@@ -74,10 +74,17 @@ export const runFailover = async (options: FailoverOptions): Promise<FailoverRep
   const log = options.log ?? (() => undefined);
   const started = Date.now();
   const base = makeBase('reliability-failover');
-  const [p1, p2] = [await freePort(55432), await freePort(55433)];
+  // Ports the kernel hands out (never 5432): two runs at once cannot pick the same pair.
+  const [p1, p2] = [await freePort(), await freePort()];
   const primary = new PgNode('primary', join(base, 'node1'), p1);
   const standby = new PgNode('standby', join(base, 'node2'), p2);
   const failures: string[] = [];
+  /** Set when the bound is hit: every step and every client loop stops at its next turn. */
+  let aborted = false;
+  const step = <T>(value: T): T => {
+    if (aborted) throw new Error('failover scenario aborted (over its time bound)');
+    return value;
+  };
   let deadlineTimer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_, reject) => {
     deadlineTimer = setTimeout(() => reject(new Error(`failover scenario exceeded its ${options.timeoutMs} ms bound`)), options.timeoutMs);
@@ -85,6 +92,7 @@ export const runFailover = async (options: FailoverOptions): Promise<FailoverRep
   try {
     return await Promise.race([scenario(), deadline]);
   } finally {
+    aborted = true;
     clearTimeout(deadlineTimer);
     await Promise.all([primary.stop('immediate').catch(() => undefined), standby.stop('immediate').catch(() => undefined)]);
     removeBase(base, [primary, standby]);
@@ -106,6 +114,8 @@ export const runFailover = async (options: FailoverOptions): Promise<FailoverRep
     });
     await primary.start();
     await primary.query(`CREATE DATABASE ${DB}`);
+    step(undefined);
+
     const backup = await runPg('pg_basebackup', ['-h', '127.0.0.1', '-p', String(p1), '-U', 'postgres', '-D', standby.dir, '-X', 'stream', '-R', '-c', 'fast'], 120_000);
     if (backup.code !== 0) throw new Error(`pg_basebackup failed: ${backup.stderr}`);
     // A promoted node must not wait for a synchronous standby it does not have yet.
@@ -118,6 +128,7 @@ export const runFailover = async (options: FailoverOptions): Promise<FailoverRep
       recovery_min_apply_delay: `${options.applyDelayMs}ms`,
     });
     await standby.start();
+    step(undefined);
     // Synchronous only now: with no standby yet, every commit would wait forever.
     await primary.query("ALTER SYSTEM SET synchronous_standby_names = 'FIRST 1 (node2)'");
     await primary.query('SELECT pg_reload_conf()');
@@ -155,7 +166,7 @@ export const runFailover = async (options: FailoverOptions): Promise<FailoverRep
       let authority: AnyAuthority | undefined;
       let n = 0;
       try {
-        while (!stop) {
+        while (!stop && !aborted) {
           const s: Scenario = buildScenario({ prefix: `c${id}-${n}-${Date.now().toString(36)}`, withApproval: n % 3 === 2 });
           n++;
           const command: ToolExecutionStartCommand = s.startCommand();
@@ -175,13 +186,13 @@ export const runFailover = async (options: FailoverOptions): Promise<FailoverRep
               break;
             } catch (e) {
               const code = isStartBarrierError(e) ? e.code : undefined;
-              if ((code === 'CONCURRENCY_EXHAUSTED' || code === 'TRANSACTION_TIMEOUT') && attempt < 300) {
+              if ((code === 'CONCURRENCY_EXHAUSTED' || code === 'TRANSACTION_TIMEOUT') && attempt < 300 && !aborted) {
                 // Safe to retry (nothing was written): the client tries the same command again.
                 typedRetries++;
                 await sleep(5 + Math.floor(Math.random() * 20));
                 continue;
               }
-              if (!isConnectionFailure(e) || attempt > 300) {
+              if (!isConnectionFailure(e) || attempt > 300 || aborted) {
                 failures.push(`client ${id}: ${command.startId}: ${isStartBarrierError(e) ? e.code : 'untyped'} ${String(e)}`);
                 break;
               }
@@ -205,6 +216,7 @@ export const runFailover = async (options: FailoverOptions): Promise<FailoverRep
     const beforeKillAcks = acks.size;
     killed = true;
     const pid = await primary.killPostmaster();
+    step(undefined);
     log(`  failover: SIGKILL primary postmaster ${pid} with ${beforeKillAcks} starts acknowledged`);
 
     // ---------------------------------------------------------------- promotion and switch
@@ -218,6 +230,7 @@ export const runFailover = async (options: FailoverOptions): Promise<FailoverRep
     await sleep(options.loadAfterMs);
     stop = true;
     await Promise.all(loops);
+    step(undefined);
 
     // ---------------------------------------------------------------- fencing of the old primary
     // Restarted, it comes back as a standby with nowhere to stream from: it replays its own WAL
@@ -259,6 +272,7 @@ export const runFailover = async (options: FailoverOptions): Promise<FailoverRep
       log(`  failover: the fenced old primary refuses even reads (${String(e).split('\n')[0]})`);
     }
     await primary.stop('fast');
+    step(undefined);
 
     // ---------------------------------------------------------------- pg_rewind and rejoin
     await standby.query('CHECKPOINT'); // pg_rewind reads the new timeline from the control file

@@ -71,6 +71,8 @@ const main = async (): Promise<void> => {
       buffered += chunk.toString('utf8');
       if (buffered.includes('GO\n')) resolve();
     });
+    // The harness went away before the round started: nothing to do, do not linger.
+    process.stdin.on('end', () => process.exit(0));
   });
 
   const handle = (command: unknown) => retrying(() => authority.runs.handle(command));

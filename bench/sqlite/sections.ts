@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { buildScenario, type Scenario } from '../../domain/scenario';
@@ -18,9 +19,11 @@ import { cachedSeed, seedStartedRuns } from './seed';
 
 type Sync = 'FULL' | 'NORMAL';
 
+// Ids unique to this run: the cached 10^6 database keeps every start a previous run made.
+const RUN = randomBytes(4).toString('hex');
 let counter = 0;
 const fresh = (tag: string, n: number): Scenario[] => {
-  const base = `${tag}${(counter++).toString(36)}-`;
+  const base = `${tag}${RUN}${(counter++).toString(36)}-`;
   return Array.from({ length: n }, (_, i) => buildScenario({ prefix: `${base}${i}` }));
 };
 

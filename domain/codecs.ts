@@ -165,8 +165,10 @@ const URL_LIKE = /^[a-z][a-z0-9+.-]*:|:\/\/|^www\./i;
 const PATH_LIKE = /[/\\~]|^\.\.?$|\.(?:m?js|cjs|ts|mts|cts|json|node|sh|py|rb|exe|dll|so|dylib|wasm)$/i;
 const SECRET_LIKE =
   /-----BEGIN|\bAKIA[0-9A-Z]{16}\b|\bsk-[A-Za-z0-9_-]{16,}|\bgh[pousr]_[A-Za-z0-9]{20,}|\bxox[abprs]-|\beyJ[A-Za-z0-9_-]{8,}\.eyJ|\b(?:password|passwd|secret|token|api[_-]?key)\s*[:=]/i;
-const CODE_LIKE = /\bfunction\s*\*?\s*[A-Za-z0-9_$]*\s*\(|=>|\brequire\s*\(|\bimport\s*\(|\beval\s*\(/;
-const EXCEPTION_LIKE = /^\s*at .+\(.+:\d+:\d+\)|\n\s+at |\b[A-Z][A-Za-z]*Error: /m;
+// Every quantifier below is bounded: these run on attacker-sized text (up to 64 KiB), and an
+// unbounded `\s*…\s*` pair backtracks quadratically (70 s for "function" + 8,000 spaces).
+const CODE_LIKE = /\bfunction[\s*]{0,16}[A-Za-z0-9_$]{0,64}\s{0,16}\(|=>|\b(?:require|import|eval)\s{0,16}\(/;
+const EXCEPTION_LIKE = /^[ \t]{0,32}at [^\n()]{1,256}\([^\n()]{1,512}:\d{1,9}:\d{1,9}\)|\n[ \t]{1,32}at |\b[A-Z][A-Za-z]{0,64}Error: /m;
 const TEXT_PATH_LIKE = /(?:^|\s)(?:\.{1,2}\/|~\/|\/[A-Za-z0-9_.-]+\/|[A-Za-z]:\\)/;
 /** URLs in text, with or without a scheme: `x://`, `https:`, protocol-relative `//host`, `www.host`. */
 const TEXT_URL_LIKE = /:\/\/|\b(?:https?|file|data|javascript|mailto|ftp|wss?):|(?:^|[\s("'<[])\/\/[A-Za-z0-9]|\bwww\.[A-Za-z0-9-]/i;

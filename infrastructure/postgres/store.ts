@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { Pool, type PoolClient, type QueryResultRow } from 'pg';
 import {
   ConcurrencyExhaustedError,
@@ -106,8 +106,24 @@ export interface PostgresStartBarrier extends StartBarrierAuthority {
 
 type Queryable = Pick<PoolClient, 'query'>;
 
-const run = async <R extends QueryResultRow>(q: Queryable, sql: NamedSql, params: Params): Promise<R[]> =>
-  (await q.query<R>(sql.text, bind(sql, params))).rows;
+/**
+ * The statements every start runs are prepared by name, once per connection: an unnamed
+ * statement is parsed and planned again on every call, and for these that was a third of the
+ * server's CPU per start (issue 6 bench). Each result is a fixed set of columns (counts,
+ * json), so a later migration can only make PostgreSQL re-plan them, never change their type.
+ */
+const PREPARED = new Map<NamedSql, string>(
+  [SQL.CONFIGURE_TRANSACTION, SQL.LOOKUP_REPLAY, SQL.LOCK_RUN_STATE, SQL.START_BATCHED_STATEMENT, SQL.READ_BARRIER].map((sql) => [
+    sql,
+    `ql3_${createHash('sha256').update(sql.text).digest('hex').slice(0, 24)}`,
+  ]),
+);
+
+const run = async <R extends QueryResultRow>(q: Queryable, sql: NamedSql, params: Params): Promise<R[]> => {
+  const values = bind(sql, params);
+  const name = PREPARED.get(sql);
+  return (await (name === undefined ? q.query<R>(sql.text, values) : q.query<R>({ name, text: sql.text, values }))).rows;
+};
 
 const validTimeout = (name: string, ms: number): number => {
   if (!Number.isSafeInteger(ms) || ms < 1 || ms > 3_600_000) throw new RangeError(`timeouts.${name} must be an integer in 1..3600000 ms, got ${ms}`);

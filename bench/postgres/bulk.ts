@@ -123,7 +123,8 @@ export class BareStart {
     const c = await pool.connect();
     try {
       await c.query('BEGIN');
-      await c.query(this.text, params);
+      // Prepared by name, as the product's start statements are: parse and plan once.
+      await c.query({ name: 'bench_bare_start', text: this.text, values: params });
       await c.query('COMMIT');
     } catch (e) {
       await c.query('ROLLBACK');
@@ -141,15 +142,16 @@ export const floorTransaction = async (pool: Pool, i: number): Promise<void> => 
   const c = await pool.connect();
   try {
     await c.query('BEGIN');
-    await c.query('INSERT INTO public.bench_commit_floor (v) VALUES ($1)', [String(i)]);
+    await c.query({ name: 'bench_floor', text: 'INSERT INTO public.bench_commit_floor (v) VALUES ($1)', values: [String(i)] });
     await c.query('COMMIT');
   } finally {
     c.release();
   }
 };
 
-/** One indexed SELECT round trip: the stored barrier by primary key. */
-export const SELECT_BARRIER = 'SELECT * FROM ql3.tool_execution_start_barriers WHERE start_id = $1';
+/** One indexed SELECT round trip: the stored barrier by primary key, prepared by name. */
+export const selectBarrier = (pool: Pool, startId: string): Promise<unknown> =>
+  pool.query({ name: 'bench_select_barrier', text: 'SELECT * FROM ql3.tool_execution_start_barriers WHERE start_id = $1', values: [startId] });
 
 /** Started Runs as the product writes them (lifecycle, five facts, barrier, identities): history. */
 export const seedStartedRuns = async (pool: Pool, runs: readonly SeededRun[]): Promise<void> => {

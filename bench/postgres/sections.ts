@@ -11,7 +11,7 @@ import { runRound, summarize, type RoundResult, type Summary } from '../lib/meas
 import { target, type Figure } from '../lib/report';
 import { lifecycleOf, seededRunOf, startWriteOf, trustedDecoded } from '../lib/startRows';
 import { countingPool, createDatabase, type BenchDatabase, type PoolCounters } from './admin';
-import { BareStart, CREATE_FLOOR, SELECT_BARRIER, floorTransaction, seedLongRun, seedReadyRuns, seedStartedRuns } from './bulk';
+import { BareStart, CREATE_FLOOR, floorTransaction, selectBarrier, seedLongRun, seedReadyRuns, seedStartedRuns } from './bulk';
 import { pgbenchInit, pgbenchRound } from './pgbench';
 
 // PostgreSQL: `prepare` at 1, 4, 8 and 16 clients on distinct Runs, side by side, round by
@@ -194,7 +194,7 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
       const replay = replayed.map((s) => s.startCommand());
       for (const c of replay) await product.a.barriers.prepare(c);
       push('replay', await runRound({ clients: 1, opsPerClient: replay.length, server: true, counters: counterFn(product.counters), op: (_c, i) => product.a.barriers.prepare(replay[i]) }));
-      push('select', await runRound({ clients: 1, opsPerClient: replay.length, server: true, counters: counterFn(product.counters), op: (_c, i) => product.pool.query(SELECT_BARRIER, [replay[i]!.startId]) }));
+      push('select', await runRound({ clients: 1, opsPerClient: replay.length, server: true, counters: counterFn(product.counters), op: (_c, i) => selectBarrier(product.pool, replay[i]!.startId) }));
     }
     ctx.extra.pgFailuresByCode = failures.byCode;
     for (const p of [product, empty]) {

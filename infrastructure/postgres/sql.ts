@@ -32,16 +32,17 @@ export const CONFIGURE_TRANSACTION = named(`SELECT
   (extract(epoch FROM transaction_timestamp()) * 1000)::bigint AS now_ms`);
 
 /**
- * The retry turn (store.ts `attempt`): a session advisory lock per Run, taken before BEGIN
- * only by a retry, so retriers of one Run go one by one. Its wait is bounded by lock_timeout,
- * set for the session here and put back when the turn ends.
+ * The Run turn (store.ts `attempt`): a session advisory lock per Run, taken before BEGIN by
+ * every write transaction of that Run, so writers of one Run go one by one and each takes its
+ * SERIALIZABLE snapshot after the previous one committed (no rw-conflict between them). One
+ * round trip: the session's lock_timeout bounds the wait (if the lock times out, the statement
+ * fails and its set_config is undone with it); it is put back when the turn ends.
  */
-export const SET_SESSION_LOCK_TIMEOUT = named(`SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', :lock_timeout, false) AS lock_timeout`);
 export const RUN_TURN_CLASS = 7173; // first key of the two-key advisory lock space: "ql3" turns
-export const TAKE_RUN_TURN = named(`SELECT pg_advisory_lock(${RUN_TURN_CLASS}, hashtext(:key))`);
+export const TAKE_RUN_TURN = named(
+  `SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', :lock_timeout, false) AS lock_timeout, pg_advisory_lock(${RUN_TURN_CLASS}, hashtext(:key)) AS turn`,
+);
 export const END_RUN_TURN = named(`SELECT pg_advisory_unlock(${RUN_TURN_CLASS}, hashtext(:key)) AS unlocked, set_config('lock_timeout', :lock_timeout, false) AS lock_timeout`);
-/** The turn was never taken (its wait timed out): put the session's lock_timeout back only. */
-export const RESTORE_SESSION_LOCK_TIMEOUT = named(`SELECT set_config('lock_timeout', :lock_timeout, false) AS lock_timeout`);
 
 // ------------------------------------------------------------------ R3.1 replay lookup
 

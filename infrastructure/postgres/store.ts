@@ -204,7 +204,7 @@ class PostgresAuthority implements PostgresStartBarrier {
     this.assertOpen();
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.attempt(body, attempt > 1 ? runId : undefined);
+        return await this.attempt(body, runId);
       } catch (e) {
         if (!isRetryable(e)) throw mapTimeout(e);
         if (attempt > this.maxRetries) {
@@ -215,12 +215,13 @@ class PostgresAuthority implements PostgresStartBarrier {
   }
 
   /**
-   * One attempt on one pooled connection. With `turnOn` (a retry), the connection first waits
-   * for a session advisory lock keyed by the Run, bounded by lock_timeout, and holds it until
-   * its transaction has committed or rolled back: retriers of one Run then go one after
-   * another, each with a snapshot taken after the previous one committed. A first attempt never
-   * takes it, so the uncontended start costs nothing; the lock lives exactly as long as the
-   * attempt (PostgreSQL also drops it if the session dies).
+   * One attempt on one pooled connection. The connection first waits for a session advisory
+   * lock keyed by the Run (its turn), bounded by lock_timeout, and holds it until its
+   * transaction has committed or rolled back: writers of one Run go one after another, each
+   * with a snapshot taken after the previous one committed, so they do not fail each other
+   * under SERIALIZABLE (a retry only remains for cross-Run predicate-lock conflicts). It costs
+   * two round trips (take, end); the lock lives exactly as long as the attempt (PostgreSQL also
+   * drops it if the session dies).
    */
   private async attempt<T>(body: (tx: Tx) => Promise<T>, turnOn: string | undefined): Promise<T> {
     const client = await this.pool.connect();
@@ -229,13 +230,11 @@ class PostgresAuthority implements PostgresStartBarrier {
       broken ??= err;
     };
     client.on('error', onError);
-    let turn: { readonly key: string; readonly previousLockTimeout: string; held: boolean } | undefined;
+    let turn: { readonly key: string; readonly previousLockTimeout: string } | undefined;
     try {
       if (turnOn !== undefined) {
-        const [previous] = await run<{ previous: string }>(client, SQL.SET_SESSION_LOCK_TIMEOUT, { lock_timeout: String(this.timeouts.lockMs) });
-        turn = { key: turnOn, previousLockTimeout: previous?.previous ?? '0', held: false };
-        await run(client, SQL.TAKE_RUN_TURN, { key: turnOn });
-        turn.held = true;
+        const [taken] = await run<{ previous: string }>(client, SQL.TAKE_RUN_TURN, { key: turnOn, lock_timeout: String(this.timeouts.lockMs) });
+        turn = { key: turnOn, previousLockTimeout: taken?.previous ?? '0' };
       }
       await client.query(SQL.BEGIN_SERIALIZABLE);
       const [config] = await run<{ now_ms: unknown }>(client, SQL.CONFIGURE_TRANSACTION, {
@@ -262,7 +261,7 @@ class PostgresAuthority implements PostgresStartBarrier {
     } finally {
       if (turn !== undefined && broken === undefined) {
         try {
-          await run(client, turn.held ? SQL.END_RUN_TURN : SQL.RESTORE_SESSION_LOCK_TIMEOUT, { key: turn.key, lock_timeout: turn.previousLockTimeout });
+          await run(client, SQL.END_RUN_TURN, { key: turn.key, lock_timeout: turn.previousLockTimeout });
         } catch (unlockError) {
           broken = unlockError; // destroying the session releases the lock and the setting
         }

@@ -288,30 +288,46 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
 
   it('R5.2 with retries exhausted the loser gets CONCURRENCY_EXHAUSTED and nothing of its start survives', async () => {
     const s = await setUp();
-    const second = `${s.stepRunId}-b`;
-    await main.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: second, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } });
-    await main.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId: second, requestedAtMs: 1 } });
-    const c1 = s.startCommand();
-    const step2 = (await main.runs.getStepRun(s.runId, second))!;
-    const c2raw = s.startCommand(step2, 'b');
-    const c2 = { ...c2raw, stepRun: { ...c2raw.stepRun, stepRunId: second } };
-    let release!: () => void;
-    const gate = new Promise<void>((resolve) => (release = resolve));
-    const [holder] = await clients(1, { hooks: { onStartStep: (step) => (step === 'beforeCommit' ? gate : undefined) } });
-    const [loser] = await clients(1, { maxRetries: 0 });
-    const held = holder!.barriers.prepare(c1);
-    await new Promise((r) => setTimeout(r, 100));
-    const losing = loser!.barriers.prepare(c2);
-    await waitForLockWaiters(db, 1); // parked on the Run row lock
-    release();
-    expect((await held).outcome).to.equal('created');
-    const error = await rejects(losing);
+    const command = s.startCommand();
+    // Between the loser's snapshot and its lock, another session commits a new version of the
+    // Run row: the FOR UPDATE then fails with 40001, and with no retry left that is final.
+    let interfered = false;
+    const [loser] = await clients(1, {
+      maxRetries: 0,
+      hooks: {
+        onStartStep: async (step) => {
+          if (step !== 'lookup' || interfered) return;
+          interfered = true;
+          await db.admin((c) => c.query('UPDATE ql3.runs SET version = version WHERE run_id = $1', [s.runId]));
+        },
+      },
+    });
+    const error = await rejects(loser!.barriers.prepare(command));
     expect(error, error.message).to.be.instanceOf(ConcurrencyExhaustedError);
     expect((error as ConcurrencyExhaustedError).attempts).to.equal(1);
     expect((error as ConcurrencyExhaustedError).lastCause).to.match(/^40001/);
-    expect((await main.runs.getStepRun(s.runId, second))?.status).to.equal('ready');
-    expect(await main.barriers.getByStartId(c2.startId)).to.equal(null);
+    expect((await main.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('ready');
+    expect(await main.barriers.getByStartId(command.startId)).to.equal(null);
     // and with retries (the default) the same start then simply succeeds
-    expect((await main.barriers.prepare(c2)).outcome).to.equal('created');
+    expect((await main.barriers.prepare(command)).outcome).to.equal('created');
+  });
+
+  it('R5.2 writers of one Run take turns: 8 concurrent starts of different StepRuns of one Run need no retry budget', async () => {
+    const s = await setUp();
+    const ids = Array.from({ length: 8 }, (_, i) => `${s.stepRunId}-t${i}`);
+    for (const id of ids) {
+      await main.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: id, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } });
+      await main.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId: id, requestedAtMs: 1 } });
+    }
+    const racers = await clients(8, { maxRetries: 0 });
+    const commands = await Promise.all(
+      ids.map(async (id, i) => {
+        const step = (await main.runs.getStepRun(s.runId, id))!;
+        const raw = s.startCommand(step, `t${i}`);
+        return { ...raw, stepRun: { ...raw.stepRun, stepRunId: id } };
+      }),
+    );
+    const results = await Promise.all(commands.map((c, i) => racers[i]!.barriers.prepare(c)));
+    expect(results.map((r) => r.outcome)).to.deep.equal(Array(8).fill('created'));
   });
 });

@@ -128,8 +128,9 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
     const s = await setUp(a);
     statements.length = 0;
     await a.barriers.prepare(s.startCommand());
-    expect(statements[0]).to.equal('BEGIN ISOLATION LEVEL SERIALIZABLE');
-    expect(statements[1]).to.match(/set_config\('statement_timeout', \$1, true\).*set_config\('lock_timeout', \$2, true\).*set_config\('idle_in_transaction_session_timeout', \$3, true\)/s);
+    expect(statements[0]).to.match(/pg_advisory_lock\(7173, hashtext\(\$2\)\)/); // the Run's turn, before BEGIN
+    expect(statements[1]).to.equal('BEGIN ISOLATION LEVEL SERIALIZABLE');
+    expect(statements[2]).to.match(/set_config\('statement_timeout', \$1, true\).*set_config\('lock_timeout', \$2, true\).*set_config\('idle_in_transaction_session_timeout', \$3, true\)/s);
     // (the race specs prove each timeout fires; here: once committed, the session is clean)
     const client = await a.pool.connect();
     try {
@@ -140,7 +141,7 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
     }
   });
 
-  it('R5.2 round trips per call, counted: batched start 6, exact replay 5 (no lock: it writes nothing), stepwise start 10; R5.2 lock before any evidence', async () => {
+  it('R5.2 round trips per call, counted: batched start 8, exact replay 7 (no row lock: it writes nothing), stepwise start 12; R5.2 lock before any evidence', async () => {
     const batched = await open('batched');
     const s = await setUp(batched.a);
     batched.statements.length = 0;
@@ -158,12 +159,12 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
 
     const shape = (qs: string[]) =>
       qs.map((q) =>
-        q.startsWith('BEGIN') ? 'BEGIN' : q === 'COMMIT' ? 'COMMIT' : q.includes('set_config') ? 'configure' : q.startsWith('WITH\n  b AS') ? 'read'
+        q.includes('pg_advisory_lock') ? 'turn' : q.includes('pg_advisory_unlock') ? 'end turn' : q.startsWith('BEGIN') ? 'BEGIN' : q === 'COMMIT' ? 'COMMIT' : q.includes('set_config') ? 'configure' : q.startsWith('WITH\n  b AS') ? 'read'
           : q.includes('start_replay_identities i ON') ? 'lookup' : q.includes('FOR UPDATE') ? 'lock' : q.startsWith('WITH evidence_events') ? 'write' : q.slice(0, 40),
       );
-    expect(shape(created)).to.deep.equal(['BEGIN', 'configure', 'lookup', 'lock', 'write', 'COMMIT']);
-    expect(shape(replay)).to.deep.equal(['BEGIN', 'configure', 'lookup', 'read', 'COMMIT']);
-    expect(steps).to.have.length(10);
+    expect(shape(created)).to.deep.equal(['turn', 'BEGIN', 'configure', 'lookup', 'lock', 'write', 'COMMIT', 'end turn']);
+    expect(shape(replay)).to.deep.equal(['turn', 'BEGIN', 'configure', 'lookup', 'read', 'COMMIT', 'end turn']);
+    expect(steps).to.have.length(12);
     // the lock statement precedes every statement that writes evidence
     const lockAt = steps.findIndex((q) => q.includes('FOR UPDATE'));
     const firstWrite = steps.findIndex((q) => q.includes('INSERT INTO'));

@@ -34,15 +34,32 @@ export const CONFIGURE_TRANSACTION = named(`SELECT
 /**
  * The Run turn (store.ts `attempt`): a session advisory lock per Run, taken before BEGIN by
  * every write transaction of that Run, so writers of one Run go one by one and each takes its
- * SERIALIZABLE snapshot after the previous one committed (no rw-conflict between them). One
- * round trip: the session's lock_timeout bounds the wait (if the lock times out, the statement
- * fails and its set_config is undone with it); it is put back when the turn ends.
+ * SERIALIZABLE snapshot after the previous one committed (no rw-conflict between them).
+ *
+ * Writers of different Runs can still fail each other with 40001: SSI locks B-tree *pages*, and
+ * on small tables (a fresh deployment) every replay lookup and every insert share the same
+ * leaf pages. So the same statement also takes the retry gate: a first attempt holds it
+ * shared (all first attempts run together), a retry holds it exclusive (it runs alone once the
+ * attempts in flight have finished, so it cannot meet another writer and fail again).
+ *
+ * One round trip: the session's lock_timeout bounds both waits; it is put back at the end. If
+ * the statement fails half way, a lock it took stays with the session, so the caller then
+ * discards the connection (which releases everything) instead of returning it to the pool.
  */
 export const RUN_TURN_CLASS = 7173; // first key of the two-key advisory lock space: "ql3" turns
-export const TAKE_RUN_TURN = named(
-  `SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', :lock_timeout, false) AS lock_timeout, pg_advisory_lock(${RUN_TURN_CLASS}, hashtext(:key)) AS turn`,
-);
-export const END_RUN_TURN = named(`SELECT pg_advisory_unlock(${RUN_TURN_CLASS}, hashtext(:key)) AS unlocked, set_config('lock_timeout', :lock_timeout, false) AS lock_timeout`);
+export const RETRY_GATE_CLASS = 7174;
+const takeTurn = (gate: string) =>
+  named(
+    `SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', :lock_timeout, false) AS lock_timeout, pg_advisory_lock(${RUN_TURN_CLASS}, hashtext(:key)) AS turn, ${gate}(${RETRY_GATE_CLASS}, 0) AS gate`,
+  );
+const endTurn = (gate: string) =>
+  named(
+    `SELECT pg_advisory_unlock(${RUN_TURN_CLASS}, hashtext(:key)) AS unlocked, ${gate}(${RETRY_GATE_CLASS}, 0) AS gate, set_config('lock_timeout', :lock_timeout, false) AS lock_timeout`,
+  );
+export const TAKE_RUN_TURN = takeTurn('pg_advisory_lock_shared');
+export const END_RUN_TURN = endTurn('pg_advisory_unlock_shared');
+export const TAKE_RETRY_TURN = takeTurn('pg_advisory_lock');
+export const END_RETRY_TURN = endTurn('pg_advisory_unlock');
 
 // ------------------------------------------------------------------ R3.1 replay lookup
 

@@ -204,7 +204,7 @@ class PostgresAuthority implements PostgresStartBarrier {
     this.assertOpen();
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.attempt(body, runId);
+        return await this.attempt(body, runId, attempt > 1);
       } catch (e) {
         if (!isRetryable(e)) throw mapTimeout(e);
         if (attempt > this.maxRetries) {
@@ -223,7 +223,7 @@ class PostgresAuthority implements PostgresStartBarrier {
    * two round trips (take, end); the lock lives exactly as long as the attempt (PostgreSQL also
    * drops it if the session dies).
    */
-  private async attempt<T>(body: (tx: Tx) => Promise<T>, turnOn: string | undefined): Promise<T> {
+  private async attempt<T>(body: (tx: Tx) => Promise<T>, turnOn: string | undefined, retry = false): Promise<T> {
     const client = await this.pool.connect();
     let broken: unknown;
     const onError = (err: Error) => {
@@ -233,8 +233,16 @@ class PostgresAuthority implements PostgresStartBarrier {
     let turn: { readonly key: string; readonly previousLockTimeout: string } | undefined;
     try {
       if (turnOn !== undefined) {
-        const [taken] = await run<{ previous: string }>(client, SQL.TAKE_RUN_TURN, { key: turnOn, lock_timeout: String(this.timeouts.lockMs) });
-        turn = { key: turnOn, previousLockTimeout: taken?.previous ?? '0' };
+        try {
+          const [taken] = await run<{ previous: string }>(client, retry ? SQL.TAKE_RETRY_TURN : SQL.TAKE_RUN_TURN, {
+            key: turnOn,
+            lock_timeout: String(this.timeouts.lockMs),
+          });
+          turn = { key: turnOn, previousLockTimeout: taken?.previous ?? '0' };
+        } catch (e) {
+          broken ??= e; // it may hold one of its two locks: discard the session (sql.ts)
+          throw e;
+        }
       }
       await client.query(SQL.BEGIN_SERIALIZABLE);
       const [config] = await run<{ now_ms: unknown }>(client, SQL.CONFIGURE_TRANSACTION, {
@@ -261,7 +269,7 @@ class PostgresAuthority implements PostgresStartBarrier {
     } finally {
       if (turn !== undefined && broken === undefined) {
         try {
-          await run(client, SQL.END_RUN_TURN, { key: turn.key, lock_timeout: turn.previousLockTimeout });
+          await run(client, retry ? SQL.END_RETRY_TURN : SQL.END_RUN_TURN, { key: turn.key, lock_timeout: turn.previousLockTimeout });
         } catch (unlockError) {
           broken = unlockError; // destroying the session releases the lock and the setting
         }

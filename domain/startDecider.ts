@@ -1,7 +1,7 @@
 import type { Command } from '@event-driven-io/emmett';
 import { digestOf, RECORD_TAGS } from './canonical';
 import { decodeStartCommand, startedVersionOf, type DecodedStartCommand, type ToolExecutionStartCommand } from './command';
-import { sealBarrier, type StartBarrierRecord } from './barrier';
+import { commandOfBarrier, sealBarrier, type StartBarrierRecord } from './barrier';
 import {
   CorruptRecordError,
   PreconditionError,
@@ -51,6 +51,9 @@ export const replayKeysOf = (c: ToolExecutionStartCommand): ReplayKeys => ({
   auditReceiptId: c.evidence.auditReceiptId,
   attempt: { runId: c.stepRun.runId, stepRunId: c.stepRun.stepRunId, startedStepRunVersion: startedVersionOf(c) },
 });
+
+/** The same identities of a stored barrier: it keeps every binding of its command (R4.1). */
+export const replayKeysOfBarrier = (b: StartBarrierRecord): ReplayKeys => replayKeysOf(commandOfBarrier(b));
 
 const describeKey = (keys: ReplayKeys, identity: ReplayIdentity): string => {
   if (identity !== 'attempt') return keys[identity];

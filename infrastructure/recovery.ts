@@ -8,6 +8,7 @@ import {
   isStartBarrierError,
   resolutionCommandOf,
   type AttemptKey,
+  replayKeysOfBarrier,
   type ReplayIdentity,
   type StartBarrierRecord,
   type StartOutcomeKind,
@@ -26,7 +27,6 @@ import type {
   StartOutcome,
   StoredBarrier,
   VerifyProblem,
-  VerifyReport,
 } from './authority';
 
 // The recovery read models and operator resolutions (issue 5), written once over a small
@@ -92,26 +92,8 @@ const PAGE = 200;
 const InDoubtQueryCodec = strictObject('InDoubtQuery', {}, { projectId: Identity, runId: Identity, olderThanMs: EpochMillis });
 
 const identityValueOf = (b: StartBarrierRecord, identity: ReplayIdentity): string => {
-  switch (identity) {
-    case 'startId':
-      return b.startId;
-    case 'mutationId':
-      return b.mutation.mutationId;
-    case 'runEventId':
-      return b.runEvent.runEventId;
-    case 'traceId':
-      return b.trace.traceId;
-    case 'auditEventId':
-      return b.audit.auditEventId;
-    case 'auditReceiptId':
-      return b.audit.auditReceiptId;
-    case 'attempt':
-      return attemptValue(b.runId, b.stepRunId, b.attempt.startedStepRunVersion);
-    default: {
-      const _exhaustive: never = identity;
-      throw new Error(`unknown identity ${String(_exhaustive)}`);
-    }
-  }
+  const keys = replayKeysOfBarrier(b);
+  return identity === 'attempt' ? attemptValue(keys.attempt.runId, keys.attempt.stepRunId, keys.attempt.startedStepRunVersion) : keys[identity];
 };
 
 /** The outcome fact of one start, verified against its event, or null while in doubt. */

@@ -2,8 +2,6 @@ import { isDeepStrictEqual } from 'node:util';
 import {
   CorruptRecordError,
   OUTCOME_EVENT_TYPES,
-  canonicalJson,
-  decodeRunEvent,
   isOutcomeEventType,
   streamNameOf,
   type EventOf,
@@ -11,7 +9,9 @@ import {
   type StartOutcomeKind,
 } from '../domain';
 import type { InDoubtStart, StartOutcome, StoredBarrier } from '../infrastructure/authority';
-import type { EventRow } from './verifyRows';
+import { decodeEventRow, type EventRow } from './verifyRows';
+
+export { decodeEventRow };
 
 // Recovery read model (issue 5) as pure row derivations shared by every backend. The stores
 // write `start_outcomes` rows in the transaction that appends the outcome event; reads
@@ -60,19 +60,6 @@ export const outcomeRowOf = (stored: { eventId: string; streamPosition: number; 
   };
 };
 
-/** Decode one stored event row strictly (JSON, codec, canonical form), or fail closed. */
-export const decodeEventRow = (row: EventRow): RunStreamEvent => {
-  const where = `${row.stream_id}@${row.stream_position}`;
-  let data: unknown;
-  try {
-    data = JSON.parse(row.data_json);
-  } catch {
-    throw new CorruptRecordError('event', where, 'invalid JSON');
-  }
-  const event = decodeRunEvent(row.event_type, data, where);
-  if (canonicalJson(event.data) !== row.data_json) throw new CorruptRecordError('event', where, 'stored JSON is not in canonical form');
-  return event;
-};
 
 const asNumber = (v: unknown): unknown => (typeof v === 'string' && /^-?\d+$/.test(v) ? Number(v) : v);
 

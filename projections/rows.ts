@@ -2,6 +2,8 @@ import {
   canonicalJson,
   stepRunDigest,
   type EventOf,
+  REPLAY_IDENTITIES,
+  replayKeysOfBarrier,
   type ReplayIdentity,
   type RunHead,
   type RunStreamEvent,
@@ -145,6 +147,7 @@ export const startRowsOf = (facts: StartFacts, committedAtMs: number): StartRows
   const b = committed.data.barrier;
   const m: EventOf<'StepRunStarted'>['data'] = started.data;
   const key = { start_id: b.startId, command_digest: b.commandDigest };
+  const identities = replayKeysOfBarrier(b);
   return {
     audit: {
       audit_event_id: audit.data.auditEventId,
@@ -212,15 +215,10 @@ export const startRowsOf = (facts: StartFacts, committedAtMs: number): StartRows
       adapter_id: b.contracts.adapter.id,
       committed_at_ms: committedAtMs,
     },
-    identities: [
-      { identity: 'startId', value: b.startId, ...key },
-      { identity: 'mutationId', value: b.mutation.mutationId, ...key },
-      { identity: 'runEventId', value: b.runEvent.runEventId, ...key },
-      { identity: 'traceId', value: b.trace.traceId, ...key },
-      { identity: 'auditEventId', value: b.audit.auditEventId, ...key },
-      { identity: 'auditReceiptId', value: b.audit.auditReceiptId, ...key },
-      { identity: 'attempt', value: attemptValue(b.runId, b.stepRunId, b.attempt.startedStepRunVersion), ...key },
-    ],
+    identities: REPLAY_IDENTITIES.map((identity) => {
+      const value = identities[identity];
+      return { identity, value: typeof value === 'string' ? value : attemptValue(value.runId, value.stepRunId, value.startedStepRunVersion), ...key };
+    }),
   };
 };
 

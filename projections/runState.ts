@@ -1,4 +1,3 @@
-import * as t from 'io-ts';
 import { isLeft } from 'fp-ts/lib/Either';
 import {
   CorruptRecordError,

@@ -7,9 +7,10 @@ import {
   streamNameOf,
   verifyStartFacts,
   verifyStoredBarrier,
+  type RunStreamEvent,
   type StartFacts,
 } from '../domain';
-import type { StoredBarrier } from '../infrastructure/authority';
+import type { StoredBarrier, StoredEvent } from '../infrastructure/authority';
 import { naturalEventIdOf, startRowsOf, type AuditEventRow, type AuditReceiptRow, type BarrierRow, type MutationRow, type ReplayIdentityRow, type TraceAnchorRow } from './rows';
 
 // R5.3 on every read, for both backends: re-derive every projected row from the event log
@@ -37,6 +38,29 @@ export interface StoredStartRows {
   /** Every replay-index row naming this start. */
   identities: readonly ReplayIdentityRow[];
 }
+
+/** Decode one stored event row strictly (JSON, codec, canonical form), or fail closed. */
+export const decodeEventRow = (row: EventRow): RunStreamEvent => {
+  const where = `${row.stream_id}@${row.stream_position}`;
+  let data: unknown;
+  try {
+    data = JSON.parse(row.data_json);
+  } catch {
+    throw new CorruptRecordError('event', where, 'invalid JSON');
+  }
+  const event = decodeRunEvent(row.event_type, data, where);
+  if (canonicalJson(event.data) !== row.data_json) throw new CorruptRecordError('event', where, 'stored JSON is not in canonical form');
+  return event;
+};
+
+/** An event row read back as a `StoredEvent`: decoded and re-verified like any fact (R5.3). */
+export const storedEventOf = (row: EventRow & { global_position: number }): StoredEvent => ({
+  eventId: row.event_id,
+  streamPosition: Number(row.stream_position),
+  globalPosition: Number(row.global_position),
+  committedAtMs: Number(row.committed_at_ms),
+  event: decodeEventRow(row),
+});
 
 /** Positions of the five facts around the RunEvent sequence a barrier names. */
 export const startEventPositions = (runEventSequence: number): number[] => [-3, -2, -1, 0, 1].map((d) => runEventSequence + d);
@@ -66,15 +90,7 @@ export const verifyStartRows = (rows: StoredStartRows): StoredBarrier => {
     const where = `${e.stream_id}@${e.stream_position}`;
     if (e.stream_id !== stream || Number(e.stream_position) !== positions[i]) bad(`start fact ${i + 1} is not at ${stream}@${positions[i]}`);
     if (e.event_type !== START_FACT_TYPES[i]) bad(`expected ${START_FACT_TYPES[i]} at ${where}, found ${e.event_type}`);
-    let data: unknown;
-    try {
-      data = JSON.parse(e.data_json);
-    } catch {
-      bad(`event ${where} holds invalid JSON`);
-    }
-    const ev = decodeRunEvent(e.event_type, data, where);
-    if (canonicalJson(ev.data) !== e.data_json) bad(`event ${where} is not in canonical form`);
-    return ev;
+    return decodeEventRow(e);
   });
   const facts = decoded as unknown as StartFacts;
   verifyStartFacts(sealed, facts);

@@ -1,4 +1,4 @@
-import { attemptValue, type StepRunRow } from '../../projections/rows';
+import { type StepRunRow } from '../../projections/rows';
 import type { StoredBarrier, VerifyProblem } from '../authority';
 import type { RecoveryView } from '../recovery';
 import type { Tables } from './store';

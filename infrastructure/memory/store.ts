@@ -3,7 +3,6 @@ import {
   ConcurrencyExhaustedError,
   CorruptRecordError,
   canonicalJson,
-  decodeRunEvent,
   decodeStartCommand,
   noReplayHits,
   streamNameOf,
@@ -27,7 +26,7 @@ import {
   type TraceAnchorRow,
 } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
-import { startEventPositions, verifyStartRows, type EventRow } from '../../projections/verifyRows';
+import { startEventPositions, storedEventOf, verifyStartRows, type EventRow } from '../../projections/verifyRows';
 import { outcomeRowOf, type StartOutcomeRow } from '../../projections/recovery';
 import type { AppendOutcome, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../authority';
 import { createRecoveryApi } from '../recovery';
@@ -276,16 +275,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     },
     readStream: async (runId: string): Promise<readonly StoredEvent[]> => {
       const stream = streamNameOf(runId);
-      return this.tables.events
-        .map((e, i) => ({ e, i }))
-        .filter(({ e }) => e.stream_id === stream)
-        .map(({ e, i }) => ({
-          eventId: e.event_id,
-          streamPosition: e.stream_position,
-          globalPosition: i + 1,
-          committedAtMs: e.committed_at_ms,
-          event: decodeRunEvent(e.event_type, JSON.parse(e.data_json), `${stream}@${e.stream_position}`),
-        }));
+      return this.tables.events.flatMap((e, i) => (e.stream_id === stream ? [storedEventOf({ ...e, global_position: i + 1 })] : []));
     },
   };
 

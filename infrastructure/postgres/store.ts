@@ -6,7 +6,6 @@ import {
   SemanticConflictError,
   canonicalJson,
   classifyReplay,
-  decodeRunEvent,
   decodeStartCommand,
   noReplayHits,
   replayKeysOf,
@@ -22,7 +21,7 @@ import {
 } from '../../domain';
 import { attemptValue, naturalEventIdOf, runRowOf, startEventJsonOf, startRowsOf, stepRunRowOf } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
-import { verifyStartRows } from '../../projections/verifyRows';
+import { storedEventOf, verifyStartRows } from '../../projections/verifyRows';
 import type {
   AppendOutcome,
   PrepareResult,
@@ -581,17 +580,8 @@ class PostgresAuthority implements PostgresStartBarrier {
         const version = row?.stream_version === null || row?.stream_version === undefined ? 0 : decodeRow(PgInt, row.stream_version, 'stream', stream);
         if (version !== rows.length) throw new CorruptRecordError('stream', stream, `stream head is at version ${version} but it holds ${rows.length} events`);
         return rows.map((r, i) => {
-          const where = `${r.stream_id}@${r.stream_position}`;
           if (r.stream_position !== i + 1) throw new CorruptRecordError('stream', stream, `expected position ${i + 1}, found ${r.stream_position}`);
-          let data: unknown;
-          try {
-            data = JSON.parse(r.data_json);
-          } catch {
-            throw new CorruptRecordError('event', where, 'invalid JSON');
-          }
-          const event = decodeRunEvent(r.event_type, data, where);
-          if (canonicalJson(event.data) !== r.data_json) throw new CorruptRecordError('event', where, 'stored JSON is not in canonical form');
-          return { eventId: r.event_id, streamPosition: r.stream_position, globalPosition: r.global_position, committedAtMs: r.committed_at_ms, event };
+          return storedEventOf(r);
         });
       }),
   };

@@ -19,7 +19,6 @@ import {
   ValidationError,
   TransactionTimeoutError,
   canonicalJson,
-  decodeRunEvent,
   decodeStartCommand,
   streamNameOf,
   type ReplayHits,
@@ -33,7 +32,7 @@ import {
 } from '../../domain';
 import { attemptValue, runRowOf, startRowsOf, startEventJsonOf, stepRunRowOf, naturalEventIdOf, type BarrierRow, type ReplayIdentityRow, type RunRow, type StepRunRow } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
-import { startEventPositions, verifyStartRows, type EventRow } from '../../projections/verifyRows';
+import { startEventPositions, storedEventOf, verifyStartRows, type EventRow } from '../../projections/verifyRows';
 import type {
   AppendOutcome,
   PrepareResult,
@@ -450,7 +449,7 @@ class SqliteAuthority implements SqliteStartBarrier {
     const to = Number(options?.to ?? (options?.maxCount !== undefined ? BigInt(from) + options.maxCount : BigInt(current)));
     const rows = this.s.streamEvents!.all(streamName, from + 1, to) as (EventRow & { global_position: number })[];
     const events = rows.map((r) => {
-      const stored = this.decodeEventRow(r);
+      const stored = storedEventOf(r);
       return {
         ...stored.event,
         kind: 'Event',
@@ -490,17 +489,6 @@ class SqliteAuthority implements SqliteStartBarrier {
 
   readonly eventStore: RunEventStore = this.emmett(false);
 
-  private decodeEventRow(r: EventRow & { global_position: number }): StoredEvent {
-    const where = `${r.stream_id}@${r.stream_position}`;
-    let data: unknown;
-    try {
-      data = JSON.parse(r.data_json);
-    } catch {
-      throw new CorruptRecordError('event', where, 'invalid JSON');
-    }
-    return { eventId: r.event_id, streamPosition: r.stream_position, globalPosition: r.global_position, committedAtMs: r.committed_at_ms, event: decodeRunEvent(r.event_type, data, where) };
-  }
-
   // ---------------------------------------------------------------- the public surface
 
   readonly barriers = {
@@ -535,7 +523,7 @@ class SqliteAuthority implements SqliteStartBarrier {
       }),
     readStream: (runId: string): Promise<readonly StoredEvent[]> =>
       this.read(() =>
-        (this.s.streamEvents!.all(streamNameOf(runId), 1, Number.MAX_SAFE_INTEGER) as (EventRow & { global_position: number })[]).map((r) => this.decodeEventRow(r)),
+        (this.s.streamEvents!.all(streamNameOf(runId), 1, Number.MAX_SAFE_INTEGER) as (EventRow & { global_position: number })[]).map((r) => storedEventOf(r)),
       ),
   };
 

@@ -8,6 +8,7 @@ import {
 } from '../../domain';
 import { buildScenario, type Scenario } from '../../domain/scenario';
 import { START_STEPS, type StartBarrierAuthority, type StartStep, type StartStepHook } from '../../infrastructure/authority';
+import { rejects } from '../support/rejects';
 
 // One suite, run unchanged against every backend (in-memory, SQLite, PostgreSQL). A backend
 // registers itself with a factory; the optional `counts` lets the suite prove that a failed
@@ -27,14 +28,6 @@ export const setUp = async (authority: StartBarrierAuthority, options: Parameter
   return scenario;
 };
 
-const rejects = async (p: Promise<unknown>): Promise<Error> => {
-  try {
-    await p;
-  } catch (e) {
-    return e as Error;
-  }
-  throw new Error('expected a rejection');
-};
 
 export const conformanceSuite = (backend: ConformanceBackend): void => {
   describe(`conformance: ${backend.name}`, function () {

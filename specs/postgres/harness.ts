@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Client, Pool, escapeIdentifier, escapeLiteral } from 'pg';
 import { openPostgresStartBarrier, type PostgresStartBarrier, type PostgresStartBarrierOptions } from '../../infrastructure/postgres';
+export { rejects } from '../support/rejects';
 
 // Every PostgreSQL spec runs against the real server on 127.0.0.1:5432 (trust auth), in a
 // database created for it and dropped after it. Never mocked, never skipped: an unreachable
@@ -160,11 +161,3 @@ export const waitForLockWaiters = async (db: TestDatabase, count: number, timeou
   });
 };
 
-export const rejects = async (p: Promise<unknown>): Promise<Error> => {
-  try {
-    await p;
-  } catch (e) {
-    return e as Error;
-  }
-  throw new Error('expected a rejection');
-};

@@ -5,6 +5,7 @@ import {
   SemanticConflictError,
   ValidationError,
   type EventOf,
+  replayKeysOfBarrier,
   type ReplayIdentity,
   type StartBarrierRecord,
 } from '../../domain';
@@ -12,6 +13,8 @@ import { buildScenario, type Scenario } from '../../domain/scenario';
 import type { RecoverableStartBarrierAuthority, StoredBarrier } from '../../infrastructure/authority';
 import { normaliseOutcomeRow, outcomeRowOf, rebuildOutcomeRows, startOutcomeOf, type StartOutcomeRow } from '../../projections/recovery';
 import type { EventRow } from '../../projections/verifyRows';
+import { rejects } from '../support/rejects';
+export { rejects };
 
 // The recovery read models (issue 5), one suite run unchanged against in-memory, SQLite and
 // PostgreSQL. Every expectation about a read model is also checked against the event log.
@@ -26,14 +29,6 @@ export interface RecoveryConformanceBackend {
   raw(authority: RecoverableStartBarrierAuthority): Promise<{ events: EventRow[]; outcomes: StartOutcomeRow[] }>;
 }
 
-export const rejects = async (p: Promise<unknown>): Promise<Error> => {
-  try {
-    await p;
-  } catch (e) {
-    return e as Error;
-  }
-  throw new Error('expected a rejection');
-};
 
 export const readyScenario = async (a: RecoverableStartBarrierAuthority, options: Parameters<typeof buildScenario>[0] = {}): Promise<Scenario> => {
   const s = buildScenario(options);
@@ -48,26 +43,7 @@ export const startedScenario = async (a: RecoverableStartBarrierAuthority, optio
   return { s, barrier: prepared.barrier, startId: prepared.barrier.record.startId };
 };
 
-const identityValue = (b: StartBarrierRecord, identity: ReplayIdentity): string | { runId: string; stepRunId: string; startedStepRunVersion: number } => {
-  switch (identity) {
-    case 'startId':
-      return b.startId;
-    case 'mutationId':
-      return b.mutation.mutationId;
-    case 'runEventId':
-      return b.runEvent.runEventId;
-    case 'traceId':
-      return b.trace.traceId;
-    case 'auditEventId':
-      return b.audit.auditEventId;
-    case 'auditReceiptId':
-      return b.audit.auditReceiptId;
-    case 'attempt':
-      return { runId: b.runId, stepRunId: b.stepRunId, startedStepRunVersion: b.attempt.startedStepRunVersion };
-    default:
-      throw new Error(identity);
-  }
-};
+const identityValue = (b: StartBarrierRecord, identity: ReplayIdentity) => replayKeysOfBarrier(b)[identity];
 
 const byStart = (a: StartOutcomeRow, b: StartOutcomeRow) => (a.start_id < b.start_id ? -1 : 1);
 

@@ -16,6 +16,7 @@ import {
 import { buildScenario, type Scenario } from '../../domain/scenario';
 import type { RecoverableStartBarrierAuthority, StoredBarrier } from '../../infrastructure/authority';
 import { createToolStepSaga } from '../../infrastructure/saga';
+import { rejects } from '../support/rejects';
 
 // The orchestration saga (issue 5) against real authorities. The adapter port is the only test
 // double: it records each invocation and, when called, proves the start already committed by
@@ -41,14 +42,6 @@ export const planOf = (c: ToolExecutionStartCommand): StartPlan => ({
   contracts: c.contracts,
 });
 
-const rejects = async (p: Promise<unknown>): Promise<Error> => {
-  try {
-    await p;
-  } catch (e) {
-    return e as Error;
-  }
-  throw new Error('expected a rejection');
-};
 
 /** The one test double: records calls, checks the barrier is durable before "acting". */
 export class RecordingAdapter implements ToolAdapterPort {

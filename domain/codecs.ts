@@ -296,13 +296,25 @@ export const toIssues = (errors: t.Errors): ValidationIssue[] =>
  * copy: what was validated is what the caller gets back, and a caller that changes its object
  * afterwards (say, while an async `prepare` waits for its transaction) cannot reach it.
  */
-export const decodeOrThrow = <A>(codec: t.Type<A, A, unknown>, record: string, input: unknown): A => {
+/**
+ * Checks that `input` is plain JSON and returns a private deep copy of it, so nothing the
+ * caller does afterwards (or a getter that answers differently twice) can change what we decode.
+ */
+export const snapshotPlainJson = (record: string, input: unknown): unknown => {
   const shape = plainJsonIssues(input);
   if (shape.length > 0) throw new ValidationError(record, shape);
-  const r = codec.decode(structuredClone(input));
+  return structuredClone(input);
+};
+
+/** Decode a value `snapshotPlainJson` returned; the codecs hand back that same object when valid. */
+export const decodeSnapshotOrThrow = <A>(codec: t.Type<A, A, unknown>, record: string, snapshot: unknown): A => {
+  const r = codec.decode(snapshot);
   if (isLeft(r)) throw new ValidationError(record, toIssues(r.left));
   return r.right;
 };
+
+export const decodeOrThrow = <A>(codec: t.Type<A, A, unknown>, record: string, input: unknown): A =>
+  decodeSnapshotOrThrow(codec, record, snapshotPlainJson(record, input));
 
 /** Strict UTF-8 JSON text -> value. Invalid UTF-8 is rejected, never replaced with U+FFFD. */
 export const parseJsonBytes = (record: string, bytes: Uint8Array | string): unknown => {

@@ -8,10 +8,10 @@ import {
   Ref,
   TimeoutMs,
   Version,
-  decodeOrThrow,
+  decodeSnapshotOrThrow,
   literal,
   oneOf,
-  plainJsonIssues,
+  snapshotPlainJson,
   strictObject,
 } from './codecs';
 import { ValidationError } from './errors';
@@ -104,17 +104,18 @@ export interface DecodedStartCommand {
 
 /** Boundary for every start command: shape, R1.5 content rules, R1.1 size, then digest. */
 export const decodeStartCommand = (input: unknown): DecodedStartCommand => {
+  const snapshot = snapshotPlainJson('start command', input);
   // R1.1 before the content checks: what was sent, not what it says, bounds the cost of reading it.
-  if (plainJsonIssues(input).length === 0) {
-    const sent = utf8Length(canonicalJson(input));
-    if (sent > MAX_COMMAND_BYTES) {
-      throw new ValidationError('start command', [
-        { path: '(root)', reason: 'too_large', message: `canonical JSON is ${sent} bytes, the limit is ${MAX_COMMAND_BYTES} (R1.1)` },
-      ]);
-    }
+  const sent = canonicalJson(snapshot);
+  if (utf8Length(sent) > MAX_COMMAND_BYTES) {
+    throw new ValidationError('start command', [
+      { path: '(root)', reason: 'too_large', message: `canonical JSON is ${utf8Length(sent)} bytes, the limit is ${MAX_COMMAND_BYTES} (R1.1)` },
+    ]);
   }
-  const command = decodeOrThrow(ToolExecutionStartCommand, 'start command', input);
-  const canonical = canonicalJson(command);
+  const command = decodeSnapshotOrThrow(ToolExecutionStartCommand, 'start command', snapshot);
+  // The codecs reject and never rewrite, so a valid command is the snapshot itself and its
+  // canonical form is the one just computed; anything else is serialised again.
+  const canonical = (command as unknown) === snapshot ? sent : canonicalJson(command);
   const bytes = utf8Length(canonical);
   if (bytes > MAX_COMMAND_BYTES) {
     throw new ValidationError('start command', [

@@ -142,7 +142,21 @@ export interface StartRows {
   identities: ReplayIdentityRow[];
 }
 
-export const startRowsOf = (facts: StartFacts, committedAtMs: number): StartRows => {
+/** Canonical JSON already known for the fact data and the barrier record (a verified read has it). */
+export interface KnownStartJson {
+  readonly audit: string;
+  readonly trace: string;
+  readonly receipt: string;
+  readonly mutation: string;
+  readonly barrier: string;
+}
+
+/**
+ * The rows a start's facts project to. `known`, when given, must be the canonical JSON of
+ * exactly these values (the verified read passes text it has just proven canonical for them),
+ * so they are not serialised a second time.
+ */
+export const startRowsOf = (facts: StartFacts, committedAtMs: number, known?: KnownStartJson): StartRows => {
   const [audit, trace, receipt, started, committed] = facts;
   const b = committed.data.barrier;
   const m: EventOf<'StepRunStarted'>['data'] = started.data;
@@ -155,7 +169,7 @@ export const startRowsOf = (facts: StartFacts, committedAtMs: number): StartRows
       run_id: b.runId,
       step_run_id: b.stepRunId,
       audit_event_digest: audit.data.auditEventDigest,
-      event_json: canonicalJson(audit.data),
+      event_json: known?.audit ?? canonicalJson(audit.data),
       committed_at_ms: committedAtMs,
     },
     trace: {
@@ -165,7 +179,7 @@ export const startRowsOf = (facts: StartFacts, committedAtMs: number): StartRows
       run_id: b.runId,
       step_run_id: b.stepRunId,
       trace_digest: trace.data.traceDigest,
-      anchor_json: canonicalJson(trace.data),
+      anchor_json: known?.trace ?? canonicalJson(trace.data),
       committed_at_ms: committedAtMs,
     },
     receipt: {
@@ -174,7 +188,7 @@ export const startRowsOf = (facts: StartFacts, committedAtMs: number): StartRows
       trace_id: receipt.data.traceId,
       start_id: b.startId,
       receipt_digest: receipt.data.receiptDigest,
-      receipt_json: canonicalJson(receipt.data),
+      receipt_json: known?.receipt ?? canonicalJson(receipt.data),
       committed_at_ms: committedAtMs,
     },
     mutation: {
@@ -190,7 +204,7 @@ export const startRowsOf = (facts: StartFacts, committedAtMs: number): StartRows
       run_event_sequence: m.runEventSequence,
       mutation_digest: m.mutationDigest,
       started_step_run_digest: m.startedStepRunDigest,
-      mutation_json: canonicalJson(m),
+      mutation_json: known?.mutation ?? canonicalJson(m),
       requested_at_ms: m.occurredAtMs,
       committed_at_ms: committedAtMs,
     },
@@ -198,7 +212,7 @@ export const startRowsOf = (facts: StartFacts, committedAtMs: number): StartRows
       start_id: b.startId,
       command_digest: b.commandDigest,
       barrier_digest: committed.data.barrierDigest,
-      barrier_json: canonicalJson(b),
+      barrier_json: known?.barrier ?? canonicalJson(b),
       project_id: b.projectId,
       run_id: b.runId,
       step_run_id: b.stepRunId,

@@ -103,7 +103,16 @@ export const verifyStartRows = (rows: StoredStartRows): StoredBarrier => {
     if (e.event_id !== naturalEventIdOf(facts[i]!)) bad(`event ${e.stream_id}@${e.stream_position} has event id ${e.event_id}, expected ${naturalEventIdOf(facts[i]!)}`);
   });
 
-  const expected = startRowsOf(facts, committedAtMs);
+  // Event data 1-4 were just proven canonical (decodeEventRow), and the barrier event's record
+  // equals the sealed one (verifyStartFacts), whose canonical text verifyStoredBarrier proved.
+  const [e1, e2, e3, e4] = rows.events;
+  const expected = startRowsOf(facts, committedAtMs, {
+    audit: e1!.data_json,
+    trace: e2!.data_json,
+    receipt: e3!.data_json,
+    mutation: e4!.data_json,
+    barrier: sealed.canonical,
+  });
   const compare = (name: string, stored: object | undefined, want: object) => {
     if (stored === undefined) bad(`${name} row is missing`);
     const column = sameRow(stored!, want);

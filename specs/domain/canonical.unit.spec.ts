@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
 import { expect } from 'chai';
+import canonicalize from 'canonicalize';
+import fc from 'fast-check';
 import {
   DIGEST_PATTERN,
   RECORD_TAGS,
@@ -103,6 +105,24 @@ describe('R1 canonical JSON and domain-separated digests', () => {
     // Without a separator, ("…command@v1", "{}") and ("…command@v", "1{}") would hash alike.
     const joined = createHash('sha256').update('qinglong/tool-execution-start-command@v1{}').digest('hex');
     expect(digestCanonical(RECORD_TAGS.command, '{}')).not.to.equal('sha256:' + joined);
+  });
+
+  it('R1.3 canonical JSON equals the RFC 8785 reference package (canonicalize) byte for byte on arbitrary JSON', () => {
+    // We serialise with safe-stable-stringify for speed (issue 6); the reference package is the
+    // oracle. Full-unicode strings and keys (lone surrogates included), every number form.
+    const text = fc.string({ unit: 'binary', maxLength: 12 });
+    const number = fc.oneof(fc.double({ noNaN: true, noDefaultInfinity: true }), fc.integer(), fc.constantFrom(-0, 1e21, 1e-7, 5e-324, Number.MAX_VALUE));
+    const value = fc.letrec((tie) => ({
+      v: fc.oneof({ depthSize: 'small' }, fc.constant(null), fc.boolean(), number, text, fc.array(tie('v'), { maxLength: 5 }), fc.dictionary(text, tie('v'), { maxKeys: 6 })),
+    })).v;
+    fc.assert(
+      fc.property(value, (v) => {
+        expect(canonicalJson(v)).to.equal(canonicalize(v));
+      }),
+      { numRuns: 2000 },
+    );
+    expect(canonicalJson(GOLDEN.edgeObject)).to.equal(canonicalize(GOLDEN.edgeObject));
+    for (const bad of [Number.NaN, Number.POSITIVE_INFINITY, { a: Number.NEGATIVE_INFINITY }]) expect(() => canonicalJson(bad)).to.throw();
   });
 
   it('R1.1 sizes are UTF-8 bytes of the canonical form, not UTF-16 code units', () => {

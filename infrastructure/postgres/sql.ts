@@ -22,16 +22,6 @@ export const COMMIT = 'COMMIT';
 export const ROLLBACK = 'ROLLBACK';
 
 /**
- * SET LOCAL of the three timeouts (set_config(..., true) is SET LOCAL with bound values), and
- * the transaction clock of R3.10, read once: every row of the transaction carries this value.
- */
-export const CONFIGURE_TRANSACTION = named(`SELECT
-  set_config('statement_timeout', :statement_timeout, true) AS statement_timeout,
-  set_config('lock_timeout', :lock_timeout, true) AS lock_timeout,
-  set_config('idle_in_transaction_session_timeout', :idle_timeout, true) AS idle_timeout,
-  (extract(epoch FROM transaction_timestamp()) * 1000)::bigint AS now_ms`);
-
-/**
  * The Run turn (store.ts `attempt`): a session advisory lock per Run, taken before BEGIN by
  * every write transaction of that Run, so writers of one Run go one by one and each takes its
  * SERIALIZABLE snapshot after the previous one committed (no rw-conflict between them).
@@ -56,6 +46,35 @@ const endTurn = (gate: string) =>
   named(
     `SELECT pg_advisory_unlock(${RUN_TURN_CLASS}, hashtext(:key)) AS unlocked, ${gate}(${RETRY_GATE_CLASS}, 0) AS gate, set_config('lock_timeout', :lock_timeout, false) AS lock_timeout`,
   );
+/**
+ * BEGIN, SET LOCAL of the three timeouts, and the transaction clock of R3.10 read once (every
+ * row of the transaction carries it), in one simple-protocol round trip (issue 6: a start was
+ * 8 round trips). The simple protocol takes no parameters, so the timeouts are inlined; they
+ * are integers the authority validated on open, and checked again here.
+ */
+export const beginConfigured = (t: { readonly statementMs: number; readonly lockMs: number; readonly idleInTransactionMs: number }): string => {
+  const ms = (v: number) => {
+    if (!Number.isSafeInteger(v) || v < 1) throw new RangeError(`timeout ${v} is not a positive integer`);
+    return `'${v}'`;
+  };
+  return `${BEGIN_SERIALIZABLE}; SELECT
+  set_config('statement_timeout', ${ms(t.statementMs)}, true) AS statement_timeout,
+  set_config('lock_timeout', ${ms(t.lockMs)}, true) AS lock_timeout,
+  set_config('idle_in_transaction_session_timeout', ${ms(t.idleInTransactionMs)}, true) AS idle_timeout,
+  (extract(epoch FROM transaction_timestamp()) * 1000)::bigint AS now_ms`;
+};
+
+/**
+ * COMMIT and the end of the Run turn in one simple-protocol round trip. If COMMIT fails, the
+ * server skips the rest of the string, so the caller still holds its turn and ends it with
+ * END_*_TURN; ending a turn twice only makes the unlock return false. Only a lost connection
+ * can fail the SELECT after a good COMMIT, and that is the ambiguous lost acknowledgement any
+ * COMMIT has (the caller's exact replay answers it). `literal` must be the driver's
+ * escapeLiteral (the key and the saved setting are strings).
+ */
+export const commitAndEndTurn = (retry: boolean, key: string, previousLockTimeout: string, literal: (s: string) => string): string =>
+  `${COMMIT}; SELECT pg_advisory_unlock(${RUN_TURN_CLASS}, hashtext(${literal(key)})) AS unlocked, ${retry ? 'pg_advisory_unlock' : 'pg_advisory_unlock_shared'}(${RETRY_GATE_CLASS}, 0) AS gate, set_config('lock_timeout', ${literal(previousLockTimeout)}, false) AS lock_timeout`;
+
 export const TAKE_RUN_TURN = takeTurn('pg_advisory_lock_shared');
 export const END_RUN_TURN = endTurn('pg_advisory_unlock_shared');
 export const TAKE_RETRY_TURN = takeTurn('pg_advisory_lock');

@@ -112,7 +112,7 @@ type Queryable = Pick<PoolClient, 'query'>;
  * json), so a later migration can only make PostgreSQL re-plan them, never change their type.
  */
 const PREPARED = new Map<NamedSql, string>(
-  [SQL.CONFIGURE_TRANSACTION, SQL.LOOKUP_REPLAY, SQL.LOCK_RUN_STATE, SQL.START_BATCHED_STATEMENT, SQL.READ_BARRIER].map((sql) => [
+  [SQL.LOOKUP_REPLAY, SQL.LOCK_RUN_STATE, SQL.START_BATCHED_STATEMENT, SQL.READ_BARRIER].map((sql) => [
     sql,
     `ql3_${createHash('sha256').update(sql.text).digest('hex').slice(0, 24)}`,
   ]),
@@ -187,7 +187,12 @@ class PostgresAuthority implements PostgresStartBarrier {
     private readonly maxRetries: number,
     readonly writeMode: PostgresWriteMode,
     private readonly hook: StartStepHook | undefined,
-  ) {}
+  ) {
+    this.beginText = SQL.beginConfigured(timeouts);
+  }
+
+  /** BEGIN + SET LOCAL of the timeouts + the transaction clock, one round trip (sql.ts). */
+  private readonly beginText: string;
 
   // ---------------------------------------------------------------- transactions
 
@@ -243,15 +248,15 @@ class PostgresAuthority implements PostgresStartBarrier {
           throw e;
         }
       }
-      await client.query(SQL.BEGIN_SERIALIZABLE);
-      const [config] = await run<{ now_ms: unknown }>(client, SQL.CONFIGURE_TRANSACTION, {
-        statement_timeout: String(this.timeouts.statementMs),
-        lock_timeout: String(this.timeouts.lockMs),
-        idle_timeout: String(this.timeouts.idleInTransactionMs),
-      });
-      const nowMs = decodeRow(PgInt, config?.now_ms, 'transaction clock', 'transaction_timestamp()');
+      const begun = (await client.query(this.beginText)) as unknown as { rows: { now_ms?: unknown }[] }[];
+      const nowMs = decodeRow(PgInt, begun[1]?.rows[0]?.now_ms, 'transaction clock', 'transaction_timestamp()');
       const result = await body({ client, nowMs });
-      await client.query(SQL.COMMIT);
+      if (turn === undefined) {
+        await client.query(SQL.COMMIT);
+      } else {
+        await client.query(SQL.commitAndEndTurn(retry, turn.key, turn.previousLockTimeout, (v) => client.escapeLiteral(v)));
+        turn = undefined; // committed and ended in one round trip
+      }
       return result;
     } catch (e) {
       if (broken === undefined) {

@@ -129,8 +129,10 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
     statements.length = 0;
     await a.barriers.prepare(s.startCommand());
     expect(statements[0]).to.match(/pg_advisory_lock\(7173, hashtext\(\$2\)\)/); // the Run's turn, before BEGIN
-    expect(statements[1]).to.equal('BEGIN ISOLATION LEVEL SERIALIZABLE');
-    expect(statements[2]).to.match(/set_config\('statement_timeout', \$1, true\).*set_config\('lock_timeout', \$2, true\).*set_config\('idle_in_transaction_session_timeout', \$3, true\)/s);
+    // BEGIN and the SET LOCALs travel in one simple-protocol round trip, the timeouts inlined
+    expect(statements[1]).to.match(
+      /^BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT\s+set_config\('statement_timeout', '5000', true\).*set_config\('lock_timeout', '2000', true\).*set_config\('idle_in_transaction_session_timeout', '10000', true\)/s,
+    );
     // (the race specs prove each timeout fires; here: once committed, the session is clean)
     const client = await a.pool.connect();
     try {
@@ -141,7 +143,7 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
     }
   });
 
-  it('R5.2 round trips per call, counted: batched start 8, exact replay 7 (no row lock: it writes nothing), stepwise start 12; R5.2 lock before any evidence', async () => {
+  it('R5.2 round trips per call, counted: batched start 6, exact replay 5 (no row lock: it writes nothing), stepwise start 10; R5.2 lock before any evidence', async () => {
     const batched = await open('batched');
     const s = await setUp(batched.a);
     batched.statements.length = 0;
@@ -159,12 +161,13 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
 
     const shape = (qs: string[]) =>
       qs.map((q) =>
-        q.includes('pg_advisory_lock') ? 'turn' : q.includes('pg_advisory_unlock') ? 'end turn' : q.startsWith('BEGIN') ? 'BEGIN' : q === 'COMMIT' ? 'COMMIT' : q.includes('set_config') ? 'configure' : q.startsWith('WITH\n  b AS') ? 'read'
+        q.includes('pg_advisory_lock') ? 'turn' : q.startsWith('COMMIT; SELECT pg_advisory_unlock') ? 'COMMIT + end turn' : q.includes('pg_advisory_unlock') ? 'end turn'
+          : q.startsWith('BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT') && q.includes('set_config') ? 'BEGIN + configure' : q === 'COMMIT' ? 'COMMIT' : q.startsWith('WITH\n  b AS') ? 'read'
           : q.includes('start_replay_identities i ON') ? 'lookup' : q.includes('FOR UPDATE') ? 'lock' : q.startsWith('WITH evidence_events') ? 'write' : q.slice(0, 40),
       );
-    expect(shape(created)).to.deep.equal(['turn', 'BEGIN', 'configure', 'lookup', 'lock', 'write', 'COMMIT', 'end turn']);
-    expect(shape(replay)).to.deep.equal(['turn', 'BEGIN', 'configure', 'lookup', 'read', 'COMMIT', 'end turn']);
-    expect(steps).to.have.length(12);
+    expect(shape(created)).to.deep.equal(['turn', 'BEGIN + configure', 'lookup', 'lock', 'write', 'COMMIT + end turn']);
+    expect(shape(replay)).to.deep.equal(['turn', 'BEGIN + configure', 'lookup', 'read', 'COMMIT + end turn']);
+    expect(steps).to.have.length(10);
     // the lock statement precedes every statement that writes evidence
     const lockAt = steps.findIndex((q) => q.includes('FOR UPDATE'));
     const firstWrite = steps.findIndex((q) => q.includes('INSERT INTO'));

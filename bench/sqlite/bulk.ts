@@ -2,9 +2,13 @@ import type Database from 'better-sqlite3';
 import { streamNameOf } from '../../domain';
 import type { Scenario } from '../../domain/scenario';
 import { runRowOf, stepRunRowOf } from '../../projections/rows';
-import { eventRowsOf, lifecycleOf, type EventRowIn, type SeededRun, type StartWrite } from '../lib/startRows';
+import { eventRowsOf, lifecycleOf, type EventRowIn, type StartWrite } from '../lib/startRows';
 import type { LongRun } from '../lib/longRun';
+import { FIELD_SEPARATOR, SEED_ROW_KINDS, STREAM } from './seedRows';
 import * as SQL from './sql';
+
+const STREAM_CODE = 48 + STREAM;
+const SEPARATOR_CODE = FIELD_SEPARATOR.charCodeAt(0);
 
 // Bulk writers over a raw better-sqlite3 connection to a database the authority migrated.
 // Seeding writes exactly the rows the product would have written (derived by the domain), in
@@ -12,6 +16,7 @@ import * as SQL from './sql';
 
 export class SqliteWriter {
   private readonly s: Record<keyof typeof SQL, Database.Statement | undefined>;
+  private seedKinds: { table: string; stmt: Database.Statement; integer: boolean[]; width: number }[] | undefined;
   constructor(readonly db: Database.Database) {
     db.exec(SQL.CREATE_FLOOR);
     const entries = Object.entries(SQL).filter(([k]) => k !== 'CREATE_FLOOR').map(([k, sql]) => [k, db.prepare(sql)]);
@@ -61,15 +66,46 @@ export class SqliteWriter {
     });
   }
 
-  /** Started Runs: lifecycle, the five facts, the barrier and its identities (scale seeding). */
-  seededRuns(runs: readonly SeededRun[]): void {
-    for (const r of runs) {
-      this.st('INSERT_STREAM').run(r.stream);
-      this.st('INSERT_RUN').run(r.run);
-      this.st('INSERT_STEP_RUN').run(r.stepRun);
-      this.events(r.events);
-      this.startRows(r.start);
+  /**
+   * One batch of started Runs from the seed generator (lifecycle, the five facts, the barrier
+   * and its identities; see seedRows.ts for the format). Returns how many Runs it held.
+   */
+  seededBatch(rows: string): number {
+    const kinds = (this.seedKinds ??= SEED_ROW_KINDS.map((k) => {
+      const columns = new Map((this.db.prepare(`PRAGMA table_info(${k.table})`).all() as { name: string; type: string }[]).map((c) => [c.name, c.type]));
+      const integer = k.names.map((n) => {
+        const type = columns.get(n);
+        if (type === undefined) throw new Error(`${k.table} has no column ${n}`);
+        return type === 'INTEGER';
+      });
+      return { table: k.table, stmt: this.db.prepare(k.sql), integer, width: k.names.length };
+    }));
+    // Scanned item by item (no split): each value is a short-lived slice of the batch.
+    const end = rows.length;
+    let runs = 0;
+    let p = 0;
+    while (p < end) {
+      const code = rows.charCodeAt(p + 1);
+      const kind = rows.charCodeAt(p) === SEPARATOR_CODE && rows.charCodeAt(p + 2) === SEPARATOR_CODE ? kinds[code - 48] : undefined;
+      if (kind === undefined) throw new Error(`malformed seed batch at offset ${p}`);
+      p += 2;
+      const args: (string | number)[] = new Array(kind.width);
+      for (let j = 0; j < kind.width; j++) {
+        if (rows.charCodeAt(p) !== SEPARATOR_CODE) throw new Error(`malformed seed batch: ${kind.table} row cut short at offset ${p}`);
+        let q = rows.indexOf(FIELD_SEPARATOR, p + 1);
+        if (q === -1) q = end;
+        const v = rows.slice(p + 1, q);
+        p = q;
+        if (kind.integer[j]) {
+          const n = Number(v);
+          if (v === '' || !Number.isSafeInteger(n)) throw new Error(`malformed seed batch: ${kind.table} integer ${JSON.stringify(v.slice(0, 40))}`);
+          args[j] = n;
+        } else args[j] = v;
+      }
+      kind.stmt.run(args);
+      if (code === STREAM_CODE) runs++;
     }
+    return runs;
   }
 
   private startRows(w: StartWrite): void {

@@ -128,6 +128,19 @@ const throughputAndReplay = async (ctx: BenchContext): Promise<void> => {
   );
 };
 
+/** Logs a seed every tenth of the way: Runs done of the total, the rate so far and since the last line. */
+const seedProgress = (ctx: BenchContext): ((done: number, total: number) => void) => {
+  const t0 = performance.now();
+  let last = { done: 0, at: t0 };
+  const rate = (runs: number, ms: number) => `${Math.round((runs / ms) * 1000).toLocaleString('en-US')}/s`;
+  return (done, total) => {
+    if (done < total && done - last.done < total / 10) return;
+    const now = performance.now();
+    ctx.log(`  seeded ${done.toLocaleString('en-US')}/${total.toLocaleString('en-US')} Runs, ${rate(done, now - t0)} overall, ${rate(done - last.done, now - last.at)} lately`);
+    last = { done, at: now };
+  };
+};
+
 /** Starts/s with few and with many barriers already stored (NORMAL, so fsync does not hide it). */
 const scaleStored = async (ctx: BenchContext): Promise<void> => {
   const { rounds, scaleOps: n, scaleSmall, scaleLarge } = ctx.sizes;
@@ -136,20 +149,15 @@ const scaleStored = async (ctx: BenchContext): Promise<void> => {
   await seedStartedRuns(smallPath, scaleSmall, `small-`);
   const small = { path: smallPath, cached: false, seedMs: performance.now() - t0 };
   ctx.log(`sqlite scale: ${scaleLarge} stored barriers (cache ${ctx.cacheDir})`);
-  let lastLog = 0;
   const large = ctx.sizes.quick
     ? await (async () => {
         const path = join(ctx.tmp, `scale-${scaleLarge}.db`);
         const t = performance.now();
-        await seedStartedRuns(path, scaleLarge, 'large-');
+        await seedStartedRuns(path, scaleLarge, 'large-', seedProgress(ctx));
         return { path, cached: false, seedMs: performance.now() - t };
       })()
-    : await cachedSeed(ctx.cacheDir, scaleLarge, (d) => {
-        if (d - lastLog >= 100_000) {
-          lastLog = d;
-          ctx.log(`  seeded ${d}`);
-        }
-      });
+    : await cachedSeed(ctx.cacheDir, scaleLarge, seedProgress(ctx));
+  if (!large.cached) ctx.log(`  seeded ${scaleLarge.toLocaleString('en-US')} Runs in ${(large.seedMs / 1000).toFixed(0)} s`);
   const dbs = [
     { key: 'small', count: scaleSmall, ...(await openProduct(small.path, 'NORMAL')), seed: small },
     { key: 'large', count: scaleLarge, ...(await openProduct(large.path, 'NORMAL')), seed: large },

@@ -64,8 +64,9 @@ export const plainJsonIssues = (value: unknown, path = '', depth = 0, out: Valid
   // One descriptor per key: Object.getOwnPropertyDescriptors + entries cost ~20 us per start
   // command, half of this whole check (issue 6 profile).
   let accessor = false;
-  for (const k of Reflect.ownKeys(value)) {
-    const d = Reflect.getOwnPropertyDescriptor(value, k);
+  const obj = value as object; // the switch above returned for every non-object
+  for (const k of Reflect.ownKeys(obj)) {
+    const d = Reflect.getOwnPropertyDescriptor(obj, k);
     if (d === undefined || !d.enumerable || 'value' in d) continue;
     accessor = true;
     const key = String(k);

@@ -237,7 +237,7 @@ export const Annotations = new t.Type<Record<string, string>, Record<string, str
   t.identity,
 );
 
-const integer = (name: string, min: number, max: number) =>
+export const integer = (name: string, min: number, max: number) =>
   new t.Type<number, number, unknown>(
     name,
     (u): u is number => typeof u === 'number' && Number.isSafeInteger(u) && u >= min && u <= max,

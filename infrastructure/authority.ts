@@ -111,6 +111,11 @@ export interface InDoubtQuery {
   readonly runId?: string;
   /** Only starts committed at least this long ago, by the database clock. */
   readonly olderThanMs?: number;
+  /**
+   * At most this many, the oldest first (1 .. 10,000; default: all). After a crash storm a
+   * large store can hold many; each one listed is a verified read.
+   */
+  readonly limit?: number;
 }
 
 /** A committed start with no outcome fact yet: its adapter may or may not have acted. */

@@ -13,7 +13,7 @@ import {
   type StartBarrierRecord,
   type StartOutcomeKind,
 } from '../domain';
-import { EpochMillis, Identity, decodeOrThrow, strictObject } from '../domain/codecs';
+import { EpochMillis, Identity, decodeOrThrow, integer, strictObject } from '../domain/codecs';
 import { attemptValue, type RunRow, type StepRunRow } from '../projections/rows';
 import { decodeEventRow, inDoubtStartOf, verifyOutcomeRow, type StartOutcomeRow } from '../projections/recovery';
 import { decodeRunRow, decodeStepRunRow } from '../projections/runState';
@@ -39,6 +39,8 @@ export interface InDoubtFilter {
   readonly runId?: string;
   /** Only barriers with committed_at_ms <= this (database clock). */
   readonly committedAtOrBeforeMs?: number;
+  /** The first this many, in listing order (oldest first). */
+  readonly limit?: number;
 }
 
 export interface RecoveryCounts {
@@ -89,7 +91,9 @@ export interface RecoveryBackend {
 
 const PAGE = 200;
 
-const InDoubtQueryCodec = strictObject('InDoubtQuery', {}, { projectId: Identity, runId: Identity, olderThanMs: EpochMillis });
+export const MAX_IN_DOUBT_LIMIT = 10_000;
+const InDoubtLimit = integer('InDoubtLimit', 1, MAX_IN_DOUBT_LIMIT);
+const InDoubtQueryCodec = strictObject('InDoubtQuery', {}, { projectId: Identity, runId: Identity, olderThanMs: EpochMillis, limit: InDoubtLimit });
 
 const identityValueOf = (b: StartBarrierRecord, identity: ReplayIdentity): string => {
   const keys = replayKeysOfBarrier(b);
@@ -152,6 +156,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
           ...(q.projectId === undefined ? {} : { projectId: q.projectId }),
           ...(q.runId === undefined ? {} : { runId: q.runId }),
           ...(q.olderThanMs === undefined ? {} : { committedAtOrBeforeMs: now - q.olderThanMs }),
+          ...(q.limit === undefined ? {} : { limit: q.limit }),
         });
         const out: InDoubtStart[] = [];
         for (const startId of ids) {

@@ -185,11 +185,14 @@ Exit codes: 0 ok, 2 validation, 3 precondition, 4 semantic conflict, 5 corrupt r
     .option('--older-than <duration>', 'only starts committed at least this long ago (database clock): 30s, 5m, 2h, 1d')
     .option('--project <id>', 'only this Project')
     .option('--run <id>', 'only this Run')
-    .action(async (opts: { olderThan?: string; project?: string; run?: string }) => {
+    .option('--limit <n>', 'at most this many, the oldest first (1..10000; default: all)')
+    .action(async (opts: { olderThan?: string; project?: string; run?: string; limit?: string }) => {
       const query = {
         ...(opts.olderThan === undefined ? {} : { olderThanMs: parseDuration(opts.olderThan) }),
         ...(opts.project === undefined ? {} : { projectId: opts.project }),
         ...(opts.run === undefined ? {} : { runId: opts.run }),
+        // the recovery API bounds it (1..10000) with a typed error; here only the digits
+        ...(opts.limit === undefined ? {} : { limit: positiveInt(opts.limit, '--limit') }),
       };
       await withAuthority(program, false, async (a) => {
         print((await a.recovery.inDoubt(query)).map((s) => ({ ...s, age: formatDuration(s.ageMs) })));

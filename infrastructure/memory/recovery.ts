@@ -25,6 +25,7 @@ export const createMemoryRecoveryView = (t: Tables, host: MemoryRecoveryHost): R
         .filter((b) => f.runId === undefined || b.run_id === f.runId)
         .filter((b) => f.committedAtOrBeforeMs === undefined || b.committed_at_ms <= f.committedAtOrBeforeMs)
         .sort((a, b) => a.committed_at_ms - b.committed_at_ms || (a.start_id < b.start_id ? -1 : 1))
+        .slice(0, f.limit)
         .map((b) => b.start_id),
     attemptStartIds: async (runId, stepRunId) =>
       barriers()

@@ -27,7 +27,8 @@ const IN_DOUBT = named(`SELECT b.start_id FROM ql3.tool_execution_start_barriers
     AND (:project_id::text IS NULL OR b.project_id = :project_id::text)
     AND (:run_id::text IS NULL OR b.run_id = :run_id::text)
     AND (:cutoff_ms::bigint IS NULL OR b.committed_at_ms <= :cutoff_ms::bigint)
-  ORDER BY b.committed_at_ms, b.start_id`);
+  ORDER BY b.committed_at_ms, b.start_id
+  LIMIT :limit::bigint`);
 const ATTEMPT_START_IDS = named(`SELECT start_id FROM ql3.tool_execution_start_barriers
   WHERE run_id = :run_id AND step_run_id = :step_run_id ORDER BY started_step_run_version, start_id`);
 const byIndex = `SELECT start_id FROM ql3.start_replay_identities WHERE identity = :identity AND value = :key`;
@@ -133,7 +134,7 @@ const createPostgresRecoveryView = (authority: PostgresStartBarrier, client: Poo
   return {
     nowMs: async () => nowMs,
     inDoubtStartIds: (f) =>
-      ids(IN_DOUBT, { project_id: f.projectId ?? null, run_id: f.runId ?? null, cutoff_ms: f.committedAtOrBeforeMs ?? null }, 'in doubt'),
+      ids(IN_DOUBT, { project_id: f.projectId ?? null, run_id: f.runId ?? null, cutoff_ms: f.committedAtOrBeforeMs ?? null, limit: f.limit ?? null }, 'in doubt'),
     attemptStartIds: (runId, stepRunId) => ids(ATTEMPT_START_IDS, { run_id: runId, step_run_id: stepRunId }, `${runId}/${stepRunId}`),
     identityStartIds: (identity, key, attempt) =>
       identity === 'attempt'

@@ -52,7 +52,7 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
   return {
     nowMs: async () => host.nowMs(),
     inDoubtStartIds: async (f) =>
-      ids(s.inDoubt.all({ project_id: f.projectId ?? null, run_id: f.runId ?? null, cutoff_ms: f.committedAtOrBeforeMs ?? null })),
+      ids(s.inDoubt.all({ project_id: f.projectId ?? null, run_id: f.runId ?? null, cutoff_ms: f.committedAtOrBeforeMs ?? null, limit: f.limit ?? null })),
     attemptStartIds: async (runId, stepRunId) => ids(s.attempts.all(runId, stepRunId)),
     identityStartIds: async (identity, key, attempt) =>
       ids(

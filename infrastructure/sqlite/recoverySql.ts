@@ -11,7 +11,8 @@ export const IN_DOUBT = `SELECT b.start_id FROM tool_execution_start_barriers b
     AND (@project_id IS NULL OR b.project_id = @project_id)
     AND (@run_id IS NULL OR b.run_id = @run_id)
     AND (@cutoff_ms IS NULL OR b.committed_at_ms <= @cutoff_ms)
-  ORDER BY b.committed_at_ms, b.start_id`;
+  ORDER BY b.committed_at_ms, b.start_id
+  LIMIT coalesce(@limit, -1)`;
 
 export const ATTEMPT_START_IDS = `SELECT start_id FROM tool_execution_start_barriers
   WHERE run_id = ? AND step_run_id = ? ORDER BY started_step_run_version, start_id`;

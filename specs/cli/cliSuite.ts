@@ -137,6 +137,7 @@ export const cliSuite = (backend: CliBackend): void => {
       expect(doubt[0]!.age).to.match(/^\d+(ms|s)$/);
       expect(json<unknown[]>(await cli(['in-doubt', '--older-than', '1h']))).to.deep.equal([]);
       expect(json<unknown[]>(await cli(['in-doubt', '--older-than', '0s', '--run', runId]))).to.have.length(1);
+      expect(json<unknown[]>(await cli(['in-doubt', '--run', runId, '--limit', '1']))).to.have.length(1);
       expect(json<unknown[]>(await cli(['in-doubt', '--project', 'another-project']))).to.deep.equal([]);
 
       const shown = json<{ barrier: unknown; outcome: unknown; inDoubt: boolean }>(await cli(['show', '--start-id', ex.start.startId]));
@@ -186,6 +187,8 @@ export const cliSuite = (backend: CliBackend): void => {
           ['missing --command', ['prepare']],
           ['unreadable command file', ['prepare', '--command', join(freshDir('cli'), 'missing.json')]],
           ['bad duration', ['in-doubt', '--older-than', '5 minutes']],
+          ['bad limit', ['in-doubt', '--limit', 'ten']],
+          ['limit over 10000', ['in-doubt', '--limit', '10001']],
           ['bad outcome', ['resolve', ex.start.startId, 'maybe', '--reason', 'x']],
           ['missing --reason', ['resolve', ex.start.startId, 'lost']],
           ['reason carrying a URL (R1.5)', ['resolve', ex.start.startId, 'lost', '--reason', 'see https://wiki.example/x']],

@@ -96,6 +96,21 @@ export const recoveryConformance = (backend: RecoveryConformanceBackend): void =
         if (backend.controlsClock) expect(await ids({ olderThanMs: 5_000 })).to.deep.equal([one.startId]);
       });
 
+      it('issue 5: limit bounds the listing to the oldest N; a limit outside 1..10000 is a validation error naming it', async () => {
+        const one = await startedScenario(a);
+        if (backend.controlsClock) now += 10_000;
+        const two = await startedScenario(a);
+        const ids = async (q: Parameters<typeof a.recovery.inDoubt>[0]) => (await a.recovery.inDoubt(q)).map((e) => e.startId);
+        expect(await ids({ limit: 1 })).to.deep.equal([one.startId]);
+        expect(await ids({ limit: 2 })).to.deep.equal([one.startId, two.startId]);
+        expect(await ids({ limit: 10_000, runId: two.s.runId })).to.deep.equal([two.startId]);
+        for (const limit of [0, -1, 1.5, 10_001, '3']) {
+          const e = await rejects(a.recovery.inDoubt({ limit } as never));
+          expect(e, String(limit)).to.be.instanceOf(ValidationError);
+          expect((e as ValidationError).issues[0]!.path, String(limit)).to.equal('limit');
+        }
+      });
+
       it('issue 5: a ready StepRun without a start is not in doubt; malformed filters are validation errors', async () => {
         await readyScenario(a);
         expect(await a.recovery.inDoubt()).to.deep.equal([]);

@@ -102,26 +102,26 @@ export interface DecodedStartCommand {
   readonly commandDigest: string;
 }
 
-/** Boundary for every start command: shape, R1.5 content rules, R1.1 size, then digest. */
-export const decodeStartCommand = (input: unknown): DecodedStartCommand => {
-  const snapshot = snapshotPlainJson('start command', input);
-  // R1.1 before the content checks: what was sent, not what it says, bounds the cost of reading it.
-  const sent = canonicalJson(snapshot);
-  if (utf8Length(sent) > MAX_COMMAND_BYTES) {
-    throw new ValidationError('start command', [
-      { path: '(root)', reason: 'too_large', message: `canonical JSON is ${utf8Length(sent)} bytes, the limit is ${MAX_COMMAND_BYTES} (R1.1)` },
-    ]);
-  }
-  const command = decodeSnapshotOrThrow(ToolExecutionStartCommand, 'start command', snapshot);
-  // The codecs reject and never rewrite, so a valid command is the snapshot itself and its
-  // canonical form is the one just computed; anything else is serialised again.
-  const canonical = (command as unknown) === snapshot ? sent : canonicalJson(command);
+/** R1.1: the canonical form, refused past MAX_COMMAND_BYTES of UTF-8. */
+const withinCommandLimit = (canonical: string): string => {
   const bytes = utf8Length(canonical);
   if (bytes > MAX_COMMAND_BYTES) {
     throw new ValidationError('start command', [
       { path: '(root)', reason: 'too_large', message: `canonical JSON is ${bytes} bytes, the limit is ${MAX_COMMAND_BYTES} (R1.1)` },
     ]);
   }
+  return canonical;
+};
+
+/** Boundary for every start command: shape, R1.5 content rules, R1.1 size, then digest. */
+export const decodeStartCommand = (input: unknown): DecodedStartCommand => {
+  const snapshot = snapshotPlainJson('start command', input);
+  // R1.1 before the content checks: what was sent, not what it says, bounds the cost of reading it.
+  const sent = withinCommandLimit(canonicalJson(snapshot));
+  const command = decodeSnapshotOrThrow(ToolExecutionStartCommand, 'start command', snapshot);
+  // The codecs reject and never rewrite, so a valid command is the snapshot itself and its
+  // canonical form is the one just checked; anything else is serialised and checked again.
+  const canonical = (command as unknown) === snapshot ? sent : withinCommandLimit(canonicalJson(command));
   if (command.mutation.fromStatus === 'waiting_approval' && command.approval === undefined) {
     throw new ValidationError('start command', [
       { path: 'approval', reason: 'invalid_value', message: 'a start from waiting_approval must bind the exact approval (R1.4.4)' },

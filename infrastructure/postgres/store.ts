@@ -224,10 +224,10 @@ class PostgresAuthority implements PostgresStartBarrier {
    * transaction has committed or rolled back: writers of one Run go one after another, each
    * with a snapshot taken after the previous one committed, so they do not fail each other
    * under SERIALIZABLE (a retry only remains for cross-Run predicate-lock conflicts). It costs
-   * two round trips (take, end); the lock lives exactly as long as the attempt (PostgreSQL also
-   * drops it if the session dies).
+   * one round trip (the take; the end rides with COMMIT); the lock lives exactly as long as the
+   * attempt (PostgreSQL also drops it if the session dies).
    */
-  private async attempt<T>(body: (tx: Tx) => Promise<T>, turnOn: string | undefined, retry = false): Promise<T> {
+  private async attempt<T>(body: (tx: Tx) => Promise<T>, runId: string, retry: boolean): Promise<T> {
     const client = await this.pool.connect();
     let broken: unknown;
     const onError = (err: Error) => {
@@ -236,27 +236,21 @@ class PostgresAuthority implements PostgresStartBarrier {
     client.on('error', onError);
     let turn: { readonly key: string; readonly previousLockTimeout: string } | undefined;
     try {
-      if (turnOn !== undefined) {
-        try {
-          const [taken] = await run<{ previous: string }>(client, retry ? SQL.TAKE_RETRY_TURN : SQL.TAKE_RUN_TURN, {
-            key: turnOn,
-            lock_timeout: String(this.timeouts.lockMs),
-          });
-          turn = { key: turnOn, previousLockTimeout: taken?.previous ?? '0' };
-        } catch (e) {
-          broken ??= e; // it may hold one of its two locks: discard the session (sql.ts)
-          throw e;
-        }
+      try {
+        const [taken] = await run<{ previous: string }>(client, retry ? SQL.TAKE_RETRY_TURN : SQL.TAKE_RUN_TURN, {
+          key: runId,
+          lock_timeout: String(this.timeouts.lockMs),
+        });
+        turn = { key: runId, previousLockTimeout: taken?.previous ?? '0' };
+      } catch (e) {
+        broken ??= e; // it may hold one of its two locks: discard the session (sql.ts)
+        throw e;
       }
       const begun = (await client.query(this.beginText)) as unknown as { rows: { now_ms?: unknown }[] }[];
       const nowMs = decodeRow(PgInt, begun[1]?.rows[0]?.now_ms, 'transaction clock', 'transaction_timestamp()');
       const result = await body({ client, nowMs });
-      if (turn === undefined) {
-        await client.query(SQL.COMMIT);
-      } else {
-        await client.query(SQL.commitAndEndTurn(retry, turn.key, turn.previousLockTimeout, (v) => client.escapeLiteral(v)));
-        turn = undefined; // committed and ended in one round trip
-      }
+      await client.query(SQL.commitAndEndTurn(retry, turn.key, turn.previousLockTimeout, (v) => client.escapeLiteral(v)));
+      turn = undefined; // committed and ended in one round trip
       return result;
     } catch (e) {
       if (broken === undefined) {

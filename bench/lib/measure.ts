@@ -32,6 +32,22 @@ export interface LoopOptions {
 const diffPerOp = (before: Counters, after: Counters, ops: number): Counters =>
   Object.fromEntries(Object.keys(after).map((k) => [k, ((after[k] ?? 0) - (before[k] ?? 0)) / ops]));
 
+/** One round's figures from its per-operation latencies and its totals. */
+const roundResult = (latencies: Float64Array, elapsedMs: number, clientMs: number, serverMs: number | undefined, perOp: Counters): RoundResult => {
+  const ops = latencies.length;
+  const sorted = sortedCopy(Array.from(latencies));
+  return {
+    ops,
+    elapsedMs,
+    opsPerSec: (ops * 1000) / elapsedMs,
+    p50Ms: percentile(sorted, 50),
+    p99Ms: percentile(sorted, 99),
+    clientCpuMsPerOp: clientMs / ops,
+    serverCpuMsPerOp: serverMs === undefined ? null : serverMs / ops,
+    perOp,
+  };
+};
+
 export const runRound = async (o: LoopOptions): Promise<RoundResult> => {
   const latencies = new Float64Array(o.clients * o.opsPerClient);
   const c0 = o.counters?.() ?? {};
@@ -50,19 +66,7 @@ export const runRound = async (o: LoopOptions): Promise<RoundResult> => {
   const elapsedMs = performance.now() - t0;
   const clientMs = clientCpuMs() - client0;
   const serverMs = server?.stop();
-  const c1 = o.counters?.() ?? {};
-  const ops = latencies.length;
-  const sorted = sortedCopy(Array.from(latencies));
-  return {
-    ops,
-    elapsedMs,
-    opsPerSec: (ops * 1000) / elapsedMs,
-    p50Ms: percentile(sorted, 50),
-    p99Ms: percentile(sorted, 99),
-    clientCpuMsPerOp: clientMs / ops,
-    serverCpuMsPerOp: serverMs === undefined ? null : serverMs / ops,
-    perOp: diffPerOp(c0, c1, ops),
-  };
+  return roundResult(latencies, elapsedMs, clientMs, serverMs, diffPerOp(c0, o.counters?.() ?? {}, latencies.length));
 };
 
 /** Latency of a synchronous call measured one by one (prepared `get`): finer than a loop of awaits. */
@@ -75,19 +79,7 @@ export const runSyncRound = (ops: number, op: (i: number) => unknown): RoundResu
     op(i);
     latencies[i] = performance.now() - s;
   }
-  const elapsedMs = performance.now() - t0;
-  const clientMs = clientCpuMs() - client0;
-  const sorted = sortedCopy(Array.from(latencies));
-  return {
-    ops,
-    elapsedMs,
-    opsPerSec: (ops * 1000) / elapsedMs,
-    p50Ms: percentile(sorted, 50),
-    p99Ms: percentile(sorted, 99),
-    clientCpuMsPerOp: clientMs / ops,
-    serverCpuMsPerOp: null,
-    perOp: {},
-  };
+  return roundResult(latencies, performance.now() - t0, clientCpuMs() - client0, undefined, {});
 };
 
 /** Median over rounds of every field; `rounds` keeps each round's throughput for the JSON. */

@@ -120,18 +120,10 @@ export class BareStart {
   async run(pool: Pool, w: StartWrite): Promise<void> {
     this.text ??= this.compile(w);
     const params = this.order.flatMap((f) => f(w));
-    const c = await pool.connect();
-    try {
-      await c.query('BEGIN');
-      // Prepared by name, as the product's start statements are: parse and plan once.
-      await c.query({ name: 'bench_bare_start', text: this.text, values: params });
-      await c.query('COMMIT');
-    } catch (e) {
-      await c.query('ROLLBACK');
-      throw e;
-    } finally {
-      c.release();
-    }
+    // Prepared by name, as the product's start statements are: parse and plan once.
+    await inTransaction(pool, async (c) => {
+      await c.query({ name: 'bench_bare_start', text: this.text!, values: params });
+    });
   }
 }
 

@@ -1,0 +1,174 @@
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpus, loadavg, tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { Command } from 'commander';
+import { buildScenario, type Scenario } from '../domain/scenario';
+import { median } from './lib/stats';
+import { runRound, summarize, type RoundResult } from './lib/measure';
+import { countingPool, createDatabase, type BenchDatabase } from './postgres/admin';
+
+// `npm run bench:compare -- --baseline DIR`: the same start workloads against two built
+// checkouts of this package (a baseline, e.g. the main a change started from, and this one),
+// in one process, round by round interleaved so both see the same machine, and reports
+// candidate/baseline ratios of medians. Each checkout is loaded through its own
+// package.json `exports`, so moved files do not matter; each gets its own fresh SQLite file
+// and PostgreSQL database.
+
+interface Authority {
+  runs: { handle(c: unknown): Promise<unknown> };
+  barriers: { prepare(c: unknown): Promise<{ outcome: string }> };
+  close(): Promise<void>;
+}
+
+interface Subject {
+  readonly label: string;
+  readonly root: string;
+  readonly sqlite: (path: string) => Promise<Authority>;
+  readonly postgres: (pool: unknown) => Promise<Authority>;
+}
+
+const entryOf = (root: string, subpath: string): string => {
+  const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { exports: Record<string, unknown> };
+  const exp = pkg.exports[subpath];
+  const target = typeof exp === 'string' ? exp : ((exp as Record<string, unknown>)['require'] ?? (exp as Record<string, unknown>)['default']);
+  const file = typeof target === 'string' ? target : ((target as Record<string, string>)['default'] ?? '');
+  if (file === '') throw new Error(`${root}: no entry for ${subpath}`);
+  return resolve(root, file);
+};
+
+const subjectOf = (label: string, root: string): Subject => {
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  const sqlite = require(entryOf(root, './sqlite')) as { openSqliteStartBarrier(o: { path: string }): Promise<Authority> };
+  const postgres = require(entryOf(root, './postgres')) as { openPostgresStartBarrier(o: { pool: unknown }): Promise<Authority> };
+  return {
+    label,
+    root,
+    sqlite: (path) => sqlite.openSqliteStartBarrier({ path }),
+    postgres: (pool) => postgres.openPostgresStartBarrier({ pool }),
+  };
+};
+
+const readyScenario = async (a: Authority): Promise<Scenario> => {
+  const s = buildScenario();
+  for (const c of s.lifecycle) await a.runs.handle(c);
+  return s;
+};
+
+type Workload = 'sqlite-start' | 'sqlite-replay' | 'pg-start-1' | 'pg-start-8' | 'pg-replay';
+
+interface Open {
+  readonly sqlite: Authority;
+  readonly pg: Authority;
+  readonly db: BenchDatabase;
+  readonly pool: { end(): Promise<void>; query(sql: string): Promise<unknown> };
+  readonly counters: { roundTrips: number; retries: number };
+}
+
+const program = new Command()
+  .name('bench:compare')
+  .requiredOption('--baseline <dir>', 'a built checkout of this package to compare against (npm run build done)')
+  .option('--candidate <dir>', 'the checkout measured against the baseline', '.')
+  .option('--rounds <n>', 'interleaved rounds (medians are reported)', '5')
+  .option('--ops <n>', 'operations per workload and round', '200')
+  .option('--only <list>', `comma-separated subset of sqlite-start,sqlite-replay,pg-start-1,pg-start-8,pg-replay`)
+  .option('--pg <url>', 'PostgreSQL admin URL', process.env.SB_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
+
+const main = async (): Promise<void> => {
+  program.parse();
+  const o = program.opts<{ baseline: string; candidate: string; rounds: string; ops: string; only?: string; pg: string }>();
+  const rounds = Number(o.rounds);
+  const ops = Number(o.ops);
+  const all: Workload[] = ['sqlite-start', 'sqlite-replay', 'pg-start-1', 'pg-start-8', 'pg-replay'];
+  const workloads = o.only ? all.filter((w) => o.only!.split(',').includes(w)) : all;
+  const subjects = [subjectOf('baseline', resolve(o.baseline)), subjectOf('candidate', resolve(o.candidate))];
+  const tmp = mkdtempSync(join(tmpdir(), 'start-barrier-compare-'));
+  const opened = new Map<string, Open>();
+  const results = new Map<string, RoundResult[]>();
+  const log = (m: string) => process.stderr.write(`[compare] ${m}\n`);
+  try {
+    for (const s of subjects) {
+      const db = await createDatabase(o.pg);
+      const { pool, counters } = countingPool(db.url, 8, { idleTimeoutMillis: 2000 });
+      opened.set(s.label, { sqlite: await s.sqlite(join(tmp, `${s.label}.db`)), pg: await s.postgres(pool), db, pool, counters });
+    }
+    for (let r = 0; r < rounds; r++) {
+      // Alternate which checkout goes first, so neither always runs on a warmer machine.
+      const order = r % 2 === 0 ? subjects : [...subjects].reverse();
+      for (const w of workloads) {
+        for (const s of order) {
+          const a = opened.get(s.label)!;
+          const res = await runWorkload(w, a, ops);
+          const key = `${w}|${s.label}`;
+          results.set(key, [...(results.get(key) ?? []), res]);
+        }
+      }
+      log(`round ${r + 1}/${rounds} done`);
+    }
+  } finally {
+    for (const a of opened.values()) {
+      await a.sqlite.close().catch(() => undefined);
+      await a.pg.close().catch(() => undefined);
+      await a.pool.end().catch(() => undefined);
+      await a.db.drop().catch(() => undefined);
+    }
+    rmSync(tmp, { recursive: true, force: true });
+  }
+  const lines = [
+    `### Side by side: ${subjects[1]!.root} vs ${subjects[0]!.root}`,
+    '',
+    `${cpus().length} cores, load ${loadavg().map((l) => l.toFixed(2)).join(' ')}, ${rounds} interleaved rounds of ${ops} ops, medians.`,
+    '',
+    '| workload | baseline ops/s | candidate ops/s | ratio | baseline p50 ms | candidate p50 ms | p50 ratio | round trips/op (b → c) |',
+    '|---|---:|---:|---:|---:|---:|---:|---|',
+  ];
+  for (const w of workloads) {
+    const b = summarize(results.get(`${w}|baseline`) ?? []);
+    const c = summarize(results.get(`${w}|candidate`) ?? []);
+    const ratio = c.opsPerSec / b.opsPerSec;
+    const rt = `${(b.perOp['roundTrips'] ?? 0).toFixed(1)} → ${(c.perOp['roundTrips'] ?? 0).toFixed(1)}`;
+    lines.push(`| ${w} | ${b.opsPerSec.toFixed(0)} | ${c.opsPerSec.toFixed(0)} | ${ratio.toFixed(2)}x | ${b.p50Ms.toFixed(3)} | ${c.p50Ms.toFixed(3)} | ${(c.p50Ms / b.p50Ms).toFixed(2)}x | ${w.startsWith('pg') ? rt : ''} |`);
+  }
+  const perRound = workloads.map((w) => {
+    const b = results.get(`${w}|baseline`) ?? [];
+    const c = results.get(`${w}|candidate`) ?? [];
+    return `${w}: per-round ratios ${c.map((x, i) => (x.opsPerSec / (b[i]?.opsPerSec ?? NaN)).toFixed(2)).join(' ')} (median ${median(c.map((x, i) => x.opsPerSec / (b[i]?.opsPerSec ?? NaN))).toFixed(2)})`;
+  });
+  process.stdout.write(`${lines.join('\n')}\n\n${perRound.join('\n')}\n`);
+};
+
+const runWorkload = async (w: Workload, a: Open, ops: number): Promise<RoundResult> => {
+  const counters = () => ({ roundTrips: a.counters.roundTrips, retries: a.counters.retries });
+  switch (w) {
+    case 'sqlite-start': {
+      const ss: Scenario[] = [];
+      for (let i = 0; i < ops; i++) ss.push(await readyScenario(a.sqlite));
+      return runRound({ clients: 1, opsPerClient: ops, op: (_c, i) => a.sqlite.barriers.prepare(ss[i]!.startCommand()) });
+    }
+    case 'sqlite-replay': {
+      const s = await readyScenario(a.sqlite);
+      const cmd = s.startCommand();
+      await a.sqlite.barriers.prepare(cmd);
+      return runRound({ clients: 1, opsPerClient: ops, op: () => a.sqlite.barriers.prepare(cmd) });
+    }
+    case 'pg-start-1':
+    case 'pg-start-8': {
+      const clients = w === 'pg-start-1' ? 1 : 8;
+      const per = Math.max(1, Math.round(ops / clients));
+      const ss: Scenario[] = [];
+      for (let i = 0; i < clients * per; i++) ss.push(await readyScenario(a.pg));
+      await Promise.all(Array.from({ length: clients }, () => a.pool.query('SELECT 1')));
+      return runRound({ clients, opsPerClient: per, op: (c, i) => a.pg.barriers.prepare(ss[c * per + i]!.startCommand()), counters });
+    }
+    case 'pg-replay': {
+      const s = await readyScenario(a.pg);
+      const cmd = s.startCommand();
+      await a.pg.barriers.prepare(cmd);
+      return runRound({ clients: 1, opsPerClient: ops, op: () => a.pg.barriers.prepare(cmd), counters });
+    }
+  }
+};
+
+main().catch((e: unknown) => {
+  console.error(e);
+  process.exitCode = 1;
+});

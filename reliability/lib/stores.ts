@@ -1,8 +1,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { RecoverableStartBarrierAuthority, StartStepHook } from '../../infrastructure/authority';
-import { openRecoverablePostgresStartBarrier } from '../../infrastructure/postgres/recovery';
+import type { RecoverableStartBarrierAuthority, StartStepHook } from '../../application/authority';
+import { openRecoverablePostgresStartBarrier } from '../../infrastructure/postgres/postgresRecoveryView';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { createDatabase } from '../../specs/postgres/harness';
 import { postgresRaw, sqliteRaw, type BackendName, type RawSql } from './rawSql';

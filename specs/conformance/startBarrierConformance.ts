@@ -7,7 +7,7 @@ import {
   type ToolExecutionStartCommand,
 } from '../../domain';
 import { buildScenario, type Scenario } from '../../domain/scenario';
-import { START_STEPS, type StartBarrierAuthority, type StartStep, type StartStepHook } from '../../infrastructure/authority';
+import { START_STEPS, type StartBarrierAuthority, type StartStep, type StartStepHook } from '../../application/authority';
 import { rejects } from '../support/rejects';
 
 // One suite, run unchanged against every backend (in-memory, SQLite, PostgreSQL). A backend

@@ -1,4 +1,4 @@
-import type { StartBarrierAuthority } from '../../infrastructure/authority';
+import type { StartBarrierAuthority } from '../../application/authority';
 import type { PostgresStartBarrier, PostgresWriteMode } from '../../infrastructure/postgres';
 import { conformanceSuite } from '../conformance/startBarrierConformance';
 import { MigratedTemplate, countRows, openOn } from './harness';

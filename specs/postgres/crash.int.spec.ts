@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import { buildScenario } from '../../domain/scenario';
-import { START_STEPS } from '../../infrastructure/authority';
+import { START_STEPS } from '../../application/authority';
 import type { PostgresStartBarrier } from '../../infrastructure/postgres';
 import { createDatabase, openOn, type TestDatabase } from './harness';
 

@@ -12,7 +12,7 @@ import {
   type ToolExecutionStartCommand,
 } from '../../domain';
 import { buildScenario, type Scenario } from '../../domain/scenario';
-import type { PrepareResult, StartStepHook } from '../../infrastructure/authority';
+import type { PrepareResult, StartStepHook } from '../../application/authority';
 import type { PostgresStartBarrier, PostgresStartBarrierOptions } from '../../infrastructure/postgres';
 import { countOf, countRows, createDatabase, openOn, rejects, waitForLockWaiters, type TestDatabase } from './harness';
 

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { Pool, type PoolClient } from 'pg';
 import { buildScenario, type Scenario } from '../../domain/scenario';
-import type { StartStepHook } from '../../infrastructure/authority';
+import type { StartStepHook } from '../../application/authority';
 import { openPostgresStartBarrier, type PostgresStartBarrier, type PostgresWriteMode } from '../../infrastructure/postgres';
 import { countOf, countRows, createDatabase, testPool, type TestDatabase } from './harness';
 

@@ -1,4 +1,4 @@
-import { openRecoverablePostgresStartBarrier, type RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/recovery';
+import { openRecoverablePostgresStartBarrier, type RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/postgresRecoveryView';
 import { MigratedTemplate } from '../postgres/harness';
 import { recoveryConformance } from './recoveryConformance';
 import { rawPostgres } from './support';

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { CorruptRecordError } from '../../domain';
-import { openRecoverablePostgresStartBarrier, type RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/recovery';
-import { rebuildOutcomeRows, normaliseOutcomeRow } from '../../projections/recovery';
+import { openRecoverablePostgresStartBarrier, type RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/postgresRecoveryView';
+import { rebuildOutcomeRows, normaliseOutcomeRow } from '../../projections/outcomeRows';
 import { MigratedTemplate, type TestDatabase } from '../postgres/harness';
 import { rejects, startedScenario } from './recoveryConformance';
 import { rawPostgres } from './support';

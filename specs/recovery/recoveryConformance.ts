@@ -10,8 +10,8 @@ import {
   type StartBarrierRecord,
 } from '../../domain';
 import { buildScenario, type Scenario } from '../../domain/scenario';
-import type { RecoverableStartBarrierAuthority, StoredBarrier } from '../../infrastructure/authority';
-import { normaliseOutcomeRow, outcomeRowOf, rebuildOutcomeRows, startOutcomeOf, type StartOutcomeRow } from '../../projections/recovery';
+import type { RecoverableStartBarrierAuthority, StoredBarrier } from '../../application/authority';
+import { normaliseOutcomeRow, outcomeRowOf, rebuildOutcomeRows, startOutcomeOf, type StartOutcomeRow } from '../../projections/outcomeRows';
 import type { EventRow } from '../../projections/verifyRows';
 import { rejects } from '../support/rejects';
 export { rejects };

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { CorruptRecordError } from '../../domain';
 import { openSqliteStartBarrier, type SqliteStartBarrier } from '../../infrastructure/sqlite';
-import { rebuildOutcomeRows } from '../../projections/recovery';
+import { rebuildOutcomeRows } from '../../projections/outcomeRows';
 import { stepRunRowOf } from '../../projections/rows';
 import { openFreshSqlite } from '../sqlite/support';
 import { freshDbPath } from '../support/tmp';

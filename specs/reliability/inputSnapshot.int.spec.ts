@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { ValidationError, decodeStartCommand, type ToolExecutionStartCommand } from '../../domain';
 import { buildScenario } from '../../domain/scenario';
-import type { StartBarrierAuthority } from '../../infrastructure/authority';
+import type { StartBarrierAuthority } from '../../application/authority';
 import { openPostgresStartBarrier } from '../../infrastructure/postgres';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { createDatabase, type TestDatabase } from '../postgres/harness';

@@ -1,7 +1,7 @@
 import { writeSync } from 'node:fs';
-import type { RecoverableStartBarrierAuthority } from '../../infrastructure/authority';
-import { openRecoverablePostgresStartBarrier } from '../../infrastructure/postgres/recovery';
-import { createToolStepSaga } from '../../infrastructure/saga';
+import type { RecoverableStartBarrierAuthority } from '../../application/authority';
+import { openRecoverablePostgresStartBarrier } from '../../infrastructure/postgres/postgresRecoveryView';
+import { createToolStepSaga } from '../../application/saga';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 
 // A saga process that dies between the commit of its start and the adapter's first action:

@@ -1,4 +1,4 @@
-import { openRecoverablePostgresStartBarrier } from '../../infrastructure/postgres/recovery';
+import { openRecoverablePostgresStartBarrier } from '../../infrastructure/postgres/postgresRecoveryView';
 import { MigratedTemplate } from '../postgres/harness';
 import { sagaConformance } from './sagaConformance';
 

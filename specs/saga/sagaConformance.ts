@@ -14,8 +14,8 @@ import {
   type ToolStepTrigger,
 } from '../../domain';
 import { buildScenario, type Scenario } from '../../domain/scenario';
-import type { RecoverableStartBarrierAuthority, StoredBarrier } from '../../infrastructure/authority';
-import { createToolStepSaga } from '../../infrastructure/saga';
+import type { RecoverableStartBarrierAuthority, StoredBarrier } from '../../application/authority';
+import { createToolStepSaga } from '../../application/saga';
 import { rejects } from '../support/rejects';
 
 // The orchestration saga (issue 5) against real authorities. The adapter port is the only test

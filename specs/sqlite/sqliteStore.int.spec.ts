@@ -7,7 +7,7 @@ import { dropAllTriggers, mutateCell } from '../../reliability/lib/damage';
 import { checkStore, describeProblems } from '../../reliability/lib/invariants';
 import { sqliteRaw } from '../../reliability/lib/rawSql';
 import { spawnTsxWorker } from '../../reliability/lib/workerProcess';
-import { START_STEPS } from '../../infrastructure/authority';
+import { START_STEPS } from '../../application/authority';
 import { openSqliteStartBarrier, MigrationError, type SqliteStartBarrier } from '../../infrastructure/sqlite';
 import { LOOKUP_REPLAY, SELECT_RUN_HEAD, SELECT_STEP_RUN, CAS_STEP_RUN, CAS_STREAM, SELECT_ATTEMPT } from '../../infrastructure/sqlite/sql';
 import { rebuildProjections } from '../../projections/rebuild';
@@ -382,7 +382,7 @@ describe('SQLite backend (R5.1)', function () {
         readdirSync(join(ROOT, dir), { withFileTypes: true, recursive: true })
           .filter((f) => f.isFile() && f.name.endsWith('.ts'))
           .map((f) => join(f.parentPath ?? (f as unknown as { path: string }).path, f.name));
-      const files = [...sources('domain'), ...sources('projections'), ...sources('infrastructure/sqlite'), join(ROOT, 'infrastructure/startProtocol.ts')];
+      const files = [...sources('domain'), ...sources('projections'), ...sources('infrastructure/sqlite'), ...sources('application')];
       for (const file of files) {
         const text = readFileSync(file, 'utf8');
         expect(text, file).to.not.match(/from '(node:)?(child_process|http|https|net|dgram|worker_threads|cluster)'/);

@@ -42,9 +42,9 @@ import type {
   StepRunView,
   StoredBarrier,
   StoredEvent,
-} from '../authority';
+} from '../../application/authority';
 import { loadMigrations, planMigrations, MigrationError } from '../migrations';
-import { SerialExecutor } from '../serial';
+import { SerialExecutor } from '../../application/serialExecutor';
 import {
   decodeLifecycle,
   runAppendTransaction,
@@ -52,11 +52,11 @@ import {
   runStartTransaction,
   type LifecycleUnitOfWork,
   type StartUnitOfWork,
-} from '../startProtocol';
+} from '../../application/startProtocol';
 import * as SQL from './sql';
-import { outcomeRowOf } from '../../projections/recovery';
-import { createRecoveryApi } from '../recovery';
-import { createSqliteRecoveryView } from './recovery';
+import { outcomeRowOf } from '../../projections/outcomeRows';
+import { createRecoveryApi } from '../../application/recoveryRules';
+import { createSqliteRecoveryView } from './sqliteRecoveryView';
 import { INSERT_OUTCOME } from './recoverySql';
 
 export interface SqliteStartBarrierOptions {

@@ -27,12 +27,12 @@ import {
 } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import { startEventPositions, storedEventOf, verifyStartRows, type EventRow } from '../../projections/verifyRows';
-import { outcomeRowOf, type StartOutcomeRow } from '../../projections/recovery';
-import type { AppendOutcome, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../authority';
-import { createRecoveryApi } from '../recovery';
-import { createMemoryRecoveryView } from './recovery';
-import { SerialExecutor } from '../serial';
-import { decodeLifecycle, runLifecycleTransaction, runStartTransaction, type LifecycleUnitOfWork, type StartUnitOfWork } from '../startProtocol';
+import { outcomeRowOf, type StartOutcomeRow } from '../../projections/outcomeRows';
+import type { AppendOutcome, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../../application/authority';
+import { createRecoveryApi } from '../../application/recoveryRules';
+import { createMemoryRecoveryView } from './memoryRecoveryView';
+import { SerialExecutor } from '../../application/serialExecutor';
+import { decodeLifecycle, runLifecycleTransaction, runStartTransaction, type LifecycleUnitOfWork, type StartUnitOfWork } from '../../application/startProtocol';
 
 // An in-memory authority with the same rows, the same protocol and the same verification as
 // the SQL backends, for specs and for embedding in tests of callers. Atomic by construction:

@@ -15,7 +15,7 @@ import {
 } from '../domain';
 import { EpochMillis, Identity, decodeOrThrow, integer, strictObject } from '../domain/codecs';
 import { attemptValue, type RunRow, type StepRunRow } from '../projections/rows';
-import { decodeEventRow, inDoubtStartOf, verifyOutcomeRow, type StartOutcomeRow } from '../projections/recovery';
+import { decodeEventRow, inDoubtStartOf, verifyOutcomeRow, type StartOutcomeRow } from '../projections/outcomeRows';
 import { decodeRunRow, decodeStepRunRow } from '../projections/runState';
 import type { EventRow } from '../projections/verifyRows';
 import type {

@@ -8,7 +8,7 @@ import {
   type RunStreamEvent,
   type StartOutcomeKind,
 } from '../domain';
-import type { InDoubtStart, StartOutcome, StoredBarrier } from '../infrastructure/authority';
+import type { InDoubtStart, StartOutcome, StoredBarrier } from '../application/authority';
 import { decodeEventRow, type EventRow } from './verifyRows';
 
 export { decodeEventRow };

@@ -1,7 +1,7 @@
 import { type StepRunRow } from '../../projections/rows';
-import type { StoredBarrier, VerifyProblem } from '../authority';
-import type { RecoveryView } from '../recovery';
-import type { Tables } from './store';
+import type { StoredBarrier, VerifyProblem } from '../../application/authority';
+import type { RecoveryView } from '../../application/recoveryRules';
+import type { Tables } from './memoryAuthority';
 
 // The in-memory side of the recovery read models: the same view as SQLite's, over the
 // tables of one committed state (a transaction swaps in a new state, so this one is stable).

@@ -2,13 +2,13 @@ import * as t from 'io-ts';
 import type { PoolClient } from 'pg';
 import { CorruptRecordError, START_OUTCOME_KINDS } from '../../domain';
 import { oneOf } from '../../domain/codecs';
-import type { StartOutcomeRow } from '../../projections/recovery';
-import type { RecoverableStartBarrierAuthority, RecoveryApi, VerifyProblem } from '../authority';
-import { createRecoveryApi, type RecoveryView } from '../recovery';
+import type { StartOutcomeRow } from '../../projections/outcomeRows';
+import type { RecoverableStartBarrierAuthority, RecoveryApi, VerifyProblem } from '../../application/authority';
+import { createRecoveryApi, type RecoveryView } from '../../application/recoveryRules';
 import { mapTimeout } from './errors';
 import { bind, named, type NamedSql, type Params } from './named';
 import { EventRowCodec, PgInt, RunRowCodec, StepRunRowCodec, decodeRow } from './rowCodecs';
-import { openPostgresStartBarrier, type PostgresStartBarrier, type PostgresStartBarrierOptions } from './store';
+import { openPostgresStartBarrier, type PostgresStartBarrier, type PostgresStartBarrierOptions } from './postgresAuthority';
 
 // The PostgreSQL side of the recovery read models (issue 5). The outcome rows are written by
 // the projection trigger of pg-0031 in the transaction that appends the outcome event; this

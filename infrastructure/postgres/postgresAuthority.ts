@@ -30,7 +30,7 @@ import type {
   StepRunView,
   StoredBarrier,
   StoredEvent,
-} from '../authority';
+} from '../../application/authority';
 import {
   decodeLifecycle,
   runLifecycleTransaction,
@@ -38,7 +38,7 @@ import {
   type LifecycleUnitOfWork,
   type StartTransactionResult,
   type StartUnitOfWork,
-} from '../startProtocol';
+} from '../../application/startProtocol';
 import { SQLSTATE, UNIQUE_CONSTRAINT_IDENTITY, isRetryable, isUniqueViolation, mapTimeout, sqlStateOf } from './errors';
 import { assertSchemaCurrent, migratePostgres } from './migrate';
 import { bind, prefixed, type NamedSql, type Params } from './named';

@@ -1,40 +1,39 @@
-import { assertExpectedVersionMatchesCurrent, type ExpectedStreamVersion } from '@event-driven-io/emmett';
 import {
   CorruptRecordError,
-  PreconditionError,
-  START_FACT_TYPES,
-  ValidationError,
+  buildStartFacts,
   classifyReplay,
-  decodeRunEvent,
-  decideDecodedStart,
-  decideLifecycle,
-  decodeLifecycleCommand,
-  evolve,
   replayKeysOf,
   type DecodedStartCommand,
-  type LifecycleCommand,
   type ReplayHits,
   type ReplayKeys,
   type RunState,
-  type RunStreamEvent,
-  type StartFacts,
 } from '../domain';
 import type { StartStepHook, StoredBarrier } from './authority';
+import { START_WRITE_STEPS, planStartWrite, type StartWrite, type StartWriteStep } from './startWrite';
 
-// The transaction protocol both storage backends share. A backend supplies a unit of work
-// bound to one open transaction; this module fixes the order of R3.1 .. R3.8 so SQLite and
-// PostgreSQL cannot drift apart. It never calls an adapter and does no I/O of its own (R6.2).
+// The start transaction every backend shares (R3.1 .. R3.8). A backend supplies a unit of work
+// bound to one open transaction; this module fixes what happens in which order: the replay is
+// classified once, a new start is decided and planned once (startWrite.ts), and the
+// fault-injection hook fires from here only. It never calls an adapter and does no I/O of its
+// own (R6.2).
 
 export interface StartUnitOfWork {
   /** R3.1: every identity of R4.1, through the unique replay index (constant cost, R6.4). */
   lookupReplay(keys: ReplayKeys): Promise<ReplayHits>;
   /** R3.2: lock the Run head and the StepRun row, and return them as a (partial) Run state. */
   lockForStart(runId: string, stepRunId: string): Promise<RunState>;
+  /** The database clock of this transaction (R3.10), read once. */
+  clockMs(): Promise<number>;
   /**
-   * R3.3 .. R3.7 in order, calling `hook` after each step. The expected Run and StepRun
-   * versions in `before` are the compare-and-set values; a failed CAS must throw.
+   * Execute these steps of the plan, in order. A compare-and-set that matches no row must throw
+   * (CompareAndSetLostError); a unique index that refuses a row throws the driver's error.
    */
-  appendStart(facts: StartFacts, before: RunState, hook: StartStepHook): Promise<StoredBarrier>;
+  writeStart(plan: StartWrite, steps: readonly StartWriteStep[]): Promise<void>;
+  /**
+   * true: the backend writes the whole plan at once (one PostgreSQL statement), and the hook
+   * then fires for each step after it; false: one step at a time, the hook between them.
+   */
+  readonly writesAtOnce: boolean;
   /** A verified read of a barrier and its facts (R5.3), for `existing`. */
   readBarrier(startId: string): Promise<StoredBarrier | null>;
 }
@@ -42,6 +41,19 @@ export interface StartUnitOfWork {
 export type StartTransactionResult = { outcome: 'created' | 'existing'; barrier: StoredBarrier };
 
 const noHook: StartStepHook = () => undefined;
+
+/**
+ * R3.1 and R4.2: what the replay index's hits mean for this command. null: a new start. An
+ * exact replay returns the stored barrier; drift throws the typed conflict (classifyReplay).
+ */
+export const existingBarrierOf = async (uow: Pick<StartUnitOfWork, 'readBarrier'>, decoded: DecodedStartCommand, hits: ReplayHits): Promise<StoredBarrier | null> => {
+  if (classifyReplay(decoded, hits).kind === 'new') return null;
+  const barrier = await uow.readBarrier(decoded.command.startId);
+  // The index said "this exact start exists"; the barrier must then be readable, or the
+  // store is damaged: fail closed with the typed error (R5.3), never a raw one.
+  if (barrier === null) throw new CorruptRecordError('replay index', decoded.command.startId, 'the index names this start but its barrier is missing');
+  return barrier;
+};
 
 /** The body of one start transaction. The caller opens, commits or rolls back around it. */
 export const runStartTransaction = async (
@@ -52,114 +64,23 @@ export const runStartTransaction = async (
   const c = decoded.command;
   const hits = await uow.lookupReplay(replayKeysOf(c));
   await hook('lookup');
-  // R3.1 first: an exact replay (or drift) is decided by the index alone. A replay writes
-  // nothing, so it takes no lock: the barrier it returns is immutable (R6.4), and locking the
-  // Run and StepRun would only make a read a writing transaction (a WAL flush on PostgreSQL).
-  if (classifyReplay(decoded, hits).kind === 'existing') {
-    const barrier = await uow.readBarrier(c.startId);
-    // The index said "this exact start exists"; the barrier must then be readable, or the
-    // store is damaged: fail closed with the typed error (R5.3), never a raw one.
-    if (barrier === null) throw new CorruptRecordError('replay index', c.startId, 'the index names this start but its barrier is missing');
-    return { outcome: 'existing', barrier };
-  }
+  // R3.1 first: the replay is classified once, by the index alone. A replay writes nothing, so
+  // it takes no lock: the barrier it returns is immutable (R6.4), and locking the Run and
+  // StepRun would only make a read a writing transaction.
+  const existing = await existingBarrierOf(uow, decoded, hits);
+  if (existing !== null) return { outcome: 'existing', barrier: existing };
   const state = await uow.lockForStart(c.stepRun.runId, c.stepRun.stepRunId);
   await hook('lock');
-  const facts = decideDecodedStart(decoded, hits, state);
-  if (facts.length === 0) throw new Error(`start ${c.startId} decided nothing for a new start`);
-  const barrier = await uow.appendStart(facts, state, hook);
-  await hook('beforeCommit');
-  return { outcome: 'created', barrier };
-};
-
-export interface LifecycleUnitOfWork {
-  /** Lock and load the Run head and the StepRuns this command touches. */
-  lockForLifecycle(runId: string, stepRunId: string | undefined): Promise<RunState>;
-  /** Append with the Run version in `before` as the expected version; update projections. */
-  appendLifecycle(events: readonly RunStreamEvent[], before: RunState, after: RunState): Promise<void>;
-}
-
-export interface LifecycleDecision {
-  readonly command: LifecycleCommand;
-  readonly events: RunStreamEvent[];
-  readonly after: RunState;
-}
-
-export const decodeLifecycle = decodeLifecycleCommand;
-
-export const stepRunIdOf = (command: LifecycleCommand): string | undefined =>
-  command.type === 'CreateRun' ? undefined : command.data.stepRunId;
-
-/** Body of one lifecycle transaction: lock, fold what is needed, decide, append. */
-export const runLifecycleTransaction = async (uow: LifecycleUnitOfWork, command: LifecycleCommand): Promise<LifecycleDecision> => {
-  const before = await uow.lockForLifecycle(command.data.runId, stepRunIdOf(command));
-  const events = decideLifecycle(command, before);
-  const after = events.reduce(evolve, before);
-  await uow.appendLifecycle(events, before, after);
-  return { command, events, after };
-};
-
-/** The same transitions the lifecycle decider allows, for events decided elsewhere. */
-const ALLOWED_FROM: Partial<Record<string, readonly string[]>> = {
-  StepRunReady: ['created', 'lost'],
-  StepRunAwaitingApproval: ['created', 'lost'],
-  StepRunLost: ['running'],
-  StepRunCompleted: ['running'],
-  StepRunFailed: ['running'],
-};
-
-/**
- * emmett's `appendToStream` for a Run stream: lifecycle events only, with every
- * expected-version mode enforced strictly. Start facts are refused here: they are appended
- * only by `barriers.prepare`, in one transaction with their barrier (R7.1, R7.2).
- */
-export const runAppendTransaction = async (
-  uow: LifecycleUnitOfWork,
-  runId: string,
-  input: readonly { type: string; data: unknown }[],
-  expected: ExpectedStreamVersion | undefined,
-): Promise<{ before: RunState; after: RunState; events: RunStreamEvent[] }> => {
-  const events = input.map((e, i) => {
-    if ((START_FACT_TYPES as readonly string[]).includes(e.type)) {
-      throw new ValidationError('event', [{ path: `[${i}].type`, reason: 'forbidden_value', message: `${e.type} is appended only by barriers.prepare, with its barrier (R7.1)` }]);
+  const plan = planStartWrite(buildStartFacts(decoded, state), state, await uow.clockMs());
+  if (uow.writesAtOnce) {
+    await uow.writeStart(plan, START_WRITE_STEPS);
+    for (const step of START_WRITE_STEPS) await hook(step);
+  } else {
+    for (const step of START_WRITE_STEPS) {
+      await uow.writeStart(plan, [step]);
+      await hook(step);
     }
-    try {
-      return decodeRunEvent(e.type, e.data, `appended event ${i}`);
-    } catch (error) {
-      throw new ValidationError('event', [{ path: `[${i}]`, reason: 'invalid_value', message: (error as Error).message }]);
-    }
-  });
-  const stepRunIds = [...new Set(events.flatMap((e) => ('stepRunId' in e.data ? [e.data.stepRunId] : [])))];
-  let before = await uow.lockForLifecycle(runId, stepRunIds[0]);
-  for (const id of stepRunIds.slice(1)) {
-    const more = await uow.lockForLifecycle(runId, id);
-    before = { run: before.run, stepRuns: { ...before.stepRuns, ...more.stepRuns } };
   }
-  assertExpectedVersionMatchesCurrent(BigInt(before.run?.version ?? 0), expected, 0n);
-  // The caller decided these events; we still refuse any that would rewrite history.
-  const after = events.reduce((state, e, i) => {
-    if (e.type === 'RunCreated' && state.run !== null) throw new PreconditionError('run_exists', `event ${i}: Run ${runId} already exists`);
-    if (e.type !== 'RunCreated' && state.run === null) throw new PreconditionError('run_not_found', `event ${i}: Run ${runId} does not exist`);
-    const owner = 'runId' in e.data ? e.data.runId : undefined;
-    if (owner !== runId) throw new ValidationError('event', [{ path: `[${i}].data.runId`, reason: 'invalid_value', message: `event belongs to Run ${owner ?? '(none)'}, not ${runId}` }]);
-    if ('stepRunVersion' in e.data) {
-      const current = state.stepRuns[e.data.stepRunId];
-      const allowed = ALLOWED_FROM[e.type];
-      if (allowed !== undefined && (current === undefined || !allowed.includes(current.status))) {
-        throw new PreconditionError('invalid_transition', `event ${i}: ${e.type} cannot follow status ${current?.status ?? '(none)'}`);
-      }
-      if ('startId' in e.data && current?.lastStartId !== e.data.startId) {
-        throw new PreconditionError('invalid_transition', `event ${i}: ${e.type} names start ${e.data.startId}, the StepRun's attempt is ${current?.lastStartId ?? '(none)'}`);
-      }
-      const prior = current?.version ?? 0;
-      if (e.type === 'StepRunCreated' && prior !== 0) throw new PreconditionError('step_run_exists', `event ${i}: StepRun ${e.data.stepRunId} already exists`);
-      if (e.type !== 'StepRunCreated' && prior === 0) throw new PreconditionError('step_run_not_found', `event ${i}: StepRun ${e.data.stepRunId} does not exist`);
-      if (e.data.stepRunVersion !== prior + 1) {
-        throw new PreconditionError('version_mismatch', `event ${i}: StepRun ${e.data.stepRunId} is at version ${prior}, the event moves it to ${e.data.stepRunVersion}`);
-      }
-    }
-    return evolve(state, e);
-  }, before);
-  if (after.run === null || after.run.runId !== runId) throw new PreconditionError('run_not_found', `events do not create or continue Run ${runId}`);
-  await uow.appendLifecycle(events, before, after);
-  return { before, after, events };
+  await hook('beforeCommit');
+  return { outcome: 'created', barrier: plan.result };
 };

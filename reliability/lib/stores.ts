@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RecoverableStartBarrierAuthority, StartStepHook } from '../../application/authority';
-import { openRecoverablePostgresStartBarrier } from '../../infrastructure/postgres/postgresRecoveryView';
+import { openPostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { createDatabase } from '../../specs/postgres/harness';
 import { postgresRaw, sqliteRaw, type BackendName, type RawSql } from './rawSql';
@@ -25,7 +25,7 @@ export const openAuthority = (backend: BackendName, target: string, options: Aut
   const hooks = options.hook ? { hooks: { onStartStep: options.hook } } : {};
   if (backend === 'sqlite') return openSqliteStartBarrier({ path: target, ...hooks });
   // No error listener of our own on its pool: the authority must survive its server going away.
-  return openRecoverablePostgresStartBarrier({ connectionString: target, ...hooks, ...(options.migrate === false ? { migrate: false } : {}) });
+  return openPostgresStartBarrier({ connectionString: target, ...hooks, ...(options.migrate === false ? { migrate: false } : {}) });
 };
 
 export interface Store {

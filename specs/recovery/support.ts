@@ -1,4 +1,4 @@
-import type { RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/postgresRecoveryView';
+import type { RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
 import type { SqliteStartBarrier } from '../../infrastructure/sqlite';
 import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { EventRow } from '../../projections/verifyRows';

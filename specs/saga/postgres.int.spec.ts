@@ -1,4 +1,4 @@
-import { openRecoverablePostgresStartBarrier } from '../../infrastructure/postgres/postgresRecoveryView';
+import { openPostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
 import { MigratedTemplate } from '../postgres/harness';
 import { sagaConformance } from './sagaConformance';
 
@@ -10,8 +10,8 @@ describe('PostgreSQL saga', function () {
     name: 'PostgreSQL (fresh database; the adapter reads through a second pool)',
     open: async () => {
       const db = await template.clone();
-      const authority = await openRecoverablePostgresStartBarrier({ connectionString: db.url });
-      const reader = await openRecoverablePostgresStartBarrier({ connectionString: db.url });
+      const authority = await openPostgresStartBarrier({ connectionString: db.url });
+      const reader = await openPostgresStartBarrier({ connectionString: db.url });
       return {
         authority,
         separateRead: (id) => reader.barriers.getByStartId(id),

@@ -15,21 +15,14 @@ import {
   runRowOf,
   replayValuesOf,
   stepRunRowOf,
-  type AuditEventRow,
-  type AuditReceiptRow,
-  type BarrierRow,
-  type MutationRow,
-  type ReplayIdentityRow,
-  type RunRow,
-  type StepRunRow,
-  type TraceAnchorRow,
 } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
-import { startEventPositions, storedEventOf, verifyStartRows, type EventRow } from '../../projections/verifyRows';
-import { outcomeRowOf, type StartOutcomeRow } from '../../projections/outcomeRows';
+import { startEventPositions, storedEventOf, verifyStartRows } from '../../projections/verifyRows';
+import { outcomeRowOf } from '../../projections/outcomeRows';
 import type { AppendOutcome, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../../application/authority';
 import { createRecoveryApi } from '../../application/recoveryRules';
 import { createMemoryRecoveryView } from './memoryRecoveryView';
+import { copyTables, emptyTables, type Tables } from './tables';
 import { SerialExecutor } from '../../application/serialExecutor';
 import { decodeLifecycle, runLifecycleTransaction, type LifecycleUnitOfWork } from '../../application/lifecycleProtocol';
 import { runStartTransaction, type StartUnitOfWork } from '../../application/startProtocol';
@@ -39,51 +32,7 @@ import type { StartEventRow, StartWrite, StartWriteStep } from '../../applicatio
 // the SQL backends, for specs and for embedding in tests of callers. Atomic by construction:
 // a transaction works on a copy of the tables and swaps it in only on success.
 
-export interface Tables {
-  streams: Map<string, number>;
-  events: EventRow[];
-  eventIds: Set<string>;
-  runs: Map<string, RunRow>;
-  stepRuns: Map<string, StepRunRow>;
-  audit: Map<string, AuditEventRow>;
-  trace: Map<string, TraceAnchorRow>;
-  receipts: Map<string, AuditReceiptRow>;
-  mutations: Map<string, MutationRow>;
-  barriers: Map<string, BarrierRow>;
-  identities: Map<string, ReplayIdentityRow>;
-  /** Recovery read model: outcome rows by start id. */
-  outcomes: Map<string, StartOutcomeRow>;
-}
-
-const emptyTables = (): Tables => ({
-  streams: new Map(),
-  events: [],
-  eventIds: new Set(),
-  runs: new Map(),
-  stepRuns: new Map(),
-  audit: new Map(),
-  trace: new Map(),
-  receipts: new Map(),
-  mutations: new Map(),
-  barriers: new Map(),
-  identities: new Map(),
-  outcomes: new Map(),
-});
-
-const copyTables = (t: Tables): Tables => ({
-  streams: new Map(t.streams),
-  events: [...t.events],
-  eventIds: new Set(t.eventIds),
-  runs: new Map(t.runs),
-  stepRuns: new Map(t.stepRuns),
-  audit: new Map(t.audit),
-  trace: new Map(t.trace),
-  receipts: new Map(t.receipts),
-  mutations: new Map(t.mutations),
-  barriers: new Map(t.barriers),
-  identities: new Map(t.identities),
-  outcomes: new Map(t.outcomes),
-});
+export type { Tables } from './tables';
 
 const identityKey = (identity: string, value: string) => `${identity}\u0000${value}`;
 const stepKey = (runId: string, stepRunId: string) => `${runId}\u0000${stepRunId}`;

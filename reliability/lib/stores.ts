@@ -4,8 +4,8 @@ import { join } from 'node:path';
 import type { RecoverableStartBarrierAuthority, StartStepHook } from '../../application/authority';
 import { openPostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
-import { createDatabase } from '../../specs/postgres/harness';
-import { postgresRaw, sqliteRaw, type BackendName, type RawSql } from './rawSql';
+import { createDatabase } from '../../testkit/postgresHarness';
+import { postgresRaw, sqliteRaw, type BackendName, type RawSql } from '../../testkit/rawSql';
 
 // A fresh store per harness phase, on a real SQLite file or a real PostgreSQL database
 // (created on the server the specs use, dropped afterwards). `target` is all a worker process

@@ -1,7 +1,7 @@
 import type { StartBarrierAuthority } from '../../application/authority';
 import type { PostgresStartBarrier, PostgresWriteMode } from '../../infrastructure/postgres';
 import { conformanceSuite } from '../conformance/startBarrierConformance';
-import { MigratedTemplate, countRows, openOn } from './harness';
+import { MigratedTemplate, countRows, openOn } from '../../testkit/postgresHarness';
 
 // The shared suite, unchanged, against the real server: each test gets a fresh database
 // (a clone of a migrated template), dropped when the authority closes. Run once per write

@@ -4,7 +4,7 @@ import { CorruptRecordError, SemanticConflictError, canonicalJson, digestCanonic
 import { buildScenario, type Scenario } from '../../domain/scenario';
 import type { PostgresStartBarrier } from '../../infrastructure/postgres';
 import { AUDIT_COLUMNS, BARRIER_COLUMNS, MUTATION_COLUMNS, RECEIPT_COLUMNS, TRACE_COLUMNS } from '../../infrastructure/postgres/sql';
-import { createDatabase, openOn, rejects, testPool, type TestDatabase } from './harness';
+import { createDatabase, openOn, rejects, testPool, type TestDatabase } from '../../testkit/postgresHarness';
 
 // R5.3 on PostgreSQL: the owner (or a superuser with triggers off) damages one cell at a time;
 // every read fails closed with CorruptRecordError, never a best guess, and a replayed prepare

@@ -4,7 +4,7 @@ import { expect } from 'chai';
 import { buildScenario } from '../../domain/scenario';
 import { START_STEPS } from '../../application/authority';
 import type { PostgresStartBarrier } from '../../infrastructure/postgres';
-import { createDatabase, openOn, type TestDatabase } from './harness';
+import { createDatabase, openOn, type TestDatabase } from '../../testkit/postgresHarness';
 
 // R3.9 with a real crash: a process is SIGKILLed inside the start transaction after each step,
 // in both write modes. The server rolls the transaction back when the connection drops, so the

@@ -1,5 +1,5 @@
 import { openPostgresStartBarrier, type RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
-import { MigratedTemplate } from '../postgres/harness';
+import { MigratedTemplate } from '../../testkit/postgresHarness';
 import { recoveryConformance } from './recoveryConformance';
 import { rawPostgres } from './support';
 

@@ -2,7 +2,7 @@ import { expect } from 'chai';
 import { CorruptRecordError } from '../../domain';
 import { openPostgresStartBarrier, type RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
 import { rebuildOutcomeRows, normaliseOutcomeRow } from '../../projections/outcomeRows';
-import { MigratedTemplate, type TestDatabase } from '../postgres/harness';
+import { MigratedTemplate, type TestDatabase } from '../../testkit/postgresHarness';
 import { rejects, startedScenario } from './recoveryConformance';
 import { rawPostgres } from './support';
 

@@ -4,7 +4,7 @@ import { buildScenario } from '../../domain/scenario';
 import type { StartBarrierAuthority } from '../../application/authority';
 import { openPostgresStartBarrier } from '../../infrastructure/postgres';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
-import { createDatabase, type TestDatabase } from '../postgres/harness';
+import { createDatabase, type TestDatabase } from '../../testkit/postgresHarness';
 import { freshDbPath } from '../support/tmp';
 
 // Found by the reliability fuzz (issue 7): the decoders validated the caller's own object and

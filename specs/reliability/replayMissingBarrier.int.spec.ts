@@ -6,7 +6,7 @@ import { buildScenario } from '../../domain/scenario';
 import type { StartBarrierAuthority } from '../../application/authority';
 import { openPostgresStartBarrier } from '../../infrastructure/postgres';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
-import { createDatabase } from '../postgres/harness';
+import { createDatabase } from '../../testkit/postgresHarness';
 import { freshDbPath } from '../support/tmp';
 
 // Found by the reliability corruption sweep (issue 7): when the replay index names a start whose

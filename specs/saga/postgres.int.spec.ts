@@ -1,5 +1,5 @@
 import { openPostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
-import { MigratedTemplate } from '../postgres/harness';
+import { MigratedTemplate } from '../../testkit/postgresHarness';
 import { sagaConformance } from './sagaConformance';
 
 describe('PostgreSQL saga', function () {

@@ -16,7 +16,7 @@ import {
 import { buildScenario, type Scenario } from '../../domain/scenario';
 import type { RecoverableStartBarrierAuthority, StoredBarrier } from '../../application/authority';
 import { createToolStepSaga } from '../../application/saga';
-import { rejects } from '../support/rejects';
+import { rejects } from '../../testkit/rejects';
 
 // The orchestration saga (issue 5) against real authorities. The adapter port is the only test
 // double: it records each invocation and, when called, proves the start already committed by

@@ -1,6 +1,7 @@
 import type { StartBarrierAuthority } from '../../application/authority';
 import type { PostgresStartBarrier, PostgresWriteMode } from '../../infrastructure/postgres';
 import { conformanceSuite } from '../conformance/startBarrierConformance';
+import { rebuildSuite } from '../conformance/rebuildConformance';
 import { MigratedTemplate, countRows, openOn } from '../../testkit/postgresHarness';
 
 // The shared suite, unchanged, against the real server: each test gets a fresh database
@@ -35,4 +36,25 @@ describe('PostgreSQL conformance', function () {
   this.timeout(120_000);
   register('batched');
   register('stepwise');
+
+  const template = new MigratedTemplate();
+  after(() => template.dropAll());
+  rebuildSuite({
+    name: 'PostgreSQL (pg, SERIALIZABLE)',
+    open: async () => {
+      const db = await template.clone();
+      const a = await openOn(db);
+      return {
+        backend: a.backend,
+        runs: a.runs,
+        barriers: a.barriers,
+        pool: a.pool,
+        close: async () => {
+          await a.close();
+          await db.drop();
+        },
+      };
+    },
+    rows: async (a, table) => (await (a as unknown as PostgresStartBarrier).pool.query(`SELECT * FROM ql3.${table}`)).rows as Record<string, unknown>[],
+  });
 });

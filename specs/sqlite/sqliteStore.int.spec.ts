@@ -10,8 +10,6 @@ import { spawnTsxWorker } from '../../testkit/workerProcess';
 import { START_STEPS } from '../../application/authority';
 import { openSqliteStartBarrier, MigrationError, type SqliteStartBarrier } from '../../infrastructure/sqlite';
 import { LOOKUP_REPLAY, SELECT_RUN_HEAD, SELECT_STEP_RUN, CAS_STEP_RUN, CAS_STREAM, SELECT_ATTEMPT } from '../../infrastructure/sqlite/sql';
-import { rebuildProjections } from '../../projections/rebuild';
-import type { EventRow } from '../../projections/verifyRows';
 import { setUp } from '../conformance/startBarrierConformance';
 import { freshDbPath } from '../support/tmp';
 import { openFreshSqlite, sqliteCounts } from './support';
@@ -127,33 +125,7 @@ describe('SQLite backend (R5.1)', function () {
     });
   });
 
-  describe('inline projections', () => {
-    it('rebuilding every projection from the event log gives the stored rows', async () => {
-      const a = await openFreshSqlite();
-      for (let i = 0; i < 3; i++) {
-        const s = await setUp(a, { withApproval: i === 1 });
-        await a.barriers.prepare(s.startCommand());
-        if (i === 2) {
-          await a.runs.handle({ type: 'MarkStepRunLost', data: { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'ops', reason: 'unknown outcome', requestedAtMs: 5 } });
-          await a.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId: s.stepRunId, requestedAtMs: 6 } });
-          await a.barriers.prepare(s.startCommand((await a.runs.getStepRun(s.runId, s.stepRunId))!));
-        }
-      }
-      const events = a.db.prepare('SELECT * FROM events ORDER BY global_position').all() as EventRow[];
-      const rebuilt = rebuildProjections(events);
-      const all = (table: string, order: string) => a.db.prepare(`SELECT * FROM ${table} ORDER BY ${order}`).all();
-      const sorted = <T>(rows: T[], key: (r: T) => string) => [...rows].sort((x, y) => key(x).localeCompare(key(y)));
-      expect(all('runs', 'run_id')).to.deep.equal(sorted(rebuilt.runs, (r) => r.run_id));
-      expect(all('step_runs', 'run_id, step_run_id')).to.deep.equal(sorted(rebuilt.stepRuns, (r) => `${r.run_id}\u0000${r.step_run_id}`));
-      expect(all('security_audit_events', 'audit_event_id')).to.deep.equal(sorted(rebuilt.audit, (r) => r.audit_event_id));
-      expect(all('trace_anchors', 'trace_id')).to.deep.equal(sorted(rebuilt.trace, (r) => r.trace_id));
-      expect(all('audit_receipts', 'audit_receipt_id')).to.deep.equal(sorted(rebuilt.receipts, (r) => r.audit_receipt_id));
-      expect(all('step_run_mutations', 'mutation_id')).to.deep.equal(sorted(rebuilt.mutations, (r) => r.mutation_id));
-      expect(all('tool_execution_start_barriers', 'start_id')).to.deep.equal(sorted(rebuilt.barriers, (r) => r.start_id));
-      expect(all('start_replay_identities', 'identity, value')).to.deep.equal(sorted(rebuilt.identities, (r) => `${r.identity}\u0000${r.value}`));
-      await a.close();
-    });
-  });
+  // The rebuild-from-log comparison runs on every backend: specs/conformance/rebuildConformance.ts.
 
   describe('R3.9 a crash leaves each start whole or absent', () => {
     /**

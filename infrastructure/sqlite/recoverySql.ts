@@ -2,11 +2,6 @@
 import type { ReplayIdentity } from '../../domain';
 import { IDENTITY_STORAGE, identityStartIdsSql } from './identities';
 
-export const INSERT_OUTCOME = `INSERT INTO start_outcomes (start_id, run_id, step_run_id, outcome, decided_by, reason, outcome_digest,
-    step_run_version, event_id, stream_position, requested_at_ms, committed_at_ms)
-  VALUES (@start_id, @run_id, @step_run_id, @outcome, @decided_by, @reason, @outcome_digest,
-    @step_run_version, @event_id, @stream_position, @requested_at_ms, @committed_at_ms)`;
-
 /** Barriers with no outcome fact, oldest first; each filter is off when its parameter is NULL. */
 export const IN_DOUBT = `SELECT b.start_id FROM tool_execution_start_barriers b
   WHERE NOT EXISTS (SELECT 1 FROM start_outcomes o WHERE o.start_id = b.start_id)

@@ -1,5 +1,4 @@
 import type Database from 'better-sqlite3';
-import { INSERT_OUTCOME } from './recoverySql';
 import * as SQL from './sql';
 
 /** Every statement the SQLite authority runs, by name. */
@@ -24,7 +23,6 @@ const STATEMENTS = {
   insertMutation: SQL.INSERT_MUTATION,
   insertBarrier: SQL.INSERT_BARRIER,
   insertIdentity: SQL.INSERT_IDENTITY,
-  insertOutcome: INSERT_OUTCOME,
   barrier: SQL.SELECT_BARRIER,
   audit: SQL.SELECT_AUDIT,
   trace: SQL.SELECT_TRACE,

@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { CompareAndSetLostError, canonicalJson, streamNameOf, type RunStreamEvent } from '../../domain';
 import { naturalEventIdOf, runRowOf, stepRunRowOf } from '../../projections/rows';
-import { outcomeRowOf } from '../../projections/outcomeRows';
 import type { StoredEvent } from '../../application/authority';
 import type { LifecycleUnitOfWork } from '../../application/lifecycleProtocol';
 import type { StartUnitOfWork } from '../../application/startProtocol';
@@ -94,13 +93,8 @@ export const lifecycleUnitOfWork = (s: Statements, collect: StoredEvent[]): Life
       casStream(s, stream, from, run.version);
       if (s.casRun.run(run.version, run.runId, from).changes !== 1) throw new CompareAndSetLostError(`Run ${run.runId}`, `it moved past version ${from}`);
     }
-    const appended = insertEvents(s, stream, from, events, committedAtMs);
-    collect.push(...appended);
-    // Recovery read model, inline: an outcome event and its row commit together.
-    for (const e of appended) {
-      const row = outcomeRowOf(e);
-      if (row !== undefined) s.insertOutcome.run(row);
-    }
+    // An outcome event's recovery row is written by the projection trigger, in the same statement.
+    collect.push(...insertEvents(s, stream, from, events, committedAtMs));
     for (const [id, state] of Object.entries(after.stepRuns)) {
       if (before.stepRuns[id] === state) continue;
       if (s.upsertStepRun.run(stepRunRowOf(state)).changes !== 1) throw new CompareAndSetLostError(`StepRun ${id}`, `it moved past version ${state.version - 1}`);

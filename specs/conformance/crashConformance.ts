@@ -3,6 +3,9 @@ import { join } from 'node:path';
 import { expect } from 'chai';
 import { buildScenario } from '../../domain/scenario';
 import { START_STEPS, type StartBarrierAuthority } from '../../application/authority';
+import { checkStore, describeProblems } from '../../testkit/invariants';
+import type { RawSql } from '../../testkit/rawSql';
+import { spawnTsxWorker } from '../../testkit/workerProcess';
 
 // R3.9 with a real crash, on every SQL backend from one source: a process is SIGKILLed inside
 // the start transaction after each step (in each write mode the backend has). The database
@@ -16,6 +19,10 @@ export interface CrashStore {
   readonly authority: StartBarrierAuthority;
   /** Rows naming this start in the evidence, mutation and replay-index tables, read raw. */
   startRows(startId: string): Promise<number>;
+  /** A privileged raw connection to the same store (the caller closes it). */
+  raw(): Promise<RawSql>;
+  /** A new authority on the same store, as a restarted process opens it (the caller closes it). */
+  reopen(): Promise<StartBarrierAuthority>;
   close(): Promise<void>;
 }
 
@@ -30,6 +37,7 @@ export interface CrashBackend {
 }
 
 const WORKER = join(__dirname, 'crashWorker.ts');
+const START_WORKER = join(__dirname, 'startWorker.ts');
 
 /** The evidence, mutation and replay-index rows of one start (`t` spells a table for the dialect). */
 export const START_ROWS_SQL = (t: (table: string) => string, param: string): string =>
@@ -77,6 +85,45 @@ export const crashSuite = (backend: CrashBackend): void => {
         const replay = await a.barriers.prepare(command);
         expect(replay.outcome, where).to.equal('created');
         expect((await a.barriers.prepare(command)).outcome, where).to.equal('existing');
+      }
+    });
+
+    /**
+     * Every stored start verifies and is whole (the reliability harness's store check: fact
+     * counts, no evidence without its StepRun move, no running StepRun without its barrier,
+     * foreign keys, integrity), and every acknowledged start is there.
+     */
+    const assertWholeOrAbsent = async (a: StartBarrierAuthority, acknowledged: readonly string[]): Promise<number> => {
+      const raw = await store.raw();
+      try {
+        const check = await checkStore(raw, a.barriers, { acknowledged: new Map(acknowledged.map((id) => [id, undefined])), full: true });
+        expect(check.problems, describeProblems(check.problems)).to.deep.equal([]);
+        expect(check.found).to.equal(acknowledged.length);
+        return check.stored;
+      } finally {
+        await raw.close();
+      }
+    };
+
+    it('R3.9 SIGKILL inside the start transaction, 20 times at varied steps: reopening shows every start whole or absent', async () => {
+      const already = await assertWholeOrAbsent(store.authority, []);
+      let acknowledged: string[] = [];
+      for (let i = 0; i < 20; i++) {
+        const step = START_STEPS[i % START_STEPS.length]!;
+        const worker = spawnTsxWorker(START_WORKER, [backend.backend, store.target], { KILL_AT_STEP: step, KILL_AT_START: String(i % 4), STARTS: '50' });
+        const { code, signal } = await worker.exited;
+        if (signal === null && code !== 0) throw new Error(`worker failed (${code}): ${worker.stderr()}`);
+        expect(signal, `kill ${i} at ${step}`).to.equal('SIGKILL');
+        const acks = worker.lines.filter((l) => l.startsWith('ACK ')).map((l) => l.split(' ')[2]!);
+        expect(acks).to.have.length(i % 4);
+        acknowledged = [...acknowledged, ...acks];
+        const a = await store.reopen();
+        try {
+          const stored = await assertWholeOrAbsent(a, acknowledged);
+          expect(stored).to.equal(already + acknowledged.length); // the killed start never committed
+        } finally {
+          await a.close();
+        }
       }
     });
   });

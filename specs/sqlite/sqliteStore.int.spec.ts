@@ -4,11 +4,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { CorruptRecordError } from '../../domain';
 import { mutateCell } from '../../testkit/damage';
-import { checkStore, describeProblems } from '../../testkit/invariants';
-import { sqliteRaw } from '../../testkit/rawSql';
-import { spawnTsxWorker } from '../../testkit/workerProcess';
-import { START_STEPS } from '../../application/authority';
-import { openSqliteStartBarrier, MigrationError, type SqliteStartBarrier } from '../../infrastructure/sqlite';
+import { openSqliteStartBarrier, MigrationError } from '../../infrastructure/sqlite';
 import { LOOKUP_REPLAY, SELECT_RUN_HEAD, SELECT_STEP_RUN, CAS_STEP_RUN, CAS_STREAM, SELECT_ATTEMPT } from '../../infrastructure/sqlite/sql';
 import { setUp } from '../conformance/startBarrierConformance';
 import { freshDbPath } from '../support/tmp';
@@ -127,50 +123,8 @@ describe('SQLite backend (R5.1)', function () {
 
   // The rebuild-from-log comparison runs on every backend: specs/conformance/rebuildConformance.ts.
 
-  describe('R3.9 a crash leaves each start whole or absent', () => {
-    /**
-     * Every stored start verifies and is whole (the reliability harness's store check: fact
-     * counts, no evidence without its StepRun move, no running StepRun without its barrier,
-     * foreign keys, integrity), and every acknowledged start is there.
-     */
-    const assertWholeOrAbsent = async (a: SqliteStartBarrier, path: string, acknowledged: readonly string[]): Promise<number> => {
-      const raw = sqliteRaw(path);
-      try {
-        const check = await checkStore(raw, a.barriers, { acknowledged: new Map(acknowledged.map((id) => [id, undefined])), full: true });
-        expect(check.problems, describeProblems(check.problems)).to.deep.equal([]);
-        expect(check.found).to.equal(acknowledged.length);
-        return check.stored;
-      } finally {
-        await raw.close();
-      }
-    };
-
-    const runWorker = async (path: string, env: Record<string, string>): Promise<{ acks: string[]; signal: NodeJS.Signals | null }> => {
-      const worker = spawnTsxWorker(join(__dirname, 'fixtures', 'startWorker.ts'), [path], env);
-      const { code, signal } = await worker.exited;
-      if (signal === null && code !== 0) throw new Error(`worker failed (${code}): ${worker.stderr()}`);
-      return { acks: worker.lines.filter((l) => l.startsWith('ACK ')).map((l) => l.split(' ')[2]!), signal };
-    };
-
-    it('R3.9 SIGKILL inside the start transaction, 20 times at varied steps: reopening shows every start whole or absent', async () => {
-      const path = freshDbPath('kill');
-      let acknowledged: string[] = [];
-      for (let i = 0; i < 20; i++) {
-        const step = START_STEPS[i % START_STEPS.length]!;
-        const { acks, signal } = await runWorker(path, { KILL_AT_STEP: step, KILL_AT_START: String(i % 4), STARTS: '50' });
-        expect(signal, `kill ${i} at ${step}`).to.equal('SIGKILL');
-        expect(acks).to.have.length(i % 4);
-        acknowledged = [...acknowledged, ...acks];
-        const a = await openSqliteStartBarrier({ path });
-        try {
-          const stored = await assertWholeOrAbsent(a, path, acknowledged);
-          expect(stored).to.equal(acknowledged.length); // the killed start never committed
-        } finally {
-          await a.close();
-        }
-      }
-    });
-  });
+  // R3.9 crashes (SIGKILL after each step; 20 kills at varied steps, every start whole or
+  // absent): specs/conformance/crashConformance.ts on every SQL backend.
 
   describe('R5.3 a damaged record fails closed', () => {
     // Every cell of the barrier, fact, event and replay-identity rows, and duplicated identities:

@@ -3,9 +3,9 @@ import { configure } from 'safe-stable-stringify';
 
 // RFC 8785 (JCS) for the plain JSON values we feed it (they passed `assertPlainJson`): keys
 // sorted by UTF-16 code units, strings escaped as ECMAScript JSON.stringify does, numbers in
-// ECMAScript form. safe-stable-stringify produces exactly that and is ~1.8x faster than the
-// `canonicalize` package, which was 10-40% of the CPU of a start (issue 6 profile); a property
-// spec checks the two agree byte for byte on arbitrary JSON (specs/domain/canonical.unit.spec.ts).
+// ECMAScript form. safe-stable-stringify produces exactly that, faster than the `canonicalize`
+// package (canonical JSON is on every start's hot path); a property spec checks the two agree
+// byte for byte on arbitrary JSON (specs/domain/canonical.unit.spec.ts).
 // strict: NaN, Infinity, bigint and functions throw instead of becoming null.
 const jcs = configure({ deterministic: true, strict: true, circularValue: Error, bigint: false });
 

@@ -133,6 +133,22 @@ export class ConcurrencyExhaustedError extends StartBarrierError {
   }
 }
 
+/**
+ * A compare-and-set on a Run, stream or StepRun head matched no row: the state the transaction
+ * locked and decided on had moved, and everything rolled back. No retry was attempted; it keeps
+ * the code of `ConcurrencyExhaustedError` because a caller answers both the same way (re-read,
+ * then decide again).
+ */
+export class CompareAndSetLostError extends ConcurrencyExhaustedError {
+  constructor(
+    readonly target: string,
+    problem: string,
+  ) {
+    super(1, problem);
+    this.message = `compare-and-set on ${target} lost: ${problem}`;
+  }
+}
+
 /** A lock, statement or busy timeout fired; the transaction rolled back. */
 export class TransactionTimeoutError extends StartBarrierError {
   readonly code = 'TRANSACTION_TIMEOUT' as const;

@@ -5,6 +5,7 @@ import {
   REPLAY_IDENTITIES,
   replayKeysOfBarrier,
   type ReplayIdentity,
+  type ReplayKeys,
   type RunHead,
   type RunStreamEvent,
   type StartFacts,
@@ -114,6 +115,15 @@ export interface ReplayIdentityRow {
 export const attemptValue = (runId: string, stepRunId: string, startedStepRunVersion: number): string =>
   canonicalJson([runId, stepRunId, startedStepRunVersion]);
 
+/** The stored value of each R4.1 identity (the attempt key as its canonical JSON), derived here only. */
+export const replayValuesOf = (keys: ReplayKeys): Readonly<Record<ReplayIdentity, string>> =>
+  Object.fromEntries(
+    REPLAY_IDENTITIES.map((identity) => {
+      const value = keys[identity];
+      return [identity, typeof value === 'string' ? value : attemptValue(value.runId, value.stepRunId, value.startedStepRunVersion)];
+    }),
+  ) as Record<ReplayIdentity, string>;
+
 export const runRowOf = (run: RunHead): RunRow => ({
   run_id: run.runId,
   project_id: run.projectId,
@@ -161,7 +171,7 @@ export const startRowsOf = (facts: StartFacts, committedAtMs: number, known?: Kn
   const b = committed.data.barrier;
   const m: EventOf<'StepRunStarted'>['data'] = started.data;
   const key = { start_id: b.startId, command_digest: b.commandDigest };
-  const identities = replayKeysOfBarrier(b);
+  const identities = replayValuesOf(replayKeysOfBarrier(b));
   return {
     audit: {
       audit_event_id: audit.data.auditEventId,
@@ -229,10 +239,7 @@ export const startRowsOf = (facts: StartFacts, committedAtMs: number, known?: Kn
       adapter_id: b.contracts.adapter.id,
       committed_at_ms: committedAtMs,
     },
-    identities: REPLAY_IDENTITIES.map((identity) => {
-      const value = identities[identity];
-      return { identity, value: typeof value === 'string' ? value : attemptValue(value.runId, value.stepRunId, value.startedStepRunVersion), ...key };
-    }),
+    identities: REPLAY_IDENTITIES.map((identity) => ({ identity, value: identities[identity], ...key })),
   };
 };
 
@@ -252,22 +259,36 @@ export const startEventJsonOf = (rows: StartRows): [string, string, string, stri
 /**
  * Start facts get deterministic event ids, so a damaged id is caught on read. StepRunStarted
  * carries the RunEvent id itself (it *is* the RunEvent, R3.6); the others are prefixed with a
- * kind (`:` never occurs in an identity, so they cannot collide with a RunEvent id).
+ * kind (`:` never occurs in an identity, so they cannot collide with a RunEvent id). Each
+ * prefix names the R4.1 identity whose value follows it.
  * Lifecycle events get a fresh UUID (undefined here).
  */
+const EVENT_ID_PREFIX = {
+  auditEventId: 'audit:',
+  traceId: 'trace:',
+  auditReceiptId: 'receipt:',
+  startId: 'barrier:',
+} as const satisfies Partial<Record<ReplayIdentity, string>>;
+
 export const naturalEventIdOf = (e: RunStreamEvent): string | undefined => {
   switch (e.type) {
     case 'SecurityAuditEventRecorded':
-      return `audit:${e.data.auditEventId}`;
+      return `${EVENT_ID_PREFIX.auditEventId}${e.data.auditEventId}`;
     case 'TraceAnchorRecorded':
-      return `trace:${e.data.traceId}`;
+      return `${EVENT_ID_PREFIX.traceId}${e.data.traceId}`;
     case 'AuditReceiptIssued':
-      return `receipt:${e.data.auditReceiptId}`;
+      return `${EVENT_ID_PREFIX.auditReceiptId}${e.data.auditReceiptId}`;
     case 'StepRunStarted':
       return e.data.runEventId;
     case 'ToolExecutionStartBarrierCommitted':
-      return `barrier:${e.data.barrier.startId}`;
+      return `${EVENT_ID_PREFIX.startId}${e.data.barrier.startId}`;
     default:
       return undefined;
   }
+};
+
+/** The identity an event id of a start fact carries (a unique event id refused names it). */
+export const identityOfEventId = (eventId: string): ReplayIdentity => {
+  for (const [identity, prefix] of Object.entries(EVENT_ID_PREFIX) as [ReplayIdentity, string][]) if (eventId.startsWith(prefix)) return identity;
+  return 'runEventId';
 };

@@ -1,7 +1,7 @@
 import { runSweep, type DamageKind, type SweepReport } from './corruption/sweep';
 import { runFailover, type FailoverOptions, type FailoverReport } from './failover/failover';
 import { runFuzz, type FuzzReport } from './fuzz/fuzz';
-import type { BackendName } from './lib/rawSql';
+import type { BackendName } from '../testkit/rawSql';
 import { BACKENDS } from './lib/stores';
 import { runSoak, type SoakReport } from './soak/soak';
 

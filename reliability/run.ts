@@ -5,7 +5,7 @@
 // RELIABILITY_PG_BIN). The whole run is bounded: it stops itself past its time limit.
 import { writeFileSync } from 'node:fs';
 import { FULL, PHASES, SHORT, formatReport, runReliability, type Phase } from './index';
-import type { BackendName } from './lib/rawSql';
+import type { BackendName } from '../testkit/rawSql';
 
 const args = process.argv.slice(2);
 const value = (flag: string): string | undefined => {
@@ -30,7 +30,8 @@ runReliability(profile, { phases, backends, ...(seed === undefined ? {} : { seed
   .then((report) => {
     console.log(`\n${formatReport(report)}`);
     const json = value('--json');
-    if (json) writeFileSync(json, JSON.stringify(report, null, 2));
+    // The profile's sizes travel with the report, so a reader can check the counts against them.
+    if (json) writeFileSync(json, JSON.stringify({ ...report, sizes: profile }, null, 2));
     process.exitCode = report.ok ? 0 : 1;
   })
   .catch((e: unknown) => {

@@ -1,7 +1,7 @@
 import { existsSync } from 'node:fs';
 import { ValidationError } from '../../domain';
-import type { RecoverableStartBarrierAuthority } from '../authority';
-import { openRecoverablePostgresStartBarrier } from '../postgres/recovery';
+import type { RecoverableStartBarrierAuthority } from '../../application/authority';
+import { openPostgresStartBarrier as openRecoverablePostgresStartBarrier } from '../postgres/postgresAuthority';
 import { openSqliteStartBarrier } from '../sqlite';
 
 // `--db PATH` (SQLite, the default backend) or `--postgres URL`; environment fallbacks for

@@ -15,7 +15,7 @@ import {
 } from '../../domain';
 import { Identity } from '../../domain/codecs';
 import { buildScenario } from '../../domain/scenario';
-import type { RecoverableStartBarrierAuthority } from '../authority';
+import type { RecoverableStartBarrierAuthority } from '../../application/authority';
 import { openBackend, type BackendOptions } from './backend';
 import { formatDuration, parseDuration } from './duration';
 import { EXIT, exitCodeOf } from './exitCodes';

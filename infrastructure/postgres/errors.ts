@@ -1,5 +1,5 @@
 import { DatabaseError } from 'pg';
-import { TransactionTimeoutError, type ReplayIdentity } from '../../domain';
+import { TransactionTimeoutError } from '../../domain';
 
 // pg error codes are mapped here and never leave the adapter raw for the cases the protocol
 // knows: retryable serialization failures, timeouts, and unique violations (which are a
@@ -40,26 +40,4 @@ export const mapTimeout = (e: unknown): unknown => {
     default:
       return e;
   }
-};
-
-/**
- * Which identity of R4.1 a unique constraint guards: the fallback when a fresh replay lookup
- * cannot name the identity itself (a value taken by a row outside the replay index).
- */
-export const UNIQUE_CONSTRAINT_IDENTITY: Readonly<Record<string, ReplayIdentity>> = {
-  events_event_id_key: 'runEventId',
-  security_audit_events_pkey: 'auditEventId',
-  trace_anchors_pkey: 'traceId',
-  audit_receipts_pkey: 'auditReceiptId',
-  audit_receipts_audit_event_id_key: 'auditEventId',
-  audit_receipts_trace_id_key: 'traceId',
-  step_run_mutations_pkey: 'mutationId',
-  step_run_mutations_run_event_id_key: 'runEventId',
-  tool_execution_start_barriers_pkey: 'startId',
-  tool_execution_start_barriers_mutation_id_key: 'mutationId',
-  tool_execution_start_barriers_run_event_id_key: 'runEventId',
-  tool_execution_start_barriers_trace_id_key: 'traceId',
-  tool_execution_start_barriers_audit_event_id_key: 'auditEventId',
-  tool_execution_start_barriers_audit_receipt_id_key: 'auditReceiptId',
-  tool_execution_start_barriers_attempt_key: 'attempt',
 };

@@ -7,7 +7,9 @@ import type {
   StepRunRow,
   TraceAnchorRow,
 } from '../../projections/rows';
-import { named, type NamedSql } from './named';
+import type { StartWrite, StartWriteStep } from '../../application/startWrite';
+import { barrierProbesSql, lookupReplaySql } from './identities';
+import { named, prefixed, type NamedSql, type Params } from './named';
 
 // SQL owned by the PostgreSQL backend, in schema ql3 (R5.2). Every value is a bound parameter
 // (`:name`, see named.ts); statements are compiled once, here. INSERT column lists come from
@@ -15,78 +17,13 @@ import { named, type NamedSql } from './named';
 
 export const SCHEMA = 'ql3';
 
-// ------------------------------------------------------------------ transaction prelude
-
-export const BEGIN_SERIALIZABLE = 'BEGIN ISOLATION LEVEL SERIALIZABLE';
-export const COMMIT = 'COMMIT';
-export const ROLLBACK = 'ROLLBACK';
-
-/**
- * The Run turn (store.ts `attempt`): a session advisory lock per Run, taken before BEGIN by
- * every write transaction of that Run, so writers of one Run go one by one and each takes its
- * SERIALIZABLE snapshot after the previous one committed (no rw-conflict between them).
- *
- * Writers of different Runs can still fail each other with 40001: SSI locks B-tree *pages*, and
- * on small tables (a fresh deployment) every replay lookup and every insert share the same
- * leaf pages. So the same statement also takes the retry gate: a first attempt holds it
- * shared (all first attempts run together), a retry holds it exclusive (it runs alone once the
- * attempts in flight have finished, so it cannot meet another writer and fail again).
- *
- * One round trip: the session's lock_timeout bounds both waits; it is put back at the end. If
- * the statement fails half way, a lock it took stays with the session, so the caller then
- * discards the connection (which releases everything) instead of returning it to the pool.
- */
-export const RUN_TURN_CLASS = 7173; // first key of the two-key advisory lock space: "ql3" turns
-export const RETRY_GATE_CLASS = 7174;
-const takeTurn = (gate: string) =>
-  named(
-    `SELECT current_setting('lock_timeout') AS previous, set_config('lock_timeout', :lock_timeout, false) AS lock_timeout, pg_advisory_lock(${RUN_TURN_CLASS}, hashtext(:key)) AS turn, ${gate}(${RETRY_GATE_CLASS}, 0) AS gate`,
-  );
-const endTurn = (gate: string) =>
-  named(
-    `SELECT pg_advisory_unlock(${RUN_TURN_CLASS}, hashtext(:key)) AS unlocked, ${gate}(${RETRY_GATE_CLASS}, 0) AS gate, set_config('lock_timeout', :lock_timeout, false) AS lock_timeout`,
-  );
-/**
- * BEGIN, SET LOCAL of the three timeouts, and the transaction clock of R3.10 read once (every
- * row of the transaction carries it), in one simple-protocol round trip (issue 6: a start was
- * 8 round trips). The simple protocol takes no parameters, so the timeouts are inlined; they
- * are integers the authority validated on open, and checked again here.
- */
-export const beginConfigured = (t: { readonly statementMs: number; readonly lockMs: number; readonly idleInTransactionMs: number }): string => {
-  const ms = (v: number) => {
-    if (!Number.isSafeInteger(v) || v < 1) throw new RangeError(`timeout ${v} is not a positive integer`);
-    return `'${v}'`;
-  };
-  return `${BEGIN_SERIALIZABLE}; SELECT
-  set_config('statement_timeout', ${ms(t.statementMs)}, true) AS statement_timeout,
-  set_config('lock_timeout', ${ms(t.lockMs)}, true) AS lock_timeout,
-  set_config('idle_in_transaction_session_timeout', ${ms(t.idleInTransactionMs)}, true) AS idle_timeout,
-  (extract(epoch FROM transaction_timestamp()) * 1000)::bigint AS now_ms`;
-};
-
-/**
- * COMMIT and the end of the Run turn in one simple-protocol round trip. If COMMIT fails, the
- * server skips the rest of the string, so the caller still holds its turn and ends it with
- * END_*_TURN; ending a turn twice only makes the unlock return false. Only a lost connection
- * can fail the SELECT after a good COMMIT, and that is the ambiguous lost acknowledgement any
- * COMMIT has (the caller's exact replay answers it). `literal` must be the driver's
- * escapeLiteral (the key and the saved setting are strings).
- */
-export const commitAndEndTurn = (retry: boolean, key: string, previousLockTimeout: string, literal: (s: string) => string): string =>
-  `${COMMIT}; SELECT pg_advisory_unlock(${RUN_TURN_CLASS}, hashtext(${literal(key)})) AS unlocked, ${retry ? 'pg_advisory_unlock' : 'pg_advisory_unlock_shared'}(${RETRY_GATE_CLASS}, 0) AS gate, set_config('lock_timeout', ${literal(previousLockTimeout)}, false) AS lock_timeout`;
-
-export const TAKE_RUN_TURN = takeTurn('pg_advisory_lock_shared');
-export const END_RUN_TURN = endTurn('pg_advisory_unlock_shared');
-export const TAKE_RETRY_TURN = takeTurn('pg_advisory_lock');
-export const END_RETRY_TURN = endTurn('pg_advisory_unlock');
+// The transaction prelude, the Run turn and COMMIT live in transactionSql.ts.
+export * from './transactionSql';
 
 // ------------------------------------------------------------------ R3.1 replay lookup
 
-/** The seven identities of R4.1 in one statement, each an equality probe of the unique index. */
-export const LOOKUP_REPLAY = named(`SELECT i.identity, i.value, i.start_id, i.command_digest
-  FROM (VALUES ('startId', :start_id), ('mutationId', :mutation_id), ('runEventId', :run_event_id), ('traceId', :trace_id),
-               ('auditEventId', :audit_event_id), ('auditReceiptId', :audit_receipt_id), ('attempt', :attempt)) AS k (identity, value)
-  JOIN ql3.start_replay_identities i ON i.identity = k.identity AND i.value = k.value`);
+/** The identities of R4.1 in one statement, each an equality probe of the unique index. */
+export const LOOKUP_REPLAY = named(lookupReplaySql());
 
 // ------------------------------------------------------------------ R3.2 lock and read
 
@@ -134,10 +71,27 @@ const insertEvents = (prefix: string) => `INSERT INTO ql3.events (stream_id, str
            AS e (position, event_id, event_type, data_json)
     RETURNING 1`;
 
-/** One step of the start: named CTEs, and the row count each must report. */
+/** One step of the start: named CTEs, and the parameters it binds from the write plan. */
 interface Step {
   readonly ctes: readonly (readonly [name: string, body: string])[];
+  readonly params: (plan: StartWrite) => Params;
 }
+
+/** Events of one step, as the parallel arrays `insertEvents(prefix)` binds. */
+const eventParams = (prefix: string, events: StartWrite['events'][keyof StartWrite['events']]): Params => ({
+  [`${prefix}positions`]: events.map((e) => e.position),
+  [`${prefix}event_ids`]: events.map((e) => e.eventId),
+  [`${prefix}event_types`]: events.map((e) => e.type),
+  [`${prefix}data`]: events.map((e) => e.dataJson),
+});
+
+/** What every step binds: the stream, the Run, the StepRun and the transaction clock. */
+const commonParams = (plan: StartWrite): Params => ({
+  stream_id: plan.streamId,
+  run_id: plan.runId,
+  step_run_id: plan.stepRunId,
+  committed_at_ms: plan.committedAtMs,
+});
 
 /** R3.3: SecurityAuditEvent, Trace anchor, Audit receipt (their three events and fact rows). */
 const EVIDENCE: Step = {
@@ -147,6 +101,12 @@ const EVIDENCE: Step = {
     ['trace', insertRow('trace_anchors', 'trace_', TRACE_COLUMNS)],
     ['receipt', insertRow('audit_receipts', 'receipt_', RECEIPT_COLUMNS)],
   ],
+  params: (plan) => ({
+    ...eventParams('evidence_', plan.events.evidence),
+    ...prefixed('audit_', plan.rows.audit),
+    ...prefixed('trace_', plan.rows.trace),
+    ...prefixed('receipt_', plan.rows.receipt),
+  }),
 };
 
 /** R3.4: the StepRun compare-and-set on version, status and digest together. */
@@ -160,6 +120,15 @@ const STEP_RUN_CAS: Step = {
         RETURNING 1`,
     ],
   ],
+  params: ({ stepRunCas: { expected, next } }) => ({
+    next_status: next.status,
+    next_step_run_version: next.version,
+    next_digest: next.digest,
+    next_state_json: next.state_json,
+    expected_step_run_version: expected.version,
+    expected_status: expected.status,
+    expected_digest: expected.digest,
+  }),
 };
 
 /** R3.5: the Run version / event sequence compare-and-set, on the stream head and the Run head. */
@@ -168,6 +137,7 @@ const RUN_CAS: Step = {
     ['stream_cas', `UPDATE ql3.streams SET version = :next_run_version WHERE stream_id = :stream_id AND version = :expected_run_version RETURNING 1`],
     ['run_cas', `UPDATE ql3.runs SET version = :next_run_version WHERE run_id = :run_id AND version = :expected_run_version RETURNING 1`],
   ],
+  params: ({ runCas }) => ({ expected_run_version: runCas.expected, next_run_version: runCas.next }),
 };
 
 /** R3.6: the RunEvent and its mutation-ledger entry. */
@@ -176,9 +146,10 @@ const RUN_EVENT: Step = {
     ['run_event', insertEvents('run_event_')],
     ['mutation', insertRow('step_run_mutations', 'mutation_', MUTATION_COLUMNS)],
   ],
+  params: (plan) => ({ ...eventParams('run_event_', plan.events.runEvent), ...prefixed('mutation_', plan.rows.mutation) }),
 };
 
-/** R3.7: the barrier event, the immutable barrier row and its seven replay identities. */
+/** R3.7: the barrier event, the immutable barrier row and its replay identities. */
 const BARRIER: Step = {
   ctes: [
     ['barrier_event', insertEvents('barrier_event_')],
@@ -192,23 +163,30 @@ const BARRIER: Step = {
         RETURNING 1`,
     ],
   ],
+  params: ({ events, rows }) => ({
+    ...eventParams('barrier_event_', events.barrier),
+    ...prefixed('barrier_', rows.barrier),
+    identity_names: rows.identities.map((i) => i.identity),
+    identity_values: rows.identities.map((i) => i.value),
+    identity_start_ids: rows.identities.map((i) => i.start_id),
+    identity_command_digests: rows.identities.map((i) => i.command_digest),
+  }),
 };
 
-/** Row counts every CTE of a start must report; anything else rolls the transaction back. */
-export const EXPECTED_COUNTS: Readonly<Record<string, number>> = {
-  evidence_events: 3,
-  audit: 1,
-  trace: 1,
-  receipt: 1,
-  step_run_cas: 1,
-  stream_cas: 1,
-  run_cas: 1,
-  run_event: 1,
-  mutation: 1,
-  barrier_event: 1,
-  barrier: 1,
-  identities: 7,
+const STEPS: Readonly<Record<StartWriteStep, Step>> = { evidence: EVIDENCE, stepRunCas: STEP_RUN_CAS, runCas: RUN_CAS, runEvent: RUN_EVENT, barrier: BARRIER };
+
+/** The row count each CTE of a start must report, from the plan; anything else rolls back. */
+export const expectedCountOf = (plan: StartWrite, cte: string): number | undefined => {
+  switch (cte) {
+    case 'evidence_events':
+      return plan.events.evidence.length;
+    case 'identities':
+      return plan.rows.identities.length;
+    default:
+      return STEP_CTE_NAMES.has(cte) ? 1 : undefined;
+  }
 };
+const STEP_CTE_NAMES = new Set(Object.values(STEPS).flatMap((s) => s.ctes.map(([name]) => name)));
 
 const statementOf = (steps: readonly Step[]): NamedSql => {
   const ctes = steps.flatMap((s) => s.ctes);
@@ -218,16 +196,14 @@ SELECT ${ctes.map(([name]) => `(SELECT count(*) FROM ${name})::int AS ${name}`).
   );
 };
 
-export type StartStepName = 'evidence' | 'stepRunCas' | 'runCas' | 'runEvent' | 'barrier';
-
 /** `stepwise`: one statement per step of R3, the fault-injection hook between each. */
-export const START_STEP_STATEMENTS: readonly (readonly [StartStepName, NamedSql])[] = [
-  ['evidence', statementOf([EVIDENCE])],
-  ['stepRunCas', statementOf([STEP_RUN_CAS])],
-  ['runCas', statementOf([RUN_CAS])],
-  ['runEvent', statementOf([RUN_EVENT])],
-  ['barrier', statementOf([BARRIER])],
-];
+export const START_STEP_STATEMENTS: Readonly<Record<StartWriteStep, NamedSql>> = {
+  evidence: statementOf([EVIDENCE]),
+  stepRunCas: statementOf([STEP_RUN_CAS]),
+  runCas: statementOf([RUN_CAS]),
+  runEvent: statementOf([RUN_EVENT]),
+  barrier: statementOf([BARRIER]),
+};
 
 /**
  * `batched` (the default): R3.3 .. R3.7 as one statement, one round trip. PostgreSQL runs a
@@ -235,6 +211,10 @@ export const START_STEP_STATEMENTS: readonly (readonly [StartStepName, NamedSql]
  * five steps is ever observable; the counts prove each step wrote exactly what it should.
  */
 export const START_BATCHED_STATEMENT: NamedSql = statementOf([EVIDENCE, STEP_RUN_CAS, RUN_CAS, RUN_EVENT, BARRIER]);
+
+/** The parameters of these steps of the plan, for their statement. */
+export const startParams = (plan: StartWrite, steps: readonly StartWriteStep[]): Params =>
+  Object.assign({}, commonParams(plan), ...steps.map((step) => STEPS[step].params(plan))) as Params;
 
 // ------------------------------------------------------------------ lifecycle appends
 
@@ -270,13 +250,7 @@ export const READ_BARRIER = named(`WITH
   b AS (SELECT * FROM ql3.tool_execution_start_barriers WHERE start_id = :start_id),
   anchor AS (SELECT e.stream_id, e.stream_position FROM ql3.events e JOIN b ON e.event_id = b.run_event_id),
   keys (identity, value) AS (
-    SELECT 'startId', b.start_id FROM b UNION ALL
-    SELECT 'mutationId', b.mutation_id FROM b UNION ALL
-    SELECT 'runEventId', b.run_event_id FROM b UNION ALL
-    SELECT 'traceId', b.trace_id FROM b UNION ALL
-    SELECT 'auditEventId', b.audit_event_id FROM b UNION ALL
-    SELECT 'auditReceiptId', b.audit_receipt_id FROM b UNION ALL
-    SELECT 'attempt', a.value FROM ql3.start_replay_identities a WHERE a.start_id = :start_id AND a.identity = 'attempt'),
+    ${barrierProbesSql()}),
   identities AS (
     SELECT i.ctid::text AS row_id, i.identity, i.value, i.start_id, i.command_digest
       FROM ql3.start_replay_identities i WHERE i.start_id = :start_id
@@ -310,7 +284,7 @@ export const READ_STREAM = named(`SELECT
 export const MIGRATION_LOCK_KEY = '7173100158'; // "ql3" + ADR number, as a bigint
 export const MIGRATION_LOCK = named('SELECT pg_advisory_xact_lock(:key::bigint)');
 /**
- * A migration may backfill (pg-0031) and a second migrator must wait for the first, so the
+ * A migration may backfill and a second migrator must wait for the first, so the
  * runtime's session timeouts (our pool sets them per connection) are lifted for this
  * transaction only.
  */

@@ -1,7 +1,7 @@
 // `@qinglong/start-barrier/sqlite`: the embedded authority (edge, standalone), R5.1.
-export { openSqliteStartBarrier, type SqliteStartBarrier, type SqliteStartBarrierOptions } from './store';
-export type { StartBarrierAuthority, PrepareResult, StoredBarrier, StepRunView, StoredEvent, AppendOutcome, StartStep, StartStepHook } from '../authority';
-export { START_STEPS } from '../authority';
+export { openSqliteStartBarrier, type SqliteStartBarrier, type SqliteStartBarrierOptions } from './sqliteAuthority';
+export type { StartBarrierAuthority, PrepareResult, StoredBarrier, StepRunView, StoredEvent, AppendOutcome, StartStep, StartStepHook } from '../../application/authority';
+export { START_STEPS } from '../../application/authority';
 export { MigrationError } from '../migrations';
 export type {
   RecoveryApi,
@@ -14,4 +14,4 @@ export type {
   VerifyOptions,
   VerifyProblem,
   VerifyReport,
-} from '../authority';
+} from '../../application/authority';

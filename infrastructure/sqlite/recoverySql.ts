@@ -1,9 +1,6 @@
-// SQL owned by the SQLite recovery read models (issue 5). Every value is a bound parameter.
-
-export const INSERT_OUTCOME = `INSERT INTO start_outcomes (start_id, run_id, step_run_id, outcome, decided_by, reason, outcome_digest,
-    step_run_version, event_id, stream_position, requested_at_ms, committed_at_ms)
-  VALUES (@start_id, @run_id, @step_run_id, @outcome, @decided_by, @reason, @outcome_digest,
-    @step_run_version, @event_id, @stream_position, @requested_at_ms, @committed_at_ms)`;
+// SQL owned by the SQLite recovery read models. Every value is a bound parameter.
+import type { ReplayIdentity } from '../../domain';
+import { IDENTITY_STORAGE, identityStartIdsSql } from './identities';
 
 /** Barriers with no outcome fact, oldest first; each filter is off when its parameter is NULL. */
 export const IN_DOUBT = `SELECT b.start_id FROM tool_execution_start_barriers b
@@ -17,19 +14,10 @@ export const IN_DOUBT = `SELECT b.start_id FROM tool_execution_start_barriers b
 export const ATTEMPT_START_IDS = `SELECT start_id FROM tool_execution_start_barriers
   WHERE run_id = ? AND step_run_id = ? ORDER BY started_step_run_version, start_id`;
 
-const byIndex = `SELECT start_id FROM start_replay_identities WHERE identity = @identity AND value = @key`;
-const byColumn = (column: string) => `${byIndex} UNION ALL SELECT start_id FROM tool_execution_start_barriers WHERE ${column} = @key`;
-/** Each R4.1 identity, looked up in the replay index and in the barrier's own mirror column. */
-export const IDENTITY_START_IDS = {
-  startId: byColumn('start_id'),
-  mutationId: byColumn('mutation_id'),
-  runEventId: byColumn('run_event_id'),
-  traceId: byColumn('trace_id'),
-  auditEventId: byColumn('audit_event_id'),
-  auditReceiptId: byColumn('audit_receipt_id'),
-  attempt: `${byIndex} UNION ALL SELECT start_id FROM tool_execution_start_barriers
-    WHERE run_id = @run_id AND step_run_id = @step_run_id AND started_step_run_version = @version`,
-} as const;
+/** Each R4.1 identity, looked up in the replay index and in the barrier's own column(s). */
+export const IDENTITY_START_IDS = Object.fromEntries(
+  Object.entries(IDENTITY_STORAGE).map(([identity, storage]) => [identity, identityStartIdsSql(storage)]),
+) as Record<ReplayIdentity, string>;
 
 export const OUTCOME_ROWS = 'SELECT * FROM start_outcomes WHERE start_id = ?';
 export const EVENT_BY_ID = `SELECT stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM events WHERE event_id = ?`;

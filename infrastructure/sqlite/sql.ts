@@ -1,4 +1,5 @@
 // SQL owned by the SQLite backend. Every value is a bound parameter.
+import { identitiesOfStartSql, lookupReplaySql } from './identities';
 
 export const PRAGMAS = (synchronous: 'FULL' | 'NORMAL', busyTimeoutMs: number): string[] => [
   'journal_mode = WAL',
@@ -19,14 +20,10 @@ export const INSERT_APPLIED = 'INSERT INTO schema_migrations (name, checksum, ap
 /** SQLite's own clock (R3.10), read once per transaction. */
 export const NOW_MS = "SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER) AS now_ms";
 
-const IDENTITY_BRANCH = (identity: string) =>
-  `SELECT rowid AS row_id, identity, value, start_id, command_digest FROM start_replay_identities WHERE identity = '${identity}' AND value = ?`;
-/** R3.1: seven unique-index probes in one statement. */
-export const LOOKUP_REPLAY = ['startId', 'mutationId', 'runEventId', 'traceId', 'auditEventId', 'auditReceiptId', 'attempt']
-  .map(IDENTITY_BRANCH)
-  .join(' UNION ALL ');
+/** R3.1: the identities' unique-index probes in one statement (identities.ts). */
+export const LOOKUP_REPLAY = lookupReplaySql();
 /** The same probes plus every row naming the start: a barrier read sees duplicates and strays. */
-export const IDENTITIES_OF_START = `${LOOKUP_REPLAY} UNION ALL SELECT rowid AS row_id, identity, value, start_id, command_digest FROM start_replay_identities WHERE start_id = ?`;
+export const IDENTITIES_OF_START = identitiesOfStartSql();
 
 export const SELECT_RUN_HEAD = `SELECT r.run_id, r.project_id, r.snapshot_id, r.snapshot_digest, r.version, s.version AS stream_version
   FROM runs r LEFT JOIN streams s ON s.stream_id = ? WHERE r.run_id = ?`;

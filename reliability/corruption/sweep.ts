@@ -4,8 +4,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CorruptRecordError, commandOfBarrier, isStartBarrierError, type StartBarrierRecord } from '../../domain';
 import { buildScenario } from '../../domain/scenario';
-import type { BackendName } from '../lib/rawSql';
-import { mutateCell, postgresDamageSession, reformatJson, sqliteDamageSession, type DamageSession } from '../lib/damage';
+import type { BackendName } from '../../testkit/rawSql';
+import { mutateCell, postgresDamageSession, reformatJson, sqliteDamageSession, type DamageSession } from '../../testkit/damage';
 import { openAuthority, withStore, type AnyAuthority, type Store } from '../lib/stores';
 
 // Corruption sweep (R5.3): a store holding many starts (ready, approval, retried at a new

@@ -1,8 +1,8 @@
 import { join } from 'node:path';
 import { PreconditionError, isStartBarrierError, type ToolExecutionStartCommand } from '../../domain';
 import { buildScenario, type Scenario } from '../../domain/scenario';
-import { checkStore, type StoreProblem } from '../lib/invariants';
-import { postgresRaw } from '../lib/rawSql';
+import { checkStore, type StoreProblem } from '../../testkit/invariants';
+import { postgresRaw } from '../../testkit/rawSql';
 import { sleep } from '../lib/random';
 import { openAuthority, type AnyAuthority } from '../lib/stores';
 import { PgNode, freePort, makeBase, removeBase, runPg, writePgFile } from './pgCluster';

@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { EXECUTION_CLASSES, MAX_COMMAND_BYTES, canonicalJson, type ToolExecutionStartCommand } from '../../domain';
-import { annotationsToReach, canonicalBytes, getPath, leafPaths } from '../../specs/support/domainFixtures';
+import { annotationsToReach, canonicalBytes, getPath, leafPaths } from '../../testkit/domainFixtures';
 import { FORBIDDEN_IN_TEXT, FORBIDDEN_TEXT, NOT_JSON } from './corpus';
 
 // The bad-input generator: each case is one input for `decodeStartCommand` / `prepare`, or

@@ -16,8 +16,8 @@ import {
 } from '../../domain';
 import { buildScenario } from '../../domain/scenario';
 import { verifyStartRows, type StoredStartRows } from '../../projections/verifyRows';
-import { countChanges, tableCounts, type BackendName } from '../lib/rawSql';
-import { readStartRows } from '../lib/startRows';
+import { countChanges, tableCounts, type BackendName } from '../../testkit/rawSql';
+import { readStartRows } from '../../testkit/startRows';
 import { freshStore, withRaw, type AnyAuthority, type Store } from '../lib/stores';
 import { commandCases, isAtOrBelow, type CommandCase } from './commandCases';
 import { looksForbidden } from './corpus';

@@ -1,11 +1,11 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { RecoverableStartBarrierAuthority, StartStepHook } from '../../infrastructure/authority';
-import { openRecoverablePostgresStartBarrier } from '../../infrastructure/postgres/recovery';
+import type { RecoverableStartBarrierAuthority, StartStepHook } from '../../application/authority';
+import { openPostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
-import { createDatabase } from '../../specs/postgres/harness';
-import { postgresRaw, sqliteRaw, type BackendName, type RawSql } from './rawSql';
+import { createDatabase } from '../../testkit/postgresHarness';
+import { postgresRaw, sqliteRaw, type BackendName, type RawSql } from '../../testkit/rawSql';
 
 // A fresh store per harness phase, on a real SQLite file or a real PostgreSQL database
 // (created on the server the specs use, dropped afterwards). `target` is all a worker process
@@ -25,7 +25,7 @@ export const openAuthority = (backend: BackendName, target: string, options: Aut
   const hooks = options.hook ? { hooks: { onStartStep: options.hook } } : {};
   if (backend === 'sqlite') return openSqliteStartBarrier({ path: target, ...hooks });
   // No error listener of our own on its pool: the authority must survive its server going away.
-  return openRecoverablePostgresStartBarrier({ connectionString: target, ...hooks, ...(options.migrate === false ? { migrate: false } : {}) });
+  return openPostgresStartBarrier({ connectionString: target, ...hooks, ...(options.migrate === false ? { migrate: false } : {}) });
 };
 
 export interface Store {

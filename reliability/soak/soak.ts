@@ -2,11 +2,11 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { isStartBarrierError, type ToolExecutionStartCommand } from '../../domain';
-import { checkStore, describeProblems, type StoreProblem } from '../lib/invariants';
-import type { BackendName } from '../lib/rawSql';
+import { checkStore, describeProblems, type StoreProblem } from '../../testkit/invariants';
+import type { BackendName } from '../../testkit/rawSql';
 import { seededRng, sleep } from '../lib/random';
 import { withRaw, withStore, type Store } from '../lib/stores';
-import { spawnTsxWorker, type Worker } from '../lib/workerProcess';
+import { spawnTsxWorker, type Worker } from '../../testkit/workerProcess';
 
 // Crash soak: worker processes run starts in a loop (new Runs, exact replays, retries at new
 // versions after lost, approvals, sibling StepRuns, outcomes) against one real store; the

@@ -13,8 +13,8 @@
 import { readFileSync } from 'node:fs';
 import { isStartBarrierError, type ToolExecutionStartCommand } from '../../domain';
 import { buildScenario, type Scenario } from '../../domain/scenario';
-import type { StepRunView } from '../../infrastructure/authority';
-import type { BackendName } from '../lib/rawSql';
+import type { StepRunView } from '../../application/authority';
+import type { BackendName } from '../../testkit/rawSql';
 import { seededRng, pick, weighted, sleep } from '../lib/random';
 import { openAuthority, type AnyAuthority } from '../lib/stores';
 

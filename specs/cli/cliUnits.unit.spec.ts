@@ -14,7 +14,7 @@ import {
 } from '../../domain';
 import { formatDuration, parseDuration } from '../../infrastructure/cli/duration';
 import { EXIT, exitCodeOf } from '../../infrastructure/cli/exitCodes';
-import { openMemoryStartBarrier } from '../../infrastructure/memory/store';
+import { openMemoryStartBarrier } from '../../infrastructure/memory/memoryAuthority';
 
 // The CLI's small pure parts, and the README's promise that its command JSON is valid.
 

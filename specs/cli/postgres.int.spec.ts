@@ -1,5 +1,5 @@
 import { Client } from 'pg';
-import { MigratedTemplate } from '../postgres/harness';
+import { MigratedTemplate } from '../../testkit/postgresHarness';
 import { cliSuite } from './cliSuite';
 
 describe('qinglong-barrier CLI on PostgreSQL', function () {

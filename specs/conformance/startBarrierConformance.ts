@@ -7,8 +7,8 @@ import {
   type ToolExecutionStartCommand,
 } from '../../domain';
 import { buildScenario, type Scenario } from '../../domain/scenario';
-import { START_STEPS, type StartBarrierAuthority, type StartStep, type StartStepHook } from '../../infrastructure/authority';
-import { rejects } from '../support/rejects';
+import { START_STEPS, type StartBarrierAuthority, type StartStep, type StartStepHook } from '../../application/authority';
+import { rejects } from '../../testkit/rejects';
 
 // One suite, run unchanged against every backend (in-memory, SQLite, PostgreSQL). A backend
 // registers itself with a factory; the optional `counts` lets the suite prove that a failed

@@ -13,7 +13,7 @@ import {
   type EventOf,
 } from '../../domain';
 import { buildScenario } from '../../domain/scenario';
-import { given, historyOf, preconditionFailed } from '../support/deciderSpec';
+import { given, historyOf, preconditionFailed } from '../../testkit/deciderSpec';
 
 describe('R1.4 the barrier binds its command exactly', () => {
   const scenario = buildScenario({ prefix: 'bind', withApproval: true });

@@ -15,8 +15,8 @@ import {
   utf8Length,
   type EventOf,
 } from '../../domain';
-import { given } from '../support/deciderSpec';
-import { scenarioWithHistory } from '../support/domainFixtures';
+import { given } from '../../testkit/deciderSpec';
+import { scenarioWithHistory } from '../../testkit/domainFixtures';
 
 // FROZEN golden vectors. Computed once from the code and pasted here as literals: any change in
 // canonicalisation (RFC 8785), in the digest tags or in the domain separator, or in the shape of

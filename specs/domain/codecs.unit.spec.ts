@@ -15,7 +15,7 @@ import {
   type StartBarrierRecord,
   type ToolExecutionStartCommand,
 } from '../../domain';
-import { given } from '../support/deciderSpec';
+import { given } from '../../testkit/deciderSpec';
 import {
   annotationsToReach,
   canonicalBytes,
@@ -25,7 +25,7 @@ import {
   scenarioWithHistory,
   withPath,
   withoutPath,
-} from '../support/domainFixtures';
+} from '../../testkit/domainFixtures';
 import { expectIssue, validationErrorOf } from '../support/validation';
 
 const fixture = () => scenarioWithHistory({ prefix: 'codec', requestedAtMs: 1_780_000_000_000 });

@@ -10,8 +10,8 @@ import {
   type LifecycleCommand,
   type RunStreamEvent,
 } from '../../domain';
-import { foldEvents, given, historyOf, preconditionFailed } from '../support/deciderSpec';
-import { scenarioWithHistory, stepRunAfter } from '../support/domainFixtures';
+import { foldEvents, given, historyOf, preconditionFailed } from '../../testkit/deciderSpec';
+import { scenarioWithHistory, stepRunAfter } from '../../testkit/domainFixtures';
 
 const AT = 1_780_000_000_000;
 const runId = 'run-life';

@@ -14,8 +14,8 @@ import {
   type ToolExecutionStartCommand,
 } from '../../domain';
 import { Identity } from '../../domain/codecs';
-import { given } from '../support/deciderSpec';
-import { getPath, leafPaths, scenarioWithHistory, withPath } from '../support/domainFixtures';
+import { given } from '../../testkit/deciderSpec';
+import { getPath, leafPaths, scenarioWithHistory, withPath } from '../../testkit/domainFixtures';
 
 // Property-based specs. ~200 runs each keeps the whole domain suite well under its time budget;
 // a failure prints fast-check's seed and shrunk counterexample, which replays deterministically.

@@ -24,8 +24,8 @@ import {
   type StepRunState,
   type ToolExecutionStartCommand,
 } from '../../domain';
-import { allIdentitiesHit, foldEvents, given, historyOf, preconditionFailed, replayHits } from '../support/deciderSpec';
-import { allKeys, leafPaths, scenarioWithHistory, stepRunAfter, withPath, withoutPath } from '../support/domainFixtures';
+import { allIdentitiesHit, foldEvents, given, historyOf, preconditionFailed, replayHits } from '../../testkit/deciderSpec';
+import { allKeys, leafPaths, scenarioWithHistory, stepRunAfter, withPath, withoutPath } from '../../testkit/domainFixtures';
 import { expectIssue } from '../support/validation';
 
 const AT = 1_780_000_000_000;

@@ -14,8 +14,8 @@ import {
   type StartBarrierRecord,
   type StartFacts,
 } from '../../domain';
-import { given } from '../support/deciderSpec';
-import { getPath, leafPaths, scenarioWithHistory, withPath } from '../support/domainFixtures';
+import { given } from '../../testkit/deciderSpec';
+import { getPath, leafPaths, scenarioWithHistory, withPath } from '../../testkit/domainFixtures';
 
 const otherDigest = digestOf(RECORD_TAGS.command, { tampered: true });
 

@@ -12,9 +12,9 @@ import {
   type ToolExecutionStartCommand,
 } from '../../domain';
 import { buildScenario, type Scenario } from '../../domain/scenario';
-import type { PrepareResult, StartStepHook } from '../../infrastructure/authority';
+import type { PrepareResult, StartStepHook } from '../../application/authority';
 import type { PostgresStartBarrier, PostgresStartBarrierOptions } from '../../infrastructure/postgres';
-import { countOf, countRows, createDatabase, openOn, rejects, waitForLockWaiters, type TestDatabase } from './harness';
+import { countOf, countRows, createDatabase, openOn, rejects, waitForLockWaiters, type TestDatabase } from '../../testkit/postgresHarness';
 
 // Races with real connections (R5.2, R4): every racer is its own pool (its own connection to
 // the server), or its own OS process. The server decides; the specs check that exactly one

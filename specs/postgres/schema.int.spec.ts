@@ -4,7 +4,7 @@ import { MigrationError, type Migration } from '../../infrastructure/migrations'
 import { loadMigrations, checksumOf } from '../../infrastructure/migrations';
 import { migratePostgres, openPostgresStartBarrier } from '../../infrastructure/postgres';
 import { buildScenario } from '../../domain/scenario';
-import { countOf, countRows, createDatabase, openOn, rejects, TABLES, testPool, type TestDatabase } from './harness';
+import { countOf, countRows, createDatabase, openOn, rejects, TABLES, testPool, type TestDatabase } from '../../testkit/postgresHarness';
 
 // R5.2: schema ql3 by forward-only, checksummed migrations; the six roles of the ADR's
 // integration, each proven by connecting as it (SET ROLE through the startup options), never

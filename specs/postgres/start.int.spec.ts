@@ -1,9 +1,9 @@
 import { expect } from 'chai';
 import { Pool, type PoolClient } from 'pg';
 import { buildScenario, type Scenario } from '../../domain/scenario';
-import type { StartStepHook } from '../../infrastructure/authority';
+import type { StartStepHook } from '../../application/authority';
 import { openPostgresStartBarrier, type PostgresStartBarrier, type PostgresWriteMode } from '../../infrastructure/postgres';
-import { countOf, countRows, createDatabase, testPool, type TestDatabase } from './harness';
+import { countOf, countRows, createDatabase, testPool, type TestDatabase } from '../../testkit/postgresHarness';
 
 // The start transaction on the real server (R3, R3.10, R5.2): what it writes, the clock it
 // stamps, and what it costs in statements (round trips), measured by counting every query the

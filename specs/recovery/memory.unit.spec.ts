@@ -1,5 +1,5 @@
-import type { Tables } from '../../infrastructure/memory/store';
-import { openMemoryStartBarrier } from '../../infrastructure/memory/store';
+import type { Tables } from '../../infrastructure/memory/memoryAuthority';
+import { openMemoryStartBarrier } from '../../infrastructure/memory/memoryAuthority';
 import { recoveryConformance } from './recoveryConformance';
 
 recoveryConformance({

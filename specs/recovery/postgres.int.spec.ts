@@ -1,5 +1,5 @@
-import { openRecoverablePostgresStartBarrier, type RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/recovery';
-import { MigratedTemplate } from '../postgres/harness';
+import { openPostgresStartBarrier, type RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
+import { MigratedTemplate } from '../../testkit/postgresHarness';
 import { recoveryConformance } from './recoveryConformance';
 import { rawPostgres } from './support';
 
@@ -12,7 +12,7 @@ describe('PostgreSQL recovery', function () {
     controlsClock: false,
     open: async () => {
       const db = await template.clone();
-      const a = await openRecoverablePostgresStartBarrier({ connectionString: db.url });
+      const a = await openPostgresStartBarrier({ connectionString: db.url });
       const close = a.close.bind(a);
       return Object.assign(a, {
         close: async () => {

@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import { CorruptRecordError } from '../../domain';
-import { openRecoverablePostgresStartBarrier, type RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/recovery';
-import { rebuildOutcomeRows, normaliseOutcomeRow } from '../../projections/recovery';
-import { MigratedTemplate, type TestDatabase } from '../postgres/harness';
+import { openPostgresStartBarrier, type RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
+import { rebuildOutcomeRows, normaliseOutcomeRow } from '../../projections/outcomeRows';
+import { MigratedTemplate, type TestDatabase } from '../../testkit/postgresHarness';
 import { rejects, startedScenario } from './recoveryConformance';
 import { rawPostgres } from './support';
 
@@ -21,7 +21,7 @@ describe('recovery read models on PostgreSQL: atomicity, upgrade, grants, damage
   after(() => template.dropAll());
   beforeEach(async () => {
     db = await template.clone();
-    a = await openRecoverablePostgresStartBarrier({ connectionString: db.url });
+    a = await openPostgresStartBarrier({ connectionString: db.url });
   });
   afterEach(async () => {
     await a.close();
@@ -49,7 +49,7 @@ describe('recovery read models on PostgreSQL: atomicity, upgrade, grants, damage
       c.query(`DROP TABLE ql3.start_outcomes; DROP TRIGGER events_project_start_outcome ON ql3.events; DROP FUNCTION ql3.project_start_outcome();
         DROP INDEX ql3.step_run_mutations_start; DELETE FROM ql3.schema_migrations WHERE name = 'pg-0031-recovery-read-models'`),
     );
-    a = await openRecoverablePostgresStartBarrier({ connectionString: db.url });
+    a = await openPostgresStartBarrier({ connectionString: db.url });
     const raw = await rawPostgres(a);
     expect(raw.outcomes.map(normaliseOutcomeRow).sort(byStart)).to.deep.equal(stored.map(normaliseOutcomeRow).sort(byStart));
     expect(raw.outcomes.map(normaliseOutcomeRow)).to.deep.equal(rebuildOutcomeRows(raw.events));

@@ -10,10 +10,10 @@ import {
   type StartBarrierRecord,
 } from '../../domain';
 import { buildScenario, type Scenario } from '../../domain/scenario';
-import type { RecoverableStartBarrierAuthority, StoredBarrier } from '../../infrastructure/authority';
-import { normaliseOutcomeRow, outcomeRowOf, rebuildOutcomeRows, startOutcomeOf, type StartOutcomeRow } from '../../projections/recovery';
+import type { RecoverableStartBarrierAuthority, StoredBarrier } from '../../application/authority';
+import { normaliseOutcomeRow, outcomeRowOf, rebuildOutcomeRows, startOutcomeOf, type StartOutcomeRow } from '../../projections/outcomeRows';
 import type { EventRow } from '../../projections/verifyRows';
-import { rejects } from '../support/rejects';
+import { rejects } from '../../testkit/rejects';
 export { rejects };
 
 // The recovery read models (issue 5), one suite run unchanged against in-memory, SQLite and

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { CorruptRecordError } from '../../domain';
 import { openSqliteStartBarrier, type SqliteStartBarrier } from '../../infrastructure/sqlite';
-import { rebuildOutcomeRows } from '../../projections/recovery';
+import { rebuildOutcomeRows } from '../../projections/outcomeRows';
 import { stepRunRowOf } from '../../projections/rows';
 import { openFreshSqlite } from '../sqlite/support';
 import { freshDbPath } from '../support/tmp';
@@ -57,9 +57,10 @@ describe('recovery read models on SQLite: atomicity, upgrade, damage', function 
     await b.recovery.resolve(done.startId, 'completed', { decidedBy: 'ops', reason: 'ok' });
     const open = await startedScenario(b);
     const stored = (await rawSqlite(b)).outcomes;
-    // Take the database back to before 0057 (the log keeps the outcome events).
-    b.db.exec(`DROP TABLE start_outcomes; DROP INDEX step_run_mutations_start;
-      DELETE FROM schema_migrations WHERE name = '0057-recovery-read-models'`);
+    // Take the database back to before 0057 (the log keeps the outcome events), and so before
+    // the projection trigger of 0058 too.
+    b.db.exec(`DROP TRIGGER events_project_start_outcome; DROP TABLE start_outcomes; DROP INDEX step_run_mutations_start;
+      DELETE FROM schema_migrations WHERE name IN ('0057-recovery-read-models', '0058-outcome-projection-trigger')`);
     await b.close();
     b = await openSqliteStartBarrier({ path });
     try {

@@ -1,6 +1,6 @@
-import type { RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/recovery';
+import type { RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
 import type { SqliteStartBarrier } from '../../infrastructure/sqlite';
-import type { StartOutcomeRow } from '../../projections/recovery';
+import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { EventRow } from '../../projections/verifyRows';
 
 // Raw rows for the rebuild comparisons: the event log in global order and the stored outcomes.

@@ -1,10 +1,10 @@
 import { expect } from 'chai';
 import { ValidationError, decodeStartCommand, type ToolExecutionStartCommand } from '../../domain';
 import { buildScenario } from '../../domain/scenario';
-import type { StartBarrierAuthority } from '../../infrastructure/authority';
+import type { StartBarrierAuthority } from '../../application/authority';
 import { openPostgresStartBarrier } from '../../infrastructure/postgres';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
-import { createDatabase, type TestDatabase } from '../postgres/harness';
+import { createDatabase, type TestDatabase } from '../../testkit/postgresHarness';
 import { freshDbPath } from '../support/tmp';
 
 // Found by the reliability fuzz (issue 7): the decoders validated the caller's own object and

@@ -1,20 +1,64 @@
 import { expect } from 'chai';
-import { SHORT, formatReport, runReliability, type ReliabilityReport } from '../../reliability';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { freshDir } from '../support/tmp';
+import { spawnTsxWorker } from '../../testkit/workerProcess';
 
-// Issue 7, the short form of `npm run reliability` inside `npm test`: 10 SIGKILLs per backend,
-// ~1,000 fuzzed commands and as many fuzzed stored records, a corruption sweep of one start per
+// The short form of `npm run reliability` inside `npm test`: 10 SIGKILLs per backend, ~1,000
+// fuzzed commands and as many fuzzed stored records, a corruption sweep of one start per
 // backend, and the PostgreSQL failover once (two clusters made and removed by the harness).
 // Real SQLite files and real PostgreSQL throughout; no timed assertions (the harness bounds
-// its own time and fails if it runs over).
+// its own time and fails if it runs over). It runs as its own process, as an operator runs it,
+// and is read back from its JSON report: specs/ and reliability/ share only testkit/.
 
-describe('issue 7: reliability harness, short form', function () {
+interface Outcomes {
+  acknowledged: number;
+  found: number;
+  partial: number;
+  lost: number;
+  ambiguous: number;
+  resolvedExisting: number;
+  resolvedCreated: number;
+  problems: unknown[];
+  failures: unknown[];
+}
+interface ReportJson {
+  readonly ok: boolean;
+  readonly sizes: { soak: { kills: number; workers: number }; fuzz: { cases: number; recordCases: number } };
+  readonly soak: (Outcomes & { backend: string; kills: number; processesKilled: number })[];
+  readonly fuzz?: {
+    cases: number;
+    crashes: number;
+    rejected: number;
+    rejectedTyped: number;
+    invalidCases: number;
+    invalidAtPath: number;
+    rowsGained: unknown[];
+    failures: unknown[];
+    records: { cases: number; changed: number; detected: number };
+  };
+  readonly corruption: { backend: string; cellsTried: number; detected: number; undetected: unknown[]; cliRuns: number; cliExit5: number; failures: unknown[] }[];
+  readonly failover: (Outcomes & {
+    timelines: { before: number; promoted: number };
+    fenced: { refused: boolean };
+    rewound: { streaming: boolean; synchronous: boolean; found: number; expected: number };
+  })[];
+}
+
+describe('reliability harness, short form', function () {
   this.timeout(360_000);
-  let report: ReliabilityReport;
+  let report: ReportJson;
+  let SHORT: ReportJson['sizes'];
 
   before(async () => {
-    report = await runReliability(SHORT);
+    const json = join(freshDir('reliability'), 'report.json');
+    const run = spawnTsxWorker(join(__dirname, '..', '..', 'reliability', 'run.ts'), ['--short', '--json', json]);
+    const exit = await run.exited;
     // The counts the full run prints, for whoever reads the test log.
-    console.log(formatReport(report).replace(/^/gm, '      '));
+    console.log(run.lines.join('\n').replace(/^/gm, '      '));
+    expect(exit.signal, run.stderr()).to.equal(null);
+    report = JSON.parse(readFileSync(json, 'utf8')) as ReportJson;
+    SHORT = report.sizes;
   });
 
   it('R3.9 crash soak: SIGKILLed workers leave every acknowledged start present, verified and whole, on SQLite and PostgreSQL', () => {

@@ -3,10 +3,10 @@ import Database from 'better-sqlite3';
 import { Client } from 'pg';
 import { CorruptRecordError } from '../../domain';
 import { buildScenario } from '../../domain/scenario';
-import type { StartBarrierAuthority } from '../../infrastructure/authority';
+import type { StartBarrierAuthority } from '../../application/authority';
 import { openPostgresStartBarrier } from '../../infrastructure/postgres';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
-import { createDatabase } from '../postgres/harness';
+import { createDatabase } from '../../testkit/postgresHarness';
 import { freshDbPath } from '../support/tmp';
 
 // Found by the reliability corruption sweep (issue 7): when the replay index names a start whose

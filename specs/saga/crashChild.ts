@@ -1,7 +1,7 @@
 import { writeSync } from 'node:fs';
-import type { RecoverableStartBarrierAuthority } from '../../infrastructure/authority';
-import { openRecoverablePostgresStartBarrier } from '../../infrastructure/postgres/recovery';
-import { createToolStepSaga } from '../../infrastructure/saga';
+import type { RecoverableStartBarrierAuthority } from '../../application/authority';
+import { openPostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
+import { createToolStepSaga } from '../../application/saga';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 
 // A saga process that dies between the commit of its start and the adapter's first action:
@@ -12,7 +12,7 @@ const [kind, location, trigger, plan] = process.argv.slice(2);
 
 const main = async (): Promise<void> => {
   const authority: RecoverableStartBarrierAuthority =
-    kind === 'postgres' ? await openRecoverablePostgresStartBarrier({ connectionString: location! }) : await openSqliteStartBarrier({ path: location! });
+    kind === 'postgres' ? await openPostgresStartBarrier({ connectionString: location! }) : await openSqliteStartBarrier({ path: location! });
   const saga = createToolStepSaga({
     authority,
     adapter: {

@@ -1,4 +1,4 @@
-import { openMemoryStartBarrier } from '../../infrastructure/memory/store';
+import { openMemoryStartBarrier } from '../../infrastructure/memory/memoryAuthority';
 import { sagaConformance } from './sagaConformance';
 
 sagaConformance({

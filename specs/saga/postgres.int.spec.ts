@@ -1,5 +1,5 @@
-import { openRecoverablePostgresStartBarrier } from '../../infrastructure/postgres/recovery';
-import { MigratedTemplate } from '../postgres/harness';
+import { openPostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
+import { MigratedTemplate } from '../../testkit/postgresHarness';
 import { sagaConformance } from './sagaConformance';
 
 describe('PostgreSQL saga', function () {
@@ -10,8 +10,8 @@ describe('PostgreSQL saga', function () {
     name: 'PostgreSQL (fresh database; the adapter reads through a second pool)',
     open: async () => {
       const db = await template.clone();
-      const authority = await openRecoverablePostgresStartBarrier({ connectionString: db.url });
-      const reader = await openRecoverablePostgresStartBarrier({ connectionString: db.url });
+      const authority = await openPostgresStartBarrier({ connectionString: db.url });
+      const reader = await openPostgresStartBarrier({ connectionString: db.url });
       return {
         authority,
         separateRead: (id) => reader.barriers.getByStartId(id),

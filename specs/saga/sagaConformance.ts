@@ -14,9 +14,9 @@ import {
   type ToolStepTrigger,
 } from '../../domain';
 import { buildScenario, type Scenario } from '../../domain/scenario';
-import type { RecoverableStartBarrierAuthority, StoredBarrier } from '../../infrastructure/authority';
-import { createToolStepSaga } from '../../infrastructure/saga';
-import { rejects } from '../support/rejects';
+import type { RecoverableStartBarrierAuthority, StoredBarrier } from '../../application/authority';
+import { createToolStepSaga } from '../../application/saga';
+import { rejects } from '../../testkit/rejects';
 
 // The orchestration saga (issue 5) against real authorities. The adapter port is the only test
 // double: it records each invocation and, when called, proves the start already committed by

@@ -1,17 +1,11 @@
 import { expect } from 'chai';
-import { copyFileSync, readFileSync, readdirSync } from 'node:fs';
+import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { CorruptRecordError, START_FACT_TYPES } from '../../domain';
-import { dropAllTriggers, mutateCell } from '../../reliability/lib/damage';
-import { checkStore, describeProblems } from '../../reliability/lib/invariants';
-import { sqliteRaw } from '../../reliability/lib/rawSql';
-import { spawnTsxWorker } from '../../reliability/lib/workerProcess';
-import { START_STEPS } from '../../infrastructure/authority';
-import { openSqliteStartBarrier, MigrationError, type SqliteStartBarrier } from '../../infrastructure/sqlite';
+import { CorruptRecordError } from '../../domain';
+import { mutateCell } from '../../testkit/damage';
+import { openSqliteStartBarrier, MigrationError } from '../../infrastructure/sqlite';
 import { LOOKUP_REPLAY, SELECT_RUN_HEAD, SELECT_STEP_RUN, CAS_STEP_RUN, CAS_STREAM, SELECT_ATTEMPT } from '../../infrastructure/sqlite/sql';
-import { rebuildProjections } from '../../projections/rebuild';
-import type { EventRow } from '../../projections/verifyRows';
 import { setUp } from '../conformance/startBarrierConformance';
 import { freshDbPath } from '../support/tmp';
 import { openFreshSqlite, sqliteCounts } from './support';
@@ -127,178 +121,14 @@ describe('SQLite backend (R5.1)', function () {
     });
   });
 
-  describe('inline projections', () => {
-    it('rebuilding every projection from the event log gives the stored rows', async () => {
-      const a = await openFreshSqlite();
-      for (let i = 0; i < 3; i++) {
-        const s = await setUp(a, { withApproval: i === 1 });
-        await a.barriers.prepare(s.startCommand());
-        if (i === 2) {
-          await a.runs.handle({ type: 'MarkStepRunLost', data: { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'ops', reason: 'unknown outcome', requestedAtMs: 5 } });
-          await a.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId: s.stepRunId, requestedAtMs: 6 } });
-          await a.barriers.prepare(s.startCommand((await a.runs.getStepRun(s.runId, s.stepRunId))!));
-        }
-      }
-      const events = a.db.prepare('SELECT * FROM events ORDER BY global_position').all() as EventRow[];
-      const rebuilt = rebuildProjections(events);
-      const all = (table: string, order: string) => a.db.prepare(`SELECT * FROM ${table} ORDER BY ${order}`).all();
-      const sorted = <T>(rows: T[], key: (r: T) => string) => [...rows].sort((x, y) => key(x).localeCompare(key(y)));
-      expect(all('runs', 'run_id')).to.deep.equal(sorted(rebuilt.runs, (r) => r.run_id));
-      expect(all('step_runs', 'run_id, step_run_id')).to.deep.equal(sorted(rebuilt.stepRuns, (r) => `${r.run_id}\u0000${r.step_run_id}`));
-      expect(all('security_audit_events', 'audit_event_id')).to.deep.equal(sorted(rebuilt.audit, (r) => r.audit_event_id));
-      expect(all('trace_anchors', 'trace_id')).to.deep.equal(sorted(rebuilt.trace, (r) => r.trace_id));
-      expect(all('audit_receipts', 'audit_receipt_id')).to.deep.equal(sorted(rebuilt.receipts, (r) => r.audit_receipt_id));
-      expect(all('step_run_mutations', 'mutation_id')).to.deep.equal(sorted(rebuilt.mutations, (r) => r.mutation_id));
-      expect(all('tool_execution_start_barriers', 'start_id')).to.deep.equal(sorted(rebuilt.barriers, (r) => r.start_id));
-      expect(all('start_replay_identities', 'identity, value')).to.deep.equal(sorted(rebuilt.identities, (r) => `${r.identity}\u0000${r.value}`));
-      await a.close();
-    });
-  });
+  // The rebuild-from-log comparison runs on every backend: specs/conformance/rebuildConformance.ts.
 
-  describe('R3.9 a crash leaves each start whole or absent', () => {
-    /**
-     * Every stored start verifies and is whole (the reliability harness's store check: fact
-     * counts, no evidence without its StepRun move, no running StepRun without its barrier,
-     * foreign keys, integrity), and every acknowledged start is there.
-     */
-    const assertWholeOrAbsent = async (a: SqliteStartBarrier, path: string, acknowledged: readonly string[]): Promise<number> => {
-      const raw = sqliteRaw(path);
-      try {
-        const check = await checkStore(raw, a.barriers, { acknowledged: new Map(acknowledged.map((id) => [id, undefined])), full: true });
-        expect(check.problems, describeProblems(check.problems)).to.deep.equal([]);
-        expect(check.found).to.equal(acknowledged.length);
-        return check.stored;
-      } finally {
-        await raw.close();
-      }
-    };
-
-    const runWorker = async (path: string, env: Record<string, string>): Promise<{ acks: string[]; signal: NodeJS.Signals | null }> => {
-      const worker = spawnTsxWorker(join(__dirname, 'fixtures', 'startWorker.ts'), [path], env);
-      const { code, signal } = await worker.exited;
-      if (signal === null && code !== 0) throw new Error(`worker failed (${code}): ${worker.stderr()}`);
-      return { acks: worker.lines.filter((l) => l.startsWith('ACK ')).map((l) => l.split(' ')[2]!), signal };
-    };
-
-    it('R3.9 SIGKILL inside the start transaction, 20 times at varied steps: reopening shows every start whole or absent', async () => {
-      const path = freshDbPath('kill');
-      let acknowledged: string[] = [];
-      for (let i = 0; i < 20; i++) {
-        const step = START_STEPS[i % START_STEPS.length]!;
-        const { acks, signal } = await runWorker(path, { KILL_AT_STEP: step, KILL_AT_START: String(i % 4), STARTS: '50' });
-        expect(signal, `kill ${i} at ${step}`).to.equal('SIGKILL');
-        expect(acks).to.have.length(i % 4);
-        acknowledged = [...acknowledged, ...acks];
-        const a = await openSqliteStartBarrier({ path });
-        try {
-          const stored = await assertWholeOrAbsent(a, path, acknowledged);
-          expect(stored).to.equal(acknowledged.length); // the killed start never committed
-        } finally {
-          await a.close();
-        }
-      }
-    });
-  });
+  // R3.9 crashes (SIGKILL after each step; 20 kills at varied steps, every start whole or
+  // absent): specs/conformance/crashConformance.ts on every SQL backend.
 
   describe('R5.3 a damaged record fails closed', () => {
-    let template: string;
-    let startId: string;
-    let attempt: [string, string, number];
-
-    before(async () => {
-      template = freshDbPath('corrupt-template');
-      const a = await openSqliteStartBarrier({ path: template });
-      const s = await setUp(a, { withApproval: true });
-      const r = await a.barriers.prepare(s.startCommand());
-      startId = r.barrier.record.startId;
-      attempt = [s.runId, s.stepRunId, r.barrier.record.attempt.startedStepRunVersion];
-      await a.barriers.prepare(s.startCommand()); // a second, untouched read path
-      a.db.pragma('wal_checkpoint(TRUNCATE)');
-      await a.close();
-    });
-
-    const withDamage = async (damage: (db: Database.Database) => void): Promise<{ byStart: unknown; byAttempt: unknown }> => {
-      const path = freshDbPath('corrupt');
-      copyFileSync(template, path);
-      const raw = new Database(path);
-      raw.pragma('foreign_keys = OFF'); // damage is what we simulate; keys and checks must not stop it
-      raw.pragma('ignore_check_constraints = ON');
-      dropAllTriggers(raw);
-      damage(raw);
-      raw.close();
-      const a = await openSqliteStartBarrier({ path });
-      const outcome = async (p: Promise<unknown>) => p.then((v) => v, (e: unknown) => e);
-      try {
-        return { byStart: await outcome(a.barriers.getByStartId(startId)), byAttempt: await outcome(a.barriers.getByStepRunAttempt(...attempt)) };
-      } finally {
-        await a.close();
-      }
-    };
-
-    const cellsOf = (table: string, where: string, args: unknown[]): { column: string; value: unknown }[] => {
-      const raw = new Database(template, { readonly: true });
-      const row = raw.prepare(`SELECT * FROM ${table} WHERE ${where}`).get(...args) as Record<string, unknown>;
-      raw.close();
-      return Object.entries(row).map(([column, value]) => ({ column, value }));
-    };
-
-    const tablesWithKey: [string, string, () => unknown[]][] = [
-      ['tool_execution_start_barriers', 'start_id = ?', () => [startId]],
-      ['security_audit_events', 'start_id = ?', () => [startId]],
-      ['trace_anchors', 'start_id = ?', () => [startId]],
-      ['audit_receipts', 'start_id = ?', () => [startId]],
-      ['step_run_mutations', 'start_id = ?', () => [startId]],
-    ];
-
-    it('R5.3 every cell of the barrier row and of each fact row, changed alone, is detected', async () => {
-      let tried = 0;
-      for (const [table, where, key] of tablesWithKey) {
-        for (const { column, value } of cellsOf(table, where, key())) {
-          tried++;
-          const { byStart, byAttempt } = await withDamage((db) => {
-            db.prepare(`UPDATE ${table} SET ${column} = ? WHERE ${where}`).run(mutateCell(value), ...key());
-          });
-          // A damaged key can make the row unreachable from one entry point; it must then be
-          // unreachable or corrupt from every entry point, never a silent different answer.
-          const outcomes = [byStart, byAttempt];
-          expect(outcomes.some((o) => o instanceof CorruptRecordError), `${table}.${column}: ${String(outcomes)}`).to.equal(true);
-          for (const o of outcomes) expect(o === null || o instanceof CorruptRecordError, `${table}.${column}`).to.equal(true);
-        }
-      }
-      expect(tried).to.equal(19 + 7 + 8 + 7 + 15); // every column of the five tables
-    });
-
-    it('R5.3 every cell of the five event rows, changed alone, is detected', async () => {
-      const raw = new Database(template, { readonly: true });
-      const rows = raw.prepare(`SELECT global_position FROM events WHERE event_type IN (${START_FACT_TYPES.map(() => '?').join(',')}) ORDER BY global_position LIMIT 5`).all(...START_FACT_TYPES) as { global_position: number }[];
-      raw.close();
-      for (const { global_position } of rows) {
-        for (const { column, value } of cellsOf('events', 'global_position = ?', [global_position])) {
-          if (column === 'global_position') continue; // the log's own ordinal, not part of a start
-          const { byStart, byAttempt } = await withDamage((db) => {
-            db.prepare(`UPDATE events SET ${column} = ? WHERE global_position = ?`).run(mutateCell(value), global_position);
-          });
-          expect(byStart, `events#${global_position}.${column}`).to.be.instanceOf(CorruptRecordError);
-          expect(byAttempt, `events#${global_position}.${column}`).to.be.instanceOf(CorruptRecordError);
-        }
-      }
-    });
-
-    it('R5.3 a duplicated or damaged replay identity fails closed', async () => {
-      for (const identity of ['startId', 'mutationId', 'runEventId', 'traceId', 'auditEventId', 'auditReceiptId', 'attempt']) {
-        const { byStart, byAttempt } = await withDamage((db) => {
-          db.exec('DROP INDEX start_replay_identities_key');
-          db.prepare('INSERT INTO start_replay_identities SELECT * FROM start_replay_identities WHERE start_id = ? AND identity = ?').run(startId, identity);
-        });
-        expect(byStart, identity).to.be.instanceOf(CorruptRecordError);
-        expect(byAttempt, identity).to.be.instanceOf(CorruptRecordError);
-        const changed = await withDamage((db) => {
-          const { command_digest } = db.prepare('SELECT command_digest FROM start_replay_identities WHERE start_id = ? AND identity = ?').get(startId, identity) as { command_digest: string };
-          db.prepare('UPDATE start_replay_identities SET command_digest = ? WHERE start_id = ? AND identity = ?').run(mutateCell(command_digest), startId, identity);
-        });
-        expect(changed.byStart, `${identity} digest`).to.be.instanceOf(CorruptRecordError);
-      }
-    });
+    // Every cell of the barrier, fact, event and replay-identity rows, and duplicated identities:
+    // specs/conformance/damageConformance.ts on every backend (specs/sqlite/damage.int.spec.ts).
 
     it('R5.3 a damaged StepRun or Run head fails the start closed instead of guessing', async () => {
       const path = freshDbPath('corrupt-head');
@@ -382,7 +212,7 @@ describe('SQLite backend (R5.1)', function () {
         readdirSync(join(ROOT, dir), { withFileTypes: true, recursive: true })
           .filter((f) => f.isFile() && f.name.endsWith('.ts'))
           .map((f) => join(f.parentPath ?? (f as unknown as { path: string }).path, f.name));
-      const files = [...sources('domain'), ...sources('projections'), ...sources('infrastructure/sqlite'), join(ROOT, 'infrastructure/startProtocol.ts')];
+      const files = [...sources('domain'), ...sources('projections'), ...sources('infrastructure/sqlite'), ...sources('application')];
       for (const file of files) {
         const text = readFileSync(file, 'utf8');
         expect(text, file).to.not.match(/from '(node:)?(child_process|http|https|net|dgram|worker_threads|cluster)'/);

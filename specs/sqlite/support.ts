@@ -1,5 +1,5 @@
 import { openSqliteStartBarrier, type SqliteStartBarrier } from '../../infrastructure/sqlite';
-import type { StartStepHook } from '../../infrastructure/authority';
+import type { StartStepHook } from '../../application/authority';
 import { freshDbPath } from '../support/tmp';
 
 export const SQLITE_TABLES = [

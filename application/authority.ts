@@ -9,6 +9,7 @@ import type {
   StartOutcomeKind,
   StepRunState,
 } from '../domain';
+import { START_WRITE_STEPS } from './startWrite';
 
 // The surface every backend offers (in-memory for specs, SQLite, PostgreSQL). The shared
 // conformance suite in `specs/conformance/` drives it unchanged against each.
@@ -59,16 +60,7 @@ export interface BarriersApi {
 }
 
 /** The points of the start transaction (R3.1 .. R3.7, then just before commit). */
-export const START_STEPS = [
-  'lookup',
-  'lock',
-  'evidence',
-  'stepRunCas',
-  'runCas',
-  'runEvent',
-  'barrier',
-  'beforeCommit',
-] as const;
+export const START_STEPS = ['lookup', 'lock', ...START_WRITE_STEPS, 'beforeCommit'] as const;
 export type StartStep = (typeof START_STEPS)[number];
 
 /**
@@ -84,7 +76,7 @@ export interface StartBarrierAuthority {
   close(): Promise<void>;
 }
 
-// ------------------------------------------------------------------ recovery (issue 5)
+// ------------------------------------------------------------------ recovery
 
 /** The outcome fact of one start, as projected into the recovery read model. */
 export interface StartOutcome {

@@ -12,7 +12,7 @@ import {
   type RunCommand,
   type RunState,
   type RunStreamEvent,
-} from '../../domain';
+} from '../domain';
 
 // Given-when-then over the one Run decider. emmett's `then` ignores order and extra fields,
 // so every spec that emits events asserts with `thenExactly`: fold the given events with the

@@ -42,8 +42,11 @@ export interface DamageSession {
   rows(table: string, where: string, params: readonly unknown[]): Promise<Record<string, unknown>[]>;
   /** Set one cell; `refused` when a unique index or a type refuses the value. Returns the row's key after. */
   set(table: string, key: RowKey, column: string, value: unknown): Promise<{ applied: boolean; key: RowKey; reason?: string }>;
-  /** Drop the identity index and duplicate one identity row; `undo` puts both back. */
-  duplicateIdentity(key: RowKey): Promise<{ undo: () => Promise<void> }>;
+  /**
+   * Drop the identity index and duplicate one identity row (naming `startId` instead, when
+   * given: a stray that claims the value for another start); `undo` puts both back.
+   */
+  duplicateIdentity(key: RowKey, startId?: string): Promise<{ undo: () => Promise<void> }>;
   close(): Promise<void>;
 }
 
@@ -69,9 +72,9 @@ export const sqliteDamageSession = (source: string, copy: string): DamageSession
         return { applied: false, key, reason: (e as Error).message };
       }
     },
-    duplicateIdentity: async (key) => {
+    duplicateIdentity: async (key, startId) => {
       await raw.exec('DROP INDEX start_replay_identities_key');
-      await raw.run('INSERT INTO start_replay_identities SELECT * FROM start_replay_identities WHERE rowid = ?', [key]);
+      await raw.run('INSERT INTO start_replay_identities (identity, value, start_id, command_digest) SELECT identity, value, coalesce(?, start_id), command_digest FROM start_replay_identities WHERE rowid = ?', [startId ?? null, key]);
       const [{ dup }] = (await raw.all<{ dup: number }>('SELECT max(rowid) AS dup FROM start_replay_identities')) as [{ dup: number }];
       return {
         undo: async () => {
@@ -110,10 +113,13 @@ export const postgresDamageSession = async (url: string): Promise<DamageSession>
         return { applied: false, key, reason: (e as Error).message };
       }
     },
-    duplicateIdentity: async (key) => {
+    duplicateIdentity: async (key, startId) => {
       const [dup] = await asReplica(async () => {
         await raw.exec('DROP INDEX ql3.start_replay_identities_key');
-        return raw.all<{ _key: string }>('INSERT INTO ql3.start_replay_identities SELECT * FROM ql3.start_replay_identities WHERE ctid = ?::tid RETURNING ctid::text AS _key', [key]);
+        return raw.all<{ _key: string }>(
+          'INSERT INTO ql3.start_replay_identities (identity, value, start_id, command_digest) SELECT identity, value, coalesce(?::text, start_id), command_digest FROM ql3.start_replay_identities WHERE ctid = ?::tid RETURNING ctid::text AS _key',
+          [startId ?? null, key],
+        );
       });
       return {
         undo: () =>

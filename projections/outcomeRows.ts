@@ -8,12 +8,12 @@ import {
   type RunStreamEvent,
   type StartOutcomeKind,
 } from '../domain';
-import type { InDoubtStart, StartOutcome, StoredBarrier } from '../infrastructure/authority';
+import type { InDoubtStart, StartOutcome, StoredBarrier } from '../application/authority';
 import { decodeEventRow, type EventRow } from './verifyRows';
 
 export { decodeEventRow };
 
-// Recovery read model (issue 5) as pure row derivations shared by every backend. The stores
+// Recovery read model as pure row derivations shared by every backend. The stores
 // write `start_outcomes` rows in the transaction that appends the outcome event; reads
 // re-derive the row from that event and demand equality (R5.3), and the rebuild specs derive
 // the whole table again from the event log and compare.

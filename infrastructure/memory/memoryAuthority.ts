@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import {
-  ConcurrencyExhaustedError,
+  CompareAndSetLostError,
   CorruptRecordError,
   canonicalJson,
   decodeStartCommand,
@@ -8,81 +8,31 @@ import {
   streamNameOf,
   type ReplayIdentity,
   type RunState,
-  type StartFacts,
 } from '../../domain';
 import {
   attemptValue,
   naturalEventIdOf,
   runRowOf,
-  startRowsOf,
+  replayValuesOf,
   stepRunRowOf,
-  type AuditEventRow,
-  type AuditReceiptRow,
-  type BarrierRow,
-  type MutationRow,
-  type ReplayIdentityRow,
-  type RunRow,
-  type StepRunRow,
-  type TraceAnchorRow,
 } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
-import { startEventPositions, storedEventOf, verifyStartRows, type EventRow } from '../../projections/verifyRows';
-import { outcomeRowOf, type StartOutcomeRow } from '../../projections/recovery';
-import type { AppendOutcome, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../authority';
-import { createRecoveryApi } from '../recovery';
-import { createMemoryRecoveryView } from './recovery';
-import { SerialExecutor } from '../serial';
-import { decodeLifecycle, runLifecycleTransaction, runStartTransaction, type LifecycleUnitOfWork, type StartUnitOfWork } from '../startProtocol';
+import { startEventPositions, storedEventOf, verifyStartRows } from '../../projections/verifyRows';
+import { outcomeRowOf } from '../../projections/outcomeRows';
+import type { AppendOutcome, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../../application/authority';
+import { createRecoveryApi } from '../../application/recoveryRules';
+import { createMemoryRecoveryView } from './memoryRecoveryView';
+import { copyTables, emptyTables, type Tables } from './tables';
+import { SerialExecutor } from '../../application/serialExecutor';
+import { decodeLifecycle, runLifecycleTransaction, type LifecycleUnitOfWork } from '../../application/lifecycleProtocol';
+import { runStartTransaction, type StartUnitOfWork } from '../../application/startProtocol';
+import type { StartEventRow, StartWrite, StartWriteStep } from '../../application/startWrite';
 
 // An in-memory authority with the same rows, the same protocol and the same verification as
 // the SQL backends, for specs and for embedding in tests of callers. Atomic by construction:
 // a transaction works on a copy of the tables and swaps it in only on success.
 
-export interface Tables {
-  streams: Map<string, number>;
-  events: EventRow[];
-  eventIds: Set<string>;
-  runs: Map<string, RunRow>;
-  stepRuns: Map<string, StepRunRow>;
-  audit: Map<string, AuditEventRow>;
-  trace: Map<string, TraceAnchorRow>;
-  receipts: Map<string, AuditReceiptRow>;
-  mutations: Map<string, MutationRow>;
-  barriers: Map<string, BarrierRow>;
-  identities: Map<string, ReplayIdentityRow>;
-  /** Recovery read model (issue 5): outcome rows by start id. */
-  outcomes: Map<string, StartOutcomeRow>;
-}
-
-const emptyTables = (): Tables => ({
-  streams: new Map(),
-  events: [],
-  eventIds: new Set(),
-  runs: new Map(),
-  stepRuns: new Map(),
-  audit: new Map(),
-  trace: new Map(),
-  receipts: new Map(),
-  mutations: new Map(),
-  barriers: new Map(),
-  identities: new Map(),
-  outcomes: new Map(),
-});
-
-const copyTables = (t: Tables): Tables => ({
-  streams: new Map(t.streams),
-  events: [...t.events],
-  eventIds: new Set(t.eventIds),
-  runs: new Map(t.runs),
-  stepRuns: new Map(t.stepRuns),
-  audit: new Map(t.audit),
-  trace: new Map(t.trace),
-  receipts: new Map(t.receipts),
-  mutations: new Map(t.mutations),
-  barriers: new Map(t.barriers),
-  identities: new Map(t.identities),
-  outcomes: new Map(t.outcomes),
-});
+export type { Tables } from './tables';
 
 const identityKey = (identity: string, value: string) => `${identity}\u0000${value}`;
 const stepKey = (runId: string, stepRunId: string) => `${runId}\u0000${stepRunId}`;
@@ -144,7 +94,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
   }
 
   private casStream(t: Tables, stream: string, expected: number, next: number): void {
-    if (t.streams.get(stream) !== expected) throw new ConcurrencyExhaustedError(1, `stream ${stream} moved past version ${expected}`);
+    if (t.streams.get(stream) !== expected) throw new CompareAndSetLostError(`stream ${stream}`, `it moved past version ${expected}`);
     t.streams.set(stream, next);
   }
 
@@ -174,11 +124,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     return {
       lookupReplay: async (keys) => {
         const hits = noReplayHits() as Record<ReplayIdentity, { startId: string; commandDigest: string }[]>;
-        const values: Record<ReplayIdentity, string> = {
-          ...keys,
-          attempt: attemptValue(keys.attempt.runId, keys.attempt.stepRunId, keys.attempt.startedStepRunVersion),
-        };
-        for (const [identity, value] of Object.entries(values) as [ReplayIdentity, string][]) {
+        for (const [identity, value] of Object.entries(replayValuesOf(keys)) as [ReplayIdentity, string][]) {
           const row = t.identities.get(identityKey(identity, value));
           if (row) hits[identity] = [{ startId: row.start_id, commandDigest: row.command_digest }];
         }
@@ -186,39 +132,61 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
       },
       lockForStart: async (runId, stepRunId) => this.loadRunState(t, runId, [stepRunId]),
       readBarrier: async (startId) => this.readBarrier(t, startId),
-      appendStart: async (facts: StartFacts, before: RunState, hook: StartStepHook) => {
-        const run = before.run!;
-        const stream = streamNameOf(run.runId);
-        const committedAtMs = this.clock();
-        const rows = startRowsOf(facts, committedAtMs);
-        const [audit, trace, receipt, started, committed] = facts;
-        const from = before.stepRuns[started.data.stepRunId]!;
-        this.insertEvents(t, stream, run.version, [audit, trace, receipt], committedAtMs);
+      clockMs: async () => this.clock(),
+      writesAtOnce: false,
+      writeStart: async (plan, steps) => {
+        for (const step of steps) this.writeStep(t, plan, step);
+      },
+    };
+  }
+
+  /** One step of the plan, with the same unique and compare-and-set checks as the SQL tables. */
+  private writeStep(t: Tables, plan: StartWrite, step: StartWriteStep): void {
+    const { rows } = plan;
+    switch (step) {
+      case 'evidence':
+        this.insertEventRows(t, plan, plan.events.evidence);
         insertUnique(t.audit, rows.audit.audit_event_id, rows.audit, 'audit event');
         insertUnique(t.trace, rows.trace.trace_id, rows.trace, 'trace anchor');
         insertUnique(t.receipts, rows.receipt.audit_receipt_id, rows.receipt, 'audit receipt');
-        await hook('evidence');
-        const key = stepKey(from.runId, from.stepRunId);
+        return;
+      case 'stepRunCas': {
+        const key = stepKey(plan.runId, plan.stepRunId);
         const current = t.stepRuns.get(key);
-        if (current?.version !== from.version || current.status !== from.status || current.digest !== started.data.fromStepRunDigest) {
-          throw new ConcurrencyExhaustedError(1, `StepRun ${from.stepRunId} moved before the start committed`);
+        const expected = plan.stepRunCas.expected;
+        if (current?.version !== expected.version || current.status !== expected.status || current.digest !== expected.digest) {
+          throw new CompareAndSetLostError(`StepRun ${plan.stepRunId}`, `it moved from version ${expected.version} before start ${plan.startId} committed`);
         }
-        t.stepRuns.set(key, stepRunRowOf({ ...from, status: 'running', version: started.data.stepRunVersion, lastStartId: started.data.startId }));
-        await hook('stepRunCas');
-        const nextVersion = run.version + facts.length;
-        this.casStream(t, stream, run.version, nextVersion);
-        t.runs.set(run.runId, { ...t.runs.get(run.runId)!, version: nextVersion });
-        await hook('runCas');
-        this.insertEvents(t, stream, run.version + 3, [started], committedAtMs);
+        t.stepRuns.set(key, plan.stepRunCas.next);
+        return;
+      }
+      case 'runCas':
+        this.casStream(t, plan.streamId, plan.runCas.expected, plan.runCas.next);
+        t.runs.set(plan.runId, { ...t.runs.get(plan.runId)!, version: plan.runCas.next });
+        return;
+      case 'runEvent':
+        this.insertEventRows(t, plan, plan.events.runEvent);
         insertUnique(t.mutations, rows.mutation.mutation_id, rows.mutation, 'mutation');
-        await hook('runEvent');
-        this.insertEvents(t, stream, run.version + 4, [committed], committedAtMs);
+        return;
+      case 'barrier':
+        this.insertEventRows(t, plan, plan.events.barrier);
         insertUnique(t.barriers, rows.barrier.start_id, rows.barrier, 'barrier');
         for (const r of rows.identities) insertUnique(t.identities, identityKey(r.identity, r.value), r, 'replay identity');
-        await hook('barrier');
-        return { record: committed.data.barrier, barrierDigest: committed.data.barrierDigest, committedAtMs };
-      },
-    };
+        return;
+      default: {
+        const _: never = step;
+        throw new Error(`unknown start step ${String(_)}`);
+      }
+    }
+  }
+
+  private insertEventRows(t: Tables, plan: StartWrite, events: readonly StartEventRow[]): void {
+    for (const e of events) {
+      if (t.eventIds.has(e.eventId)) throw new Error(`unique violation: event ${e.eventId}`);
+      if (t.events.some((r) => r.stream_id === plan.streamId && r.stream_position === e.position)) throw new Error(`unique violation: ${plan.streamId}@${e.position}`);
+      t.eventIds.add(e.eventId);
+      t.events.push({ stream_id: plan.streamId, stream_position: e.position, event_id: e.eventId, event_type: e.type, data_json: e.dataJson, committed_at_ms: plan.committedAtMs });
+    }
   }
 
   private lifecycleUow(t: Tables, collect: StoredEvent[]): LifecycleUnitOfWork {
@@ -229,7 +197,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
         const stream = streamNameOf(run.runId);
         const from = before.run?.version ?? 0;
         if (before.run === null) {
-          if (t.streams.has(stream)) throw new ConcurrencyExhaustedError(1, `stream ${stream} already exists`);
+          if (t.streams.has(stream)) throw new CompareAndSetLostError(`stream ${stream}`, 'it already exists');
           t.streams.set(stream, run.version);
         } else {
           this.casStream(t, stream, from, run.version);
@@ -237,7 +205,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
         t.runs.set(run.runId, runRowOf(run));
         const appended = this.insertEvents(t, stream, from, events, this.clock());
         collect.push(...appended);
-        // Recovery read model (issue 5), inline: swapped in with the events or not at all.
+        // Recovery read model, inline: swapped in with the events or not at all.
         for (const e of appended) {
           const row = outcomeRowOf(e);
           if (row !== undefined) insertUnique(t.outcomes, row.start_id, row, 'start outcome');
@@ -279,7 +247,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     },
   };
 
-  /** Recovery read models and operator resolutions (issue 5), over the current tables. */
+  /** Recovery read models and operator resolutions, over the current tables. */
   readonly recovery: RecoveryApi = createRecoveryApi({
     snapshot: async (body) => {
       const tables = this.tables;

@@ -1,9 +1,9 @@
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { isStartBarrierError } from '../domain';
-import { buildScenario } from '../domain/scenario';
-import { openSqliteStartBarrier } from './sqlite';
+import { isStartBarrierError } from '../../domain';
+import { buildScenario } from '../../domain/scenario';
+import { openSqliteStartBarrier } from '../sqlite';
 
 // `npm start`: the main job on the embedded default. One SQLite file, one Run with a ready
 // Tool StepRun, then every outcome a caller meets: created, existing (lost response

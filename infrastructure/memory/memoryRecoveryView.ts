@@ -1,7 +1,8 @@
 import { type StepRunRow } from '../../projections/rows';
-import type { StoredBarrier, VerifyProblem } from '../authority';
-import type { RecoveryView } from '../recovery';
-import type { Tables } from './store';
+import type { StoredBarrier, VerifyProblem } from '../../application/authority';
+import type { RecoveryView } from '../../application/recoveryRules';
+import { IDENTITY_STORAGE, barrierHolds } from './identities';
+import type { Tables } from './tables';
 
 // The in-memory side of the recovery read models: the same view as SQLite's, over the
 // tables of one committed state (a transaction swaps in a new state, so this one is stable).
@@ -34,26 +35,7 @@ export const createMemoryRecoveryView = (t: Tables, host: MemoryRecoveryHost): R
         .map((b) => b.start_id),
     identityStartIds: async (identity, key, attempt) => {
       const indexed = t.identities.get(`${identity}\u0000${key}`);
-      const mirrored = barriers().filter((b) => {
-        switch (identity) {
-          case 'startId':
-            return b.start_id === key;
-          case 'mutationId':
-            return b.mutation_id === key;
-          case 'runEventId':
-            return b.run_event_id === key;
-          case 'traceId':
-            return b.trace_id === key;
-          case 'auditEventId':
-            return b.audit_event_id === key;
-          case 'auditReceiptId':
-            return b.audit_receipt_id === key;
-          case 'attempt':
-            return attempt !== undefined && b.run_id === attempt.runId && b.step_run_id === attempt.stepRunId && b.started_step_run_version === attempt.startedStepRunVersion;
-          default:
-            return false;
-        }
-      });
+      const mirrored = barriers().filter((b) => barrierHolds(IDENTITY_STORAGE[identity], b, key, attempt));
       return [...(indexed ? [indexed.start_id] : []), ...mirrored.map((b) => b.start_id)];
     },
     readBarrier: async (startId) => host.readBarrier(startId),

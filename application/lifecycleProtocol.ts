@@ -1,75 +1,20 @@
 import { assertExpectedVersionMatchesCurrent, type ExpectedStreamVersion } from '@event-driven-io/emmett';
 import {
-  CorruptRecordError,
   PreconditionError,
   START_FACT_TYPES,
   ValidationError,
-  classifyReplay,
   decodeRunEvent,
-  decideDecodedStart,
   decideLifecycle,
   decodeLifecycleCommand,
   evolve,
-  replayKeysOf,
-  type DecodedStartCommand,
   type LifecycleCommand,
-  type ReplayHits,
-  type ReplayKeys,
   type RunState,
   type RunStreamEvent,
-  type StartFacts,
 } from '../domain';
-import type { StartStepHook, StoredBarrier } from './authority';
 
-// The transaction protocol both storage backends share. A backend supplies a unit of work
-// bound to one open transaction; this module fixes the order of R3.1 .. R3.8 so SQLite and
-// PostgreSQL cannot drift apart. It never calls an adapter and does no I/O of its own (R6.2).
-
-export interface StartUnitOfWork {
-  /** R3.1: every identity of R4.1, through the unique replay index (constant cost, R6.4). */
-  lookupReplay(keys: ReplayKeys): Promise<ReplayHits>;
-  /** R3.2: lock the Run head and the StepRun row, and return them as a (partial) Run state. */
-  lockForStart(runId: string, stepRunId: string): Promise<RunState>;
-  /**
-   * R3.3 .. R3.7 in order, calling `hook` after each step. The expected Run and StepRun
-   * versions in `before` are the compare-and-set values; a failed CAS must throw.
-   */
-  appendStart(facts: StartFacts, before: RunState, hook: StartStepHook): Promise<StoredBarrier>;
-  /** A verified read of a barrier and its facts (R5.3), for `existing`. */
-  readBarrier(startId: string): Promise<StoredBarrier | null>;
-}
-
-export type StartTransactionResult = { outcome: 'created' | 'existing'; barrier: StoredBarrier };
-
-const noHook: StartStepHook = () => undefined;
-
-/** The body of one start transaction. The caller opens, commits or rolls back around it. */
-export const runStartTransaction = async (
-  uow: StartUnitOfWork,
-  decoded: DecodedStartCommand,
-  hook: StartStepHook = noHook,
-): Promise<StartTransactionResult> => {
-  const c = decoded.command;
-  const hits = await uow.lookupReplay(replayKeysOf(c));
-  await hook('lookup');
-  // R3.1 first: an exact replay (or drift) is decided by the index alone. A replay writes
-  // nothing, so it takes no lock: the barrier it returns is immutable (R6.4), and locking the
-  // Run and StepRun would only make a read a writing transaction (a WAL flush on PostgreSQL).
-  if (classifyReplay(decoded, hits).kind === 'existing') {
-    const barrier = await uow.readBarrier(c.startId);
-    // The index said "this exact start exists"; the barrier must then be readable, or the
-    // store is damaged: fail closed with the typed error (R5.3), never a raw one.
-    if (barrier === null) throw new CorruptRecordError('replay index', c.startId, 'the index names this start but its barrier is missing');
-    return { outcome: 'existing', barrier };
-  }
-  const state = await uow.lockForStart(c.stepRun.runId, c.stepRun.stepRunId);
-  await hook('lock');
-  const facts = decideDecodedStart(decoded, hits, state);
-  if (facts.length === 0) throw new Error(`start ${c.startId} decided nothing for a new start`);
-  const barrier = await uow.appendStart(facts, state, hook);
-  await hook('beforeCommit');
-  return { outcome: 'created', barrier };
-};
+// The lifecycle protocol every backend shares: orchestration's commands (decided here) and
+// emmett's appendToStream (decided by the caller, re-checked here). A backend supplies a unit of
+// work bound to one open transaction; this module does no I/O of its own.
 
 export interface LifecycleUnitOfWork {
   /** Lock and load the Run head and the StepRuns this command touches. */

@@ -1,9 +1,9 @@
 import type Database from 'better-sqlite3';
-import type { StartOutcomeRow } from '../../projections/recovery';
+import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { RunRow, StepRunRow } from '../../projections/rows';
 import type { EventRow } from '../../projections/verifyRows';
-import type { StoredBarrier, VerifyProblem } from '../authority';
-import type { RecoveryView } from '../recovery';
+import type { StoredBarrier, VerifyProblem } from '../../application/authority';
+import type { RecoveryView } from '../../application/recoveryRules';
 import * as RSQL from './recoverySql';
 import * as SQL from './sql';
 

@@ -1,5 +1,5 @@
-import { canonicalJson, utf8Length, type RunStreamEvent, type StepRunState, type ToolExecutionStartCommand } from '../../domain';
-import { buildScenario, type Scenario, type ScenarioOptions } from '../../domain/scenario';
+import { canonicalJson, utf8Length, type RunStreamEvent, type StepRunState, type ToolExecutionStartCommand } from '../domain';
+import { buildScenario, type Scenario, type ScenarioOptions } from '../domain/scenario';
 import { foldEvents, historyOf } from './deciderSpec';
 
 export { buildScenario };

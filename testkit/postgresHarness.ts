@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Client, Pool, escapeIdentifier, escapeLiteral } from 'pg';
-import { openPostgresStartBarrier, type PostgresStartBarrier, type PostgresStartBarrierOptions } from '../../infrastructure/postgres';
-export { rejects } from '../support/rejects';
+import { openPostgresStartBarrier, type PostgresStartBarrier, type PostgresStartBarrierOptions } from '../infrastructure/postgres';
+export { rejects } from './rejects';
 
 // Every PostgreSQL spec runs against the real server on 127.0.0.1:5432 (trust auth), in a
 // database created for it and dropped after it. Never mocked, never skipped: an unreachable

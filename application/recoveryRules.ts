@@ -14,8 +14,8 @@ import {
   type StartOutcomeKind,
 } from '../domain';
 import { EpochMillis, Identity, decodeOrThrow, integer, strictObject } from '../domain/codecs';
-import { attemptValue, type RunRow, type StepRunRow } from '../projections/rows';
-import { decodeEventRow, inDoubtStartOf, verifyOutcomeRow, type StartOutcomeRow } from '../projections/recovery';
+import { attemptValue, replayValuesOf, type RunRow, type StepRunRow } from '../projections/rows';
+import { decodeEventRow, inDoubtStartOf, verifyOutcomeRow, type StartOutcomeRow } from '../projections/outcomeRows';
 import { decodeRunRow, decodeStepRunRow } from '../projections/runState';
 import type { EventRow } from '../projections/verifyRows';
 import type {
@@ -29,7 +29,7 @@ import type {
   VerifyProblem,
 } from './authority';
 
-// The recovery read models and operator resolutions (issue 5), written once over a small
+// The recovery read models and operator resolutions, written once over a small
 // per-backend view. A backend supplies reads inside one snapshot (SQLite: a deferred
 // transaction on its one connection; PostgreSQL: a REPEATABLE READ read-only transaction;
 // memory: the current tables), and this module owns every rule, so the backends cannot drift.
@@ -95,10 +95,7 @@ export const MAX_IN_DOUBT_LIMIT = 10_000;
 const InDoubtLimit = integer('InDoubtLimit', 1, MAX_IN_DOUBT_LIMIT);
 const InDoubtQueryCodec = strictObject('InDoubtQuery', {}, { projectId: Identity, runId: Identity, olderThanMs: EpochMillis, limit: InDoubtLimit });
 
-const identityValueOf = (b: StartBarrierRecord, identity: ReplayIdentity): string => {
-  const keys = replayKeysOfBarrier(b);
-  return identity === 'attempt' ? attemptValue(keys.attempt.runId, keys.attempt.stepRunId, keys.attempt.startedStepRunVersion) : keys[identity];
-};
+const identityValueOf = (b: StartBarrierRecord, identity: ReplayIdentity): string => replayValuesOf(replayKeysOfBarrier(b))[identity];
 
 /** The outcome fact of one start, verified against its event, or null while in doubt. */
 const outcomeOf = async (v: RecoveryView, startId: string): Promise<StartOutcome | null> => {

@@ -1,19 +1,23 @@
 import * as t from 'io-ts';
 import type { PoolClient } from 'pg';
-import { CorruptRecordError, START_OUTCOME_KINDS } from '../../domain';
+import { CorruptRecordError, START_OUTCOME_KINDS, type ReplayIdentity } from '../../domain';
 import { oneOf } from '../../domain/codecs';
-import type { StartOutcomeRow } from '../../projections/recovery';
-import type { RecoverableStartBarrierAuthority, RecoveryApi, VerifyProblem } from '../authority';
-import { createRecoveryApi, type RecoveryView } from '../recovery';
+import type { StartOutcomeRow } from '../../projections/outcomeRows';
+import type { RecoveryApi, VerifyProblem } from '../../application/authority';
+import { createRecoveryApi, type RecoveryView } from '../../application/recoveryRules';
 import { mapTimeout } from './errors';
+import { IDENTITY_STORAGE, identityStartIdsSql } from './identities';
 import { bind, named, type NamedSql, type Params } from './named';
 import { EventRowCodec, PgInt, RunRowCodec, StepRunRowCodec, decodeRow } from './rowCodecs';
-import { openPostgresStartBarrier, type PostgresStartBarrier, type PostgresStartBarrierOptions } from './store';
+import type { PostgresStartBarrier } from './postgresAuthority';
 
-// The PostgreSQL side of the recovery read models (issue 5). The outcome rows are written by
-// the projection trigger of pg-0031 in the transaction that appends the outcome event; this
+/** What the recovery view needs of its authority: the pool, its timeouts, its verified reads and lifecycle. */
+type RecoveryHost = Pick<PostgresStartBarrier, 'pool' | 'timeouts' | 'barriers' | 'runs'>;
+
+// The PostgreSQL side of the recovery read models. The outcome rows are written by the
+// projection trigger (a migration) in the transaction that appends the outcome event; this
 // module reads them in one REPEATABLE READ READ ONLY snapshot and hands them to the shared
-// rules of `infrastructure/recovery.ts`. Barriers are read through the authority's own
+// rules of `application/recoveryRules.ts`. Barriers are read through the authority's own
 // R5.3-verified `getByStartId` (they are immutable, so the read needs no shared snapshot).
 
 // ------------------------------------------------------------------ SQL (schema ql3, bound values only)
@@ -31,18 +35,10 @@ const IN_DOUBT = named(`SELECT b.start_id FROM ql3.tool_execution_start_barriers
   LIMIT :limit::bigint`);
 const ATTEMPT_START_IDS = named(`SELECT start_id FROM ql3.tool_execution_start_barriers
   WHERE run_id = :run_id AND step_run_id = :step_run_id ORDER BY started_step_run_version, start_id`);
-const byIndex = `SELECT start_id FROM ql3.start_replay_identities WHERE identity = :identity AND value = :key`;
-const byColumn = (column: string) => named(`${byIndex} UNION ALL SELECT start_id FROM ql3.tool_execution_start_barriers WHERE ${column} = :key`);
-const IDENTITY_START_IDS = {
-  startId: byColumn('start_id'),
-  mutationId: byColumn('mutation_id'),
-  runEventId: byColumn('run_event_id'),
-  traceId: byColumn('trace_id'),
-  auditEventId: byColumn('audit_event_id'),
-  auditReceiptId: byColumn('audit_receipt_id'),
-  attempt: named(`${byIndex} UNION ALL SELECT start_id FROM ql3.tool_execution_start_barriers
-    WHERE run_id = :run_id AND step_run_id = :step_run_id AND started_step_run_version = :version::bigint`),
-} as const;
+/** Each R4.1 identity, looked up in the replay index and in the barrier's own column(s). */
+const IDENTITY_START_IDS = Object.fromEntries(
+  Object.entries(IDENTITY_STORAGE).map(([identity, storage]) => [identity, named(identityStartIdsSql(storage))]),
+) as Record<ReplayIdentity, NamedSql>;
 const OUTCOME_ROWS = named('SELECT * FROM ql3.start_outcomes WHERE start_id = :start_id');
 const EVENT_BY_ID = named('SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ql3.events WHERE event_id = :event_id');
 const STEP_RUN = named('SELECT * FROM ql3.step_runs WHERE run_id = :run_id AND step_run_id = :step_run_id');
@@ -129,7 +125,7 @@ const rowsOf = async <A>(client: PoolClient, sql: NamedSql, params: Params, code
 
 // ------------------------------------------------------------------ the view
 
-const createPostgresRecoveryView = (authority: PostgresStartBarrier, client: PoolClient, nowMs: number): RecoveryView => {
+const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient, nowMs: number): RecoveryView => {
   const ids = async (sql: NamedSql, params: Params, where: string) => (await rowsOf(client, sql, params, StartIdRow, 'start barrier', where)).map((r) => r.start_id);
   return {
     nowMs: async () => nowMs,
@@ -186,7 +182,7 @@ const createPostgresRecoveryView = (authority: PostgresStartBarrier, client: Poo
 };
 
 /** Run `body` in one REPEATABLE READ READ ONLY transaction; timeouts become typed errors. */
-const snapshotOn = async <T>(authority: PostgresStartBarrier, body: (view: RecoveryView) => Promise<T>): Promise<T> => {
+const snapshotOn = async <T>(authority: RecoveryHost, body: (view: RecoveryView) => Promise<T>): Promise<T> => {
   const client = await authority.pool.connect();
   try {
     await client.query(BEGIN_SNAPSHOT);
@@ -203,16 +199,6 @@ const snapshotOn = async <T>(authority: PostgresStartBarrier, body: (view: Recov
   }
 };
 
-export type RecoverablePostgresStartBarrier = PostgresStartBarrier & RecoverableStartBarrierAuthority;
-
-/** The recovery surface over an open PostgreSQL authority (its schema must include pg-0031). */
-export const postgresRecoveryOf = (authority: PostgresStartBarrier): RecoveryApi =>
+/** The recovery surface over a PostgreSQL authority (its schema must include the outcome read model). */
+export const postgresRecoveryOf = (authority: RecoveryHost): RecoveryApi =>
   createRecoveryApi({ snapshot: (body) => snapshotOn(authority, body), handle: (command) => authority.runs.handle(command) });
-
-/** `openPostgresStartBarrier` plus `recovery`: what the CLI and the saga use on the cluster. */
-export const openRecoverablePostgresStartBarrier = async (options: PostgresStartBarrierOptions): Promise<RecoverablePostgresStartBarrier> => {
-  const authority = await openPostgresStartBarrier(options);
-  const recovery = postgresRecoveryOf(authority);
-  // The authority is a class instance: keep its methods bound to it, add `recovery` beside them.
-  return Object.assign(Object.create(authority) as PostgresStartBarrier, { recovery }) as RecoverablePostgresStartBarrier;
-};

@@ -1,0 +1,86 @@
+import {
+  CorruptRecordError,
+  buildStartFacts,
+  classifyReplay,
+  replayKeysOf,
+  type DecodedStartCommand,
+  type ReplayHits,
+  type ReplayKeys,
+  type RunState,
+} from '../domain';
+import type { StartStepHook, StoredBarrier } from './authority';
+import { START_WRITE_STEPS, planStartWrite, type StartWrite, type StartWriteStep } from './startWrite';
+
+// The start transaction every backend shares (R3.1 .. R3.8). A backend supplies a unit of work
+// bound to one open transaction; this module fixes what happens in which order: the replay is
+// classified once, a new start is decided and planned once (startWrite.ts), and the
+// fault-injection hook fires from here only. It never calls an adapter and does no I/O of its
+// own (R6.2).
+
+export interface StartUnitOfWork {
+  /** R3.1: every identity of R4.1, through the unique replay index (constant cost, R6.4). */
+  lookupReplay(keys: ReplayKeys): Promise<ReplayHits>;
+  /** R3.2: lock the Run head and the StepRun row, and return them as a (partial) Run state. */
+  lockForStart(runId: string, stepRunId: string): Promise<RunState>;
+  /** The database clock of this transaction (R3.10), read once. */
+  clockMs(): Promise<number>;
+  /**
+   * Execute these steps of the plan, in order. A compare-and-set that matches no row must throw
+   * (CompareAndSetLostError); a unique index that refuses a row throws the driver's error.
+   */
+  writeStart(plan: StartWrite, steps: readonly StartWriteStep[]): Promise<void>;
+  /**
+   * true: the backend writes the whole plan at once (one PostgreSQL statement), and the hook
+   * then fires for each step after it; false: one step at a time, the hook between them.
+   */
+  readonly writesAtOnce: boolean;
+  /** A verified read of a barrier and its facts (R5.3), for `existing`. */
+  readBarrier(startId: string): Promise<StoredBarrier | null>;
+}
+
+export type StartTransactionResult = { outcome: 'created' | 'existing'; barrier: StoredBarrier };
+
+const noHook: StartStepHook = () => undefined;
+
+/**
+ * R3.1 and R4.2: what the replay index's hits mean for this command. null: a new start. An
+ * exact replay returns the stored barrier; drift throws the typed conflict (classifyReplay).
+ */
+export const existingBarrierOf = async (uow: Pick<StartUnitOfWork, 'readBarrier'>, decoded: DecodedStartCommand, hits: ReplayHits): Promise<StoredBarrier | null> => {
+  if (classifyReplay(decoded, hits).kind === 'new') return null;
+  const barrier = await uow.readBarrier(decoded.command.startId);
+  // The index said "this exact start exists"; the barrier must then be readable, or the
+  // store is damaged: fail closed with the typed error (R5.3), never a raw one.
+  if (barrier === null) throw new CorruptRecordError('replay index', decoded.command.startId, 'the index names this start but its barrier is missing');
+  return barrier;
+};
+
+/** The body of one start transaction. The caller opens, commits or rolls back around it. */
+export const runStartTransaction = async (
+  uow: StartUnitOfWork,
+  decoded: DecodedStartCommand,
+  hook: StartStepHook = noHook,
+): Promise<StartTransactionResult> => {
+  const c = decoded.command;
+  const hits = await uow.lookupReplay(replayKeysOf(c));
+  await hook('lookup');
+  // R3.1 first: the replay is classified once, by the index alone. A replay writes nothing, so
+  // it takes no lock: the barrier it returns is immutable (R6.4), and locking the Run and
+  // StepRun would only make a read a writing transaction.
+  const existing = await existingBarrierOf(uow, decoded, hits);
+  if (existing !== null) return { outcome: 'existing', barrier: existing };
+  const state = await uow.lockForStart(c.stepRun.runId, c.stepRun.stepRunId);
+  await hook('lock');
+  const plan = planStartWrite(buildStartFacts(decoded, state), state, await uow.clockMs());
+  if (uow.writesAtOnce) {
+    await uow.writeStart(plan, START_WRITE_STEPS);
+    for (const step of START_WRITE_STEPS) await hook(step);
+  } else {
+    for (const step of START_WRITE_STEPS) {
+      await uow.writeStart(plan, [step]);
+      await hook(step);
+    }
+  }
+  await hook('beforeCommit');
+  return { outcome: 'created', barrier: plan.result };
+};

@@ -1,0 +1,67 @@
+import { streamNameOf, type RunState, type StartFacts } from '../domain';
+import { naturalEventIdOf, startEventJsonOf, startRowsOf, stepRunRowOf, type StartRows, type StepRunRow } from '../projections/rows';
+import type { StoredBarrier } from './authority';
+
+// The write plan of one start: every row, every event row (with its stream position and id)
+// and every compare-and-set expectation, derived once from the decided facts and the locked
+// state. The backends only execute it, step by step, so the content and the order of R3.3 ..
+// R3.7 live here and nowhere else.
+
+/** R3.3 .. R3.7, in the order they are written; the fault-injection hook fires after each. */
+export const START_WRITE_STEPS = ['evidence', 'stepRunCas', 'runCas', 'runEvent', 'barrier'] as const;
+export type StartWriteStep = (typeof START_WRITE_STEPS)[number];
+
+/** One row of the event log, with its stream position and its deterministic id. */
+export interface StartEventRow {
+  readonly position: number;
+  readonly eventId: string;
+  readonly type: string;
+  /** Canonical JSON of the event's data (computed once, shared with the fact rows). */
+  readonly dataJson: string;
+}
+
+export interface StartWrite {
+  readonly startId: string;
+  readonly streamId: string;
+  readonly runId: string;
+  readonly stepRunId: string;
+  /** The database clock of this transaction (R3.10): every row carries it. */
+  readonly committedAtMs: number;
+  readonly rows: StartRows;
+  /** The events each step appends: three evidence facts, the RunEvent, the barrier event. */
+  readonly events: { readonly evidence: readonly StartEventRow[]; readonly runEvent: readonly StartEventRow[]; readonly barrier: readonly StartEventRow[] };
+  /** R3.4: the StepRun row moves from exactly this version, status and digest to `next`. */
+  readonly stepRunCas: { readonly expected: { readonly version: number; readonly status: string; readonly digest: string }; readonly next: StepRunRow };
+  /** R3.5: the Run and its stream head move from `expected` to `next` (the event sequence). */
+  readonly runCas: { readonly expected: number; readonly next: number };
+  /** What `prepare` returns once the plan has committed. */
+  readonly result: StoredBarrier;
+}
+
+/** Builds the plan of a new start from its five facts and the Run state they were decided on. */
+export const planStartWrite = (facts: StartFacts, before: RunState, committedAtMs: number): StartWrite => {
+  const [, , , started, committed] = facts;
+  const head = before.run;
+  const from = before.stepRuns[started.data.stepRunId];
+  if (head === null || from === undefined) throw new Error(`start ${started.data.startId}: a write plan needs the locked Run and StepRun`);
+  const rows = startRowsOf(facts, committedAtMs);
+  const json = startEventJsonOf(rows); // each fact canonicalised once, in startRowsOf
+  const events = facts.map(
+    (event, i): StartEventRow => ({ position: head.version + i + 1, eventId: naturalEventIdOf(event)!, type: event.type, dataJson: json[i]! }),
+  );
+  return {
+    startId: started.data.startId,
+    streamId: streamNameOf(head.runId),
+    runId: started.data.runId,
+    stepRunId: started.data.stepRunId,
+    committedAtMs,
+    rows,
+    events: { evidence: events.slice(0, 3), runEvent: events.slice(3, 4), barrier: events.slice(4, 5) },
+    stepRunCas: {
+      expected: { version: from.version, status: from.status, digest: started.data.fromStepRunDigest },
+      next: stepRunRowOf({ ...from, status: 'running', version: started.data.stepRunVersion, lastStartId: started.data.startId }),
+    },
+    runCas: { expected: head.version, next: head.version + facts.length },
+    result: { record: committed.data.barrier, barrierDigest: committed.data.barrierDigest, committedAtMs },
+  };
+};

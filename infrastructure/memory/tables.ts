@@ -1,0 +1,52 @@
+import type { StartOutcomeRow } from '../../projections/outcomeRows';
+import type { AuditEventRow, AuditReceiptRow, BarrierRow, MutationRow, ReplayIdentityRow, RunRow, StepRunRow, TraceAnchorRow } from '../../projections/rows';
+import type { EventRow } from '../../projections/verifyRows';
+
+// The in-memory tables: the same rows as the SQL tables, keyed as their unique indexes are.
+
+export interface Tables {
+  streams: Map<string, number>;
+  events: EventRow[];
+  eventIds: Set<string>;
+  runs: Map<string, RunRow>;
+  stepRuns: Map<string, StepRunRow>;
+  audit: Map<string, AuditEventRow>;
+  trace: Map<string, TraceAnchorRow>;
+  receipts: Map<string, AuditReceiptRow>;
+  mutations: Map<string, MutationRow>;
+  barriers: Map<string, BarrierRow>;
+  identities: Map<string, ReplayIdentityRow>;
+  /** Recovery read model: outcome rows by start id. */
+  outcomes: Map<string, StartOutcomeRow>;
+}
+
+export const emptyTables = (): Tables => ({
+  streams: new Map(),
+  events: [],
+  eventIds: new Set(),
+  runs: new Map(),
+  stepRuns: new Map(),
+  audit: new Map(),
+  trace: new Map(),
+  receipts: new Map(),
+  mutations: new Map(),
+  barriers: new Map(),
+  identities: new Map(),
+  outcomes: new Map(),
+});
+
+export const copyTables = (t: Tables): Tables => ({
+  streams: new Map(t.streams),
+  events: [...t.events],
+  eventIds: new Set(t.eventIds),
+  runs: new Map(t.runs),
+  stepRuns: new Map(t.stepRuns),
+  audit: new Map(t.audit),
+  trace: new Map(t.trace),
+  receipts: new Map(t.receipts),
+  mutations: new Map(t.mutations),
+  barriers: new Map(t.barriers),
+  identities: new Map(t.identities),
+  outcomes: new Map(t.outcomes),
+});
+

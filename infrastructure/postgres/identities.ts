@@ -1,0 +1,75 @@
+import type { ReplayIdentity } from '../../domain';
+import { identityOfEventId } from '../../projections/rows';
+
+// Where PostgreSQL keeps each R4.1 identity: the barrier's own column for it, and every unique
+// constraint that refuses a second use of its value. The replay lookup, the barrier read's
+// probes, the recovery lookup and the unique-violation mapping are all derived from this one
+// table; a new identity is one entry here plus the migration that adds its column and index.
+
+export type IdentityStorage =
+  /** A value the barrier mirrors in one column. */
+  | { readonly column: string; readonly constraints: readonly string[] }
+  /** The attempt (run, StepRun, started version): three barrier columns, one key in the index. */
+  | { readonly attempt: readonly ['run_id', 'step_run_id', 'started_step_run_version']; readonly constraints: readonly string[] };
+
+export type IdentityTable = Readonly<Record<string, IdentityStorage>>;
+
+export const IDENTITY_STORAGE: Readonly<Record<ReplayIdentity, IdentityStorage>> = {
+  startId: { column: 'start_id', constraints: ['tool_execution_start_barriers_pkey'] },
+  mutationId: { column: 'mutation_id', constraints: ['step_run_mutations_pkey', 'tool_execution_start_barriers_mutation_id_key'] },
+  runEventId: { column: 'run_event_id', constraints: ['step_run_mutations_run_event_id_key', 'tool_execution_start_barriers_run_event_id_key'] },
+  traceId: { column: 'trace_id', constraints: ['trace_anchors_pkey', 'audit_receipts_trace_id_key', 'tool_execution_start_barriers_trace_id_key'] },
+  auditEventId: {
+    column: 'audit_event_id',
+    constraints: ['security_audit_events_pkey', 'audit_receipts_audit_event_id_key', 'tool_execution_start_barriers_audit_event_id_key'],
+  },
+  auditReceiptId: { column: 'audit_receipt_id', constraints: ['audit_receipts_pkey', 'tool_execution_start_barriers_audit_receipt_id_key'] },
+  attempt: { attempt: ['run_id', 'step_run_id', 'started_step_run_version'], constraints: ['tool_execution_start_barriers_attempt_key'] },
+};
+
+/** The bound parameter that carries an identity's value: `auditEventId` -> `:audit_event_id`. */
+export const paramOf = (identity: string): string => identity.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
+
+/** R3.1: one equality probe of the unique replay index per identity, in one statement. */
+export const lookupReplaySql = (table: IdentityTable = IDENTITY_STORAGE): string => `SELECT i.identity, i.value, i.start_id, i.command_digest
+  FROM (VALUES ${Object.keys(table).map((identity) => `('${identity}', :${paramOf(identity)})`).join(', ')}) AS k (identity, value)
+  JOIN ql3.start_replay_identities i ON i.identity = k.identity AND i.value = k.value`;
+
+/** The barrier read's probes: each identity value of barrier `b` (the attempt's from the index). */
+export const barrierProbesSql = (table: IdentityTable = IDENTITY_STORAGE): string =>
+  Object.entries(table)
+    .map(([identity, s]) =>
+      'column' in s
+        ? `SELECT '${identity}', b.${s.column} FROM b`
+        : `SELECT '${identity}', a.value FROM ql3.start_replay_identities a WHERE a.start_id = :start_id AND a.identity = '${identity}'`,
+    )
+    .join(' UNION ALL\n    ');
+
+/** Recovery's lookup of one identity: in the replay index and in the barrier's own column(s). */
+export const identityStartIdsSql = (storage: IdentityStorage): string => {
+  const byIndex = `SELECT start_id FROM ql3.start_replay_identities WHERE identity = :identity AND value = :key`;
+  const where = 'column' in storage ? `${storage.column} = :key` : 'run_id = :run_id AND step_run_id = :step_run_id AND started_step_run_version = :version::bigint';
+  return `${byIndex} UNION ALL SELECT start_id FROM ql3.tool_execution_start_barriers WHERE ${where}`;
+};
+
+const EVENT_ID_DETAIL = /\(event_id\)=\(([^)]*)\)/;
+const INDEX_DETAIL = /\(identity, value\)=\(([A-Za-z]+),/;
+
+/**
+ * The identity a unique violation names: an event id carries its identity as a prefix (rows.ts),
+ * the replay index names it in the key, any other constraint is found in the table. undefined:
+ * not an identity (a stream position taken under us).
+ */
+export const identityOfViolation = (
+  violation: { readonly constraint?: string | undefined; readonly detail?: string | undefined },
+  table: IdentityTable = IDENTITY_STORAGE,
+): string | undefined => {
+  const constraint = violation.constraint ?? '';
+  if (constraint === 'events_event_id_key') return identityOfEventId(EVENT_ID_DETAIL.exec(violation.detail ?? '')?.[1] ?? '');
+  if (constraint === 'start_replay_identities_key') {
+    const identity = INDEX_DETAIL.exec(violation.detail ?? '')?.[1];
+    if (identity !== undefined && identity in table) return identity;
+  }
+  return Object.entries(table).find(([, s]) => s.constraints.includes(constraint))?.[0];
+};
+

@@ -1,0 +1,190 @@
+import { Pool } from 'pg';
+import { decodeStartCommand } from '../../domain';
+import { stepRunRowOf } from '../../projections/rows';
+import type {
+  AppendOutcome,
+  PrepareResult,
+  RecoverableStartBarrierAuthority,
+  RecoveryApi,
+  StartStepHook,
+  StepRunView,
+  StoredBarrier,
+  StoredEvent,
+} from '../../application/authority';
+import { decodeLifecycle, runLifecycleTransaction } from '../../application/lifecycleProtocol';
+import { runStartTransaction } from '../../application/startProtocol';
+import { isUniqueViolation } from './errors';
+import { lifecycleUnitOfWork } from './lifecycleWrite';
+import { assertSchemaCurrent, migratePostgres } from './migrate';
+import { postgresRecoveryOf } from './postgresRecoveryView';
+import { loadRunState, readBarrier, readBarrierOfAttempt, readStream } from './reads';
+import * as SQL from './sql';
+import { resolveUniqueViolation, startUnitOfWork, type PostgresWriteMode } from './startWrite';
+import type { Queryable } from './query';
+import { PostgresTransactions, type PostgresTimeouts, type Tx } from './transactions';
+
+// The cluster authority (R5.2): options, the opener, and the public surface over the start
+// (startWrite.ts), the lifecycle (lifecycleWrite.ts), the reads (reads.ts), the transactions
+// and the Run turn (transactions.ts) and the recovery view (postgresRecoveryView.ts).
+
+export type { PostgresTimeouts } from './transactions';
+export type { PostgresWriteMode } from './startWrite';
+
+export const DEFAULT_TIMEOUTS: PostgresTimeouts = { statementMs: 5000, lockMs: 2000, idleInTransactionMs: 10_000 };
+export const DEFAULT_MAX_RETRIES = 3;
+
+interface CommonOptions {
+  /** The ADR fixes schema `ql3` (R5.2); the migrations are written for it. */
+  readonly schema?: string;
+  readonly timeouts?: Partial<PostgresTimeouts>;
+  /** Retries of a whole transaction after 40001/40P01, at most (default 3, R5.2). */
+  readonly maxRetries?: number;
+  /** Apply pending migrations on open (default true). `false` only checks the schema is current. */
+  readonly migrate?: boolean;
+  readonly writeMode?: PostgresWriteMode;
+  /** Fault injection inside the start transaction (specs only). */
+  readonly hooks?: { readonly onStartStep?: StartStepHook };
+}
+
+export type PostgresStartBarrierOptions = CommonOptions &
+  ({ readonly connectionString: string; readonly pool?: undefined } | { readonly pool: Pool; readonly connectionString?: undefined });
+
+export interface PostgresStartBarrier extends RecoverableStartBarrierAuthority {
+  readonly backend: 'postgres';
+  /** The pool every transaction runs on. Exposed for inspection tools and specs. */
+  readonly pool: Pool;
+  readonly timeouts: PostgresTimeouts;
+  readonly writeMode: PostgresWriteMode;
+}
+
+/** The same authority: every PostgreSQL authority offers recovery (kept as a name for callers). */
+export type RecoverablePostgresStartBarrier = PostgresStartBarrier;
+
+const validTimeout = (name: string, ms: number): number => {
+  if (!Number.isSafeInteger(ms) || ms < 1 || ms > 3_600_000) throw new RangeError(`timeouts.${name} must be an integer in 1..3600000 ms, got ${ms}`);
+  return ms;
+};
+
+export const openPostgresStartBarrier = async (options: PostgresStartBarrierOptions): Promise<PostgresStartBarrier> => {
+  if (options.schema !== undefined && options.schema !== SQL.SCHEMA) {
+    throw new RangeError(`schema must be "${SQL.SCHEMA}" (ADR-0158 R5.2: the migrations and the role grants are written for it), got "${options.schema}"`);
+  }
+  const timeouts: PostgresTimeouts = {
+    statementMs: validTimeout('statementMs', options.timeouts?.statementMs ?? DEFAULT_TIMEOUTS.statementMs),
+    lockMs: validTimeout('lockMs', options.timeouts?.lockMs ?? DEFAULT_TIMEOUTS.lockMs),
+    idleInTransactionMs: validTimeout('idleInTransactionMs', options.timeouts?.idleInTransactionMs ?? DEFAULT_TIMEOUTS.idleInTransactionMs),
+  };
+  const maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
+  if (!Number.isSafeInteger(maxRetries) || maxRetries < 0 || maxRetries > 3) {
+    throw new RangeError(`maxRetries must be 0..3 (R5.2: at most three retries), got ${maxRetries}`);
+  }
+  const owned = options.pool === undefined;
+  // Our own pool also bounds the reads that run outside a transaction, at session level.
+  const pool =
+    options.pool ??
+    new Pool({
+      connectionString: options.connectionString,
+      statement_timeout: timeouts.statementMs,
+      lock_timeout: timeouts.lockMs,
+      idle_in_transaction_session_timeout: timeouts.idleInTransactionMs,
+    });
+  // An idle connection the server closes (restart, failover, pg_terminate_backend) is dropped
+  // by the pool; without a listener its 'error' event would crash the process.
+  if (owned) pool.on('error', () => undefined);
+  try {
+    const client = await pool.connect();
+    try {
+      if (options.migrate ?? true) await migratePostgres(client);
+      else await assertSchemaCurrent(client);
+    } finally {
+      client.release();
+    }
+  } catch (e) {
+    if (owned) await pool.end();
+    throw e;
+  }
+  return new PostgresAuthority(pool, owned, timeouts, maxRetries, options.writeMode ?? 'batched', options.hooks?.onStartStep);
+};
+
+class PostgresAuthority implements PostgresStartBarrier {
+  readonly backend = 'postgres' as const;
+  private closed = false;
+  private readonly tx: PostgresTransactions;
+
+  constructor(
+    readonly pool: Pool,
+    private readonly ownsPool: boolean,
+    readonly timeouts: PostgresTimeouts,
+    maxRetries: number,
+    readonly writeMode: PostgresWriteMode,
+    private readonly hook: StartStepHook | undefined,
+  ) {
+    this.tx = new PostgresTransactions(pool, timeouts, maxRetries);
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new Error('the PostgreSQL start barrier authority is closed');
+  }
+
+  private transaction<T>(runId: string, body: (tx: Tx) => Promise<T>): Promise<T> {
+    this.assertOpen();
+    return this.tx.transaction(runId, body);
+  }
+
+  private read<T>(body: (q: Queryable) => Promise<T>): Promise<T> {
+    this.assertOpen();
+    return this.tx.read(body);
+  }
+
+  readonly barriers = {
+    prepare: async (command: unknown): Promise<PrepareResult> => {
+      this.assertOpen();
+      const decoded = decodeStartCommand(command); // bad input: typed error, no transaction opened
+      const runId = decoded.command.stepRun.runId;
+      try {
+        return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, this.writeMode), decoded, this.hook));
+      } catch (e) {
+        if (!isUniqueViolation(e)) throw e;
+        return this.transaction(runId, (tx) => resolveUniqueViolation(tx, decoded, e));
+      }
+    },
+    getByStartId: (startId: string): Promise<StoredBarrier | null> => this.read((q) => readBarrier(q, startId)),
+    getByStepRunAttempt: (runId: string, stepRunId: string, startedStepRunVersion: number): Promise<StoredBarrier | null> =>
+      this.read((q) => readBarrierOfAttempt(q, runId, stepRunId, startedStepRunVersion)),
+  };
+
+  readonly runs = {
+    handle: async (command: unknown): Promise<AppendOutcome> => {
+      this.assertOpen();
+      const decoded = decodeLifecycle(command);
+      let events: StoredEvent[] = [];
+      const attempt = () =>
+        this.transaction(decoded.data.runId, (tx) => {
+          events = [];
+          return runLifecycleTransaction(lifecycleUnitOfWork(tx, events), decoded);
+        });
+      // A concurrent creator won (CreateRun, CreateStepRun): re-decide on fresh state, which
+      // turns the race into the typed precondition the decider raises (run_exists, ...).
+      const decision = await attempt().catch((e: unknown) => {
+        if (!isUniqueViolation(e)) throw e;
+        return attempt();
+      });
+      return { runVersion: decision.after.run!.version, events };
+    },
+    getStepRun: (runId: string, stepRunId: string): Promise<StepRunView | null> =>
+      this.read(async (q) => {
+        const s = (await loadRunState(q, runId, stepRunId, false)).stepRuns[stepRunId];
+        return s === undefined ? null : { ...s, digest: stepRunRowOf(s).digest };
+      }),
+    readStream: (runId: string): Promise<readonly StoredEvent[]> => this.read((q) => readStream(q, runId)),
+  };
+
+  /** Recovery read models and operator resolutions, in REPEATABLE READ snapshots. */
+  readonly recovery: RecoveryApi = postgresRecoveryOf(this);
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.ownsPool) await this.pool.end();
+  }
+}

@@ -1,0 +1,120 @@
+import { CorruptRecordError, noReplayHits, streamNameOf, type ReplayHit, type ReplayHits, type ReplayIdentity, type ReplayKeys, type RunState } from '../../domain';
+import { attemptValue, replayValuesOf } from '../../projections/rows';
+import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
+import { storedEventOf, verifyStartRows } from '../../projections/verifyRows';
+import type { StoredBarrier, StoredEvent } from '../../application/authority';
+import { paramOf } from './identities';
+import { run, type Queryable } from './query';
+import {
+  AuditEventRowCodec,
+  AuditReceiptRowCodec,
+  BarrierRowCodec,
+  EventRowCodec,
+  IdentityProbeRowCodec,
+  MutationRowCodec,
+  PgInt,
+  ReplayIdentityRowCodec,
+  RunRowCodec,
+  StepRunRowCodec,
+  TraceAnchorRowCodec,
+  atMostOne,
+  decodeRow,
+  decodeRows,
+} from './rowCodecs';
+import * as SQL from './sql';
+
+// The PostgreSQL reads: each one statement, each row decoded with io-ts and re-verified (R5.3).
+// Used inside a start or lifecycle transaction (on its connection) and outside one (the pool).
+
+/** The Run head, its stream head and one StepRun; `lock` takes them FOR UPDATE (R3.2). */
+export const loadRunState = async (q: Queryable, runId: string, stepRunId: string | undefined, lock: boolean): Promise<RunState> => {
+  const [row] = await run<{ run: unknown; stream_version: unknown; step_run: unknown }>(q, lock ? SQL.LOCK_RUN_STATE : SQL.READ_RUN_STATE, {
+    run_id: runId,
+    stream_id: streamNameOf(runId),
+    step_run_id: stepRunId ?? null,
+  });
+  if (row === undefined || row.run === null) {
+    if (row !== undefined && (row.stream_version !== null || row.step_run !== null)) {
+      throw new CorruptRecordError('run', runId, 'the stream or a StepRun exists but the run head is missing');
+    }
+    return runStateOf(null, []);
+  }
+  const head = decodeRunRow(
+    decodeRow(RunRowCodec, row.run, 'run', runId),
+    row.stream_version === null ? null : decodeRow(PgInt, row.stream_version, 'stream', streamNameOf(runId)),
+  );
+  const stepRuns = row.step_run === null ? [] : [decodeStepRunRow(decodeRow(StepRunRowCodec, row.step_run, 'step run', `${runId}/${stepRunId}`))];
+  return runStateOf(head, stepRuns);
+};
+
+/** R3.1: every identity of the command through the unique replay index, one statement. */
+export const lookupReplay = async (q: Queryable, keys: ReplayKeys): Promise<ReplayHits> => {
+  const values = replayValuesOf(keys);
+  const rows = await run(q, SQL.LOOKUP_REPLAY, Object.fromEntries(Object.entries(values).map(([identity, value]) => [paramOf(identity), value])));
+  const hits = noReplayHits() as Record<ReplayIdentity, ReplayHit[]>;
+  for (const raw of rows) {
+    const r = decodeRow(ReplayIdentityRowCodec, raw, 'replay index', keys.startId);
+    hits[r.identity] = [...hits[r.identity], { startId: r.start_id, commandDigest: r.command_digest }];
+  }
+  return hits;
+};
+
+/** R5.3: one statement fetches every row a barrier binds; verifyStartRows re-derives them all. */
+export const readBarrier = async (q: Queryable, startId: string): Promise<StoredBarrier | null> => {
+  const [row] = await run<Record<string, unknown>>(q, SQL.READ_BARRIER, { start_id: startId });
+  if (row === undefined) return null;
+  const kind = 'start barrier';
+  const barrier = atMostOne(decodeRows(BarrierRowCodec, row.barriers, kind, startId), kind, startId);
+  const probes = decodeRows(IdentityProbeRowCodec, row.identities, 'replay index', startId);
+  if (barrier === undefined) {
+    // No barrier under this id is an answer only if nothing else claims the start exists.
+    if (probes.length > 0) throw new CorruptRecordError(kind, startId, 'the replay index names this start but its barrier row is missing');
+    return null;
+  }
+  const identities = [...new Map(probes.map(({ row_id, ...r }) => [row_id, r])).values()];
+  return verifyStartRows({
+    barrier,
+    audit: atMostOne(decodeRows(AuditEventRowCodec, row.audits, 'security audit event', startId), 'security audit event', startId),
+    trace: atMostOne(decodeRows(TraceAnchorRowCodec, row.traces, 'trace anchor', startId), 'trace anchor', startId),
+    receipt: atMostOne(decodeRows(AuditReceiptRowCodec, row.receipts, 'audit receipt', startId), 'audit receipt', startId),
+    mutation: atMostOne(decodeRows(MutationRowCodec, row.mutations, 'step run mutation', startId), 'step run mutation', startId),
+    events: decodeRows(EventRowCodec, row.events, 'event', startId),
+    identities,
+  });
+};
+
+/** R5.4 lookup by attempt: the replay index and the barrier's own unique key must agree. */
+export const readBarrierOfAttempt = async (q: Queryable, runId: string, stepRunId: string, startedStepRunVersion: number): Promise<StoredBarrier | null> => {
+  if (!Number.isSafeInteger(startedStepRunVersion) || startedStepRunVersion < 1) return null;
+  const value = attemptValue(runId, stepRunId, startedStepRunVersion);
+  const rows = await run<{ source: string; start_id: string }>(q, SQL.FIND_ATTEMPT, {
+    attempt: value,
+    run_id: runId,
+    step_run_id: stepRunId,
+    started_step_run_version: startedStepRunVersion,
+  });
+  const indexed = rows.filter((r) => r.source === 'index').map((r) => r.start_id);
+  const barriers = rows.filter((r) => r.source === 'barrier').map((r) => r.start_id);
+  if (indexed.length > 1) throw new CorruptRecordError('replay index', value, `attempt is bound to ${indexed.length} barriers`);
+  if (barriers.length > 1) throw new CorruptRecordError('start barrier', value, `${barriers.length} barriers claim this attempt`);
+  if (indexed.length === 0 && barriers.length === 0) return null;
+  if (indexed[0] !== barriers[0]) {
+    throw new CorruptRecordError('replay index', value, `the index names start ${indexed[0] ?? '(none)'} but the barrier table names ${barriers[0] ?? '(none)'}`);
+  }
+  const found = await readBarrier(q, indexed[0]!);
+  if (found === null) throw new CorruptRecordError('replay index', value, `attempt names start ${indexed[0]!}, which has no barrier`);
+  return found;
+};
+
+/** Every event of `run-<runId>`, decoded, in order, and matching the stream head. */
+export const readStream = async (q: Queryable, runId: string): Promise<readonly StoredEvent[]> => {
+  const stream = streamNameOf(runId);
+  const [row] = await run<{ stream_version: unknown; events: unknown }>(q, SQL.READ_STREAM, { stream_id: stream });
+  const rows = decodeRows(EventRowCodec, row?.events ?? null, 'event', stream);
+  const version = row?.stream_version === null || row?.stream_version === undefined ? 0 : decodeRow(PgInt, row.stream_version, 'stream', stream);
+  if (version !== rows.length) throw new CorruptRecordError('stream', stream, `stream head is at version ${version} but it holds ${rows.length} events`);
+  return rows.map((r, i) => {
+    if (r.stream_position !== i + 1) throw new CorruptRecordError('stream', stream, `expected position ${i + 1}, found ${r.stream_position}`);
+    return storedEventOf(r);
+  });
+};

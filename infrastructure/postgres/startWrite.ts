@@ -1,0 +1,69 @@
+import { CompareAndSetLostError, SemanticConflictError, replayKeysOf, type DecodedStartCommand, type ReplayIdentity } from '../../domain';
+import { replayValuesOf } from '../../projections/rows';
+import { existingBarrierOf, type StartTransactionResult, type StartUnitOfWork } from '../../application/startProtocol';
+import type { StartWrite, StartWriteStep } from '../../application/startWrite';
+import { SQLSTATE } from './errors';
+import { identityOfViolation } from './identities';
+import { run, type Queryable } from './query';
+import { loadRunState, lookupReplay, readBarrier } from './reads';
+import * as SQL from './sql';
+import type { Tx } from './transactions';
+
+// The start on PostgreSQL: the shared protocol's unit of work over one transaction, the write
+// plan executed as one statement (batched) or one per step (stepwise), and the answer to a
+// unique violation raised by a racer that committed the same identity first.
+
+/**
+ * `stepwise` runs R3.3 .. R3.7 as five statements with the fault-injection hook between them;
+ * `batched` (default) runs them as one statement (one round trip) and calls the hook for each
+ * step after it. Both write the same rows through the same SQL fragments (sql.ts).
+ */
+export type PostgresWriteMode = 'batched' | 'stepwise';
+
+/** Every CTE reports its row count; a compare-and-set that matched nothing aborts (R5.2). */
+const checkCounts = (plan: StartWrite, rows: readonly Record<string, unknown>[]): void => {
+  for (const [name, value] of Object.entries(rows[0] ?? {})) {
+    const expected = SQL.expectedCountOf(plan, name);
+    if (value === expected) continue;
+    if (name.endsWith('_cas')) throw new CompareAndSetLostError(name, `it matched ${String(value)} rows while starting ${plan.startId}: the locked state moved`);
+    throw new Error(`start ${plan.startId}: step ${name} wrote ${String(value)} rows, expected ${String(expected)}`);
+  }
+};
+
+const writeStart = async (q: Queryable, plan: StartWrite, steps: readonly StartWriteStep[]): Promise<void> => {
+  const sql = steps.length === 1 ? SQL.START_STEP_STATEMENTS[steps[0]!] : SQL.START_BATCHED_STATEMENT;
+  if (steps.length !== 1 && steps.length !== Object.keys(SQL.START_STEP_STATEMENTS).length) throw new Error(`a start writes one step or all of them, not ${steps.join(', ')}`);
+  checkCounts(plan, await run(q, sql, SQL.startParams(plan, steps)));
+};
+
+export const startUnitOfWork = (tx: Tx, mode: PostgresWriteMode): StartUnitOfWork => ({
+  lookupReplay: (keys) => lookupReplay(tx.client, keys),
+  lockForStart: (runId, stepRunId) => loadRunState(tx.client, runId, stepRunId, true),
+  readBarrier: (startId) => readBarrier(tx.client, startId),
+  clockMs: async () => tx.nowMs,
+  writesAtOnce: mode === 'batched',
+  writeStart: (plan, steps) => writeStart(tx.client, plan, steps),
+});
+
+/**
+ * A unique index refused a value: another transaction committed it after our lookup. Look
+ * again in a fresh transaction: an exact replay is `existing`, anything else a typed conflict
+ * (R4.2, R4.3), never a version conflict and never the raw 23505.
+ */
+export const resolveUniqueViolation = async (
+  tx: Tx,
+  decoded: DecodedStartCommand,
+  violation: { readonly constraint?: string | undefined; readonly detail?: string | undefined },
+): Promise<StartTransactionResult> => {
+  const c = decoded.command;
+  const keys = replayKeysOf(c);
+  const existing = await existingBarrierOf({ readBarrier: (id) => readBarrier(tx.client, id) }, decoded, await lookupReplay(tx.client, keys));
+  if (existing !== null) return { outcome: 'existing', barrier: existing };
+  const identity = identityOfViolation(violation) as ReplayIdentity | undefined;
+  if (identity === undefined) {
+    // not an identity of R4.1: a stream position taken under us is a lost compare-and-set
+    throw new CompareAndSetLostError(`stream of Run ${c.stepRun.runId}`, `${SQLSTATE.uniqueViolation}: ${violation.constraint ?? 'unique index'} while starting ${c.startId}`);
+  }
+  const value = replayValuesOf(keys)[identity];
+  throw new SemanticConflictError(identity, value, undefined, `${identity} ${value} is already used by another record (${violation.constraint ?? 'unique index'}) (R4.3)`);
+};

@@ -1,0 +1,89 @@
+import {
+  assertExpectedVersionMatchesCurrent,
+  type AppendToStreamOptions,
+  type AppendToStreamResultWithGlobalPosition,
+  type EventStore,
+  type EventStoreSession,
+  type EventStoreSessionFactory,
+  type ReadEvent,
+  type ReadEventMetadataWithGlobalPosition,
+  type ReadStreamOptions,
+  type ReadStreamResult,
+} from '@event-driven-io/emmett';
+import { ValidationError, type RunStreamEvent } from '../../domain';
+import { storedEventOf, type EventRow } from '../../projections/verifyRows';
+import type { StoredEvent } from '../../application/authority';
+import { runAppendTransaction } from '../../application/lifecycleProtocol';
+import type { Statements } from './statements';
+import { lifecycleUnitOfWork } from './writes';
+
+// The Run streams as emmett's `EventStore`, with a transactional session (`withSession`), so
+// emmett's `CommandHandler` can drive orchestration's lifecycle in one `BEGIN IMMEDIATE`.
+
+/** emmett's event store over the Run streams, with a transactional session (`withSession`). */
+export type RunEventStore = EventStore<ReadEventMetadataWithGlobalPosition> & EventStoreSessionFactory<EventStore<ReadEventMetadataWithGlobalPosition>>;
+
+/** The authority's transactions: a snapshot read and a `BEGIN IMMEDIATE` write, one at a time. */
+export interface SqliteTransactions {
+  read<T>(body: () => T): Promise<T>;
+  write<T>(body: () => Promise<T>): Promise<T>;
+}
+
+const runIdOfStream = (streamName: string): string => {
+  if (!streamName.startsWith('run-')) throw new ValidationError('stream name', [{ path: '(root)', reason: 'invalid_value', message: `${streamName} is not a Run stream (run-<runId>)` }]);
+  return streamName.slice(4);
+};
+
+const currentVersion = (s: Statements, streamName: string): number => (s.streamVersion.get(streamName) as { version: number } | undefined)?.version ?? 0;
+
+const readStream = (s: Statements, streamName: string, options?: ReadStreamOptions): ReadStreamResult<RunStreamEvent, ReadEventMetadataWithGlobalPosition> => {
+  runIdOfStream(streamName);
+  const current = currentVersion(s, streamName);
+  assertExpectedVersionMatchesCurrent(BigInt(current), options?.expectedStreamVersion, 0n);
+  const from = Number(options?.from ?? 0n);
+  const to = Number(options?.to ?? (options?.maxCount !== undefined ? BigInt(from) + options.maxCount : BigInt(current)));
+  const rows = s.streamEvents.all(streamName, from + 1, to) as (EventRow & { global_position: number })[];
+  const events = rows.map((r) => {
+    const stored = storedEventOf(r);
+    return {
+      ...stored.event,
+      kind: 'Event',
+      metadata: { streamName, messageId: r.event_id, streamPosition: BigInt(r.stream_position), globalPosition: BigInt(r.global_position) },
+    } as unknown as ReadEvent<RunStreamEvent, ReadEventMetadataWithGlobalPosition>;
+  });
+  return { currentStreamVersion: BigInt(current), events, streamExists: current > 0 };
+};
+
+const append = async (s: Statements, streamName: string, events: { type: string; data: unknown }[], options?: AppendToStreamOptions): Promise<AppendToStreamResultWithGlobalPosition> => {
+  const stored: StoredEvent[] = [];
+  const { before, after } = await runAppendTransaction(lifecycleUnitOfWork(s, stored), runIdOfStream(streamName), events, options?.expectedStreamVersion);
+  return {
+    nextExpectedStreamVersion: BigInt(after.run!.version),
+    createdNewStream: before.run === null,
+    lastEventGlobalPosition: BigInt(stored[stored.length - 1]?.globalPosition ?? 0),
+  };
+};
+
+/**
+ * Every expected-version mode is enforced; start facts can only be appended by
+ * `barriers.prepare`. `session`: already inside a transaction (withSession's callback).
+ */
+export const createRunEventStore = (s: Statements, tx: SqliteTransactions, session = false): RunEventStore => {
+  const read = <T>(body: () => T): Promise<T> => (session ? Promise.resolve().then(body) : tx.read(body));
+  const write = <T>(body: () => Promise<T>): Promise<T> => (session ? body() : tx.write(body));
+  const store: RunEventStore = {
+    readStream: ((streamName: string, options?: ReadStreamOptions) => read(() => readStream(s, streamName, options))) as RunEventStore['readStream'],
+    aggregateStream: (async (streamName: string, options: { evolve: (s: unknown, e: unknown) => unknown; initialState: () => unknown; read?: ReadStreamOptions }) => {
+      const result = await read(() => readStream(s, streamName, options.read));
+      return { currentStreamVersion: result.currentStreamVersion, streamExists: result.streamExists, state: result.events.reduce(options.evolve, options.initialState()) };
+    }) as unknown as RunEventStore['aggregateStream'],
+    appendToStream: ((streamName: string, events: { type: string; data: unknown }[], options?: AppendToStreamOptions) =>
+      write(() => append(s, streamName, events, options))) as unknown as RunEventStore['appendToStream'],
+    streamExists: (streamName: string) => read(() => currentVersion(s, streamName) > 0),
+    withSession: <T>(callback: (session: EventStoreSession<EventStore<ReadEventMetadataWithGlobalPosition>>) => Promise<T>): Promise<T> =>
+      session
+        ? callback({ eventStore: store, close: async () => undefined })
+        : tx.write(() => callback({ eventStore: createRunEventStore(s, tx, true), close: async () => undefined })),
+  };
+  return store;
+};

@@ -1,0 +1,46 @@
+import type { ReplayIdentity } from '../../domain';
+
+// Where SQLite keeps each R4.1 identity: the barrier's own column for it, and every unique
+// column that refuses a second use of its value (`table.column`, as SQLite names it in a
+// constraint error). The replay lookup, the barrier read's probes, the recovery lookup and the
+// unique-violation mapping are all derived from this one table; a new identity is one entry
+// here plus the migration that adds its column and index.
+
+export type IdentityStorage =
+  /** A value the barrier mirrors in one column. */
+  | { readonly column: string; readonly unique: readonly string[] }
+  /** The attempt (run, StepRun, started version): three barrier columns, one key in the index. */
+  | { readonly attempt: readonly ['run_id', 'step_run_id', 'started_step_run_version']; readonly unique: readonly string[] };
+
+export type IdentityTable = Readonly<Record<string, IdentityStorage>>;
+
+export const IDENTITY_STORAGE: Readonly<Record<ReplayIdentity, IdentityStorage>> = {
+  startId: { column: 'start_id', unique: ['tool_execution_start_barriers.start_id'] },
+  mutationId: { column: 'mutation_id', unique: ['step_run_mutations.mutation_id', 'tool_execution_start_barriers.mutation_id'] },
+  runEventId: { column: 'run_event_id', unique: ['events.event_id', 'step_run_mutations.run_event_id', 'tool_execution_start_barriers.run_event_id'] },
+  traceId: { column: 'trace_id', unique: ['trace_anchors.trace_id', 'audit_receipts.trace_id', 'tool_execution_start_barriers.trace_id'] },
+  auditEventId: { column: 'audit_event_id', unique: ['security_audit_events.audit_event_id', 'audit_receipts.audit_event_id', 'tool_execution_start_barriers.audit_event_id'] },
+  auditReceiptId: { column: 'audit_receipt_id', unique: ['audit_receipts.audit_receipt_id', 'tool_execution_start_barriers.audit_receipt_id'] },
+  attempt: { attempt: ['run_id', 'step_run_id', 'started_step_run_version'], unique: [] },
+};
+
+const probe = (identity: string) =>
+  `SELECT rowid AS row_id, identity, value, start_id, command_digest FROM start_replay_identities WHERE identity = '${identity}' AND value = ?`;
+
+/** R3.1: one unique-index probe per identity in one statement; values bound in table order. */
+export const lookupReplaySql = (table: IdentityTable = IDENTITY_STORAGE): string => Object.keys(table).map(probe).join(' UNION ALL ');
+
+/** The same probes plus every row naming the start: a barrier read sees duplicates and strays. */
+export const identitiesOfStartSql = (table: IdentityTable = IDENTITY_STORAGE): string =>
+  `${lookupReplaySql(table)} UNION ALL SELECT rowid AS row_id, identity, value, start_id, command_digest FROM start_replay_identities WHERE start_id = ?`;
+
+/** Recovery's lookup of one identity: in the replay index and in the barrier's own column(s). */
+export const identityStartIdsSql = (storage: IdentityStorage): string => {
+  const byIndex = `SELECT start_id FROM start_replay_identities WHERE identity = @identity AND value = @key`;
+  const where = 'column' in storage ? `${storage.column} = @key` : 'run_id = @run_id AND step_run_id = @step_run_id AND started_step_run_version = @version';
+  return `${byIndex} UNION ALL SELECT start_id FROM tool_execution_start_barriers WHERE ${where}`;
+};
+
+/** The identity a unique column guards (`table.column` from SQLite's error), if it is one. */
+export const identityOfUniqueColumn = (column: string, table: IdentityTable = IDENTITY_STORAGE): string | undefined =>
+  Object.entries(table).find(([, s]) => s.unique.includes(column))?.[0];

@@ -1,0 +1,180 @@
+import Database from 'better-sqlite3';
+import { decodeStartCommand } from '../../domain';
+import { attemptValue, stepRunRowOf } from '../../projections/rows';
+import type {
+  AppendOutcome,
+  PrepareResult,
+  RecoverableStartBarrierAuthority,
+  RecoveryApi,
+  StartStepHook,
+  StepRunView,
+  StoredBarrier,
+  StoredEvent,
+} from '../../application/authority';
+import { SerialExecutor } from '../../application/serialExecutor';
+import { decodeLifecycle, runLifecycleTransaction } from '../../application/lifecycleProtocol';
+import { runStartTransaction } from '../../application/startProtocol';
+import { createRecoveryApi } from '../../application/recoveryRules';
+import * as SQL from './sql';
+import { mapSqliteError } from './errors';
+import { createRunEventStore, type RunEventStore } from './eventStore';
+import { migrateSqlite } from './migrate';
+import { loadRunState, readBarrier, readBarrierOfAttempt, readStream } from './reads';
+import { createSqliteRecoveryView } from './sqliteRecoveryView';
+import { nowMsOf, prepareStatements, type Statements } from './statements';
+import { lifecycleUnitOfWork, startUnitOfWork } from './writes';
+
+export type { RunEventStore } from './eventStore';
+
+export interface SqliteStartBarrierOptions {
+  /** Database file; created and migrated if absent. */
+  readonly path: string;
+  /**
+   * FULL (default): a committed start survives power loss. NORMAL: in WAL mode a commit is
+   * durable against a process crash but the last commits may roll back on power loss.
+   */
+  readonly synchronous?: 'FULL' | 'NORMAL';
+  /** How long to wait for another process's write lock before TRANSACTION_TIMEOUT (default 5 s). */
+  readonly busyTimeoutMs?: number;
+  /** Fault injection inside the start transaction (specs only). */
+  readonly hooks?: { readonly onStartStep?: StartStepHook };
+}
+
+export interface SqliteStartBarrier extends RecoverableStartBarrierAuthority {
+  readonly backend: 'sqlite';
+  /**
+   * The Run streams as an emmett `EventStore`, so emmett's `CommandHandler` can drive
+   * orchestration's lifecycle in one `BEGIN IMMEDIATE` (`withSession`). Every expected-version
+   * mode is enforced; start facts can only be appended by `barriers.prepare`.
+   */
+  readonly eventStore: RunEventStore;
+  /** The single connection (the operation authority). Exposed for inspection tools and specs. */
+  readonly db: Database.Database;
+}
+
+export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions): Promise<SqliteStartBarrier> => {
+  const db = new Database(options.path);
+  try {
+    for (const p of SQL.PRAGMAS(options.synchronous ?? 'FULL', options.busyTimeoutMs ?? 5000)) db.pragma(p);
+    migrateSqlite(db);
+  } catch (e) {
+    db.close();
+    throw mapSqliteError(e);
+  }
+  return new SqliteAuthority(db, options.hooks?.onStartStep);
+};
+
+class SqliteAuthority implements SqliteStartBarrier {
+  readonly backend = 'sqlite' as const;
+  private readonly serial = new SerialExecutor();
+  private closed = false;
+  private readonly s: Statements;
+
+  constructor(
+    readonly db: Database.Database,
+    private readonly hook: StartStepHook | undefined,
+  ) {
+    this.s = prepareStatements(db);
+    this.eventStore = createRunEventStore(this.s, { read: (body) => this.read(body), write: (body) => this.write(body) });
+  }
+
+  readonly eventStore: RunEventStore;
+
+  // ---------------------------------------------------------------- transactions
+
+  /** One `BEGIN IMMEDIATE` per operation on the one connection (R5.1, R6.3). */
+  private write<T>(body: () => Promise<T>, startId?: string): Promise<T> {
+    return this.serial.run(async () => {
+      this.assertOpen();
+      try {
+        this.db.exec('BEGIN IMMEDIATE');
+      } catch (e) {
+        throw mapSqliteError(e, startId);
+      }
+      try {
+        const result = await body();
+        this.db.exec('COMMIT');
+        return result;
+      } catch (e) {
+        if (this.db.inTransaction) this.db.exec('ROLLBACK');
+        throw mapSqliteError(e, startId);
+      }
+    });
+  }
+
+  /** Reads run in a deferred transaction so every row comes from one snapshot. */
+  private read<T>(body: () => T): Promise<T> {
+    return this.serial.run(async () => {
+      this.assertOpen();
+      this.db.exec('BEGIN DEFERRED');
+      try {
+        return body();
+      } finally {
+        if (this.db.inTransaction) this.db.exec('COMMIT');
+      }
+    });
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new Error('the SQLite start barrier authority is closed');
+  }
+
+  /** `read` for async bodies (the recovery view): one snapshot, still one operation at a time. */
+  private snapshot<T>(body: () => Promise<T>): Promise<T> {
+    return this.serial.run(async () => {
+      this.assertOpen();
+      this.db.exec('BEGIN DEFERRED');
+      try {
+        return await body();
+      } finally {
+        if (this.db.inTransaction) this.db.exec('COMMIT');
+      }
+    });
+  }
+
+
+
+  // ---------------------------------------------------------------- the public surface
+
+  readonly barriers = {
+    prepare: async (command: unknown): Promise<PrepareResult> => {
+      const decoded = decodeStartCommand(command); // bad input: typed error, nothing opened
+      return this.write(() => runStartTransaction(startUnitOfWork(this.s), decoded, this.hook), decoded.command.startId);
+    },
+    getByStartId: (startId: string): Promise<StoredBarrier | null> => this.read(() => readBarrier(this.s, startId)),
+    getByStepRunAttempt: (runId: string, stepRunId: string, startedStepRunVersion: number): Promise<StoredBarrier | null> =>
+      this.read(() => readBarrierOfAttempt(this.s, attemptValue(runId, stepRunId, startedStepRunVersion))),
+  };
+
+  readonly runs = {
+    handle: async (command: unknown): Promise<AppendOutcome> => {
+      const decoded = decodeLifecycle(command);
+      const events: StoredEvent[] = [];
+      const decision = await this.write(() => runLifecycleTransaction(lifecycleUnitOfWork(this.s, events), decoded));
+      return { runVersion: decision.after.run!.version, events };
+    },
+    getStepRun: (runId: string, stepRunId: string): Promise<StepRunView | null> =>
+      this.read(() => {
+        const s = loadRunState(this.s, runId, [stepRunId]).stepRuns[stepRunId];
+        return s === undefined ? null : { ...s, digest: stepRunRowOf(s).digest };
+      }),
+    readStream: (runId: string): Promise<readonly StoredEvent[]> => this.read(() => readStream(this.s, runId)),
+  };
+
+  private recoveryView: ReturnType<typeof createSqliteRecoveryView> | undefined;
+
+  /** Recovery read models and operator resolutions. */
+  readonly recovery: RecoveryApi = createRecoveryApi({
+    snapshot: (body) =>
+      this.snapshot(() => body((this.recoveryView ??= createSqliteRecoveryView({ db: this.db, readBarrier: (id) => readBarrier(this.s, id), nowMs: () => nowMsOf(this.s) })))),
+    handle: (command) => this.runs.handle(command),
+  });
+
+  close(): Promise<void> {
+    return this.serial.run(async () => {
+      if (this.closed) return;
+      this.closed = true;
+      this.db.close();
+    });
+  }
+}

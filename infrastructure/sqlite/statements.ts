@@ -1,0 +1,41 @@
+import type Database from 'better-sqlite3';
+import * as SQL from './sql';
+
+/** Every statement the SQLite authority runs, by name. */
+const STATEMENTS = {
+  now: SQL.NOW_MS,
+  lookup: SQL.LOOKUP_REPLAY,
+  identitiesOfStart: SQL.IDENTITIES_OF_START,
+  runHead: SQL.SELECT_RUN_HEAD,
+  streamVersion: SQL.SELECT_STREAM_VERSION,
+  stepRun: SQL.SELECT_STEP_RUN,
+  insertStream: SQL.INSERT_STREAM,
+  casStream: SQL.CAS_STREAM,
+  insertEvent: SQL.INSERT_EVENT,
+  streamEvents: SQL.SELECT_STREAM_EVENTS,
+  insertRun: SQL.INSERT_RUN,
+  casRun: SQL.CAS_RUN,
+  upsertStepRun: SQL.UPSERT_STEP_RUN,
+  casStepRun: SQL.CAS_STEP_RUN,
+  insertAudit: SQL.INSERT_AUDIT,
+  insertTrace: SQL.INSERT_TRACE,
+  insertReceipt: SQL.INSERT_RECEIPT,
+  insertMutation: SQL.INSERT_MUTATION,
+  insertBarrier: SQL.INSERT_BARRIER,
+  insertIdentity: SQL.INSERT_IDENTITY,
+  barrier: SQL.SELECT_BARRIER,
+  audit: SQL.SELECT_AUDIT,
+  trace: SQL.SELECT_TRACE,
+  receipt: SQL.SELECT_RECEIPT,
+  mutation: SQL.SELECT_MUTATION,
+  attempt: SQL.SELECT_ATTEMPT,
+};
+
+export type Statements = { readonly [K in keyof typeof STATEMENTS]: Database.Statement };
+
+/** Prepared once on the authority's one connection. */
+export const prepareStatements = (db: Database.Database): Statements =>
+  Object.fromEntries(Object.entries(STATEMENTS).map(([name, sql]) => [name, db.prepare(sql)])) as unknown as Statements;
+
+/** SQLite's own clock (R3.10), read once per transaction. */
+export const nowMsOf = (s: Statements): number => (s.now.get() as { now_ms: number }).now_ms;

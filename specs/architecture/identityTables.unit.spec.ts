@@ -1,0 +1,56 @@
+import { expect } from 'chai';
+import { readFileSync, readdirSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { REPLAY_IDENTITIES } from '../../domain';
+import * as Memory from '../../infrastructure/memory/identities';
+import * as Pg from '../../infrastructure/postgres/identities';
+import * as Lite from '../../infrastructure/sqlite/identities';
+
+// R4.1: the seven identities live in one table per backend, and everything a backend does
+// with them (lookup, probes, recovery lookup, unique-violation mapping) is derived from it.
+
+const ROOT = join(__dirname, '..', '..');
+
+describe('R4.1 one identity table per backend', () => {
+  it('R4.1 each table names exactly the identities of R4.1, in their order', () => {
+    for (const table of [Memory.IDENTITY_STORAGE, Pg.IDENTITY_STORAGE, Lite.IDENTITY_STORAGE]) expect(Object.keys(table)).to.deep.equal([...REPLAY_IDENTITIES]);
+  });
+
+  it('R4.1 a new identity needs one PostgreSQL table entry (plus its migration): lookup, probes, recovery and violation mapping follow', () => {
+    const table = { ...Pg.IDENTITY_STORAGE, ticketId: { column: 'ticket_id', constraints: ['tool_execution_start_barriers_ticket_id_key'] } };
+    expect(Pg.lookupReplaySql(table)).to.contain(`('ticketId', :ticket_id)`);
+    expect(Pg.barrierProbesSql(table)).to.contain(`SELECT 'ticketId', b.ticket_id FROM b`);
+    expect(Pg.identityStartIdsSql(table.ticketId)).to.contain('WHERE ticket_id = :key');
+    expect(Pg.identityOfViolation({ constraint: 'tool_execution_start_barriers_ticket_id_key' }, table)).to.equal('ticketId');
+    expect(Pg.identityOfViolation({ constraint: 'start_replay_identities_key', detail: 'Key (identity, value)=(ticketId, t-1) already exists.' }, table)).to.equal('ticketId');
+  });
+
+  it('R4.1 a new identity needs one SQLite table entry (plus its migration): lookup, probes, recovery and violation mapping follow', () => {
+    const table = { ...Lite.IDENTITY_STORAGE, ticketId: { column: 'ticket_id', unique: ['tool_execution_start_barriers.ticket_id'] } };
+    expect(Lite.lookupReplaySql(table)).to.contain(`identity = 'ticketId' AND value = ?`);
+    expect(Lite.lookupReplaySql(table).match(/\?/g)).to.have.length(REPLAY_IDENTITIES.length + 1);
+    expect(Lite.identitiesOfStartSql(table)).to.contain(`identity = 'ticketId'`);
+    expect(Lite.identityStartIdsSql(table.ticketId)).to.contain('WHERE ticket_id = @key');
+    expect(Lite.identityOfUniqueColumn('tool_execution_start_barriers.ticket_id', table)).to.equal('ticketId');
+  });
+
+  it('R4.1 PostgreSQL maps a refused event id to the identity its prefix names (events_event_id_key)', () => {
+    const detail = (id: string) => ({ constraint: 'events_event_id_key', detail: `Key (event_id)=(${id}) already exists.` });
+    expect(Pg.identityOfViolation(detail('audit:a-1'))).to.equal('auditEventId');
+    expect(Pg.identityOfViolation(detail('trace:t-1'))).to.equal('traceId');
+    expect(Pg.identityOfViolation(detail('receipt:r-1'))).to.equal('auditReceiptId');
+    expect(Pg.identityOfViolation(detail('barrier:s-1'))).to.equal('startId');
+    expect(Pg.identityOfViolation(detail('re-1'))).to.equal('runEventId');
+    expect(Pg.identityOfViolation({ constraint: 'streams_pkey' })).to.equal(undefined);
+  });
+
+  it('R4.1 no adapter file outside its identity table lists an identity by name', () => {
+    const names = REPLAY_IDENTITIES.filter((i) => i !== 'attempt');
+    for (const dir of ['memory', 'sqlite', 'postgres']) {
+      for (const f of readdirSync(join(ROOT, 'infrastructure', dir)).filter((n) => n.endsWith('.ts') && n !== 'identities.ts')) {
+        const text = readFileSync(join(ROOT, 'infrastructure', dir, f), 'utf8');
+        for (const name of names) expect(text, `${relative(ROOT, join(ROOT, 'infrastructure', dir, f))} names ${name}`).to.not.contain(`'${name}'`);
+      }
+    }
+  });
+});

@@ -1,0 +1,130 @@
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { expect } from 'chai';
+import { buildScenario } from '../../domain/scenario';
+import { START_STEPS, type StartBarrierAuthority } from '../../application/authority';
+import { checkStore, describeProblems } from '../../testkit/invariants';
+import type { RawSql } from '../../testkit/rawSql';
+import { spawnTsxWorker } from '../../testkit/workerProcess';
+
+// R3.9 with a real crash, on every SQL backend from one source: a process is SIGKILLed inside
+// the start transaction after each step (in each write mode the backend has). The database
+// rolls the transaction back when the process is gone, so the StepRun is still `ready`, no row
+// of the start exists in any table, and replaying the same command (the caller never got an
+// answer) creates the start exactly once.
+
+export interface CrashStore {
+  /** What the worker opens: a file path or a connection string. */
+  readonly target: string;
+  readonly authority: StartBarrierAuthority;
+  /** Rows naming this start in the evidence, mutation and replay-index tables, read raw. */
+  startRows(startId: string): Promise<number>;
+  /** A privileged raw connection to the same store (the caller closes it). */
+  raw(): Promise<RawSql>;
+  /** A new authority on the same store, as a restarted process opens it (the caller closes it). */
+  reopen(): Promise<StartBarrierAuthority>;
+  close(): Promise<void>;
+}
+
+export interface CrashBackend {
+  readonly name: string;
+  readonly backend: 'sqlite' | 'postgres';
+  /** The write modes to crash in (PostgreSQL: batched and stepwise). */
+  readonly modes: readonly string[];
+  /** Several workers at once (the server keeps them apart) or one after another (one file). */
+  readonly parallel: boolean;
+  open(): Promise<CrashStore>;
+}
+
+const WORKER = join(__dirname, 'crashWorker.ts');
+const START_WORKER = join(__dirname, 'startWorker.ts');
+
+/** The evidence, mutation and replay-index rows of one start (`t` spells a table for the dialect). */
+export const START_ROWS_SQL = (t: (table: string) => string, param: string): string =>
+  `SELECT (SELECT count(*) FROM ${t('security_audit_events')} WHERE start_id = ${param}) + (SELECT count(*) FROM ${t('trace_anchors')} WHERE start_id = ${param})
+        + (SELECT count(*) FROM ${t('audit_receipts')} WHERE start_id = ${param}) + (SELECT count(*) FROM ${t('step_run_mutations')} WHERE start_id = ${param})
+        + (SELECT count(*) FROM ${t('start_replay_identities')} WHERE start_id = ${param}) AS n`;
+
+export const crashSuite = (backend: CrashBackend): void => {
+  describe(`crash inside the start transaction (R3.9): ${backend.name}`, function () {
+    this.timeout(180_000);
+    let store: CrashStore;
+    before(async () => {
+      store = await backend.open();
+    });
+    after(async () => {
+      await store?.close();
+    });
+
+    it(`R3.9 SIGKILL after each step${backend.modes.length > 1 ? `, ${backend.modes.join(' and ')}` : ''}: the start is absent, then a replay creates it once`, async () => {
+      const a = store.authority;
+      const cases = backend.modes.flatMap((mode) => START_STEPS.map((step) => ({ mode, step, scenario: buildScenario() })));
+      for (const c of cases) for (const l of c.scenario.lifecycle) await a.runs.handle(l);
+      const crash = (c: (typeof cases)[number]) =>
+        new Promise<{ signal: NodeJS.Signals | null; code: number | null; out: string }>((resolve) => {
+          const args = [WORKER, backend.backend, store.target, JSON.stringify(c.scenario.startCommand()), c.step, c.mode];
+          const p = spawn(process.execPath, ['--require', 'tsx/cjs', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+          let out = '';
+          p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+          p.stderr.on('data', (d: Buffer) => (out += d.toString()));
+          p.on('exit', (code, signal) => resolve({ signal, code, out }));
+        });
+      const runs = [];
+      if (backend.parallel) runs.push(...(await Promise.all(cases.map(crash))));
+      else for (const c of cases) runs.push(await crash(c));
+      for (const [i, r] of runs.entries()) expect(r.signal, `${cases[i]!.mode}/${cases[i]!.step}: ${r.out}`).to.equal('SIGKILL');
+
+      for (const c of cases) {
+        const s = c.scenario;
+        const command = s.startCommand();
+        const where = `${c.mode}/${c.step}`;
+        expect((await a.runs.getStepRun(s.runId, s.stepRunId))?.status, where).to.equal('ready');
+        expect((await a.runs.readStream(s.runId)).length, where).to.equal(3);
+        expect(await a.barriers.getByStartId(command.startId), where).to.equal(null);
+        expect(await store.startRows(command.startId), where).to.equal(0);
+        const replay = await a.barriers.prepare(command);
+        expect(replay.outcome, where).to.equal('created');
+        expect((await a.barriers.prepare(command)).outcome, where).to.equal('existing');
+      }
+    });
+
+    /**
+     * Every stored start verifies and is whole (the reliability harness's store check: fact
+     * counts, no evidence without its StepRun move, no running StepRun without its barrier,
+     * foreign keys, integrity), and every acknowledged start is there.
+     */
+    const assertWholeOrAbsent = async (a: StartBarrierAuthority, acknowledged: readonly string[]): Promise<number> => {
+      const raw = await store.raw();
+      try {
+        const check = await checkStore(raw, a.barriers, { acknowledged: new Map(acknowledged.map((id) => [id, undefined])), full: true });
+        expect(check.problems, describeProblems(check.problems)).to.deep.equal([]);
+        expect(check.found).to.equal(acknowledged.length);
+        return check.stored;
+      } finally {
+        await raw.close();
+      }
+    };
+
+    it('R3.9 SIGKILL inside the start transaction, 20 times at varied steps: reopening shows every start whole or absent', async () => {
+      const already = await assertWholeOrAbsent(store.authority, []);
+      let acknowledged: string[] = [];
+      for (let i = 0; i < 20; i++) {
+        const step = START_STEPS[i % START_STEPS.length]!;
+        const worker = spawnTsxWorker(START_WORKER, [backend.backend, store.target], { KILL_AT_STEP: step, KILL_AT_START: String(i % 4), STARTS: '50' });
+        const { code, signal } = await worker.exited;
+        if (signal === null && code !== 0) throw new Error(`worker failed (${code}): ${worker.stderr()}`);
+        expect(signal, `kill ${i} at ${step}`).to.equal('SIGKILL');
+        const acks = worker.lines.filter((l) => l.startsWith('ACK ')).map((l) => l.split(' ')[2]!);
+        expect(acks).to.have.length(i % 4);
+        acknowledged = [...acknowledged, ...acks];
+        const a = await store.reopen();
+        try {
+          const stored = await assertWholeOrAbsent(a, acknowledged);
+          expect(stored).to.equal(already + acknowledged.length); // the killed start never committed
+        } finally {
+          await a.close();
+        }
+      }
+    });
+  });
+};

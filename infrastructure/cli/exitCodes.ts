@@ -11,6 +11,7 @@ export const EXIT = {
   conflict: 4,
   corrupt: 5,
   concurrency: 6,
+  unavailable: 7,
 } as const;
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
 
@@ -32,6 +33,8 @@ export const exitCodeOf = (e: unknown): ExitCode => {
     case 'CONCURRENCY_EXHAUSTED':
     case 'TRANSACTION_TIMEOUT':
       return EXIT.concurrency;
+    case 'STORE_UNAVAILABLE':
+      return EXIT.unavailable;
     default: {
       const _exhaustive: never = e.code;
       return _exhaustive;

@@ -13,7 +13,7 @@ import type {
 } from '../../application/authority';
 import { decodeLifecycle, runLifecycleTransaction } from '../../application/lifecycleProtocol';
 import { runStartTransaction } from '../../application/startProtocol';
-import { isUniqueViolation } from './errors';
+import { isUniqueViolation, mapPgError } from './errors';
 import { lifecycleUnitOfWork } from './lifecycleWrite';
 import { assertSchemaCurrent, migratePostgres } from './migrate';
 import { postgresRecoveryOf } from './postgresRecoveryView';
@@ -21,7 +21,7 @@ import { loadRunState, readBarrier, readBarrierOfAttempt, readStream } from './r
 import * as SQL from './sql';
 import { resolveUniqueViolation, startUnitOfWork, type PostgresWriteMode } from './startWrite';
 import type { Queryable } from './query';
-import { PostgresTransactions, type PostgresTimeouts, type Tx } from './transactions';
+import { PostgresTransactions, type AttemptBudget, type PostgresTimeouts, type Tx } from './transactions';
 
 // The cluster authority (R5.2): options, the opener, and the public surface over the start
 // (startWrite.ts), the lifecycle (lifecycleWrite.ts), the reads (reads.ts), the transactions
@@ -30,7 +30,7 @@ import { PostgresTransactions, type PostgresTimeouts, type Tx } from './transact
 export type { PostgresTimeouts } from './transactions';
 export type { PostgresWriteMode } from './startWrite';
 
-export const DEFAULT_TIMEOUTS: PostgresTimeouts = { statementMs: 5000, lockMs: 2000, idleInTransactionMs: 10_000 };
+export const DEFAULT_TIMEOUTS: PostgresTimeouts = { statementMs: 5000, lockMs: 2000, idleInTransactionMs: 10_000, connectMs: 5000, queryMs: 15_000 };
 export const DEFAULT_MAX_RETRIES = 3;
 
 interface CommonOptions {
@@ -42,8 +42,8 @@ interface CommonOptions {
   /** Apply pending migrations on open (default true). `false` only checks the schema is current. */
   readonly migrate?: boolean;
   readonly writeMode?: PostgresWriteMode;
-  /** Fault injection inside the start transaction (specs only). */
-  readonly hooks?: { readonly onStartStep?: StartStepHook };
+  /** Fault injection inside the start transaction, and a count of transaction attempts (specs only). */
+  readonly hooks?: { readonly onStartStep?: StartStepHook; readonly onAttempt?: (attempt: number) => void };
 }
 
 export type PostgresStartBarrierOptions = CommonOptions &
@@ -73,13 +73,18 @@ export const openPostgresStartBarrier = async (options: PostgresStartBarrierOpti
     statementMs: validTimeout('statementMs', options.timeouts?.statementMs ?? DEFAULT_TIMEOUTS.statementMs),
     lockMs: validTimeout('lockMs', options.timeouts?.lockMs ?? DEFAULT_TIMEOUTS.lockMs),
     idleInTransactionMs: validTimeout('idleInTransactionMs', options.timeouts?.idleInTransactionMs ?? DEFAULT_TIMEOUTS.idleInTransactionMs),
+    connectMs: validTimeout('connectMs', options.timeouts?.connectMs ?? DEFAULT_TIMEOUTS.connectMs),
+    queryMs: validTimeout('queryMs', options.timeouts?.queryMs ?? DEFAULT_TIMEOUTS.queryMs),
   };
   const maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
   if (!Number.isSafeInteger(maxRetries) || maxRetries < 0 || maxRetries > 3) {
     throw new RangeError(`maxRetries must be 0..3 (R5.2: at most three retries), got ${maxRetries}`);
   }
   const owned = options.pool === undefined;
-  // Our own pool also bounds the reads that run outside a transaction, at session level.
+  // Our own pool also bounds the reads that run outside a transaction, at session level, and
+  // bounds on the client side what the server cannot: a connect that gets no answer and a
+  // statement whose answer never comes (a frozen or partitioned server), R9.5. A pool the
+  // caller supplies keeps the caller's own bounds.
   const pool =
     options.pool ??
     new Pool({
@@ -87,6 +92,9 @@ export const openPostgresStartBarrier = async (options: PostgresStartBarrierOpti
       statement_timeout: timeouts.statementMs,
       lock_timeout: timeouts.lockMs,
       idle_in_transaction_session_timeout: timeouts.idleInTransactionMs,
+      connectionTimeoutMillis: timeouts.connectMs,
+      query_timeout: timeouts.queryMs,
+      keepAlive: true,
     });
   // An idle connection the server closes (restart, failover, pg_terminate_backend) is dropped
   // by the pool; without a listener its 'error' event would crash the process.
@@ -100,10 +108,10 @@ export const openPostgresStartBarrier = async (options: PostgresStartBarrierOpti
       client.release();
     }
   } catch (e) {
-    if (owned) await pool.end();
-    throw e;
+    if (owned) await pool.end().catch(() => undefined);
+    throw mapPgError(e);
   }
-  return new PostgresAuthority(pool, owned, timeouts, maxRetries, options.writeMode ?? 'batched', options.hooks?.onStartStep);
+  return new PostgresAuthority(pool, owned, timeouts, maxRetries, options.writeMode ?? 'batched', options.hooks?.onStartStep, options.hooks?.onAttempt);
 };
 
 class PostgresAuthority implements PostgresStartBarrier {
@@ -118,17 +126,18 @@ class PostgresAuthority implements PostgresStartBarrier {
     maxRetries: number,
     readonly writeMode: PostgresWriteMode,
     private readonly hook: StartStepHook | undefined,
+    onAttempt: ((attempt: number) => void) | undefined,
   ) {
-    this.tx = new PostgresTransactions(pool, timeouts, maxRetries);
+    this.tx = new PostgresTransactions(pool, timeouts, maxRetries, onAttempt);
   }
 
   private assertOpen(): void {
     if (this.closed) throw new Error('the PostgreSQL start barrier authority is closed');
   }
 
-  private transaction<T>(runId: string, body: (tx: Tx) => Promise<T>): Promise<T> {
+  private transaction<T>(runId: string, body: (tx: Tx) => Promise<T>, budget?: AttemptBudget): Promise<T> {
     this.assertOpen();
-    return this.tx.transaction(runId, body);
+    return this.tx.transaction(runId, body, budget);
   }
 
   private read<T>(body: (q: Queryable) => Promise<T>): Promise<T> {
@@ -141,11 +150,12 @@ class PostgresAuthority implements PostgresStartBarrier {
       this.assertOpen();
       const decoded = decodeStartCommand(command); // bad input: typed error, no transaction opened
       const runId = decoded.command.stepRun.runId;
+      const budget = this.tx.budget(); // one budget for both transactions (R9.5)
       try {
-        return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, this.writeMode), decoded, this.hook));
+        return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, this.writeMode), decoded, this.hook), budget);
       } catch (e) {
         if (!isUniqueViolation(e)) throw e;
-        return this.transaction(runId, (tx) => resolveUniqueViolation(tx, decoded, e));
+        return this.transaction(runId, (tx) => resolveUniqueViolation(tx, decoded, e), budget);
       }
     },
     getByStartId: (startId: string): Promise<StoredBarrier | null> => this.read((q) => readBarrier(q, startId)),

@@ -5,7 +5,7 @@ import { oneOf } from '../../domain/codecs';
 import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { RecoveryApi, VerifyProblem } from '../../application/authority';
 import { createRecoveryApi, type RecoveryView } from '../../application/recoveryRules';
-import { mapTimeout } from './errors';
+import { mapPgError, unavailableReasonOf } from './errors';
 import { IDENTITY_STORAGE, identityStartIdsSql } from './identities';
 import { bind, named, type NamedSql, type Params } from './named';
 import { EventRowCodec, PgInt, RunRowCodec, StepRunRowCodec, decodeRow } from './rowCodecs';
@@ -183,7 +183,13 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
 
 /** Run `body` in one REPEATABLE READ READ ONLY transaction; timeouts become typed errors. */
 const snapshotOn = async <T>(authority: RecoveryHost, body: (view: RecoveryView) => Promise<T>): Promise<T> => {
-  const client = await authority.pool.connect();
+  let client: PoolClient;
+  try {
+    client = await authority.pool.connect();
+  } catch (e) {
+    throw mapPgError(e);
+  }
+  let broken: unknown;
   try {
     await client.query(BEGIN_SNAPSHOT);
     const [clock] = await rowsOf(client, SET_SNAPSHOT_TIMEOUT, { statement_timeout: String(authority.timeouts.statementMs) }, t.type({ now_ms: PgInt }), 'transaction clock', 'now');
@@ -192,10 +198,11 @@ const snapshotOn = async <T>(authority: RecoveryHost, body: (view: RecoveryView)
     await client.query('COMMIT');
     return result;
   } catch (e) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw mapTimeout(e);
+    if (unavailableReasonOf(e) !== undefined) broken = e; // ROLLBACK would only wait again
+    else await client.query('ROLLBACK').catch((rollbackError: unknown) => (broken = rollbackError));
+    throw mapPgError(e);
   } finally {
-    client.release();
+    client.release(broken === undefined ? undefined : true);
   }
 };
 

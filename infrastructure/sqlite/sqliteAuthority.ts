@@ -53,7 +53,12 @@ export interface SqliteStartBarrier extends RecoverableStartBarrierAuthority {
 }
 
 export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions): Promise<SqliteStartBarrier> => {
-  const db = new Database(options.path);
+  let db: Database.Database;
+  try {
+    db = new Database(options.path);
+  } catch (e) {
+    throw mapSqliteError(e);
+  }
   try {
     for (const p of SQL.PRAGMAS(options.synchronous ?? 'FULL', options.busyTimeoutMs ?? 5000)) db.pragma(p);
     migrateSqlite(db);
@@ -96,7 +101,11 @@ class SqliteAuthority implements SqliteStartBarrier {
         this.db.exec('COMMIT');
         return result;
       } catch (e) {
-        if (this.db.inTransaction) this.db.exec('ROLLBACK');
+        try {
+          if (this.db.inTransaction) this.db.exec('ROLLBACK');
+        } catch {
+          // SQLite may already have rolled back (SQLITE_FULL); the first error is the answer
+        }
         throw mapSqliteError(e, startId);
       }
     });
@@ -106,11 +115,15 @@ class SqliteAuthority implements SqliteStartBarrier {
   private read<T>(body: () => T): Promise<T> {
     return this.serial.run(async () => {
       this.assertOpen();
-      this.db.exec('BEGIN DEFERRED');
       try {
-        return body();
-      } finally {
-        if (this.db.inTransaction) this.db.exec('COMMIT');
+        this.db.exec('BEGIN DEFERRED');
+        try {
+          return body();
+        } finally {
+          if (this.db.inTransaction) this.db.exec('COMMIT');
+        }
+      } catch (e) {
+        throw mapSqliteError(e);
       }
     });
   }
@@ -123,11 +136,15 @@ class SqliteAuthority implements SqliteStartBarrier {
   private snapshot<T>(body: () => Promise<T>): Promise<T> {
     return this.serial.run(async () => {
       this.assertOpen();
-      this.db.exec('BEGIN DEFERRED');
       try {
-        return await body();
-      } finally {
-        if (this.db.inTransaction) this.db.exec('COMMIT');
+        this.db.exec('BEGIN DEFERRED');
+        try {
+          return await body();
+        } finally {
+          if (this.db.inTransaction) this.db.exec('COMMIT');
+        }
+      } catch (e) {
+        throw mapSqliteError(e);
       }
     });
   }

@@ -21,6 +21,7 @@ import { startEventPositions, storedEventOf, verifyStartRows } from '../../proje
 import { outcomeRowOf } from '../../projections/outcomeRows';
 import type { AppendOutcome, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../../application/authority';
 import { createRecoveryApi } from '../../application/recoveryRules';
+import { agreedAttemptStart, wholeStream } from '../../projections/readChecks';
 import { createMemoryRecoveryView } from './memoryRecoveryView';
 import { copyTables, emptyTables, type Tables } from './tables';
 import { SerialExecutor } from '../../application/serialExecutor';
@@ -100,7 +101,13 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
 
   private readBarrier(t: Tables, startId: string): StoredBarrier | null {
     const barrier = t.barriers.get(startId);
-    if (barrier === undefined) return null;
+    if (barrier === undefined) {
+      // No barrier under this id is an answer only if nothing else claims the start exists (R9.3).
+      if ([...t.identities.values()].some((r) => r.start_id === startId)) {
+        throw new CorruptRecordError('start barrier', startId, 'the replay index names this start but its barrier row is missing');
+      }
+      return null;
+    }
     let sequence = 0;
     try {
       sequence = Number((JSON.parse(barrier.barrier_json) as { runEvent?: { runEventSequence?: number } }).runEvent?.runEventSequence ?? 0);
@@ -222,10 +229,14 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     },
     getByStartId: async (startId: string) => this.readBarrier(this.tables, startId),
     getByStepRunAttempt: async (runId: string, stepRunId: string, v: number) => {
-      const row = this.tables.identities.get(identityKey('attempt', attemptValue(runId, stepRunId, v)));
-      if (row === undefined) return null;
-      const found = this.readBarrier(this.tables, row.start_id);
-      if (found === null) throw new CorruptRecordError('replay index', row.value, `names start ${row.start_id}, which has no barrier`);
+      const t = this.tables;
+      const attempt = attemptValue(runId, stepRunId, v);
+      const row = t.identities.get(identityKey('attempt', attempt));
+      const claimed = [...t.barriers.values()].filter((b) => b.run_id === runId && b.step_run_id === stepRunId && b.started_step_run_version === v);
+      const startId = agreedAttemptStart(attempt, row === undefined ? [] : [row.start_id], claimed.map((b) => b.start_id));
+      if (startId === undefined) return null;
+      const found = this.readBarrier(t, startId);
+      if (found === null) throw new CorruptRecordError('replay index', attempt, `names start ${startId}, which has no barrier`);
       return found;
     },
   };
@@ -243,7 +254,8 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     },
     readStream: async (runId: string): Promise<readonly StoredEvent[]> => {
       const stream = streamNameOf(runId);
-      return this.tables.events.flatMap((e, i) => (e.stream_id === stream ? [storedEventOf({ ...e, global_position: i + 1 })] : []));
+      const rows = this.tables.events.flatMap((e, i) => (e.stream_id === stream ? [{ ...e, global_position: i + 1 }] : []));
+      return wholeStream(stream, this.tables.streams.get(stream) ?? null, rows.sort((a, b) => a.stream_position - b.stream_position));
     },
   };
 

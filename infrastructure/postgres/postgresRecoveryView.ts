@@ -42,6 +42,9 @@ const IDENTITY_START_IDS = Object.fromEntries(
 const OUTCOME_ROWS = named('SELECT * FROM ql3.start_outcomes WHERE start_id = :start_id');
 const EVENT_BY_ID = named('SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ql3.events WHERE event_id = :event_id');
 const STEP_RUN = named('SELECT * FROM ql3.step_runs WHERE run_id = :run_id AND step_run_id = :step_run_id');
+const RUNNING_STEP_RUNS = named(`SELECT * FROM ql3.step_runs WHERE status = 'running'
+    AND (:project_id::text IS NULL OR project_id = :project_id::text) AND (:run_id::text IS NULL OR run_id = :run_id::text)
+  ORDER BY run_id, step_run_id`);
 const COUNTS = named(`SELECT (SELECT count(*) FROM ql3.tool_execution_start_barriers) AS barriers, (SELECT count(*) FROM ql3.start_outcomes) AS outcomes,
   (SELECT count(*) FROM ql3.runs) AS runs, (SELECT count(*) FROM ql3.step_runs) AS step_runs, (SELECT count(*) FROM ql3.events) AS events`);
 const BARRIER_IDS_AFTER = named('SELECT start_id FROM ql3.tool_execution_start_barriers WHERE start_id > :after ORDER BY start_id LIMIT :limit');
@@ -140,6 +143,7 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
     outcomeRows: (startId) => rowsOf(client, OUTCOME_ROWS, { start_id: startId }, StartOutcomeRowCodec, 'start outcome', startId) as Promise<StartOutcomeRow[]>,
     eventById: async (eventId) => (await rowsOf(client, EVENT_BY_ID, { event_id: eventId }, EventRowCodec, 'event', eventId))[0],
     stepRunRow: async (runId, stepRunId) => (await rowsOf(client, STEP_RUN, { run_id: runId, step_run_id: stepRunId }, StepRunRowCodec, 'step run', `${runId}/${stepRunId}`))[0],
+    runningStepRuns: (f) => rowsOf(client, RUNNING_STEP_RUNS, { project_id: f.projectId ?? null, run_id: f.runId ?? null }, StepRunRowCodec, 'step run', 'running'),
 
     counts: async () => {
       const [c] = await rowsOf(client, COUNTS, {}, CountsRow, 'counts', 'ql3');

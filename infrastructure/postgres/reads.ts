@@ -1,7 +1,8 @@
 import { CorruptRecordError, noReplayHits, streamNameOf, type ReplayHit, type ReplayHits, type ReplayIdentity, type ReplayKeys, type RunState } from '../../domain';
 import { attemptValue, replayValuesOf } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
-import { storedEventOf, verifyStartRows } from '../../projections/verifyRows';
+import { verifyStartRows } from '../../projections/verifyRows';
+import { agreedAttemptStart, wholeStream } from '../../projections/readChecks';
 import type { StoredBarrier, StoredEvent } from '../../application/authority';
 import { paramOf } from './identities';
 import { run, type Queryable } from './query';
@@ -93,16 +94,14 @@ export const readBarrierOfAttempt = async (q: Queryable, runId: string, stepRunI
     step_run_id: stepRunId,
     started_step_run_version: startedStepRunVersion,
   });
-  const indexed = rows.filter((r) => r.source === 'index').map((r) => r.start_id);
-  const barriers = rows.filter((r) => r.source === 'barrier').map((r) => r.start_id);
-  if (indexed.length > 1) throw new CorruptRecordError('replay index', value, `attempt is bound to ${indexed.length} barriers`);
-  if (barriers.length > 1) throw new CorruptRecordError('start barrier', value, `${barriers.length} barriers claim this attempt`);
-  if (indexed.length === 0 && barriers.length === 0) return null;
-  if (indexed[0] !== barriers[0]) {
-    throw new CorruptRecordError('replay index', value, `the index names start ${indexed[0] ?? '(none)'} but the barrier table names ${barriers[0] ?? '(none)'}`);
-  }
-  const found = await readBarrier(q, indexed[0]!);
-  if (found === null) throw new CorruptRecordError('replay index', value, `attempt names start ${indexed[0]!}, which has no barrier`);
+  const startId = agreedAttemptStart(
+    value,
+    rows.filter((r) => r.source === 'index').map((r) => r.start_id),
+    rows.filter((r) => r.source === 'barrier').map((r) => r.start_id),
+  );
+  if (startId === undefined) return null;
+  const found = await readBarrier(q, startId);
+  if (found === null) throw new CorruptRecordError('replay index', value, `attempt names start ${startId}, which has no barrier`);
   return found;
 };
 
@@ -111,10 +110,6 @@ export const readStream = async (q: Queryable, runId: string): Promise<readonly 
   const stream = streamNameOf(runId);
   const [row] = await run<{ stream_version: unknown; events: unknown }>(q, SQL.READ_STREAM, { stream_id: stream });
   const rows = decodeRows(EventRowCodec, row?.events ?? null, 'event', stream);
-  const version = row?.stream_version === null || row?.stream_version === undefined ? 0 : decodeRow(PgInt, row.stream_version, 'stream', stream);
-  if (version !== rows.length) throw new CorruptRecordError('stream', stream, `stream head is at version ${version} but it holds ${rows.length} events`);
-  return rows.map((r, i) => {
-    if (r.stream_position !== i + 1) throw new CorruptRecordError('stream', stream, `expected position ${i + 1}, found ${r.stream_position}`);
-    return storedEventOf(r);
-  });
+  const version = row?.stream_version === null || row?.stream_version === undefined ? null : decodeRow(PgInt, row.stream_version, 'stream', stream);
+  return wholeStream(stream, version, rows);
 };

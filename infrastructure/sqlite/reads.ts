@@ -11,9 +11,10 @@ import {
   type RunState,
   type StartBarrierRecord,
 } from '../../domain';
-import { replayValuesOf, type BarrierRow, type ReplayIdentityRow, type RunRow, type StepRunRow } from '../../projections/rows';
+import { attemptValue, replayValuesOf, type BarrierRow, type ReplayIdentityRow, type RunRow, type StepRunRow } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
-import { startEventPositions, storedEventOf, verifyStartRows, type EventRow } from '../../projections/verifyRows';
+import { startEventPositions, verifyStartRows, type EventRow } from '../../projections/verifyRows';
+import { agreedAttemptStart, wholeStream } from '../../projections/readChecks';
 import type { StoredBarrier, StoredEvent } from '../../application/authority';
 import { IDENTITY_STORAGE } from './identities';
 import type { Statements } from './statements';
@@ -56,7 +57,12 @@ export const lookupReplay = (s: Statements, keys: ReplayKeys): ReplayHits => {
 /** R5.3: every row a barrier binds, re-derived from the event log by verifyStartRows. */
 export const readBarrier = (s: Statements, startId: string): StoredBarrier | null => {
   const barrier = s.barrier.get(startId) as BarrierRow | undefined;
-  if (barrier === undefined) return null;
+  if (barrier === undefined) {
+    // No barrier under this id is an answer only if nothing else claims the start exists (R9.3).
+    const { n } = s.indexNamesStart.get(startId, startId) as { n: number };
+    if (n > 0) throw new CorruptRecordError('start barrier', startId, 'the replay index names this start but its barrier row is missing');
+    return null;
+  }
   let sequence = 0;
   let probes: string[] = [];
   try {
@@ -81,15 +87,24 @@ export const readBarrier = (s: Statements, startId: string): StoredBarrier | nul
   });
 };
 
-/** R5.4: the barrier of one attempt, through the replay index. */
-export const readBarrierOfAttempt = (s: Statements, attempt: string): StoredBarrier | null => {
-  const rows = s.attempt.all(attempt) as { start_id: string }[];
-  if (rows.length > 1) throw new CorruptRecordError('replay index', attempt, `attempt is bound to ${rows.length} barriers`);
-  if (rows.length === 0) return null;
-  const found = readBarrier(s, rows[0]!.start_id);
-  if (found === null) throw new CorruptRecordError('replay index', attempt, `attempt names start ${rows[0]!.start_id}, which has no barrier`);
+/** R5.4: the barrier of one attempt; the replay index and the barrier's own key must agree. */
+export const readBarrierOfAttempt = (s: Statements, runId: string, stepRunId: string, startedStepRunVersion: number): StoredBarrier | null => {
+  const attempt = attemptValue(runId, stepRunId, startedStepRunVersion);
+  const rows = s.attempt.all(attempt, runId, stepRunId, startedStepRunVersion) as { source: string; start_id: string }[];
+  const startId = agreedAttemptStart(
+    attempt,
+    rows.filter((r) => r.source === 'index').map((r) => r.start_id),
+    rows.filter((r) => r.source === 'barrier').map((r) => r.start_id),
+  );
+  if (startId === undefined) return null;
+  const found = readBarrier(s, startId);
+  if (found === null) throw new CorruptRecordError('replay index', attempt, `attempt names start ${startId}, which has no barrier`);
   return found;
 };
 
-export const readStream = (s: Statements, runId: string): readonly StoredEvent[] =>
-  (s.streamEvents.all(streamNameOf(runId), 1, Number.MAX_SAFE_INTEGER) as (EventRow & { global_position: number })[]).map((r) => storedEventOf(r));
+/** Every event of `run-<runId>`, decoded, in order, whole and matching the stream head (R9.3). */
+export const readStream = (s: Statements, runId: string): readonly StoredEvent[] => {
+  const stream = streamNameOf(runId);
+  const head = s.streamVersion.get(stream) as { version: number } | undefined;
+  return wholeStream(stream, head?.version ?? null, s.streamEvents.all(stream, 1, Number.MAX_SAFE_INTEGER) as (EventRow & { global_position: number })[]);
+};

@@ -160,7 +160,7 @@ class SqliteAuthority implements SqliteStartBarrier {
     },
     getByStartId: (startId: string): Promise<StoredBarrier | null> => this.read(() => readBarrier(this.s, startId)),
     getByStepRunAttempt: (runId: string, stepRunId: string, startedStepRunVersion: number): Promise<StoredBarrier | null> =>
-      this.read(() => readBarrierOfAttempt(this.s, attemptValue(runId, stepRunId, startedStepRunVersion))),
+      this.read(() => readBarrierOfAttempt(this.s, runId, stepRunId, startedStepRunVersion)),
   };
 
   readonly runs = {

@@ -29,6 +29,7 @@ const STATEMENTS = {
   receipt: SQL.SELECT_RECEIPT,
   mutation: SQL.SELECT_MUTATION,
   attempt: SQL.SELECT_ATTEMPT,
+  indexNamesStart: SQL.SELECT_INDEX_NAMES_START,
 };
 
 export type Statements = { readonly [K in keyof typeof STATEMENTS]: Database.Statement };

@@ -17,7 +17,7 @@ import {
   stepRunRowOf,
 } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
-import { startEventPositions, storedEventOf, verifyStartRows } from '../../projections/verifyRows';
+import { startEventPositions, verifyStartRows } from '../../projections/verifyRows';
 import { outcomeRowOf } from '../../projections/outcomeRows';
 import type { AppendOutcome, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../../application/authority';
 import { createRecoveryApi } from '../../application/recoveryRules';

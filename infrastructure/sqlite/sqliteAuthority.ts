@@ -1,6 +1,6 @@
 import Database from 'better-sqlite3';
 import { decodeStartCommand } from '../../domain';
-import { attemptValue, stepRunRowOf } from '../../projections/rows';
+import { stepRunRowOf } from '../../projections/rows';
 import type {
   AppendOutcome,
   PrepareResult,

@@ -215,6 +215,32 @@ export const damageSuite = (backend: DamageBackend): void => {
       await expectHealthy();
     });
 
+    it('R9.3 every cell of the outcome row of a finished start, changed alone: outcome and history fail closed, verify reports it', async () => {
+      const [row] = await store.damage.rows('start_outcomes', 'start_id = ?', [finished.startId]);
+      let key = String(row!._key);
+      const columns = Object.keys(row!).filter((c) => c !== '_key');
+      expect(columns.length).to.be.greaterThan(10);
+      for (const column of columns) {
+        const damaged = await store.damage.set('start_outcomes', key, column, mutateCell(row![column]));
+        if (!damaged.applied) {
+          // the schema itself refuses it (PostgreSQL keeps CHECK constraints with triggers off)
+          expect(damaged.reason, `start_outcomes.${column}`).to.match(/check constraint/i);
+          continue;
+        }
+        key = damaged.key;
+        try {
+          await expectCorrupt(`start_outcomes.${column}: outcome`, a().recovery.outcome(finished.startId));
+          await expectCorrupt(`start_outcomes.${column}: history`, a().recovery.history(f.runId, f.stepRunId));
+          expect((await a().recovery.verify()).ok, `start_outcomes.${column}: verify`).to.equal(false);
+        } finally {
+          const back = await store.damage.set('start_outcomes', key, column, row![column]);
+          expect(back.applied).to.equal(true);
+          key = back.key;
+        }
+      }
+      await expectHealthy();
+    });
+
     it('R9.3 a gap in a stream (one lifecycle event deleted) fails readStream closed', async () => {
       await without('events', 'stream_id = ? AND stream_position = ?', [`run-${s.runId}`, 1], (what) => expectCorrupt(what, a().runs.readStream(s.runId)));
       await expectHealthy();

@@ -3,9 +3,11 @@ import { ValidationError } from '../../domain';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
 import { openPostgresStartBarrier as openRecoverablePostgresStartBarrier } from '../postgres/postgresAuthority';
 import { openSqliteStartBarrier } from '../sqlite';
+import { keyringFromEnvironment } from './keyring';
 
 // `--db PATH` (SQLite, the default backend) or `--postgres URL`; environment fallbacks for
-// scripts: QINGLONG_BARRIER_DB, QINGLONG_BARRIER_POSTGRES.
+// scripts: QINGLONG_BARRIER_DB, QINGLONG_BARRIER_POSTGRES; the deployment keyring from the
+// key file QINGLONG_BARRIER_KEYRING_FILE names (keyring.ts).
 
 export interface BackendOptions {
   readonly db?: string;
@@ -35,14 +37,17 @@ export const openBackend = async (options: BackendOptions, create: boolean): Pro
   const postgres = options.postgres ?? (options.db === undefined ? process.env.QINGLONG_BARRIER_POSTGRES : undefined);
   if (db !== undefined && postgres !== undefined) throw usage('give either --db PATH or --postgres URL, not both');
   const lockMs = lockTimeoutOf(options.lockTimeout);
+  const keys = keyringFromEnvironment();
+  const keyed = keys === undefined ? {} : { evidenceKeys: keys };
   if (postgres !== undefined) {
     return openRecoverablePostgresStartBarrier({
       connectionString: postgres,
       migrate: options.migrate ?? true,
       ...(lockMs === undefined ? {} : { timeouts: { lockMs } }),
+      ...keyed,
     });
   }
   if (db === undefined) throw usage('which database? give --db PATH (SQLite) or --postgres URL');
   if (!create && !existsSync(db)) throw new NoDatabaseError(db);
-  return openSqliteStartBarrier({ path: db, ...(lockMs === undefined ? {} : { busyTimeoutMs: lockMs }) });
+  return openSqliteStartBarrier({ path: db, ...(lockMs === undefined ? {} : { busyTimeoutMs: lockMs }), ...keyed });
 };

@@ -21,6 +21,7 @@ import { startEventPositions, verifyStartRows } from '../../projections/verifyRo
 import { outcomeRowOf } from '../../projections/outcomeRows';
 import type { AppendOutcome, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../../application/authority';
 import { createRecoveryApi } from '../../application/recoveryRules';
+import { createEvidenceKeyring, type EvidenceKeyring, type EvidenceKeyringOptions } from '../../application/evidenceKeys';
 import { agreedAttemptStart, wholeStream } from '../../projections/readChecks';
 import { createMemoryRecoveryView } from './memoryRecoveryView';
 import { copyTables, emptyTables, type Tables } from './tables';
@@ -47,10 +48,12 @@ export interface MemoryStartBarrierOptions {
   readonly hooks?: { readonly onStartStep?: StartStepHook };
   /** The store's clock; defaults to Date.now (this backend has no database clock). */
   readonly clock?: () => number;
+  /** Keyed evidence (R9.4): seal new barriers, and verify every barrier read. */
+  readonly evidenceKeys?: EvidenceKeyringOptions;
 }
 
 export const openMemoryStartBarrier = async (options: MemoryStartBarrierOptions = {}): Promise<RecoverableStartBarrierAuthority> =>
-  new MemoryAuthority(options.hooks?.onStartStep, options.clock ?? Date.now);
+  new MemoryAuthority(options.hooks?.onStartStep, options.clock ?? Date.now, options.evidenceKeys === undefined ? undefined : createEvidenceKeyring(options.evidenceKeys));
 
 class MemoryAuthority implements RecoverableStartBarrierAuthority {
   readonly backend = 'memory' as const;
@@ -60,6 +63,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
   constructor(
     private readonly hook: StartStepHook | undefined,
     private readonly clock: () => number,
+    private readonly keys: EvidenceKeyring | undefined,
   ) {}
 
   private transact<T>(body: (t: Tables) => Promise<T>): Promise<T> {
@@ -116,7 +120,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     }
     const positions = startEventPositions(sequence);
     const stream = streamNameOf(barrier.run_id);
-    return verifyStartRows({
+    const verified = verifyStartRows({
       barrier,
       audit: t.audit.get(barrier.audit_event_id),
       trace: t.trace.get(barrier.trace_id),
@@ -125,6 +129,8 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
       events: t.events.filter((e) => e.stream_id === stream && positions.includes(e.stream_position)).sort((a, b) => a.stream_position - b.stream_position),
       identities: [...t.identities.values()].filter((r) => r.start_id === startId),
     });
+    const mac = t.macs.get(startId);
+    return this.keys === undefined ? verified : this.keys.verify(verified, mac === undefined ? [] : [mac]);
   }
 
   private startUow(t: Tables): StartUnitOfWork {
@@ -144,6 +150,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
       writeStart: async (plan, steps) => {
         for (const step of steps) this.writeStep(t, plan, step);
       },
+      ...(this.keys === undefined ? {} : { sealEvidence: async (plan: StartWrite) => insertUnique(t.macs, plan.startId, this.keys!.seal(plan.result), 'evidence MAC') }),
     };
   }
 

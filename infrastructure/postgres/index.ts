@@ -15,3 +15,4 @@ export { migratePostgres, assertSchemaCurrent, type MigrationReport } from './mi
 export type { StartBarrierAuthority, PrepareResult, StoredBarrier, StepRunView, StoredEvent, AppendOutcome, StartStep, StartStepHook } from '../../application/authority';
 export { START_STEPS } from '../../application/authority';
 export { MigrationError } from '../migrations';
+export type { EvidenceKey, EvidenceKeyringOptions } from '../../application/evidenceKeys';

@@ -13,6 +13,7 @@ import type {
 } from '../../application/authority';
 import { decodeLifecycle, runLifecycleTransaction } from '../../application/lifecycleProtocol';
 import { runStartTransaction } from '../../application/startProtocol';
+import { createEvidenceKeyring, type EvidenceKeyring, type EvidenceKeyringOptions } from '../../application/evidenceKeys';
 import { isUniqueViolation, mapPgError } from './errors';
 import { lifecycleUnitOfWork } from './lifecycleWrite';
 import { assertSchemaCurrent, migratePostgres } from './migrate';
@@ -42,6 +43,8 @@ interface CommonOptions {
   /** Apply pending migrations on open (default true). `false` only checks the schema is current. */
   readonly migrate?: boolean;
   readonly writeMode?: PostgresWriteMode;
+  /** Keyed evidence (R9.4): seal new barriers, and verify every barrier read. */
+  readonly evidenceKeys?: EvidenceKeyringOptions;
   /** Fault injection inside the start transaction, and a count of transaction attempts (specs only). */
   readonly hooks?: { readonly onStartStep?: StartStepHook; readonly onAttempt?: (attempt: number) => void };
 }
@@ -76,6 +79,7 @@ export const openPostgresStartBarrier = async (options: PostgresStartBarrierOpti
     connectMs: validTimeout('connectMs', options.timeouts?.connectMs ?? DEFAULT_TIMEOUTS.connectMs),
     queryMs: validTimeout('queryMs', options.timeouts?.queryMs ?? DEFAULT_TIMEOUTS.queryMs),
   };
+  const keys = options.evidenceKeys === undefined ? undefined : createEvidenceKeyring(options.evidenceKeys);
   const maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
   if (!Number.isSafeInteger(maxRetries) || maxRetries < 0 || maxRetries > 3) {
     throw new RangeError(`maxRetries must be 0..3 (R5.2: at most three retries), got ${maxRetries}`);
@@ -111,7 +115,7 @@ export const openPostgresStartBarrier = async (options: PostgresStartBarrierOpti
     if (owned) await pool.end().catch(() => undefined);
     throw mapPgError(e);
   }
-  return new PostgresAuthority(pool, owned, timeouts, maxRetries, options.writeMode ?? 'batched', options.hooks?.onStartStep, options.hooks?.onAttempt);
+  return new PostgresAuthority(pool, owned, timeouts, maxRetries, options.writeMode ?? 'batched', options.hooks?.onStartStep, options.hooks?.onAttempt, keys);
 };
 
 class PostgresAuthority implements PostgresStartBarrier {
@@ -127,6 +131,7 @@ class PostgresAuthority implements PostgresStartBarrier {
     readonly writeMode: PostgresWriteMode,
     private readonly hook: StartStepHook | undefined,
     onAttempt: ((attempt: number) => void) | undefined,
+    private readonly keys: EvidenceKeyring | undefined,
   ) {
     this.tx = new PostgresTransactions(pool, timeouts, maxRetries, onAttempt);
   }
@@ -152,15 +157,15 @@ class PostgresAuthority implements PostgresStartBarrier {
       const runId = decoded.command.stepRun.runId;
       const budget = this.tx.budget(); // one budget for both transactions (R9.5)
       try {
-        return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, this.writeMode), decoded, this.hook), budget);
+        return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, this.writeMode, this.keys), decoded, this.hook), budget);
       } catch (e) {
         if (!isUniqueViolation(e)) throw e;
-        return this.transaction(runId, (tx) => resolveUniqueViolation(tx, decoded, e), budget);
+        return this.transaction(runId, (tx) => resolveUniqueViolation(tx, decoded, e, this.keys), budget);
       }
     },
-    getByStartId: (startId: string): Promise<StoredBarrier | null> => this.read((q) => readBarrier(q, startId)),
+    getByStartId: (startId: string): Promise<StoredBarrier | null> => this.read((q) => readBarrier(q, startId, this.keys)),
     getByStepRunAttempt: (runId: string, stepRunId: string, startedStepRunVersion: number): Promise<StoredBarrier | null> =>
-      this.read((q) => readBarrierOfAttempt(q, runId, stepRunId, startedStepRunVersion)),
+      this.read((q) => readBarrierOfAttempt(q, runId, stepRunId, startedStepRunVersion, this.keys)),
   };
 
   readonly runs = {

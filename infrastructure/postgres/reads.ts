@@ -4,12 +4,14 @@ import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/ru
 import { verifyStartRows } from '../../projections/verifyRows';
 import { agreedAttemptStart, wholeStream } from '../../projections/readChecks';
 import type { StoredBarrier, StoredEvent } from '../../application/authority';
+import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { paramOf } from './identities';
 import { run, type Queryable } from './query';
 import {
   AuditEventRowCodec,
   AuditReceiptRowCodec,
   BarrierRowCodec,
+  EvidenceMacRowCodec,
   EventRowCodec,
   IdentityProbeRowCodec,
   MutationRowCodec,
@@ -61,7 +63,7 @@ export const lookupReplay = async (q: Queryable, keys: ReplayKeys): Promise<Repl
 };
 
 /** R5.3: one statement fetches every row a barrier binds; verifyStartRows re-derives them all. */
-export const readBarrier = async (q: Queryable, startId: string): Promise<StoredBarrier | null> => {
+export const readBarrier = async (q: Queryable, startId: string, keys?: EvidenceKeyring): Promise<StoredBarrier | null> => {
   const [row] = await run<Record<string, unknown>>(q, SQL.READ_BARRIER, { start_id: startId });
   if (row === undefined) return null;
   const kind = 'start barrier';
@@ -73,7 +75,7 @@ export const readBarrier = async (q: Queryable, startId: string): Promise<Stored
     return null;
   }
   const identities = [...new Map(probes.map(({ row_id, ...r }) => [row_id, r])).values()];
-  return verifyStartRows({
+  const verified = verifyStartRows({
     barrier,
     audit: atMostOne(decodeRows(AuditEventRowCodec, row.audits, 'security audit event', startId), 'security audit event', startId),
     trace: atMostOne(decodeRows(TraceAnchorRowCodec, row.traces, 'trace anchor', startId), 'trace anchor', startId),
@@ -82,10 +84,13 @@ export const readBarrier = async (q: Queryable, startId: string): Promise<Stored
     events: decodeRows(EventRowCodec, row.events, 'event', startId),
     identities,
   });
+  if (keys === undefined) return verified;
+  const macs = (await run(q, SQL.SELECT_EVIDENCE_MACS, { start_id: startId })).map((r) => decodeRow(EvidenceMacRowCodec, r, 'evidence MAC', startId));
+  return keys.verify(verified, macs);
 };
 
 /** R5.4 lookup by attempt: the replay index and the barrier's own unique key must agree. */
-export const readBarrierOfAttempt = async (q: Queryable, runId: string, stepRunId: string, startedStepRunVersion: number): Promise<StoredBarrier | null> => {
+export const readBarrierOfAttempt = async (q: Queryable, runId: string, stepRunId: string, startedStepRunVersion: number, keys?: EvidenceKeyring): Promise<StoredBarrier | null> => {
   if (!Number.isSafeInteger(startedStepRunVersion) || startedStepRunVersion < 1) return null;
   const value = attemptValue(runId, stepRunId, startedStepRunVersion);
   const rows = await run<{ source: string; start_id: string }>(q, SQL.FIND_ATTEMPT, {
@@ -100,7 +105,7 @@ export const readBarrierOfAttempt = async (q: Queryable, runId: string, stepRunI
     rows.filter((r) => r.source === 'barrier').map((r) => r.start_id),
   );
   if (startId === undefined) return null;
-  const found = await readBarrier(q, startId);
+  const found = await readBarrier(q, startId, keys);
   if (found === null) throw new CorruptRecordError('replay index', value, `attempt names start ${startId}, which has no barrier`);
   return found;
 };

@@ -15,3 +15,4 @@ export type {
   VerifyProblem,
   VerifyReport,
 } from '../../application/authority';
+export type { EvidenceKey, EvidenceKeyringOptions } from '../../application/evidenceKeys';

@@ -16,6 +16,7 @@ import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/ru
 import { startEventPositions, verifyStartRows, type EventRow } from '../../projections/verifyRows';
 import { agreedAttemptStart, wholeStream } from '../../projections/readChecks';
 import type { StoredBarrier, StoredEvent } from '../../application/authority';
+import type { EvidenceKeyring, EvidenceMacRow } from '../../application/evidenceKeys';
 import { IDENTITY_STORAGE } from './identities';
 import type { Statements } from './statements';
 
@@ -55,7 +56,7 @@ export const lookupReplay = (s: Statements, keys: ReplayKeys): ReplayHits => {
 };
 
 /** R5.3: every row a barrier binds, re-derived from the event log by verifyStartRows. */
-export const readBarrier = (s: Statements, startId: string): StoredBarrier | null => {
+export const readBarrier = (s: Statements, startId: string, keys?: EvidenceKeyring): StoredBarrier | null => {
   const barrier = s.barrier.get(startId) as BarrierRow | undefined;
   if (barrier === undefined) {
     // No barrier under this id is an answer only if nothing else claims the start exists (R9.3).
@@ -76,7 +77,7 @@ export const readBarrier = (s: Statements, startId: string): StoredBarrier | nul
   const events = sequence > 3 ? (s.streamEvents.all(streamNameOf(barrier.run_id), positions[0], positions[4]) as EventRow[]) : [];
   const identityRows = probes.length > 0 ? (s.identitiesOfStart.all(...probes, startId) as (ReplayIdentityRow & { row_id: number })[]) : [];
   const unique = [...new Map(identityRows.map((r) => [r.row_id, r])).values()].map(({ row_id: _, ...r }) => r);
-  return verifyStartRows({
+  const verified = verifyStartRows({
     barrier,
     audit: s.audit.get(barrier.audit_event_id) as never,
     trace: s.trace.get(barrier.trace_id) as never,
@@ -85,10 +86,11 @@ export const readBarrier = (s: Statements, startId: string): StoredBarrier | nul
     events,
     identities: unique,
   });
+  return keys === undefined ? verified : keys.verify(verified, s.evidenceMacs.all(startId) as EvidenceMacRow[]);
 };
 
 /** R5.4: the barrier of one attempt; the replay index and the barrier's own key must agree. */
-export const readBarrierOfAttempt = (s: Statements, runId: string, stepRunId: string, startedStepRunVersion: number): StoredBarrier | null => {
+export const readBarrierOfAttempt = (s: Statements, runId: string, stepRunId: string, startedStepRunVersion: number, keys?: EvidenceKeyring): StoredBarrier | null => {
   const attempt = attemptValue(runId, stepRunId, startedStepRunVersion);
   const rows = s.attempt.all(attempt, runId, stepRunId, startedStepRunVersion) as { source: string; start_id: string }[];
   const startId = agreedAttemptStart(
@@ -97,7 +99,7 @@ export const readBarrierOfAttempt = (s: Statements, runId: string, stepRunId: st
     rows.filter((r) => r.source === 'barrier').map((r) => r.start_id),
   );
   if (startId === undefined) return null;
-  const found = readBarrier(s, startId);
+  const found = readBarrier(s, startId, keys);
   if (found === null) throw new CorruptRecordError('replay index', attempt, `attempt names start ${startId}, which has no barrier`);
   return found;
 };

@@ -15,6 +15,7 @@ import { SerialExecutor } from '../../application/serialExecutor';
 import { decodeLifecycle, runLifecycleTransaction } from '../../application/lifecycleProtocol';
 import { runStartTransaction } from '../../application/startProtocol';
 import { createRecoveryApi } from '../../application/recoveryRules';
+import { createEvidenceKeyring, type EvidenceKeyring, type EvidenceKeyringOptions } from '../../application/evidenceKeys';
 import * as SQL from './sql';
 import { mapSqliteError } from './errors';
 import { createRunEventStore, type RunEventStore } from './eventStore';
@@ -38,6 +39,8 @@ export interface SqliteStartBarrierOptions {
   readonly busyTimeoutMs?: number;
   /** Fault injection inside the start transaction (specs only). */
   readonly hooks?: { readonly onStartStep?: StartStepHook };
+  /** Keyed evidence (R9.4): seal new barriers, and verify every barrier read. */
+  readonly evidenceKeys?: EvidenceKeyringOptions;
 }
 
 export interface SqliteStartBarrier extends RecoverableStartBarrierAuthority {
@@ -53,6 +56,7 @@ export interface SqliteStartBarrier extends RecoverableStartBarrierAuthority {
 }
 
 export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions): Promise<SqliteStartBarrier> => {
+  const keys = options.evidenceKeys === undefined ? undefined : createEvidenceKeyring(options.evidenceKeys);
   let db: Database.Database;
   try {
     db = new Database(options.path);
@@ -66,7 +70,7 @@ export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions)
     db.close();
     throw mapSqliteError(e);
   }
-  return new SqliteAuthority(db, options.hooks?.onStartStep);
+  return new SqliteAuthority(db, options.hooks?.onStartStep, keys);
 };
 
 class SqliteAuthority implements SqliteStartBarrier {
@@ -78,6 +82,7 @@ class SqliteAuthority implements SqliteStartBarrier {
   constructor(
     readonly db: Database.Database,
     private readonly hook: StartStepHook | undefined,
+    private readonly keys: EvidenceKeyring | undefined,
   ) {
     this.s = prepareStatements(db);
     this.eventStore = createRunEventStore(this.s, { read: (body) => this.read(body), write: (body) => this.write(body) });
@@ -156,11 +161,11 @@ class SqliteAuthority implements SqliteStartBarrier {
   readonly barriers = {
     prepare: async (command: unknown): Promise<PrepareResult> => {
       const decoded = decodeStartCommand(command); // bad input: typed error, nothing opened
-      return this.write(() => runStartTransaction(startUnitOfWork(this.s), decoded, this.hook), decoded.command.startId);
+      return this.write(() => runStartTransaction(startUnitOfWork(this.s, this.keys), decoded, this.hook), decoded.command.startId);
     },
-    getByStartId: (startId: string): Promise<StoredBarrier | null> => this.read(() => readBarrier(this.s, startId)),
+    getByStartId: (startId: string): Promise<StoredBarrier | null> => this.read(() => readBarrier(this.s, startId, this.keys)),
     getByStepRunAttempt: (runId: string, stepRunId: string, startedStepRunVersion: number): Promise<StoredBarrier | null> =>
-      this.read(() => readBarrierOfAttempt(this.s, runId, stepRunId, startedStepRunVersion)),
+      this.read(() => readBarrierOfAttempt(this.s, runId, stepRunId, startedStepRunVersion, this.keys)),
   };
 
   readonly runs = {
@@ -183,7 +188,7 @@ class SqliteAuthority implements SqliteStartBarrier {
   /** Recovery read models and operator resolutions. */
   readonly recovery: RecoveryApi = createRecoveryApi({
     snapshot: (body) =>
-      this.snapshot(() => body((this.recoveryView ??= createSqliteRecoveryView({ db: this.db, readBarrier: (id) => readBarrier(this.s, id), nowMs: () => nowMsOf(this.s) })))),
+      this.snapshot(() => body((this.recoveryView ??= createSqliteRecoveryView({ db: this.db, readBarrier: (id) => readBarrier(this.s, id, this.keys), nowMs: () => nowMsOf(this.s) })))),
     handle: (command) => this.runs.handle(command),
   });
 

@@ -16,7 +16,7 @@ import {
 import { Identity } from '../../domain/codecs';
 import { buildScenario } from '../../domain/scenario';
 import type { RecoverableStartBarrierAuthority } from '../authority';
-import { openBackend, type BackendOptions } from './backend';
+import { migrateBackend, openBackend, type BackendAccess, type BackendOptions } from './backend';
 import { formatDuration, parseDuration } from './duration';
 import { EXIT, exitCodeOf } from './exitCodes';
 import { readJsonInput } from './input';
@@ -60,8 +60,8 @@ const positiveInt = (text: string, what: string): number => {
 const usage = (message: string): ValidationError => new ValidationError('command line', [{ path: '(arguments)', reason: 'invalid_value', message }]);
 
 /** Open the backend, run `body`, always close (a PostgreSQL pool must not keep the process alive). */
-const withAuthority = async <T>(program: Command, create: boolean, body: (a: RecoverableStartBarrierAuthority) => Promise<T>): Promise<T> => {
-  const authority = await openBackend(program.opts<BackendOptions>(), create);
+const withAuthority = async <T>(program: Command, access: BackendAccess, body: (a: RecoverableStartBarrierAuthority) => Promise<T>): Promise<T> => {
+  const authority = await openBackend(program.opts<BackendOptions>(), access);
   try {
     return await body(authority);
   } finally {
@@ -113,7 +113,7 @@ Exit codes: 0 ok, 2 validation, 3 precondition, 4 semantic conflict, 5 corrupt r
       const commands = Array.isArray(input) ? input : [input];
       if (commands.length === 0) throw usage('the array of lifecycle commands is empty');
       const decoded = commands.map((c) => decodeLifecycleCommand(c)); // all valid before any is applied
-      await withAuthority(program, true, async (a) => {
+      await withAuthority(program, 'create', async (a) => {
         const results = [];
         for (const [i, command] of decoded.entries()) {
           try {
@@ -134,7 +134,7 @@ Exit codes: 0 ok, 2 validation, 3 precondition, 4 semantic conflict, 5 corrupt r
     .action(async (opts: { command: string }) => {
       const input = await readJsonInput(opts.command, 'start command');
       decodeStartCommand(input); // validation before any database is opened or created
-      await withAuthority(program, true, async (a) => print(await a.barriers.prepare(input)));
+      await withAuthority(program, 'create', async (a) => print(await a.barriers.prepare(input)));
     });
 
   const show = program
@@ -155,7 +155,7 @@ Exit codes: 0 ok, 2 validation, 3 precondition, 4 semantic conflict, 5 corrupt r
     }
     if (given.length !== 1) throw usage('give exactly one of --start-id, --attempt, --mutation-id, --run-event-id, --trace-id, --audit-event-id, --audit-receipt-id');
     const [identity, value] = given[0]!;
-    await withAuthority(program, false, async (a) => {
+    await withAuthority(program, 'read', async (a) => {
       const barrier = await a.recovery.lookup(identity, value);
       if (barrier === null) {
         throw new PreconditionError('start_not_found', `no start barrier has ${identity} ${typeof value === 'string' ? value : JSON.stringify(value)}`);
@@ -171,7 +171,7 @@ Exit codes: 0 ok, 2 validation, 3 precondition, 4 semantic conflict, 5 corrupt r
     .argument('<run>', 'Run id')
     .argument('<step>', 'StepRun id')
     .action(async (runId: string, stepRunId: string) => {
-      await withAuthority(program, false, async (a) => {
+      await withAuthority(program, 'read', async (a) => {
         const attempts = await a.recovery.history(runId, stepRunId);
         const stepRun = await a.runs.getStepRun(runId, stepRunId);
         if (stepRun === null && attempts.length === 0) throw new PreconditionError('step_run_not_found', `StepRun ${stepRunId} does not exist in Run ${runId}`);
@@ -194,7 +194,7 @@ Exit codes: 0 ok, 2 validation, 3 precondition, 4 semantic conflict, 5 corrupt r
         // the recovery API bounds it (1..10000) with a typed error; here only the digits
         ...(opts.limit === undefined ? {} : { limit: positiveInt(opts.limit, '--limit') }),
       };
-      await withAuthority(program, false, async (a) => {
+      await withAuthority(program, 'read', async (a) => {
         print((await a.recovery.inDoubt(query)).map((s) => ({ ...s, age: formatDuration(s.ageMs) })));
       });
     });
@@ -208,7 +208,7 @@ Exit codes: 0 ok, 2 validation, 3 precondition, 4 semantic conflict, 5 corrupt r
     .option('--by <who>', 'who decided (default: QINGLONG_OPERATOR or your user name)')
     .option('--outcome-digest <digest>', 'digest of the tool outcome, for completed or failed')
     .action(async (startId: string, outcome: StartOutcomeKind, opts: { reason: string; by?: string; outcomeDigest?: string }) => {
-      await withAuthority(program, false, async (a) => {
+      await withAuthority(program, 'write', async (a) => {
         print(
           await a.recovery.resolve(startId, outcome, {
             decidedBy: opts.by ?? defaultOperator(),
@@ -220,10 +220,15 @@ Exit codes: 0 ok, 2 validation, 3 precondition, 4 semantic conflict, 5 corrupt r
     });
 
   program
+    .command('migrate')
+    .description('create or upgrade the store to this version: the only command besides apply and prepare that changes its schema')
+    .action(async () => print({ applied: await migrateBackend(program.opts<BackendOptions>()) }));
+
+  program
     .command('verify')
     .description('re-verify every stored barrier and its facts; exit 5 and list every bad record on any damage')
     .action(async () => {
-      await withAuthority(program, false, async (a) => {
+      await withAuthority(program, 'read', async (a) => {
         const bar = process.stderr.isTTY
           ? new SingleBar({ stream: process.stderr, format: 'verify [{bar}] {percentage}% | {value}/{total} records', hideCursor: true }, Presets.shades_classic)
           : undefined;

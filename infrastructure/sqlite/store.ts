@@ -43,7 +43,7 @@ import type {
   StoredBarrier,
   StoredEvent,
 } from '../authority';
-import { loadMigrations, planMigrations, MigrationError } from '../migrations';
+import { openReadOnlyBarrierFile, openWritable } from './fileIdentity';
 import { SerialExecutor } from '../serial';
 import {
   decodeLifecycle,
@@ -60,8 +60,13 @@ import { createSqliteRecoveryView } from './recovery';
 import { INSERT_OUTCOME } from './recoverySql';
 
 export interface SqliteStartBarrierOptions {
-  /** Database file; created and migrated if absent. */
+  /** Database file; created and migrated if absent (unless `readOnly`). */
   readonly path: string;
+  /**
+   * Open an existing, current barrier file read-only (R10.3): nothing is created, migrated or
+   * written; any other file is refused unchanged. Writes then fail.
+   */
+  readonly readOnly?: boolean;
   /**
    * FULL (default): a committed start survives power loss. NORMAL: in WAL mode a commit is
    * durable against a process crash but the last commits may roll back on power loss.
@@ -120,32 +125,19 @@ const mapSqliteError = (e: unknown, startId?: string): unknown => {
 };
 
 export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions): Promise<SqliteStartBarrier> => {
-  const db = new Database(options.path);
+  // R10.3: a read-only authority never creates, migrates or changes the file.
+  const db = options.readOnly === true ? openReadOnlyBarrierFile(options.path) : new Database(options.path);
   try {
-    for (const p of SQL.PRAGMAS(options.synchronous ?? 'FULL', options.busyTimeoutMs ?? 5000)) db.pragma(p);
-    migrate(db);
+    if (options.readOnly === true) {
+      db.pragma(`busy_timeout = ${Math.trunc(options.busyTimeoutMs ?? 5000)}`);
+    } else {
+      openWritable(db, options.path, options.synchronous ?? 'FULL', options.busyTimeoutMs ?? 5000);
+    }
   } catch (e) {
     db.close();
     throw mapSqliteError(e);
   }
   return new SqliteAuthority(db, options.hooks?.onStartStep);
-};
-
-const migrate = (db: Database.Database): void => {
-  db.exec(SQL.MIGRATIONS_TABLE);
-  const known = loadMigrations('sqlite');
-  db.exec('BEGIN IMMEDIATE');
-  try {
-    const applied = db.prepare(SQL.SELECT_APPLIED).all() as { name: string; checksum: string }[];
-    for (const m of planMigrations(known, applied)) {
-      db.exec(m.sql);
-      db.prepare(SQL.INSERT_APPLIED).run(m.name, m.checksum, Date.now());
-    }
-    db.exec('COMMIT');
-  } catch (e) {
-    if (db.inTransaction) db.exec('ROLLBACK');
-    throw e instanceof MigrationError ? e : e;
-  }
 };
 
 class SqliteAuthority implements SqliteStartBarrier {

@@ -11,6 +11,7 @@ import {
   decodeLifecycleCommand,
   evolve,
   replayKeysOf,
+  stepRunTable,
   type DecodedStartCommand,
   type LifecycleCommand,
   type ReplayHits,
@@ -132,7 +133,7 @@ export const runAppendTransaction = async (
   let before = await uow.lockForLifecycle(runId, stepRunIds[0]);
   for (const id of stepRunIds.slice(1)) {
     const more = await uow.lockForLifecycle(runId, id);
-    before = { run: before.run, stepRuns: { ...before.stepRuns, ...more.stepRuns } };
+    before = { run: before.run, stepRuns: stepRunTable([...Object.entries(before.stepRuns), ...Object.entries(more.stepRuns)]) };
   }
   assertExpectedVersionMatchesCurrent(BigInt(before.run?.version ?? 0), expected, 0n);
   // The caller decided these events; we still refuse any that would rewrite history.

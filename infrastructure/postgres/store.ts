@@ -605,7 +605,7 @@ const identityOfViolation = (violation: { constraint?: string | undefined; detai
   }
   if (constraint === 'start_replay_identities_key') {
     const identity = /\(identity, value\)=\(([A-Za-z]+),/.exec(violation.detail ?? '')?.[1];
-    if (identity !== undefined && identity in IDENTITY_NAMES) return identity as ReplayIdentity;
+    if (identity !== undefined && Object.hasOwn(IDENTITY_NAMES, identity)) return identity as ReplayIdentity;
   }
   return UNIQUE_CONSTRAINT_IDENTITY[constraint];
 };

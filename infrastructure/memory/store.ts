@@ -1,3 +1,4 @@
+import { decodeAttemptArgs, decodeStartIdArgs } from '../../domain/readArgs';
 import { randomUUID } from 'node:crypto';
 import {
   ConcurrencyExhaustedError,
@@ -252,8 +253,9 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
       const decoded = decodeStartCommand(command);
       return this.transact((t) => runStartTransaction(this.startUow(t), decoded, this.hook));
     },
-    getByStartId: async (startId: string) => this.readBarrier(this.tables, startId),
-    getByStepRunAttempt: async (runId: string, stepRunId: string, v: number) => {
+    getByStartId: async (startId: string) => this.readBarrier(this.tables, decodeStartIdArgs(startId)),
+    getByStepRunAttempt: async (runIdArg: string, stepRunIdArg: string, version: number) => {
+      const { runId, stepRunId, startedStepRunVersion: v } = decodeAttemptArgs(runIdArg, stepRunIdArg, version);
       const row = this.tables.identities.get(identityKey('attempt', attemptValue(runId, stepRunId, v)));
       if (row === undefined) return null;
       const found = this.readBarrier(this.tables, row.start_id);

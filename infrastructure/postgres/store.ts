@@ -1,3 +1,4 @@
+import { decodeAttemptArgs, decodeStartIdArgs } from '../../domain/readArgs';
 import { createHash, randomUUID } from 'node:crypto';
 import { Pool, type PoolClient, type QueryResultRow } from 'pg';
 import {
@@ -524,10 +525,13 @@ class PostgresAuthority implements PostgresStartBarrier {
         return this.resolveUniqueViolation(decoded, e);
       }
     },
-    getByStartId: (startId: string): Promise<StoredBarrier | null> => this.read((q) => this.readBarrier(q, startId)),
-    getByStepRunAttempt: (runId: string, stepRunId: string, startedStepRunVersion: number): Promise<StoredBarrier | null> =>
-      this.read(async (q) => {
-        if (!Number.isSafeInteger(startedStepRunVersion) || startedStepRunVersion < 1) return null;
+    getByStartId: async (startId: string): Promise<StoredBarrier | null> => {
+      const id = decodeStartIdArgs(startId);
+      return this.read((q) => this.readBarrier(q, id));
+    },
+    getByStepRunAttempt: async (runIdArg: string, stepRunIdArg: string, version: number): Promise<StoredBarrier | null> => {
+      const { runId, stepRunId, startedStepRunVersion } = decodeAttemptArgs(runIdArg, stepRunIdArg, version);
+      return this.read(async (q) => {
         const value = attemptValue(runId, stepRunId, startedStepRunVersion);
         const rows = await run<{ source: string; start_id: string }>(q, SQL.FIND_ATTEMPT, {
           attempt: value,
@@ -546,7 +550,8 @@ class PostgresAuthority implements PostgresStartBarrier {
         const found = await this.readBarrier(q, indexed[0]!);
         if (found === null) throw new CorruptRecordError('replay index', value, `attempt names start ${indexed[0]!}, which has no barrier`);
         return found;
-      }),
+      });
+    },
   };
 
   readonly runs = {

@@ -1,3 +1,4 @@
+import { decodeAttemptArgs, decodeStartIdArgs } from '../../domain/readArgs';
 import { randomUUID } from 'node:crypto';
 import Database from 'better-sqlite3';
 import {
@@ -488,9 +489,13 @@ class SqliteAuthority implements SqliteStartBarrier {
       const decoded = decodeStartCommand(command); // bad input: typed error, nothing opened
       return this.write(() => runStartTransaction(this.startUow, decoded, this.hook), decoded.command.startId);
     },
-    getByStartId: (startId: string): Promise<StoredBarrier | null> => this.read(() => this.readBarrierSync(startId)),
-    getByStepRunAttempt: (runId: string, stepRunId: string, startedStepRunVersion: number): Promise<StoredBarrier | null> =>
-      this.read(() => {
+    getByStartId: async (startId: string): Promise<StoredBarrier | null> => {
+      const id = decodeStartIdArgs(startId);
+      return this.read(() => this.readBarrierSync(id));
+    },
+    getByStepRunAttempt: async (runIdArg: string, stepRunIdArg: string, version: number): Promise<StoredBarrier | null> => {
+      const { runId, stepRunId, startedStepRunVersion } = decodeAttemptArgs(runIdArg, stepRunIdArg, version);
+      return this.read(() => {
         const value = attemptValue(runId, stepRunId, startedStepRunVersion);
         const rows = this.s.attempt!.all(value) as { start_id: string }[];
         if (rows.length > 1) throw new CorruptRecordError('replay index', value, `attempt is bound to ${rows.length} barriers`);
@@ -498,7 +503,8 @@ class SqliteAuthority implements SqliteStartBarrier {
         const found = this.readBarrierSync(rows[0]!.start_id);
         if (found === null) throw new CorruptRecordError('replay index', value, `attempt names start ${rows[0]!.start_id}, which has no barrier`);
         return found;
-      }),
+      });
+    },
   };
 
   readonly runs = {

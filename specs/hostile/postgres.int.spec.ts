@@ -1,0 +1,24 @@
+import { openRecoverablePostgresStartBarrier, type RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/recovery';
+import { MigratedTemplate, countRows } from '../postgres/harness';
+import { hostileInputConformance } from './hostileInputConformance';
+
+describe('hostile input on PostgreSQL', function () {
+  this.timeout(120_000);
+  const template = new MigratedTemplate();
+  after(() => template.dropAll());
+  hostileInputConformance({
+    name: 'PostgreSQL (pg, fresh database per test)',
+    open: async () => {
+      const db = await template.clone();
+      const a = await openRecoverablePostgresStartBarrier({ connectionString: db.url });
+      const close = a.close.bind(a);
+      return Object.assign(a, {
+        close: async () => {
+          await close();
+          await db.drop();
+        },
+      });
+    },
+    counts: (a) => countRows((a as RecoverablePostgresStartBarrier).pool),
+  });
+});

@@ -1,4 +1,4 @@
-import { closeSync, openSync, readSync } from 'node:fs';
+import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
 import Database from 'better-sqlite3';
 import { ValidationError } from '../../domain';
 import { loadMigrations, MigrationError, planMigrations, type AppliedMigration } from '../migrations';
@@ -74,6 +74,7 @@ export const openReadOnlyBarrierFile = (path: string): Database.Database => {
  * no application id yet) pass.
  */
 export const assertBarrierOrEmpty = (db: Database.Database, path: string): void => {
+  if (existsSync(path) && statSync(path).size > 0 && !readFileHeader(path).sqlite) throw notABarrier(path, 'not an SQLite database');
   const applicationId = db.pragma('application_id', { simple: true }) as number;
   if (applicationId === BARRIER_APPLICATION_ID) return;
   if (applicationId !== 0) throw notABarrier(path, `application id ${applicationId}`);

@@ -234,7 +234,6 @@ export const buildStartFacts = (decoded: DecodedStartCommand, state: RunState): 
       auditReceiptDigest: receipt.receiptDigest,
     },
     ...(c.approval ? { approval: c.approval } : {}),
-    ...(c.annotations ? { annotations: c.annotations } : {}),
   };
   const sealed = sealBarrier(record);
 

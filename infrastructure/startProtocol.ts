@@ -11,6 +11,8 @@ import {
   decodeLifecycleCommand,
   evolve,
   replayKeysOf,
+  isCodedReason,
+  OUTCOME_REASON_CODES,
   stepRunTable,
   type DecodedStartCommand,
   type LifecycleCommand,
@@ -123,11 +125,17 @@ export const runAppendTransaction = async (
     if ((START_FACT_TYPES as readonly string[]).includes(e.type)) {
       throw new ValidationError('event', [{ path: `[${i}].type`, reason: 'forbidden_value', message: `${e.type} is appended only by barriers.prepare, with its barrier (R7.1)` }]);
     }
+    let decoded: RunStreamEvent;
     try {
-      return decodeRunEvent(e.type, e.data, `appended event ${i}`);
+      decoded = decodeRunEvent(e.type, e.data, `appended event ${i}`);
     } catch (error) {
       throw new ValidationError('event', [{ path: `[${i}]`, reason: 'invalid_value', message: (error as Error).message }]);
     }
+    // R10.2: free-text reasons are read as legacy records only; a new outcome fact carries a code
+    if ('resolution' in decoded.data && !isCodedReason(decoded.data.resolution.reason)) {
+      throw new ValidationError('event', [{ path: `[${i}].data.resolution.reason`, reason: 'invalid_value', message: `expected one of ${OUTCOME_REASON_CODES.join(', ')} (R10.2: no free text in evidence)` }]);
+    }
+    return decoded;
   });
   const stepRunIds = [...new Set(events.flatMap((e) => ('stepRunId' in e.data ? [e.data.stepRunId] : [])))];
   let before = await uow.lockForLifecycle(runId, stepRunIds[0]);

@@ -4,6 +4,7 @@ import { Argument, Command, CommanderError } from 'commander';
 import { Presets, SingleBar } from 'cli-progress';
 import {
   PreconditionError,
+  OUTCOME_REASON_CODES,
   START_OUTCOME_KINDS,
   ValidationError,
   decodeLifecycleCommand,
@@ -11,6 +12,7 @@ import {
   isStartBarrierError,
   type LookupValue,
   type ReplayIdentity,
+  type OutcomeReasonCode,
   type StartOutcomeKind,
 } from '../../domain';
 import { Identity } from '../../domain/codecs';
@@ -204,19 +206,39 @@ Exit codes: 0 ok, 2 validation, 3 precondition, 4 semantic conflict, 5 corrupt r
     .description('record the outcome of an in-doubt start as a new fact (lost then allows a retry at a new version)')
     .argument('<start-id>', 'the start to resolve')
     .addArgument(new Argument('<outcome>', 'what happened').choices(START_OUTCOME_KINDS))
-    .requiredOption('--reason <text>', 'why: what you checked (kept with the fact)')
+    .requiredOption('--reason <code>', `why, as a code kept with the fact (R10.2): ${OUTCOME_REASON_CODES.join(', ')}`)
+    .option('--ticket <ref>', 'your ticket, PROJECT-NUMBER (e.g. OPS-1234)')
+    .option('--note <text>', 'free text for people: kept apart from the evidence (only its digest is bound) and purgeable')
     .option('--by <who>', 'who decided (default: QINGLONG_OPERATOR or your user name)')
     .option('--outcome-digest <digest>', 'digest of the tool outcome, for completed or failed')
-    .action(async (startId: string, outcome: StartOutcomeKind, opts: { reason: string; by?: string; outcomeDigest?: string }) => {
+    .action(async (startId: string, outcome: StartOutcomeKind, opts: { reason: string; ticket?: string; note?: string; by?: string; outcomeDigest?: string }) => {
       await withAuthority(program, 'write', async (a) => {
         print(
           await a.recovery.resolve(startId, outcome, {
             decidedBy: opts.by ?? defaultOperator(),
-            reason: opts.reason,
+            reason: opts.reason as OutcomeReasonCode, // checked by resolve: VALIDATION_FAILED naming it
+            ...(opts.ticket === undefined ? {} : { ticket: opts.ticket }),
+            ...(opts.note === undefined ? {} : { note: opts.note }),
             ...(opts.outcomeDigest === undefined ? {} : { outcomeDigest: opts.outcomeDigest }),
           }),
         );
       });
+    });
+
+  program
+    .command('note')
+    .description('the resolution note an outcome binds (R10.2): its text, or "purged"')
+    .argument('<start-id>', 'the resolved start')
+    .action(async (startId: string) => {
+      await withAuthority(program, 'read', async (a) => print(await a.recovery.note(startId)));
+    });
+
+  program
+    .command('purge-note')
+    .description('erase a resolution note for good; its digest stays bound and verify stays green (R10.2)')
+    .argument('<start-id>', 'the resolved start')
+    .action(async (startId: string) => {
+      await withAuthority(program, 'write', async (a) => print(await a.recovery.purgeNote(startId)));
     });
 
   program

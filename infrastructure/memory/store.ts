@@ -31,6 +31,7 @@ import { startEventPositions, storedEventOf, verifyStartRows, type EventRow } fr
 import { outcomeRowOf, type StartOutcomeRow } from '../../projections/recovery';
 import type { AppendOutcome, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../authority';
 import { createRecoveryApi } from '../recovery';
+import { createMemoryNoteStore } from '../notes';
 import { createMemoryRecoveryView } from './recovery';
 import { SerialExecutor } from '../serial';
 import { decodeLifecycle, runLifecycleTransaction, runStartTransaction, type LifecycleUnitOfWork, type StartUnitOfWork } from '../startProtocol';
@@ -289,6 +290,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     },
     handle: (command) => this.runs.handle(command),
     clock: () => this.clock(),
+    notes: createMemoryNoteStore(() => this.clock()),
   });
 
   async close(): Promise<void> {}

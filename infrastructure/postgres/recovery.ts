@@ -6,6 +6,7 @@ import type { StartOutcomeRow } from '../../projections/recovery';
 import type { RecoverableStartBarrierAuthority, RecoveryApi, VerifyProblem } from '../authority';
 import { createRecoveryApi, type RecoveryView } from '../recovery';
 import { mapTimeout } from './errors';
+import { createPostgresNoteStore } from './notes';
 import { bind, named, type NamedSql, type Params } from './named';
 import { EventRowCodec, PgInt, RunRowCodec, StepRunRowCodec, decodeRow } from './rowCodecs';
 import { openPostgresStartBarrier, type PostgresStartBarrier, type PostgresStartBarrierOptions } from './store';
@@ -207,7 +208,7 @@ export type RecoverablePostgresStartBarrier = PostgresStartBarrier & Recoverable
 
 /** The recovery surface over an open PostgreSQL authority (its schema must include pg-0031). */
 export const postgresRecoveryOf = (authority: PostgresStartBarrier): RecoveryApi =>
-  createRecoveryApi({ snapshot: (body) => snapshotOn(authority, body), handle: (command) => authority.runs.handle(command) });
+  createRecoveryApi({ snapshot: (body) => snapshotOn(authority, body), handle: (command) => authority.runs.handle(command), notes: createPostgresNoteStore(authority.pool) });
 
 /** `openPostgresStartBarrier` plus `recovery`: what the CLI and the saga use on the cluster. */
 export const openRecoverablePostgresStartBarrier = async (options: PostgresStartBarrierOptions): Promise<RecoverablePostgresStartBarrier> => {

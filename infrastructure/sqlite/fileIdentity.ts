@@ -4,13 +4,14 @@ import { ValidationError } from '../../domain';
 import { loadMigrations, MigrationError, planMigrations, type AppliedMigration } from '../migrations';
 import * as SQL from './sql';
 
-// R10.3: a barrier SQLite file says what it is in its header (`PRAGMA application_id`, set by
-// migration 0059, and `user_version`, the number of the last migration applied), so a reader
+// R10.3: a barrier SQLite file says what it is in its header (`PRAGMA application_id` and
+// `user_version`, the number of the last migration applied, both set by the migration runner
+// in the transaction of the migrations, so an older store gets them with its next upgrade), so a reader
 // can tell it from any other SQLite file by reading 100 bytes, before SQLite opens it at all.
 // Read commands open it read-only and never create, migrate or change it; any other file is
 // refused untouched.
 
-/** 'QBAR': the application id migration 0059 writes into the header. */
+/** 'QBAR': the application id every migrated barrier file carries in its header. */
 export const BARRIER_APPLICATION_ID = 0x51424152;
 const SQLITE_MAGIC = 'SQLite format 3\u0000';
 
@@ -94,6 +95,7 @@ export const migrateSqlite = (db: Database.Database): string[] => {
       db.prepare(SQL.INSERT_APPLIED).run(m.name, m.checksum, Date.now());
     }
     const last = known[known.length - 1];
+    if (db.pragma('application_id', { simple: true }) !== BARRIER_APPLICATION_ID) db.pragma(`application_id = ${BARRIER_APPLICATION_ID}`);
     if (last !== undefined && db.pragma('user_version', { simple: true }) !== versionOfMigration(last.name)) db.pragma(`user_version = ${versionOfMigration(last.name)}`);
     db.exec('COMMIT');
     return pending.map((m) => m.name);

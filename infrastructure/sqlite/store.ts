@@ -57,6 +57,7 @@ import {
 import * as SQL from './sql';
 import { outcomeRowOf } from '../../projections/recovery';
 import { createRecoveryApi } from '../recovery';
+import { createSqliteNoteStore } from './notes';
 import { createSqliteRecoveryView } from './recovery';
 import { INSERT_OUTCOME } from './recoverySql';
 
@@ -532,6 +533,7 @@ class SqliteAuthority implements SqliteStartBarrier {
     snapshot: (body) =>
       this.snapshot(() => body((this.recoveryView ??= createSqliteRecoveryView({ db: this.db, readBarrier: (id) => this.readBarrierSync(id), nowMs: () => this.nowMs() })))),
     handle: (command) => this.runs.handle(command),
+    notes: createSqliteNoteStore(() => this.db, (body) => this.write(body)),
   });
 
   close(): Promise<void> {

@@ -128,7 +128,8 @@ export const commandCases = (bases: readonly ToolExecutionStartCommand[]): fc.Ar
     base.chain((b) =>
       fc
         .dictionary(fc.stringMatching(/^note\.[a-z0-9_]{1,20}$/), fc.stringMatching(/^[A-Za-z0-9 ,.!?'()-]{0,200}$/), { minKeys: 1, maxKeys: 8 })
-        .map((annotations) => ({ kind: 'valid: annotations', input: { ...clone(b), annotations }, expect: 'valid' as const })),
+        // R10.2: the command binds exactly ADR-0158's groups; free-text annotations are refused
+        .map((annotations) => ({ kind: 'annotations (refused, R10.2)', input: { ...clone(b), annotations }, expect: 'invalid' as const, path: 'annotations' })),
     ),
   );
 
@@ -205,7 +206,7 @@ export const commandCases = (bases: readonly ToolExecutionStartCommand[]): fc.Ar
       .filter(({ b, path }) => typeof getPath(b, path as string[]) === 'string')
       .chain(({ b, path }) => fc.constantFrom(...FORBIDDEN_TEXT).map((v) => ({ kind: 'forbidden content: text', input: setAt(b, path, v), expect: 'invalid' as const, path: pathText(path) }))),
     base.chain((b) =>
-      fc.constantFrom(...FORBIDDEN_IN_TEXT).map((v) => ({ kind: 'forbidden content: annotation', input: { ...clone(b), annotations: { 'note.x': v } }, expect: 'invalid' as const, path: 'annotations.note.x' })),
+      fc.constantFrom(...FORBIDDEN_IN_TEXT).map((v) => ({ kind: 'forbidden content: annotation', input: { ...clone(b), annotations: { 'note.x': v } }, expect: 'invalid' as const, path: 'annotations' })),
     ),
   );
 
@@ -219,8 +220,9 @@ export const commandCases = (bases: readonly ToolExecutionStartCommand[]): fc.Ar
 
   const sizes: fc.Arbitrary<CommandCase> = base.chain((b) =>
     fc.oneof(
-      fc.constant(MAX_COMMAND_BYTES).map((n) => ({ kind: 'size: exactly 64 KiB', input: sized(b, n), expect: 'valid' as const })),
-      fc.constantFrom(MAX_COMMAND_BYTES - 1, MAX_COMMAND_BYTES - 1000, 40_000).map((n) => ({ kind: 'size: under 64 KiB', input: sized(b, n), expect: 'valid' as const })),
+      // within the limit, the filler (annotations) is itself refused since R10.2; past it, size comes first (R1.1)
+      fc.constant(MAX_COMMAND_BYTES).map((n) => ({ kind: 'size: exactly 64 KiB', input: sized(b, n), expect: 'invalid' as const, path: 'annotations' })),
+      fc.constantFrom(MAX_COMMAND_BYTES - 1, MAX_COMMAND_BYTES - 1000, 40_000).map((n) => ({ kind: 'size: under 64 KiB', input: sized(b, n), expect: 'invalid' as const, path: 'annotations' })),
       fc.constant(MAX_COMMAND_BYTES + 1).map((n) => ({ kind: 'size: 64 KiB + 1', input: sized(b, n), expect: 'invalid' as const, path: '(root)' })),
       fc.constantFrom(MAX_COMMAND_BYTES + 2, 100_000, 262_144, 400_000).map((n) => ({ kind: 'size: oversized', input: sized(b, n), expect: 'invalid' as const, path: '(root)' })),
       fc.constant(0).map(() => ({ kind: 'size: 65 annotations', input: { ...clone(b), annotations: Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`note.${i}`, 'x'])) }, expect: 'invalid' as const, path: 'annotations' })),

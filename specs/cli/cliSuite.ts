@@ -150,7 +150,7 @@ export const cliSuite = (backend: CliBackend): void => {
         await cli(['resolve', ex.start.startId, 'lost', '--reason', 'worker node died; no trace of the tool', '--by', 'oncall-ana']),
       );
       expect(resolved.status).to.equal('recorded');
-      expect(resolved.outcome).to.include({ outcome: 'lost', decidedBy: 'oncall-ana', reason: 'worker node died; no trace of the tool' });
+      expect(resolved.outcome).to.include({ outcome: 'lost', decidedBy: 'oncall-ana', reason: 'no_trace_of_tool' });
       expect(json<{ status: string }>(await cli(['resolve', ex.start.startId, 'lost', '--reason', 'again'])).status).to.equal('existing');
       expect(json<unknown[]>(await cli(['in-doubt']))).to.deep.equal([]);
 

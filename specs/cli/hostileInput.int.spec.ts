@@ -209,7 +209,7 @@ describe('qinglong-barrier CLI: hostile input and read-only reads', function () 
     it('R10.3 migrate creates a barrier database and is idempotent; it refuses a foreign file', async () => {
       const path = join(freshDir('cli-migrate'), 'barrier.db');
       const first = json<{ applied: string[] }>(await runCli(['--db', path, 'migrate']));
-      expect(first.applied).to.include('0059-barrier-file-identity');
+      expect(first.applied).to.include('0059-resolution-notes');
       expect(json<{ applied: string[] }>(await runCli(['--db', path, 'migrate'])).applied).to.deep.equal([]);
       expect(json<unknown[]>(await runCli(['--db', path, 'in-doubt']))).to.deep.equal([]);
       const foreign = join(freshDir('cli-migrate'), 'other.db');

@@ -5,6 +5,7 @@ import {
   PreconditionError,
   ValidationError,
   canonicalJson,
+  noteDigestOf,
   parseJsonBytes,
   type ToolExecutionStartCommand,
 } from '../../domain';
@@ -188,6 +189,91 @@ export const hostileInputConformance = (backend: HostileInputBackend): void => {
         await validationOf(a.recovery.lookup('constructor' as never, 'x'), '(root)');
         for (const bad of BAD_VERSIONS) await validationOf(a.recovery.lookup('attempt', { runId: 'r', stepRunId: 's', startedStepRunVersion: bad as number }), 'startedStepRunVersion');
       });
+    });
+  });
+};
+
+/** R10.2 on every backend: codes and references in the evidence, a person's note beside it. */
+export const durableContentConformance = (backend: HostileInputBackend): void => {
+  describe(`R10.2 durable records hold no free text: ${backend.name}`, function () {
+    this.timeout(120_000);
+    let a: RecoverableStartBarrierAuthority;
+    beforeEach(async () => {
+      a = await backend.open();
+    });
+    afterEach(() => a.close());
+
+    const started = async () => {
+      const s = await setUp(a);
+      const created = await a.barriers.prepare(s.startCommand());
+      return { s, startId: created.barrier.record.startId };
+    };
+
+    const SECRETS = [
+      'Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.x',
+      'sk_live_4eC39HqLyjWDarjtT1zdp7dc',
+      'ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQ',
+      '-----BEGIN PRIVATE KEY-----',
+      'u:pw@db.internal:5432',
+      '4111 1111 1111 1111',
+      'evil.example.com/collect?k=1',
+      '10.0.0.5:8080/hook',
+      'tool log shows exit 0 at 02:41',
+      '',
+    ];
+
+    it('R10.2 a resolution reason is a code from a closed set: free text (secrets, URLs, prose) and "" are refused by path, nothing written', async () => {
+      const { startId } = await started();
+      const before = await backend.counts(a);
+      for (const reason of SECRETS) await validationOf(a.recovery.resolve(startId, 'lost', { decidedBy: 'ops', reason: reason as never }), 'options.reason');
+      for (const ticket of ['ops-1', 'OPS-0', 'https://jira/OPS-1', 'OPS-1 and more', '']) {
+        await validationOf(a.recovery.resolve(startId, 'lost', { decidedBy: 'ops', reason: 'worker_lost', ticket }), 'options.ticket');
+      }
+      expect(await backend.counts(a)).to.deep.equal(before);
+      expect(await a.recovery.outcome(startId)).to.equal(null);
+    });
+
+    it('R10.2 a lifecycle outcome with free text is refused on the write path (runs.handle)', async () => {
+      const { s } = await started();
+      await validationOf(a.runs.handle({ type: 'MarkStepRunLost', data: { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'ops', reason: 'sk_live_4eC39HqLyjWDarjtT1zdp7dc', requestedAtMs: 1 } }), 'reason');
+    });
+
+    it('R10.2 a start command with annotations is refused (unknown field): the command binds exactly the groups of ADR-0158 §1', async () => {
+      const s = await setUp(a);
+      const before = await backend.counts(a);
+      const e = await validationOf(a.barriers.prepare({ ...s.startCommand(), annotations: { note: 'Authorization: Bearer x' } }), 'annotations');
+      expect(e.issues[0]?.reason).to.equal('unknown_field');
+      expect(await backend.counts(a)).to.deep.equal(before);
+    });
+
+    it('R10.2 a note goes to the side record, bound by digest; purging it keeps verify green and reports "purged"', async () => {
+      const { startId } = await started();
+      const note = 'Called the on-call DBA (Authorization: Bearer abc, u:pw@db.internal:5432); the tool never ran.';
+      const resolved = await a.recovery.resolve(startId, 'lost', { decidedBy: 'oncall-ana', reason: 'no_trace_of_tool', ticket: 'OPS-1234', note });
+      expect(resolved.outcome).to.include({ reason: 'no_trace_of_tool', ticket: 'OPS-1234', noteDigest: noteDigestOf(note) });
+      // the evidence holds the digest, never the text
+      const events = await a.runs.readStream(resolved.outcome.runId);
+      expect(JSON.stringify(events)).to.not.contain('Bearer');
+      expect(JSON.stringify(events)).to.contain(noteDigestOf(note));
+      expect(await a.recovery.note(startId)).to.deep.equal({ startId, noteDigest: noteDigestOf(note), status: 'present', text: note });
+      expect((await a.recovery.verify()).notes).to.deep.equal({ present: 1, purged: 0 });
+
+      const purged = await a.recovery.purgeNote(startId);
+      expect(purged).to.include({ startId, noteDigest: noteDigestOf(note), status: 'purged' });
+      expect(await a.recovery.note(startId)).to.deep.equal(purged);
+      expect(await a.recovery.purgeNote(startId)).to.deep.equal(purged); // idempotent
+      const report = await a.recovery.verify();
+      expect(report.ok, JSON.stringify(report.problems)).to.equal(true);
+      expect(report.notes).to.deep.equal({ present: 0, purged: 1 });
+      // the outcome and its evidence are untouched
+      expect(await a.recovery.outcome(startId)).to.deep.equal(resolved.outcome);
+    });
+
+    it('R10.2 an outcome without a note: note() is null, purgeNote is a typed precondition error', async () => {
+      const { startId } = await started();
+      await a.recovery.resolve(startId, 'completed', { decidedBy: 'saga', reason: 'tool_succeeded' });
+      expect(await a.recovery.note(startId)).to.equal(null);
+      expect(((await rejects(a.recovery.purgeNote(startId))) as PreconditionError).reason).to.equal('note_not_found');
     });
   });
 };

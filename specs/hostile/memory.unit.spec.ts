@@ -1,12 +1,14 @@
 import type { Tables } from '../../infrastructure/memory/store';
 import { openMemoryStartBarrier } from '../../infrastructure/memory/store';
-import { hostileInputConformance } from './hostileInputConformance';
+import { durableContentConformance, hostileInputConformance } from './hostileInputConformance';
 
-hostileInputConformance({
+const backend: Parameters<typeof hostileInputConformance>[0] = {
   name: 'in-memory',
   open: () => openMemoryStartBarrier({}),
   counts: async (a) => {
     const t = (a as unknown as { tables: Tables }).tables;
     return Object.fromEntries(Object.entries(t).map(([k, v]) => [k, Array.isArray(v) ? v.length : (v as Map<unknown, unknown>).size]));
   },
-});
+};
+hostileInputConformance(backend);
+durableContentConformance(backend);

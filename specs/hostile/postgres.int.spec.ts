@@ -1,12 +1,12 @@
 import { openRecoverablePostgresStartBarrier, type RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/recovery';
 import { MigratedTemplate, countRows } from '../postgres/harness';
-import { hostileInputConformance } from './hostileInputConformance';
+import { durableContentConformance, hostileInputConformance } from './hostileInputConformance';
 
 describe('hostile input on PostgreSQL', function () {
   this.timeout(120_000);
   const template = new MigratedTemplate();
   after(() => template.dropAll());
-  hostileInputConformance({
+  const backend: Parameters<typeof hostileInputConformance>[0] = {
     name: 'PostgreSQL (pg, fresh database per test)',
     open: async () => {
       const db = await template.clone();
@@ -20,5 +20,7 @@ describe('hostile input on PostgreSQL', function () {
       });
     },
     counts: (a) => countRows((a as RecoverablePostgresStartBarrier).pool),
-  });
+  };
+  hostileInputConformance(backend);
+  durableContentConformance(backend);
 });

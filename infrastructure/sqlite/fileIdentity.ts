@@ -53,11 +53,15 @@ const appliedOf = (db: Database.Database): AppliedMigration[] => {
 export const openReadOnlyBarrierFile = (path: string): Database.Database => {
   const header = readFileHeader(path);
   if (!header.sqlite) throw notABarrier(path, 'not an SQLite database');
-  if (header.applicationId !== BARRIER_APPLICATION_ID) {
+  // a zero id may only mean the header's page is still in the -wal of a barrier store
+  const inWal = header.applicationId === 0 && existsSync(`${path}-wal`);
+  if (header.applicationId !== BARRIER_APPLICATION_ID && !inWal) {
     throw notABarrier(path, header.applicationId === 0 ? 'no barrier application id; a store made before it had one needs `migrate` once' : `application id ${header.applicationId}`);
   }
   const db = new Database(path, { readonly: true, fileMustExist: true });
   try {
+    const applicationId = db.pragma('application_id', { simple: true }) as number;
+    if (applicationId !== BARRIER_APPLICATION_ID) throw notABarrier(path, applicationId === 0 ? 'no barrier application id; a store made before it had one needs `migrate` once' : `application id ${applicationId}`);
     db.pragma('query_only = ON');
     db.pragma('trusted_schema = OFF');
     const pending = planMigrations(loadMigrations('sqlite'), appliedOf(db));
@@ -98,6 +102,10 @@ export const migrateSqlite = (db: Database.Database): string[] => {
     if (db.pragma('application_id', { simple: true }) !== BARRIER_APPLICATION_ID) db.pragma(`application_id = ${BARRIER_APPLICATION_ID}`);
     if (last !== undefined && db.pragma('user_version', { simple: true }) !== versionOfMigration(last.name)) db.pragma(`user_version = ${versionOfMigration(last.name)}`);
     db.exec('COMMIT');
+    // The header lives on page 1: in WAL mode a change stays in the -wal file until a
+    // checkpoint, and a reader checks the main file's header first. Best effort: a busy
+    // checkpoint leaves it to the next one (openReadOnlyBarrierFile also looks into the WAL).
+    if (pending.length > 0 && db.pragma('journal_mode', { simple: true }) === 'wal') db.pragma('wal_checkpoint(TRUNCATE)');
     return pending.map((m) => m.name);
   } catch (e) {
     if (db.inTransaction) db.exec('ROLLBACK');

@@ -113,6 +113,31 @@ const writeAndInputCases = (name: string, open: () => Promise<{ args: string[]; 
       expect(r.stderr).to.contain('too_large');
     });
 
+    it('R10.2 resolve --reason takes a code: "" and free text (secrets, prose) are refused (exit 2, nothing written); a note is kept apart and purge-note leaves verify green, reporting "purged"', async () => {
+      const ex = await ready();
+      json(await cli(['prepare', '--command', '-'], JSON.stringify(ex.start)));
+      const id = ex.start.startId;
+      for (const reason of ['', 'tool log shows exit 0 at 02:41', 'Authorization: Bearer abc', 'sk_live_4eC39HqLyjWDarjtT1zdp7dc', '-----BEGIN PRIVATE KEY-----']) {
+        refused(await cli(['resolve', id, 'lost', '--reason', reason]), 'options.reason');
+      }
+      refused(await cli(['resolve', id, 'lost', '--reason', 'worker_lost', '--ticket', 'https://jira.example/OPS-1']), 'options.ticket');
+      expect(json<unknown[]>(await cli(['in-doubt']))).to.have.length(1);
+
+      const note = 'DBA says the job never ran; creds u:pw@db.internal:5432 were in the log';
+      const resolved = json<{ outcome: { reason: string; ticket: string; noteDigest: string } }>(
+        await cli(['resolve', id, 'lost', '--reason', 'no_trace_of_tool', '--ticket', 'OPS-1234', '--note', note]),
+      );
+      expect(resolved.outcome).to.include({ reason: 'no_trace_of_tool', ticket: 'OPS-1234' });
+      expect(json<{ status: string; text: string }>(await cli(['note', id]))).to.include({ status: 'present', text: note });
+      expect(json<{ notes: unknown }>(await cli(['verify'])).notes).to.deep.equal({ present: 1, purged: 0 });
+      expect(json<{ status: string }>(await cli(['purge-note', id])).status).to.equal('purged');
+      const shown = json<{ status: string; noteDigest: string }>(await cli(['note', id]));
+      expect(shown).to.include({ status: 'purged', noteDigest: resolved.outcome.noteDigest });
+      expect(JSON.stringify(shown)).to.not.contain('u:pw');
+      const verified = json<{ ok: boolean; notes: unknown }>(await cli(['verify']));
+      expect(verified).to.deep.include({ ok: true, notes: { present: 0, purged: 1 } });
+    });
+
     it('R4.2 a replayed prepare prints the same bytes as the first, but for the outcome word', async () => {
       const ex = await ready();
       const path = fileWith(JSON.stringify(ex.start));

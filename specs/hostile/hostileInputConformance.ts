@@ -25,6 +25,17 @@ export interface HostileInputBackend {
   counts(a: RecoverableStartBarrierAuthority): Promise<Record<string, number>>;
 }
 
+/** The authority, closing which also drops its fresh test database. */
+export const droppingOnClose = <A extends { close(): Promise<void> }>(a: A, db: { drop(): Promise<void> }): A => {
+  const close = a.close.bind(a);
+  return Object.assign(a, {
+    close: async () => {
+      await close();
+      await db.drop();
+    },
+  });
+};
+
 /** Every own name of Object.prototype: constructor, toString, valueOf, hasOwnProperty, __proto__, ... */
 export const PROTOTYPE_NAMES: readonly string[] = Object.getOwnPropertyNames(Object.prototype);
 

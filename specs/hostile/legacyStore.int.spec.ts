@@ -9,6 +9,7 @@ import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { BARRIER_APPLICATION_ID, readFileHeader } from '../../infrastructure/sqlite/fileIdentity';
 import { MigratedTemplate, createDatabase } from '../postgres/harness';
 import { rejects } from '../support/rejects';
+import { droppingOnClose } from './hostileInputConformance';
 import { freshDbPath } from '../support/tmp';
 
 // R10.2: stores written before reason codes hold free text that is bound by digest into
@@ -69,14 +70,7 @@ describe('R10.2 legacy stores keep verifying', function () {
       await (await template.clone()).drop(); // the roles the dump grants to exist cluster-wide once migrated
       const db = await createDatabase();
       await db.admin((c) => c.query(gunzipSync(readFileSync(join(FIXTURES, 'legacy-store-before-r10.2.postgres.sql.gz'))).toString('utf8')));
-      const a = await openRecoverablePostgresStartBarrier({ connectionString: db.url });
-      const close = a.close.bind(a);
-      return Object.assign(a, {
-        close: async () => {
-          await close();
-          await db.drop();
-        },
-      });
+      return droppingOnClose(await openRecoverablePostgresStartBarrier({ connectionString: db.url }), db);
     });
   });
 });

@@ -1,6 +1,6 @@
 import { openRecoverablePostgresStartBarrier, type RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/recovery';
 import { MigratedTemplate, countRows } from '../postgres/harness';
-import { durableContentConformance, hostileInputConformance } from './hostileInputConformance';
+import { droppingOnClose, durableContentConformance, hostileInputConformance } from './hostileInputConformance';
 
 describe('hostile input on PostgreSQL', function () {
   this.timeout(120_000);
@@ -10,14 +10,7 @@ describe('hostile input on PostgreSQL', function () {
     name: 'PostgreSQL (pg, fresh database per test)',
     open: async () => {
       const db = await template.clone();
-      const a = await openRecoverablePostgresStartBarrier({ connectionString: db.url });
-      const close = a.close.bind(a);
-      return Object.assign(a, {
-        close: async () => {
-          await close();
-          await db.drop();
-        },
-      });
+      return droppingOnClose(await openRecoverablePostgresStartBarrier({ connectionString: db.url }), db);
     },
     counts: (a) => countRows((a as RecoverablePostgresStartBarrier).pool),
   };

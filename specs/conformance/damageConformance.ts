@@ -60,7 +60,7 @@ export const damageSuite = (backend: DamageBackend): void => {
         f = await setUp(a);
         finished = f.startCommand();
         await a.barriers.prepare(finished);
-        await a.recovery.resolve(finished.startId, 'completed', { decidedBy: 'damage-suite', reason: 'the adapter reported success' });
+        await a.recovery.resolve(finished.startId, 'completed', { decidedBy: 'damage-suite', reason: 'tool_succeeded' });
       });
     });
     after(async () => {

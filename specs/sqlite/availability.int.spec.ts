@@ -1,4 +1,4 @@
-import { openSync, closeSync, writeSync, writeFileSync } from 'node:fs';
+import { openSync, closeSync, writeSync } from 'node:fs';
 import { expect } from 'chai';
 import { CorruptRecordError, StoreUnavailableError } from '../../domain';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
@@ -13,6 +13,22 @@ import { openFreshSqlite, sqliteCounts } from './support';
 // raw driver error, and nothing half written.
 
 describe('SQLite unavailable and malformed storage (R9.5)', () => {
+  it('R9.5 a read-only open (SQLITE_READONLY) fails prepare with STORE_UNAVAILABLE read_only; its reads answer', async () => {
+    const path = freshDbPath();
+    const a = await openSqliteStartBarrier({ path });
+    const s = await setUp(a);
+    await a.close();
+    const b = await openSqliteStartBarrier({ path, readOnly: true });
+    try {
+      const e = await rejects(b.barriers.prepare(s.startCommand()));
+      expect(e, String(e)).to.be.instanceOf(StoreUnavailableError);
+      expect((e as StoreUnavailableError).reason).to.equal('read_only');
+      expect(await b.runs.getStepRun(s.runId, s.stepRunId)).to.not.equal(null);
+    } finally {
+      await b.close();
+    }
+  });
+
   it('R9.5 a full database (SQLITE_FULL) fails prepare with STORE_UNAVAILABLE disk_full, nothing written', async () => {
     const a = await openFreshSqlite();
     try {
@@ -45,11 +61,28 @@ describe('SQLite unavailable and malformed storage (R9.5)', () => {
     }
   });
 
-  it('R9.5 a file that is not a database (SQLITE_NOTADB) is CORRUPT_RECORD on open', async () => {
+  it('R9.5 a barrier file whose pages after the header are garbage is CORRUPT_RECORD on a writable and on a read-only open', async () => {
     const path = freshDbPath();
-    writeFileSync(path, Buffer.alloc(8192, 0x5a));
-    const e = await rejects(openSqliteStartBarrier({ path }));
-    expect(e, String(e)).to.be.instanceOf(CorruptRecordError);
+    const a = await openSqliteStartBarrier({ path });
+    await setUp(a);
+    const pageSize = Number(a.db.pragma('page_size', { simple: true }));
+    const pages = Number(a.db.pragma('page_count', { simple: true }));
+    a.db.pragma('wal_checkpoint(TRUNCATE)');
+    await a.close();
+    const fd = openSync(path, 'r+');
+    try {
+      // the header page (application id, schema root) stays; every table and index page goes
+      for (let p = 1; p < pages; p++) writeSync(fd, Buffer.alloc(pageSize, 0x5a), 0, pageSize, p * pageSize);
+    } finally {
+      closeSync(fd);
+    }
+    for (const readOnly of [false, true]) {
+      const e = await rejects(openSqliteStartBarrier({ path, readOnly }).then(async (b) => {
+        await b.close();
+        throw new Error('opened');
+      }));
+      expect(e, `readOnly ${readOnly}: ${String(e)}`).to.be.instanceOf(CorruptRecordError);
+    }
   });
 
   it('R9.5 a database whose pages are overwritten (SQLITE_CORRUPT) is CORRUPT_RECORD on read, never a raw driver error', async () => {

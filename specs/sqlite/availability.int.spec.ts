@@ -1,7 +1,7 @@
 import { openSync, closeSync, writeSync } from 'node:fs';
 import { expect } from 'chai';
-import { CorruptRecordError, StoreUnavailableError } from '../../domain';
-import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
+import { CorruptRecordError, StoreUnavailableError, type UnavailableReason } from '../../domain';
+import { openSqliteStartBarrier, type SqliteStartBarrier } from '../../infrastructure/sqlite';
 import { rejects } from '../../testkit/rejects';
 import { setUp } from '../conformance/startBarrierConformance';
 import { freshDbPath } from '../support/tmp';
@@ -29,42 +29,32 @@ describe('SQLite unavailable and malformed storage (R9.5)', () => {
     }
   });
 
-  it('R9.5 a full database (SQLITE_FULL) fails prepare with STORE_UNAVAILABLE disk_full, nothing written', async () => {
-    const a = await openFreshSqlite();
-    try {
-      const s = await setUp(a);
-      const before = sqliteCounts(a);
-      a.db.pragma(`max_page_count = ${Number(a.db.pragma('page_count', { simple: true }))}`);
-      const e = await rejects(a.barriers.prepare(s.startCommand()));
-      expect(e, String(e)).to.be.instanceOf(StoreUnavailableError);
-      expect((e as StoreUnavailableError).reason).to.equal('disk_full');
-      expect(sqliteCounts(a)).to.deep.equal(before);
-    } finally {
-      await a.close();
-    }
-  });
+  const refusals: readonly (readonly [string, UnavailableReason, (a: SqliteStartBarrier) => void])[] = [
+    ['a full database (SQLITE_FULL)', 'disk_full', (a) => void a.db.pragma(`max_page_count = ${Number(a.db.pragma('page_count', { simple: true }))}`)],
+    ['read-only storage (query_only: SQLITE_READONLY)', 'read_only', (a) => void a.db.pragma('query_only = ON')],
+  ];
+  for (const [what, reason, refuse] of refusals) {
+    it(`R9.5 ${what} fails prepare with STORE_UNAVAILABLE ${reason}, nothing written; reads still answer`, async () => {
+      const a = await openFreshSqlite();
+      try {
+        const s = await setUp(a);
+        const before = sqliteCounts(a);
+        refuse(a);
+        const e = await rejects(a.barriers.prepare(s.startCommand()));
+        expect(e, String(e)).to.be.instanceOf(StoreUnavailableError);
+        expect((e as StoreUnavailableError).reason).to.equal(reason);
+        expect(sqliteCounts(a)).to.deep.equal(before);
+        expect(await a.runs.getStepRun(s.runId, s.stepRunId)).to.not.equal(null);
+      } finally {
+        await a.close();
+      }
+    });
+  }
 
-  it('R9.5 read-only storage (SQLITE_READONLY) fails prepare and lifecycle writes with STORE_UNAVAILABLE read_only; reads still answer', async () => {
-    const a = await openFreshSqlite();
-    try {
-      const s = await setUp(a);
-      const before = sqliteCounts(a);
-      a.db.pragma('query_only = ON');
-      const e = await rejects(a.barriers.prepare(s.startCommand()));
-      expect(e, String(e)).to.be.instanceOf(StoreUnavailableError);
-      expect((e as StoreUnavailableError).reason).to.equal('read_only');
-      expect(await rejects(a.runs.handle(s.lifecycle[0]))).to.be.instanceOf(StoreUnavailableError);
-      expect(await a.runs.getStepRun(s.runId, s.stepRunId)).to.not.equal(null);
-      expect(sqliteCounts(a)).to.deep.equal(before);
-    } finally {
-      await a.close();
-    }
-  });
-
-  it('R9.5 a barrier file whose pages after the header are garbage is CORRUPT_RECORD on a writable and on a read-only open', async () => {
+  it('R9.5 a barrier file whose pages after the header are garbage (SQLITE_CORRUPT) is CORRUPT_RECORD on a writable and on a read-only open', async () => {
     const path = freshDbPath();
     const a = await openSqliteStartBarrier({ path });
-    await setUp(a);
+    await a.barriers.prepare((await setUp(a)).startCommand());
     const pageSize = Number(a.db.pragma('page_size', { simple: true }));
     const pages = Number(a.db.pragma('page_count', { simple: true }));
     a.db.pragma('wal_checkpoint(TRUNCATE)');
@@ -83,35 +73,5 @@ describe('SQLite unavailable and malformed storage (R9.5)', () => {
       }));
       expect(e, `readOnly ${readOnly}: ${String(e)}`).to.be.instanceOf(CorruptRecordError);
     }
-  });
-
-  it('R9.5 a database whose pages are overwritten (SQLITE_CORRUPT) is CORRUPT_RECORD on read, never a raw driver error', async () => {
-    const path = freshDbPath();
-    const a = await openSqliteStartBarrier({ path });
-    const s = await setUp(a);
-    const { record } = (await a.barriers.prepare(s.startCommand())).barrier;
-    const pageSize = Number(a.db.pragma('page_size', { simple: true }));
-    const pages = Number(a.db.pragma('page_count', { simple: true }));
-    a.db.pragma('wal_checkpoint(TRUNCATE)');
-    await a.close();
-    const fd = openSync(path, 'r+');
-    try {
-      // every page but the first (the header and the schema root) becomes garbage
-      for (let p = 1; p < pages; p++) writeSync(fd, Buffer.alloc(pageSize, 0xa5), 0, pageSize, p * pageSize);
-    } finally {
-      closeSync(fd);
-    }
-    let e: Error;
-    try {
-      const b = await openSqliteStartBarrier({ path });
-      try {
-        e = await rejects(b.barriers.getByStartId(record.startId));
-      } finally {
-        await b.close();
-      }
-    } catch (openError) {
-      e = openError as Error;
-    }
-    expect(e, String(e)).to.be.instanceOf(CorruptRecordError);
   });
 });

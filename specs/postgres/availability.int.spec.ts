@@ -84,7 +84,7 @@ describe('PostgreSQL bounded retries and waits (R9.5, R5.2)', function () {
     expect(r.stderr).to.match(/STORE_UNAVAILABLE|unavailable/i);
   });
 
-  it('R9.5 a frozen server: prepare, reads and recovery of an open authority end in STORE_UNAVAILABLE (query bound); a new open ends at the connect bound', async () => {
+  it('R9.5 a frozen server: prepare, reads and recovery of an open authority end in STORE_UNAVAILABLE (query bound); a new open and the CLI end at the connect bound (exit 7)', async () => {
     const s = await setUp(main);
     const command = s.startCommand();
     proxy = await startFreezableProxy('127.0.0.1', Number(new URL(db.url).port || 5432));
@@ -103,6 +103,10 @@ describe('PostgreSQL bounded retries and waits (R9.5, R5.2)', function () {
     ];
     for (const e of frozen) expect(e, String(e)).to.be.instanceOf(StoreUnavailableError);
     expect(frozen.map((e) => (e as StoreUnavailableError).reason)).to.include.members(['query_timeout', 'connect_timeout']);
+    // the CLI, with the documented defaults, ends too: exit 7, not pending while the server is frozen
+    buildOnce();
+    const cli = await runCli(['in-doubt', '--postgres', url.toString()]);
+    expect(cli.code, cli.stderr).to.equal(7);
     proxy.thaw();
     // the discarded connections are replaced; whether the frozen prepare committed, a replay tells
     expect(['created', 'existing']).to.include((await a.barriers.prepare(command)).outcome);

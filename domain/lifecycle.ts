@@ -29,7 +29,18 @@ export type LifecycleCommandType = keyof LifecycleData;
 export const LIFECYCLE_COMMAND_TYPES = Object.keys(lifecycleData) as LifecycleCommandType[];
 export type LifecycleCommand = { [K in LifecycleCommandType]: Command<K, t.TypeOf<LifecycleData[K]>> }[LifecycleCommandType];
 
-const LifecycleEnvelope = strictObject('LifecycleCommand', { type: oneOf(LIFECYCLE_COMMAND_TYPES), data: t.unknown });
+/**
+ * What callers may pass: a lifecycle command, also as emmett's `command(type, data, metadata)`
+ * builds it. `kind: 'Command'` and `metadata` are emmett's envelope and are ignored (time
+ * comes from `data.requestedAtMs`); every other field stays strictly decoded.
+ */
+export type LifecycleCommandInput = LifecycleCommand;
+
+const LifecycleEnvelope = strictObject(
+  'LifecycleCommand',
+  { type: oneOf(LIFECYCLE_COMMAND_TYPES), data: t.unknown },
+  { kind: oneOf(['Command'] as const), metadata: t.UnknownRecord },
+);
 
 /** Boundary for lifecycle commands (CLI `apply`, saga): `{ type, data }`, strictly decoded. */
 export const decodeLifecycleCommand = (input: unknown): LifecycleCommand => {

@@ -1,5 +1,7 @@
 import type {
   ExecutionClass,
+  LifecycleCommandInput,
+  ToolExecutionStartCommand,
   LookupValue,
   Ref,
   ReplayIdentity,
@@ -44,8 +46,12 @@ export interface AppendOutcome {
 }
 
 export interface RunsApi {
-  /** Decide and append one lifecycle command (`{ type, data }`, strictly decoded). */
-  handle(command: unknown): Promise<AppendOutcome>;
+  /**
+   * Decide and append one lifecycle command (`{ type, data }`, strictly decoded at run time
+   * too). Typed, so a misspelled `type` or field fails to compile; emmett's `command()` output
+   * is accepted (its `kind` and `metadata` are ignored).
+   */
+  handle(command: LifecycleCommandInput): Promise<AppendOutcome>;
   getStepRun(runId: string, stepRunId: string): Promise<StepRunView | null>;
   /** Every event of `run-<runId>`, decoded and in order. */
   readStream(runId: string): Promise<readonly StoredEvent[]>;
@@ -53,7 +59,7 @@ export interface RunsApi {
 
 export interface BarriersApi {
   /** R3: one transaction, fixed order; `existing` on an exact replay (R4.2). */
-  prepare(command: unknown): Promise<PrepareResult>;
+  prepare(command: ToolExecutionStartCommand): Promise<PrepareResult>;
   getByStartId(startId: string): Promise<StoredBarrier | null>;
   getByStepRunAttempt(runId: string, stepRunId: string, startedStepRunVersion: number): Promise<StoredBarrier | null>;
 }

@@ -44,7 +44,7 @@ const openBare = async (path: string, sync: Sync): Promise<SqliteWriter> => {
 const floorOf = (ctx: BenchContext): { floor?: Summary } => (ctx.floors['sqlite-NORMAL'] ? { floor: ctx.floors['sqlite-NORMAL'] } : {});
 
 const prepareRound = async (a: SqliteStartBarrier, commands: readonly ToolExecutionStartCommand[]): Promise<RoundResult> =>
-  runRound({ clients: 1, opsPerClient: commands.length, op: (_c, i) => a.barriers.prepare(commands[i]) });
+  runRound({ clients: 1, opsPerClient: commands.length, op: (_c, i) => a.barriers.prepare(commands[i]!) });
 
 export const sqliteSections = async (ctx: BenchContext, which: { throughput?: boolean; stored?: boolean; stream?: boolean } = {}): Promise<void> => {
   if (which.throughput ?? true) await throughputAndReplay(ctx);

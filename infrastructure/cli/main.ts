@@ -12,6 +12,7 @@ import {
   type LookupValue,
   type ReplayIdentity,
   type StartOutcomeKind,
+  type ToolExecutionStartCommand,
 } from '../../domain';
 import { Identity } from '../../domain/codecs';
 import { buildScenario } from '../../domain/scenario';
@@ -134,7 +135,7 @@ Exit codes: 0 ok, 2 validation, 3 precondition, 4 semantic conflict, 5 corrupt r
     .action(async (opts: { command: string }) => {
       const input = await readJsonInput(opts.command, 'start command');
       decodeStartCommand(input); // validation before any database is opened or created
-      await withAuthority(program, true, async (a) => print(await a.barriers.prepare(input)));
+      await withAuthority(program, true, async (a) => print(await a.barriers.prepare(input as ToolExecutionStartCommand)));
     });
 
   const show = program

@@ -13,3 +13,5 @@ export { migratePostgres, assertSchemaCurrent, type MigrationReport } from './mi
 export type { StartBarrierAuthority, PrepareResult, StoredBarrier, StepRunView, StoredEvent, AppendOutcome, StartStep, StartStepHook } from '../authority';
 export { START_STEPS } from '../authority';
 export { MigrationError } from '../migrations';
+export { DriverMissingError, ConnectionError, type ConnectionFailure } from '../openErrors';
+export type { PoolErrorHandler } from './pool';

@@ -1,6 +1,6 @@
 import * as t from 'io-ts';
 import type { PoolClient } from 'pg';
-import { CorruptRecordError, START_OUTCOME_KINDS } from '../../domain';
+import { CorruptRecordError, START_OUTCOME_KINDS, type LifecycleCommand } from '../../domain';
 import { oneOf } from '../../domain/codecs';
 import type { StartOutcomeRow } from '../../projections/recovery';
 import type { RecoverableStartBarrierAuthority, RecoveryApi, VerifyProblem } from '../authority';
@@ -207,7 +207,7 @@ export type RecoverablePostgresStartBarrier = PostgresStartBarrier & Recoverable
 
 /** The recovery surface over an open PostgreSQL authority (its schema must include pg-0031). */
 export const postgresRecoveryOf = (authority: PostgresStartBarrier): RecoveryApi =>
-  createRecoveryApi({ snapshot: (body) => snapshotOn(authority, body), handle: (command) => authority.runs.handle(command) });
+  createRecoveryApi({ snapshot: (body) => snapshotOn(authority, body), handle: (command) => authority.runs.handle(command as LifecycleCommand) });
 
 /** `openPostgresStartBarrier` plus `recovery`: what the CLI and the saga use on the cluster. */
 export const openRecoverablePostgresStartBarrier = async (options: PostgresStartBarrierOptions): Promise<RecoverablePostgresStartBarrier> => {

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
+import { isCallerOwned, isSqliteError, openSqliteConnection } from './connection';
 import {
   assertExpectedVersionMatchesCurrent,
   type AppendToStreamOptions,
@@ -59,9 +60,13 @@ import { createRecoveryApi } from '../recovery';
 import { createSqliteRecoveryView } from './recovery';
 import { INSERT_OUTCOME } from './recoverySql';
 
-export interface SqliteStartBarrierOptions {
-  /** Database file; created and migrated if absent. */
-  readonly path: string;
+export type SqliteStartBarrierOptions = SqliteStartBarrierSettings &
+  (
+    | { /** Database file; created and migrated if absent. */ readonly path: string; readonly database?: undefined }
+    | { /** A better-sqlite3 Database you opened and own (closing the authority leaves it open); it is migrated and its pragmas set. */ readonly database: Database.Database; readonly path?: undefined }
+  );
+
+export interface SqliteStartBarrierSettings {
   /**
    * FULL (default): a committed start survives power loss. NORMAL: in WAL mode a commit is
    * durable against a process crash but the last commits may roll back on power loss.
@@ -109,7 +114,7 @@ const UNIQUE_TO_IDENTITY: Record<string, ReplayIdentity> = {
 
 /** Driver errors never leave the adapter raw: busy is a timeout, a unique hit is a conflict. */
 const mapSqliteError = (e: unknown, startId?: string): unknown => {
-  if (!(e instanceof Database.SqliteError)) return e;
+  if (!isSqliteError(e)) return e;
   if (e.code === 'SQLITE_BUSY' || e.code === 'SQLITE_BUSY_TIMEOUT') return new TransactionTimeoutError('busy', `database is locked by another writer (${e.message})`);
   if (e.code === 'SQLITE_CONSTRAINT_UNIQUE' || e.code === 'SQLITE_CONSTRAINT_PRIMARYKEY') {
     const column = /failed: ([\w.]+)/.exec(e.message)?.[1] ?? '';
@@ -120,12 +125,12 @@ const mapSqliteError = (e: unknown, startId?: string): unknown => {
 };
 
 export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions): Promise<SqliteStartBarrier> => {
-  const db = new Database(options.path);
+  const db = openSqliteConnection(options);
   try {
     for (const p of SQL.PRAGMAS(options.synchronous ?? 'FULL', options.busyTimeoutMs ?? 5000)) db.pragma(p);
     migrate(db);
   } catch (e) {
-    db.close();
+    if (!isCallerOwned(db)) db.close();
     throw mapSqliteError(e);
   }
   return new SqliteAuthority(db, options.hooks?.onStartStep);
@@ -540,7 +545,7 @@ class SqliteAuthority implements SqliteStartBarrier {
     return this.serial.run(async () => {
       if (this.closed) return;
       this.closed = true;
-      this.db.close();
+      if (!isCallerOwned(this.db)) this.db.close();
     });
   }
 }

@@ -11,6 +11,7 @@ import type {
   StartOutcomeKind,
   StepRunState,
 } from '../domain';
+import type { VerifyProgressListener } from './verifyProgress';
 
 // The surface every backend offers (in-memory for specs, SQLite, PostgreSQL). The shared
 // conformance suite in `specs/conformance/` drives it unchanged against each.
@@ -186,8 +187,11 @@ export interface VerifyReport {
 }
 
 export interface VerifyOptions {
-  /** Called as records are checked (the CLI draws its progress bar from it). */
-  readonly onProgress?: (done: number, total: number) => void;
+  /**
+   * Called as records are checked, with the phase (the CLI draws its progress bar from it).
+   * `done` / `total` are weighted by each phase's cost, so they advance at an even pace.
+   */
+  readonly onProgress?: VerifyProgressListener;
 }
 
 /**

@@ -1,6 +1,13 @@
 // `@qinglong/start-barrier/postgres`: the cluster authority (R5.2), on `pg` (node-postgres).
 // The public opener includes `recovery`, so both subpaths offer the same surface.
-export { openRecoverablePostgresStartBarrier as openPostgresStartBarrier, postgresRecoveryOf, type RecoverablePostgresStartBarrier } from './recovery';
+import { openRecoverablePostgresStartBarrier, type RecoverablePostgresStartBarrier } from './recovery';
+import type { PostgresStartBarrierOptions } from './store';
+import { withTelemetry } from '../telemetry';
+export { postgresRecoveryOf, type RecoverablePostgresStartBarrier } from './recovery';
+
+/** Opens the PostgreSQL authority (with `recovery`); with OpenTelemetry spans when `@opentelemetry/api` is installed. */
+export const openPostgresStartBarrier = async (options: PostgresStartBarrierOptions): Promise<RecoverablePostgresStartBarrier> =>
+  withTelemetry(await openRecoverablePostgresStartBarrier(options));
 export {
   DEFAULT_TIMEOUTS,
   DEFAULT_MAX_RETRIES,
@@ -14,4 +21,5 @@ export type { StartBarrierAuthority, PrepareResult, StoredBarrier, StepRunView, 
 export { START_STEPS } from '../authority';
 export { MigrationError } from '../migrations';
 export { DriverMissingError, ConnectionError, type ConnectionFailure } from '../openErrors';
+export { VERIFY_PHASES, type VerifyPhase, type VerifyProgressListener } from '../verifyProgress';
 export type { PoolErrorHandler } from './pool';

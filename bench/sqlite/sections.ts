@@ -29,7 +29,7 @@ const fresh = (tag: string, n: number): Scenario[] => {
 
 const openProduct = async (path: string, sync: Sync): Promise<{ a: SqliteStartBarrier; w: SqliteWriter }> => {
   const a = await openSqliteStartBarrier({ path, synchronous: sync });
-  return { a, w: new SqliteWriter(a.db) };
+  return { a, w: new SqliteWriter(a.db as Database.Database) };
 };
 
 /** A migrated database driven by hand (no authority): the bare baseline. */

@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import { ConnectionError, DriverMissingError, isModuleMissing } from '../openErrors';
+import type { SqliteDatabase } from './database';
 
 // better-sqlite3 conventions: open a file by path, or take a `Database` the caller already
 // opened (and still owns: closing the authority leaves it open). better-sqlite3 is an
@@ -23,12 +24,14 @@ const injected = new WeakSet<Database.Database>();
 /** True for a `Database` the caller passed in: the authority must not close it. */
 export const isCallerOwned = (db: Database.Database): boolean => injected.has(db);
 
-export const openSqliteConnection = (source: { readonly path?: string | undefined; readonly database?: Database.Database | undefined }): Database.Database => {
+export const openSqliteConnection = (source: { readonly path?: string | undefined; readonly database?: SqliteDatabase | undefined }): Database.Database => {
   if (source.database !== undefined) {
     if (!source.database.open) throw new ConnectionError('unavailable', 'the injected better-sqlite3 Database is closed');
     if (source.database.readonly) throw new ConnectionError('unavailable', `the injected better-sqlite3 Database (${source.database.name}) is read-only; the authority writes`);
-    injected.add(source.database);
-    return source.database;
+    // The public type is our structural subset; what the caller passes is a better-sqlite3 Database.
+    const database = source.database as Database.Database;
+    injected.add(database);
+    return database;
   }
   if (source.path === undefined || source.path === '') throw new ConnectionError('invalid_url', 'give a SQLite file path (path) or a better-sqlite3 Database (database)');
   const BetterSqlite3 = loadBetterSqlite3();

@@ -2,6 +2,7 @@
 import { openSqliteStartBarrier as openSqlite, type SqliteStartBarrier, type SqliteStartBarrierOptions } from './store';
 import { withTelemetry } from '../telemetry';
 export type { SqliteStartBarrier, SqliteStartBarrierOptions, SqliteStartBarrierSettings } from './store';
+export type { SqliteDatabase, SqliteStatement, SqliteRunResult } from './database';
 
 /** Opens (creating and migrating) the SQLite authority; with OpenTelemetry spans when `@opentelemetry/api` is installed. */
 export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions): Promise<SqliteStartBarrier> => withTelemetry(await openSqlite(options));

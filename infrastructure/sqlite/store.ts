@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type Database from 'better-sqlite3';
 import { isCallerOwned, isSqliteError, openSqliteConnection } from './connection';
+import type { SqliteDatabase } from './database';
 import {
   assertExpectedVersionMatchesCurrent,
   type AppendToStreamOptions,
@@ -63,7 +64,7 @@ import { INSERT_OUTCOME } from './recoverySql';
 export type SqliteStartBarrierOptions = SqliteStartBarrierSettings &
   (
     | { /** Database file; created and migrated if absent. */ readonly path: string; readonly database?: undefined }
-    | { /** A better-sqlite3 Database you opened and own (closing the authority leaves it open); it is migrated and its pragmas set. */ readonly database: Database.Database; readonly path?: undefined }
+    | { /** A better-sqlite3 Database you opened and own (closing the authority leaves it open); it is migrated and its pragmas set. */ readonly database: SqliteDatabase; readonly path?: undefined }
   );
 
 export interface SqliteStartBarrierSettings {
@@ -89,8 +90,8 @@ export interface SqliteStartBarrier extends RecoverableStartBarrierAuthority {
    * mode is enforced; start facts can only be appended by `barriers.prepare`.
    */
   readonly eventStore: RunEventStore;
-  /** The single connection (the operation authority). Exposed for inspection tools and specs. */
-  readonly db: Database.Database;
+  /** The single connection (the operation authority), a better-sqlite3 `Database`. Exposed for inspection tools and specs. */
+  readonly db: SqliteDatabase;
 }
 
 type Statement = Database.Statement;

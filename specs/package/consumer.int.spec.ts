@@ -192,6 +192,11 @@ describe('R6.1 the packed package in consumer projects (npm pack, CommonJS, ESM,
     const ls = sh('npm', ['ls', '--omit=dev'], pgOnly);
     expect(ls.stdout).to.include(PKG.name);
     expect(ls.stdout).not.to.include('better-sqlite3');
+    // The whole tree: nothing of better-sqlite3 installed, not even its @types; npm only notes
+    // the optional peer it did not install.
+    const all = sh('npm', ['ls', '--omit=dev', '--all'], pgOnly).stdout.split('\n').filter((l) => l.includes('better-sqlite3'));
+    expect(all.every((l) => l.includes('UNMET OPTIONAL DEPENDENCY')), all.join('\n')).to.equal(true);
+    expect(existsSync(join(pgOnly, 'node_modules', '@types', 'better-sqlite3'))).to.equal(false);
     const probe = `
       const { openSqliteStartBarrier } = require('${PKG.name}/sqlite');
       openSqliteStartBarrier({ path: 'x.db' }).then(

@@ -43,7 +43,7 @@ const npm = (args: readonly string[], cwd: string): string => ok(sh('npm', args,
 /** The fenced blocks of the README marked ```ts example=NAME, as NAME -> source. */
 export const readmeExamples = (readme: string): Map<string, string> => {
   const blocks = new Map<string, string>();
-  for (const m of readme.matchAll(/^```ts example=(\S+)\n([\s\S]*?)^```$/gm)) blocks.set(m[1]!, m[2]!);
+  for (const m of readme.matchAll(/^```(?:ts|sql) example=(\S+)\n([\s\S]*?)^```$/gm)) blocks.set(m[1]!, m[2]!);
   return blocks;
 };
 
@@ -64,6 +64,7 @@ describe('R6.1 the packed package in consumer projects (npm pack, CommonJS, ESM,
   let consumer = '';
   let examples = new Map<string, string>();
   let db: TestDatabase;
+  let roles = '';
   const timings: string[] = [];
   const timed = <T>(label: string, body: () => T): T => {
     const t0 = Date.now();
@@ -89,6 +90,8 @@ describe('R6.1 the packed package in consumer projects (npm pack, CommonJS, ESM,
       npm(['install', ...NPM_FLAGS, tarball, `pg@${PKG.devDependencies.pg}`, `better-sqlite3@${PKG.devDependencies['better-sqlite3']}`], consumer),
     );
     installSqliteBinary(consumer);
+    roles = examples.get('roles.sql') ?? '';
+    examples.delete('roles.sql');
     for (const [name, source] of examples) writeFileSync(join(consumer, name), source);
     // An application's own migrations must never be applied by the library (bundled or not).
     for (const dialect of ['sqlite', 'postgres']) {
@@ -162,6 +165,35 @@ describe('R6.1 the packed package in consumer projects (npm pack, CommonJS, ESM,
     expect(saga).to.match(/^running the tool for start-\S+\ncompleted\nalready_resolved false\n$/);
   });
 
+  it("R5.2 R6.1 the README's PostgreSQL setup: LOGIN roles in ql3_owner / ql3_runtime; the example runs as the migrator, the app role starts with migrate: false", async () => {
+    // Role names are cluster-wide: this run's own, so parallel runs never share them.
+    const suffix = db.name.slice(3, 11);
+    const migrator = `barrier_migrator_${suffix}`;
+    const app = `barrier_app_${suffix}`;
+    const sql = roles.replace(/barrier_migrator/g, migrator).replace(/barrier_app/g, app);
+    expect(sql).to.include('IN ROLE ql3_owner').and.include('IN ROLE ql3_runtime');
+    await db.admin((c) => c.query(sql));
+    try {
+      const asRole = (role: string) => Object.assign(new URL(db.url), { username: role }).toString();
+      const out = ok(sh(process.execPath, ['out/postgres.cjs'], consumer, { DATABASE_URL: asRole(migrator) }), `postgres.cjs as ${migrator}`);
+      expect(out).to.match(/^created start-\S+ \d+\nSEMANTIC_CONFLICT\n$/);
+      const probe = `
+        const { openPostgresStartBarrier } = require('${PKG.name}/postgres');
+        const { buildScenario } = require('${PKG.name}/testing');
+        (async () => {
+          const a = await openPostgresStartBarrier({ connectionString: process.env.DATABASE_URL, migrate: false });
+          try {
+            const s = buildScenario();
+            for (const c of s.lifecycle) await a.runs.handle(c);
+            console.log((await a.barriers.prepare(s.startCommand())).outcome);
+          } finally { await a.close(); }
+        })().catch((e) => { console.error(e); process.exitCode = 1; });`;
+      expect(ok(sh(process.execPath, ['-e', probe], consumer, { DATABASE_URL: asRole(app) }), `start as ${app}`)).to.equal('created\n');
+    } finally {
+      await db.admin((c) => c.query(`DROP ROLE IF EXISTS ${migrator}; DROP ROLE IF EXISTS ${app}`));
+    }
+  });
+
   it('R6.1 esbuild bundles of the examples run on both backends (ESM and CommonJS output), with the SQL inside the bundle', async () => {
     const common = { bundle: true, platform: 'node' as const, external: ['better-sqlite3', 'pg-native'], logLevel: 'silent' as const, absWorkingDir: consumer };
     await build({
@@ -183,7 +215,7 @@ describe('R6.1 the packed package in consumer projects (npm pack, CommonJS, ESM,
     }
   });
 
-  it('R6.1 a PostgreSQL-only consumer installs no better-sqlite3, and /sqlite names the missing driver', () => {
+  it('R6.1 a PostgreSQL-only consumer installs no better-sqlite3, /sqlite names the missing driver, and its qinglong-barrier runs on PostgreSQL', () => {
     const pgOnly = join(dirname(consumer), 'pg-only');
     mkdirSync(pgOnly);
     writeFileSync(join(pgOnly, 'package.json'), JSON.stringify({ name: 'pg-only-app', private: true }));
@@ -204,6 +236,12 @@ describe('R6.1 the packed package in consumer projects (npm pack, CommonJS, ESM,
         (e) => console.log(JSON.stringify({ name: e.name, code: e.code, driver: e.driver })));`;
     const r = ok(sh(process.execPath, ['-e', probe], pgOnly), 'probe');
     expect(JSON.parse(r)).to.deep.equal({ name: 'DriverMissingError', code: 'DRIVER_MISSING', driver: 'better-sqlite3' });
+    // The CLI as `npx qinglong-barrier` runs it from the install: on PostgreSQL, without better-sqlite3.
+    const bin = join(pgOnly, 'node_modules', '.bin', 'qinglong-barrier');
+    expect(ok(sh(bin, ['--version'], pgOnly), 'qinglong-barrier --version').trim()).to.match(/^\d+\.\d+\.\d+/);
+    const badUrl = sh(bin, ['--postgres', 'notaurl', 'in-doubt'], pgOnly);
+    expect([badUrl.status, badUrl.stderr]).to.deep.equal([2, 'qinglong-barrier: CONNECTION_FAILED: not a PostgreSQL connection string: "notaurl" (expected postgres://USER@HOST:PORT/DATABASE)\n']);
+    expect(ok(sh(bin, ['--postgres', db.url, 'in-doubt'], pgOnly), 'qinglong-barrier in-doubt').trim()).to.equal('[]');
   });
 
   it('R6.1 npm ci --omit=dev from a checkout installs without building (no prepare step, no native module)', () => {

@@ -15,6 +15,7 @@ import {
 } from './codecs';
 import { ApprovalBinding, PolicyFence, STARTABLE_STATUSES } from './command';
 import { StartBarrierRecord } from './barrier';
+import { Traceparent } from './traceContext';
 import { CorruptRecordError, isStartBarrierError } from './errors';
 
 // Events of one Run stream (`run-<runId>`). Stream version = Run version = RunEvent sequence.
@@ -83,15 +84,19 @@ const payloads = {
     auditEventDigest: Digest,
     occurredAtMs: EpochMillis,
   }),
-  TraceAnchorRecorded: strictObject('TraceAnchorRecorded', {
-    traceId: Identity,
-    spanId: Identity,
-    startId: Identity,
-    runId: Identity,
-    stepRunId: Identity,
-    commandDigest: Digest,
-    traceDigest: Digest,
-  }),
+  TraceAnchorRecorded: strictObject(
+    'TraceAnchorRecorded',
+    {
+      traceId: Identity,
+      spanId: Identity,
+      startId: Identity,
+      runId: Identity,
+      stepRunId: Identity,
+      commandDigest: Digest,
+      traceDigest: Digest,
+    },
+    { traceparent: Traceparent },
+  ),
   AuditReceiptIssued: strictObject('AuditReceiptIssued', {
     auditReceiptId: Identity,
     auditEventId: Identity,

@@ -14,3 +14,4 @@ export * from './decider';
 export * from './recovery';
 export * from './saga';
 export * from './nextAttempt';
+export { Traceparent, traceparentProblem } from './traceContext';

@@ -28,6 +28,8 @@ export const nextStartCommand = (
   plan: StartPlan,
   stepRun: StepRunState & { readonly digest: string },
   requestedAtMs: number,
+  /** `traceparent`: the caller's W3C trace context, kept in the trace anchor. */
+  options: { readonly traceparent?: string } = {},
 ): ToolExecutionStartCommand => {
   if (stepRun.status !== 'ready' && stepRun.status !== 'waiting_approval') {
     throw new PreconditionError(
@@ -48,7 +50,13 @@ export const nextStartCommand = (
     admission: plan.admission,
     contracts: plan.contracts,
     stepRun: { runId: stepRun.runId, stepRunId: stepRun.stepRunId, kind: 'tool', expectedVersion: stepRun.version, expectedDigest: stepRun.digest },
-    evidence: { traceId: ids.traceId, spanId: ids.spanId, auditEventId: ids.auditEventId, auditReceiptId: ids.auditReceiptId },
+    evidence: {
+      traceId: ids.traceId,
+      spanId: ids.spanId,
+      auditEventId: ids.auditEventId,
+      auditReceiptId: ids.auditReceiptId,
+      ...(options.traceparent === undefined ? {} : { traceparent: options.traceparent }),
+    },
     mutation: { mutationId: ids.mutationId, runEventId: ids.runEventId, fromStatus: stepRun.status, toStatus: 'running' },
     ...(stepRun.status === 'waiting_approval' && stepRun.approval !== undefined ? { approval: stepRun.approval } : {}),
     ...(plan.annotations ? { annotations: { ...plan.annotations } } : {}),

@@ -1,5 +1,5 @@
-import Database from 'better-sqlite3';
 import { CorruptRecordError, SemanticConflictError, StoreUnavailableError, TransactionTimeoutError, type ReplayIdentity } from '../../domain';
+import { isSqliteError } from './connection';
 import { identityOfUniqueColumn } from './identities';
 
 // SQLite's primary result code is the part of the extended code before the first '_' suffix
@@ -12,7 +12,7 @@ const primary = (code: string): string => /^SQLITE_[A-Z]+/.exec(code)?.[0] ?? co
  * itself finds malformed is CORRUPT_RECORD (R9.5).
  */
 export const mapSqliteError = (e: unknown, startId?: string): unknown => {
-  if (!(e instanceof Database.SqliteError)) return e;
+  if (!isSqliteError(e)) return e;
   if (e.code === 'SQLITE_BUSY' || e.code === 'SQLITE_BUSY_TIMEOUT') return new TransactionTimeoutError('busy', `database is locked by another writer (${e.message})`);
   if (e.code === 'SQLITE_CONSTRAINT_UNIQUE' || e.code === 'SQLITE_CONSTRAINT_PRIMARYKEY') {
     const column = /failed: ([\w.]+)/.exec(e.message)?.[1] ?? '';

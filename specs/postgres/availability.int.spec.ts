@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { ConcurrencyExhaustedError, StoreUnavailableError, type ToolExecutionStartCommand } from '../../domain';
 import type { StartStepHook } from '../../application/authority';
-import { DEFAULT_TIMEOUTS, openPostgresStartBarrier, type PostgresStartBarrier } from '../../infrastructure/postgres';
+import { ConnectionError, DEFAULT_TIMEOUTS, openPostgresStartBarrier, type PostgresStartBarrier } from '../../infrastructure/postgres';
 import { closedPort, startFreezableProxy, type FreezableProxy } from '../../testkit/freezableProxy';
 import { countRows, createDatabase, openOn, rejects, type TestDatabase } from '../../testkit/postgresHarness';
 import { setUp } from '../conformance/startBarrierConformance';
@@ -24,7 +24,7 @@ describe('PostgreSQL bounded retries and waits (R9.5, R5.2)', function () {
 
   before(async () => {
     db = await createDatabase();
-    main = await openOn(db);
+    main = await openOn(db, { onError: () => undefined }); // the terminate spec ends its idle connections too
   });
   after(async () => {
     for (const a of opened.splice(0)) await a.close();
@@ -73,18 +73,18 @@ describe('PostgreSQL bounded retries and waits (R9.5, R5.2)', function () {
     expect(attempts()).to.equal(2);
   });
 
-  it('R9.5 a refused connection is STORE_UNAVAILABLE (connection_refused), on open and in the CLI (exit 7)', async () => {
+  it('R9.5 a refused connection: a typed ConnectionError (refused) on open, and CLI exit 7', async () => {
     const url = `postgres://postgres@127.0.0.1:${await closedPort()}/postgres`;
     const e = await rejects(openPostgresStartBarrier({ connectionString: url }));
-    expect(e).to.be.instanceOf(StoreUnavailableError);
-    expect((e as StoreUnavailableError).reason).to.equal('connection_refused');
+    expect(e).to.be.instanceOf(ConnectionError);
+    expect((e as ConnectionError).reason).to.equal('refused');
     buildOnce();
     const r = await runCli(['verify', '--postgres', url]);
     expect(r.code, r.stderr).to.equal(7);
-    expect(r.stderr).to.match(/STORE_UNAVAILABLE|unavailable/i);
+    expect(r.stderr).to.contain('CONNECTION_FAILED');
   });
 
-  it('R9.5 a frozen server: prepare, reads and recovery of an open authority end in STORE_UNAVAILABLE (query bound); a new open and the CLI end at the connect bound (exit 7)', async () => {
+  it('R9.5 a frozen server: prepare, reads and recovery of an open authority end in STORE_UNAVAILABLE (query bound); a new open ends in ConnectionError (timeout) at the connect bound, the CLI in exit 7', async () => {
     const s = await setUp(main);
     const command = s.startCommand();
     proxy = await startFreezableProxy('127.0.0.1', Number(new URL(db.url).port || 5432));
@@ -99,10 +99,12 @@ describe('PostgreSQL bounded retries and waits (R9.5, R5.2)', function () {
       await rejects(a.barriers.getByStartId(command.startId)),
       await rejects(a.runs.readStream(s.runId)),
       await rejects(a.recovery.inDoubt()),
-      await rejects(openPostgresStartBarrier({ connectionString: url.toString(), migrate: false, timeouts: { connectMs: 500, queryMs: 1000 } })),
     ];
     for (const e of frozen) expect(e, String(e)).to.be.instanceOf(StoreUnavailableError);
-    expect(frozen.map((e) => (e as StoreUnavailableError).reason)).to.include.members(['query_timeout', 'connect_timeout']);
+    expect(frozen.map((e) => (e as StoreUnavailableError).reason)).to.include.members(['query_timeout']);
+    const opening = await rejects(openPostgresStartBarrier({ connectionString: url.toString(), migrate: false, timeouts: { connectMs: 500, queryMs: 1000 } }));
+    expect(opening, String(opening)).to.be.instanceOf(ConnectionError);
+    expect((opening as ConnectionError).reason).to.equal('timeout');
     // the CLI, with the documented defaults, ends too: exit 7, not pending while the server is frozen
     buildOnce();
     const cli = await runCli(['in-doubt', '--postgres', url.toString()]);
@@ -124,7 +126,7 @@ describe('PostgreSQL bounded retries and waits (R9.5, R5.2)', function () {
     const e = await rejects(a.barriers.prepare(s.startCommand()));
     expect(e, String(e)).to.be.instanceOf(StoreUnavailableError);
     await main.close(); // its pooled connections were terminated too
-    main = await openOn(db, { migrate: false });
+    main = await openOn(db, { migrate: false, onError: () => undefined });
     expect(await countRows(main.pool)).to.deep.equal(before);
   });
 

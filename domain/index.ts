@@ -13,3 +13,4 @@ export * from './verify';
 export * from './decider';
 export * from './recovery';
 export * from './saga';
+export * from './adapter';

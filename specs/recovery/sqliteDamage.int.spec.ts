@@ -58,8 +58,8 @@ describe('recovery read models on SQLite: atomicity, upgrade, damage', function 
     const open = await startedScenario(b);
     const stored = (await rawSqlite(b)).outcomes;
     // Take the database back to before 0057 (the log keeps the outcome events).
-    b.db.exec(`DROP TABLE start_outcomes; DROP INDEX step_run_mutations_start;
-      DELETE FROM schema_migrations WHERE name = '0057-recovery-read-models'`);
+    b.db.exec(`DROP TABLE start_outcomes; DROP INDEX step_run_mutations_start; DROP TABLE adapter_driver_claims;
+      DELETE FROM schema_migrations WHERE name IN ('0057-recovery-read-models', '0060-adapter-driver-claims')`);
     await b.close();
     b = await openSqliteStartBarrier({ path });
     try {

@@ -1,0 +1,23 @@
+import { openRecoverablePostgresStartBarrier } from '../../infrastructure/postgres/recovery';
+import { MigratedTemplate } from '../postgres/harness';
+import { adapterConformance } from './adapterConformance';
+
+describe('PostgreSQL real adapters', function () {
+  this.timeout(120_000);
+  const template = new MigratedTemplate();
+  after(() => template.dropAll());
+  adapterConformance({
+    name: 'PostgreSQL (fresh database)',
+    open: async () => {
+      const db = await template.clone();
+      const authority = await openRecoverablePostgresStartBarrier({ connectionString: db.url });
+      return {
+        authority,
+        close: async () => {
+          await authority.close();
+          await db.drop();
+        },
+      };
+    },
+  });
+});

@@ -72,22 +72,24 @@ const alive = (pid: number): boolean => {
 // the saga that spawned it is gone. "$0" is the tool, "$@" its arguments; nothing is spliced.
 const WRAPPER = '"$0" "$@"; c=$?; printf "%s" "$c" > "$QL_EXIT_FILE.tmp" && mv "$QL_EXIT_FILE.tmp" "$QL_EXIT_FILE"; exit $c';
 
+/** What the journal says of one start: read-only, so an operator can ask it from another process. */
+export const inspectProcessJournal = async (journalDir: string, startIdInput: string): Promise<InspectReport> => {
+  const startId = decodeOrThrow(Identity, 'startId', startIdInput);
+  const j = journalOf(journalDir, startId);
+  if (existsSync(j.exit)) {
+    const s = exitStatusOf(readFileSync(j.exit, 'utf8'));
+    return { state: s.outcome === 'completed' ? 'succeeded' : 'failed' };
+  }
+  if (!existsSync(j.started)) return { state: 'not_started' };
+  const pid = Number(readFileSync(j.started, 'utf8').trim());
+  // Started with no exit recorded: still running, or killed with its wrapper (unknown).
+  return { state: Number.isSafeInteger(pid) && pid > 0 && alive(pid) ? 'running' : 'unknown' };
+};
+
 export const processAdapter = (options: ProcessAdapterOptions): ToolAdapter => {
   mkdirSync(options.journalDir, { recursive: true });
   const maxOutput = options.maxOutputBytes ?? 16 * 1024 * 1024;
-
-  const inspect = async (startIdInput: string): Promise<InspectReport> => {
-    const startId = decodeOrThrow(Identity, 'startId', startIdInput);
-    const j = journalOf(options.journalDir, startId);
-    if (existsSync(j.exit)) {
-      const s = exitStatusOf(readFileSync(j.exit, 'utf8'));
-      return { state: s.outcome === 'completed' ? 'succeeded' : 'failed' };
-    }
-    if (!existsSync(j.started)) return { state: 'not_started' };
-    const pid = Number(readFileSync(j.started, 'utf8').trim());
-    // Started with no exit recorded: still running, or killed with its wrapper (unknown).
-    return { state: Number.isSafeInteger(pid) && pid > 0 && alive(pid) ? 'running' : 'unknown' };
-  };
+  const inspect = (startId: string): Promise<InspectReport> => inspectProcessJournal(options.journalDir, startId);
 
   const start = async (context: AdapterStartContext, plan: InvocationPlan): Promise<AdapterReport> => {
     const startId = decodeOrThrow(Identity, 'startId', context.barrier.startId);

@@ -2,7 +2,9 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'chai';
+import { writeFileSync } from 'node:fs';
 import { outputDigestOf, type ToolAdapter } from '../../domain';
+import { buildOnce, json, runCli } from '../cli/cliSuite';
 import { httpAdapter } from '../../infrastructure/adapters';
 import type { RecoverableStartBarrierAuthority } from '../../infrastructure/authority';
 import { createToolStepSaga, openExecution, type ExecutionAuthority } from '../../infrastructure/saga';
@@ -18,7 +20,7 @@ import { EffectsFile, startHttpTool, startMcpHttpTool, type HttpTool, type McpHt
 
 export interface AdapterBackend {
   readonly name: string;
-  open(): Promise<{ authority: RecoverableStartBarrierAuthority; close(): Promise<void> }>;
+  open(): Promise<{ authority: RecoverableStartBarrierAuthority; cliArgs: readonly string[]; close(): Promise<void> }>;
 }
 
 /** Tool input with a marker: it must never reach a durable record (R1.5, R10.2). */
@@ -118,6 +120,40 @@ export const adapterConformance = (backend: AdapterBackend): void => {
       const report = await adapter.start({ barrier: barrier!.record, barrierDigest: barrier!.barrierDigest, committedAtMs: barrier!.committedAtMs, timeoutMs: 5000 }, call.invocation);
       expect(report).to.include({ outcome: 'completed', code: 'tool_succeeded', ...outputDigestOf('') });
       expect(effectsOf('process').count(startId)).to.equal(1);
+    });
+
+    it('R11.1 operator recovery: CLI in-doubt shows what each adapter\'s inspect says; CLI inspect START_ID asks the adapter and records nothing', async () => {
+      buildOnce();
+      // A process start whose report was lost after the tool exited, an HTTP start whose response was lost.
+      const processReal = adapterFor(configOf('process', 'ok'));
+      const lossy: ToolAdapter = { ...processReal, start: async (ctx, plan) => (await processReal.start(ctx, plan), Promise.reject(new Error('report lost'))) };
+      const p = await driveOnce('process', 'ok', 5000, lossy);
+      http.mode = 'lose_response';
+      const h = await driveOnce('http', 'lose_response', 5000, adapterFor(configOf('http', 'lose_response')));
+      expect([p.result.status, h.result.status]).to.deep.equal(['in_doubt', 'in_doubt']);
+      const registry = join(dir, 'adapters.json');
+      writeFileSync(registry, JSON.stringify({ [ADAPTER_REFS.process.id]: { kind: 'process', journalDir: join(dir, 'journal') }, [ADAPTER_REFS.http.id]: { kind: 'http', statusUrl: http.statusUrl } }));
+
+      const listed = json<{ startId: string; inspect: { state: string } }[]>(await runCli([...env.cliArgs, 'in-doubt', '--adapters', registry]));
+      const states = Object.fromEntries(listed.map((d) => [d.startId, d.inspect.state]));
+      expect(states[p.startId]).to.equal('succeeded');
+      expect(states[h.startId]).to.equal('succeeded');
+      const one = json<{ inDoubt: boolean; inspect: { state: string }; adapter: { id: string } }>(await runCli([...env.cliArgs, 'inspect', h.startId, '--adapters', registry]));
+      expect(one).to.deep.include({ inDoubt: true, inspect: { state: 'succeeded' }, adapter: ADAPTER_REFS.http });
+      // Nothing recorded by inspecting: the operator (or a replayed saga) decides.
+      expect(await env.authority.recovery.outcome(h.startId)).to.equal(null);
+      writeFileSync(registry, JSON.stringify({}));
+      expect(json<{ inspect: unknown }>(await runCli([...env.cliArgs, 'inspect', p.startId, '--adapters', registry])).inspect).to.deep.equal({ state: 'unavailable', why: 'adapter_not_configured' });
+      writeFileSync(registry, JSON.stringify({ x: { kind: 'ftp', host: 'h' } }));
+      expect((await runCli([...env.cliArgs, 'inspect', p.startId, '--adapters', registry])).code).to.equal(2);
+      writeFileSync(registry, JSON.stringify({}));
+      expect((await runCli([...env.cliArgs, 'inspect', 'start-unknown', '--adapters', registry])).code).to.equal(3);
+      // Resolve both from what inspect said: a replayed saga records it for them.
+      http.mode = 'ok';
+      for (const c of [p, h]) {
+        const adapter = adapterFor(configOf(c === p ? 'process' : 'http', 'ok'));
+        expect(await createToolStepSaga({ execution, adapter }).drive(c.call.trigger, c.call.plan, c.call.invocation)).to.include({ status: 'completed', via: 'inspect' });
+      }
     });
   });
 };

@@ -13,6 +13,7 @@ describe('PostgreSQL real adapters', function () {
       const authority = await openRecoverablePostgresStartBarrier({ connectionString: db.url });
       return {
         authority,
+        cliArgs: ['--postgres', db.url],
         close: async () => {
           await authority.close();
           await db.drop();

@@ -5,7 +5,8 @@ import { adapterConformance } from './adapterConformance';
 adapterConformance({
   name: 'SQLite (real file)',
   open: async () => {
-    const authority = await openSqliteStartBarrier({ path: freshDbPath('adapters') });
-    return { authority, close: () => authority.close() };
+    const path = freshDbPath('adapters');
+    const authority = await openSqliteStartBarrier({ path });
+    return { authority, cliArgs: ['--db', path], close: () => authority.close() };
   },
 });

@@ -38,6 +38,11 @@ const decide = (rows: readonly ClaimRow[], nowMs: number): { next: number; holde
   return live ? { next: Number(last.generation) + 1, holder: claimOf(last) } : { next: Number(last.generation) + 1 };
 };
 
+/** A generation is released once, and only by the driver that claimed it. */
+const releasable = (rows: readonly ClaimRow[], claim: DriverClaim): boolean =>
+  rows.some((r) => r.kind === 'claim' && Number(r.generation) === claim.generation && r.driver_id === claim.driverId) &&
+  !rows.some((r) => r.kind === 'release' && Number(r.generation) === claim.generation);
+
 const historyOf = (rows: readonly ClaimRow[]) => {
   const released = new Set(rows.filter((r) => r.kind === 'release').map((r) => Number(r.generation)));
   return rows.filter((r) => r.kind === 'claim').map((r) => ({ ...claimOf(r), released: released.has(Number(r.generation)) }));
@@ -89,9 +94,7 @@ export const sqliteDriverClaims = (authority: SqliteStartBarrier, busyTimeoutMs 
     release: async (claim) => {
       immediate(() => {
         const t = now();
-        const mine = (s.rows.all(claim.startId) as ClaimRow[]).some((r) => r.kind === 'claim' && Number(r.generation) === claim.generation && r.driver_id === claim.driverId);
-        const done = (s.rows.all(claim.startId) as ClaimRow[]).some((r) => r.kind === 'release' && Number(r.generation) === claim.generation);
-        if (mine && !done) s.insert.run(claim.startId, claim.generation, 'release', claim.driverId, t, t);
+        if (releasable(s.rows.all(claim.startId) as ClaimRow[], claim)) s.insert.run(claim.startId, claim.generation, 'release', claim.driverId, t, t);
       });
     },
     history: async (startId) => historyOf(s.rows.all(decodeOrThrow(Identity, 'startId', startId)) as ClaimRow[]),
@@ -155,10 +158,7 @@ export const postgresDriverClaims = (authority: Pick<PostgresStartBarrier, 'pool
     release: async (claim) => {
       await tx(async (q) => {
         const [clock] = (await q(PG.now, [])) as { now_ms: string }[];
-        const rows = (await q(PG.rows, [claim.startId])) as ClaimRow[];
-        const mine = rows.some((r) => r.kind === 'claim' && Number(r.generation) === claim.generation && r.driver_id === claim.driverId);
-        const done = rows.some((r) => r.kind === 'release' && Number(r.generation) === claim.generation);
-        if (mine && !done) await q(PG.insert, [claim.startId, claim.generation, 'release', claim.driverId, Number(clock!.now_ms), Number(clock!.now_ms)]);
+        if (releasable((await q(PG.rows, [claim.startId])) as ClaimRow[], claim)) await q(PG.insert, [claim.startId, claim.generation, 'release', claim.driverId, Number(clock!.now_ms), Number(clock!.now_ms)]);
       }).catch((e: unknown) => {
         // A release racing another release of the same generation: the generation is released.
         if (!isUniqueViolation(e)) throw e;
@@ -184,8 +184,7 @@ export const memoryDriverClaims = (clock: () => number = Date.now): DriverClaims
       return { status: 'claimed', claim: { startId: c.startId, driverId: c.driverId, generation: d.next, leaseUntilMs: t + c.leaseMs } };
     },
     release: async (claim) => {
-      const mine = of(claim.startId);
-      if (mine.some((r) => r.kind === 'claim' && r.generation === claim.generation && r.driver_id === claim.driverId) && !mine.some((r) => r.kind === 'release' && r.generation === claim.generation)) {
+      if (releasable(of(claim.startId), claim)) {
         rows.push({ start_id: claim.startId, generation: claim.generation, kind: 'release', driver_id: claim.driverId, lease_until_ms: clock() });
       }
     },

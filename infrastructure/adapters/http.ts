@@ -22,10 +22,27 @@ export interface HttpAdapterOptions {
   readonly headers?: Readonly<Record<string, string>>;
 }
 
+/** Read at most `max` bytes of a body, refusing (not buffering) anything longer. */
 const readBounded = async (res: Response, max: number): Promise<Uint8Array> => {
-  const body = new Uint8Array(await res.arrayBuffer());
-  if (body.byteLength > max) throw new Error(`response of ${body.byteLength} bytes is over the ${max}-byte bound`);
-  return body;
+  const declared = Number(res.headers.get('content-length') ?? NaN);
+  if (declared > max) {
+    await res.body?.cancel().catch(() => undefined);
+    throw new Error(`response of ${declared} bytes is over the ${max}-byte bound`);
+  }
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = res.body?.getReader();
+  for (;;) {
+    const next = await reader?.read();
+    if (next === undefined || next.done) break;
+    size += next.value.byteLength;
+    if (size > max) {
+      await reader!.cancel().catch(() => undefined);
+      throw new Error(`response is over the ${max}-byte bound`);
+    }
+    chunks.push(next.value);
+  }
+  return Buffer.concat(chunks);
 };
 
 export const httpAdapter = (options: HttpAdapterOptions): ToolAdapter => {

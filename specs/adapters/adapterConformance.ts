@@ -155,5 +155,16 @@ export const adapterConformance = (backend: AdapterBackend): void => {
         expect(await createToolStepSaga({ execution, adapter }).drive(c.call.trigger, c.call.plan, c.call.invocation)).to.include({ status: 'completed', via: 'inspect' });
       }
     });
+
+    it('R11.2/R6.4: driver claims are facts: the database refuses UPDATE and DELETE of a claim row', async () => {
+      const { startId } = await driveOnce('process', 'ok');
+      const a = env.authority as unknown as { backend: string; db?: { prepare(sql: string): { run(...p: unknown[]): unknown } }; pool?: { query(sql: string, p: unknown[]): Promise<unknown> } };
+      const attempts =
+        a.backend === 'sqlite'
+          ? ['UPDATE adapter_driver_claims SET lease_until_ms = 0 WHERE start_id = ?', 'DELETE FROM adapter_driver_claims WHERE start_id = ?'].map((sql) => Promise.resolve().then(() => a.db!.prepare(sql).run(startId)))
+          : ['UPDATE ql3.adapter_driver_claims SET lease_until_ms = 0 WHERE start_id = $1', 'DELETE FROM ql3.adapter_driver_claims WHERE start_id = $1'].map((sql) => a.pool!.query(sql, [startId]));
+      for (const attempt of attempts) expect(String(await attempt.then(() => 'changed', (e: unknown) => e))).to.contain('driver claims are facts');
+      expect((await execution.claims.history(startId)).map((c) => [c.generation, c.released])).to.deep.equal([[1, true]]);
+    });
   });
 };

@@ -8,7 +8,8 @@ export type StartBarrierErrorCode =
   | 'CONCURRENCY_EXHAUSTED'
   | 'TRANSACTION_TIMEOUT'
   | 'CORRUPT_RECORD'
-  | 'STORE_UNAVAILABLE';
+  | 'STORE_UNAVAILABLE'
+  | 'EXECUTION_REFUSED';
 
 export abstract class StartBarrierError extends Error {
   abstract readonly code: StartBarrierErrorCode;
@@ -196,6 +197,19 @@ export class StoreUnavailableError extends StartBarrierError {
     message: string,
   ) {
     super(`store unavailable (${reason}): ${message}`);
+  }
+}
+
+export type ExecutionRefusal = 'execution_disabled' | 'adapter_contract_unmet' | 'adapter_mismatch' | 'plan_mismatch';
+
+/** R11.3: the saga refused to invoke an adapter. Nothing was invoked. */
+export class ExecutionRefusedError extends StartBarrierError {
+  readonly code = 'EXECUTION_REFUSED' as const;
+  constructor(
+    readonly reason: ExecutionRefusal,
+    message: string,
+  ) {
+    super(`${reason}: ${message}`);
   }
 }
 

@@ -173,7 +173,7 @@ class PostgresAuthority implements PostgresStartBarrier {
     },
     getStepRun: (runId: string, stepRunId: string): Promise<StepRunView | null> =>
       this.read(async (q) => {
-        const s = (await loadRunState(q, runId, stepRunId, false)).stepRuns[stepRunId];
+        const s = (await loadRunState(q, runId, stepRunId)).stepRuns[stepRunId];
         return s === undefined ? null : { ...s, digest: stepRunRowOf(s).digest };
       }),
     readStream: (runId: string): Promise<readonly StoredEvent[]> => this.read((q) => readStream(q, runId)),

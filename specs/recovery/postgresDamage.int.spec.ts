@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { UNDO_HISTORY_MIGRATIONS } from '../postgres/historyUndo';
 import { CorruptRecordError } from '../../domain';
 import { openPostgresStartBarrier, type RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
 import { rebuildOutcomeRows, normaliseOutcomeRow } from '../../projections/outcomeRows';
@@ -46,8 +47,9 @@ describe('recovery read models on PostgreSQL: atomicity, upgrade, grants, damage
     const stored = (await rawPostgres(a)).outcomes;
     await a.close();
     await db.admin((c) =>
-      c.query(`DROP TABLE ql3.start_outcomes; DROP TRIGGER events_project_start_outcome ON ql3.events; DROP FUNCTION ql3.project_start_outcome();
-        DROP INDEX ql3.step_run_mutations_start; DELETE FROM ql3.schema_migrations WHERE name = 'pg-0031-recovery-read-models'`),
+      c.query(`${UNDO_HISTORY_MIGRATIONS}
+        DROP TABLE ql3.start_outcomes; DROP TRIGGER events_project_start_outcome ON ql3.events; DROP FUNCTION ql3.project_start_outcome();
+        DROP INDEX ql3.step_run_mutations_start; DELETE FROM ql3.schema_migrations WHERE name >= 'pg-0031'`),
     );
     a = await openPostgresStartBarrier({ connectionString: db.url });
     const raw = await rawPostgres(a);

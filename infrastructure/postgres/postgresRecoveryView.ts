@@ -50,7 +50,7 @@ const RUN_ROWS_AFTER = named(`SELECT r.run_id, r.project_id, r.snapshot_id, r.sn
   FROM ql3.runs r LEFT JOIN ql3.streams s ON s.stream_id = 'run-' || r.run_id WHERE r.run_id > :after ORDER BY r.run_id LIMIT :limit`);
 const STEP_RUN_ROWS_AFTER = named(`SELECT * FROM ql3.step_runs WHERE (run_id, step_run_id) > (:after_run, :after_step)
   ORDER BY run_id, step_run_id LIMIT :limit`);
-const EVENT_ROWS_AFTER = named(`SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms
+const EVENT_ROWS_AFTER = named(`SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms, chain_digest
   FROM ql3.events WHERE global_position > :after ORDER BY global_position LIMIT :limit`);
 
 /** Every foreign key of schema ql3, from the catalog, so `verify` checks all of them (the twin of PRAGMA foreign_key_check). */
@@ -150,7 +150,7 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
     outcomeRowsAfter: (after, limit) => rowsOf(client, OUTCOME_ROWS_AFTER, { after, limit }, StartOutcomeRowCodec, 'start outcome', 'page') as Promise<StartOutcomeRow[]>,
     runRowsAfter: (after, limit) => rowsOf(client, RUN_ROWS_AFTER, { after, limit }, RunPageRow, 'run', 'page'),
     stepRunRowsAfter: (after, limit) => rowsOf(client, STEP_RUN_ROWS_AFTER, { after_run: after[0], after_step: after[1], limit }, StepRunRowCodec, 'step run', 'page'),
-    eventRowsAfter: (after, limit) => rowsOf(client, EVENT_ROWS_AFTER, { after, limit }, EventRowCodec, 'event', 'page'),
+    eventRowsAfter: (after, limit) => rowsOf(client, EVENT_ROWS_AFTER, { after, limit }, t.intersection([EventRowCodec, t.type({ chain_digest: t.union([t.string, t.null]) })]), 'event', 'page'),
 
     integrityProblems: async () => {
       const problems: VerifyProblem[] = [];

@@ -29,7 +29,7 @@ export const OUTCOME_ROWS_AFTER = 'SELECT * FROM start_outcomes WHERE start_id >
 export const RUN_ROWS_AFTER = `SELECT r.run_id, r.project_id, r.snapshot_id, r.snapshot_digest, r.version, s.version AS stream_version
   FROM runs r LEFT JOIN streams s ON s.stream_id = 'run-' || r.run_id WHERE r.run_id > ? ORDER BY r.run_id LIMIT ?`;
 export const STEP_RUN_ROWS_AFTER = 'SELECT * FROM step_runs WHERE (run_id, step_run_id) > (?, ?) ORDER BY run_id, step_run_id LIMIT ?';
-export const EVENT_ROWS_AFTER = `SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms
+export const EVENT_ROWS_AFTER = `SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms, chain_digest
   FROM events WHERE global_position > ? ORDER BY global_position LIMIT ?`;
 
 // --- integrity checks of `verify`: each returns only the bad rows ---

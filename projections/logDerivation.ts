@@ -1,4 +1,4 @@
-import { CorruptRecordError, evolve, initialRunState, type RunState } from '../domain';
+import { CorruptRecordError, evolve, initialRunState, type RunState, type RunStreamEvent } from '../domain';
 import type { VerifyProblem } from '../application/authority';
 import { eventChainDigest } from './eventChain';
 import { runRowOf, stepRunRowOf, type RunRow, type StepRunRow } from './rows';
@@ -20,6 +20,29 @@ interface StreamFold {
 }
 
 const OUTCOME_EVENTS: readonly string[] = ['StepRunCompleted', 'StepRunFailed', 'StepRunLost'];
+
+/** The statuses each StepRun event may move from (domain/lifecycle.ts, the start decider). */
+const MOVES_FROM: Readonly<Record<string, readonly string[]>> = {
+  StepRunReady: ['created', 'lost'],
+  StepRunAwaitingApproval: ['created', 'lost'],
+  StepRunStarted: ['ready', 'waiting_approval'],
+  StepRunLost: ['running'],
+  StepRunCompleted: ['running'],
+  StepRunFailed: ['running'],
+};
+
+/** What is illegal about this StepRun move in the folded state, if anything (the database's own check, R9.1, done again). */
+const illegalMove = (state: RunState, event: RunStreamEvent): string | undefined => {
+  const from = MOVES_FROM[event.type];
+  if (from === undefined || !('stepRunId' in event.data)) return undefined;
+  const d = event.data as { stepRunId: string; stepRunVersion: number; startId?: string };
+  const s = state.stepRuns[d.stepRunId];
+  if (s === undefined) return `${event.type} of StepRun ${d.stepRunId} that the log never created`;
+  if (!from.includes(s.status)) return `${event.type} moves StepRun ${d.stepRunId} from ${s.status}, which the lifecycle does not allow`;
+  if (d.stepRunVersion !== s.version + 1) return `${event.type} moves StepRun ${d.stepRunId} to version ${d.stepRunVersion} from ${s.version}`;
+  if (s.status === 'running' && d.startId !== s.lastStartId) return `${event.type} names start ${d.startId ?? '(none)'}, but StepRun ${d.stepRunId} runs ${s.lastStartId ?? '(none)'}`;
+  return undefined;
+};
 
 const differences = (stored: Readonly<Record<string, unknown>>, derived: Readonly<Record<string, unknown>>): string[] =>
   Object.keys(derived).filter((k) => String(stored[k]) !== String(derived[k])).map((k) => `${k} is ${JSON.stringify(stored[k])}, the log says ${JSON.stringify(derived[k])}`);
@@ -51,7 +74,11 @@ export class LogDerivation {
       const event = decodeEventRow(row);
       if (OUTCOME_EVENTS.includes(event.type)) this.outcomeEventIds.add(row.event_id);
       if (event.type === 'ToolExecutionStartBarrierCommitted') this.barrierStartIds.add(event.data.barrier.startId);
-      if (fold.state !== null) fold.state = evolve(fold.state, event);
+      if (fold.state !== null) {
+        const illegal = illegalMove(fold.state, event);
+        if (illegal !== undefined) problems.push({ kind: 'event', record: where, problem: `illegal history: ${illegal}` });
+        fold.state = evolve(fold.state, event);
+      }
     } catch (e) {
       // decoding problems are reported by the event check itself; the stream's heads can no longer be derived
       if (fold.state !== null && !(e instanceof CorruptRecordError)) {

@@ -3,7 +3,8 @@
 -- the heads; each head move must be the image of the event just appended:
 --   events: no gap (position = last + 1), opened by RunCreated, the five facts of a start
 --     together and in order under one startId, each under the event id its fact names, the
---     barrier matching the StepRunStarted before it, a chain link present;
+--     barrier matching the StepRunStarted before it and committed only once its StepRun runs
+--     that very attempt, a chain link present;
 --   streams / runs: a head moves forward only, to the last position of its log;
 --   step_runs: only by a transition the lifecycle allows (a completed StepRun never becomes
 --     ready or running again), one version at a time, backed by the StepRun event just
@@ -52,6 +53,14 @@ BEGIN
        OR json_extract(NEW.data_json, '$.barrier.mutation.mutationDigest') IS NOT json_extract(p.data_json, '$.mutationDigest')
        OR json_extract(NEW.data_json, '$.barrier.runEvent.runEventId') IS NOT json_extract(p.data_json, '$.runEventId')
        OR json_extract(NEW.data_json, '$.barrier.runEvent.runEventSequence') IS NOT json_extract(p.data_json, '$.runEventSequence'));
+  -- the StepRun move is made before the barrier is committed: its head runs this very attempt
+  SELECT RAISE(ABORT, 'illegal history refused: a barrier whose StepRun did not move to running for it (R9.1)')
+   WHERE NEW.event_type = 'ToolExecutionStartBarrierCommitted'
+     AND NOT EXISTS (SELECT 1 FROM step_runs h
+                      WHERE h.run_id = json_extract(NEW.data_json, '$.barrier.runId') AND h.step_run_id = json_extract(NEW.data_json, '$.barrier.stepRunId')
+                        AND h.status = 'running' AND h.version = json_extract(NEW.data_json, '$.barrier.attempt.startedStepRunVersion')
+                        AND h.digest = json_extract(NEW.data_json, '$.barrier.attempt.startedStepRunDigest')
+                        AND json_extract(h.state_json, '$.lastStartId') = json_extract(NEW.data_json, '$.barrier.startId'));
 END;
 
 CREATE TRIGGER streams_legal_move BEFORE UPDATE ON streams

@@ -1,15 +1,16 @@
 import { runSweep, type DamageKind, type SweepReport } from './corruption/sweep';
 import { runFailover, type FailoverOptions, type FailoverReport } from './failover/failover';
+import { runForgery, type ForgeryReport } from './forgery/forgery';
 import { runFuzz, type FuzzReport } from './fuzz/fuzz';
 import type { BackendName } from '../testkit/rawSql';
 import { BACKENDS } from './lib/stores';
 import { runSoak, type SoakReport } from './soak/soak';
 
-// The reliability harness (issue 7): crash soak, bad input, corruption sweep, PostgreSQL
-// failover. `npm run reliability` runs the full sizes; specs/reliability runs the short ones
+// The reliability harness (issue 7): crash soak, bad input, corruption sweep, forgeries with
+// the runtime's own credentials, PostgreSQL failover. `npm run reliability` runs the full sizes; specs/reliability runs the short ones
 // inside `npm test`. Every phase uses real SQLite files and real PostgreSQL, never mocks.
 
-export const PHASES = ['soak', 'fuzz', 'corruption', 'failover'] as const;
+export const PHASES = ['soak', 'fuzz', 'corruption', 'forgery', 'failover'] as const;
 export type Phase = (typeof PHASES)[number];
 
 export interface Profile {
@@ -49,6 +50,7 @@ export interface ReliabilityReport {
   readonly soak: readonly SoakReport[];
   readonly fuzz?: FuzzReport;
   readonly corruption: readonly SweepReport[];
+  readonly forgery: readonly ForgeryReport[];
   readonly failover: readonly FailoverReport[];
   readonly durationMs: Readonly<Record<string, number>>;
   readonly ok: boolean;
@@ -70,6 +72,7 @@ export const runReliability = async (profile: Profile, options: ReliabilityOptio
   };
   const soak: SoakReport[] = [];
   const corruption: SweepReport[] = [];
+  const forgery: ForgeryReport[] = [];
   const failover: FailoverReport[] = [];
   let fuzz: FuzzReport | undefined;
 
@@ -89,14 +92,20 @@ export const runReliability = async (profile: Profile, options: ReliabilityOptio
       corruption.push(await timed(`corruption ${backend}`, () => runSweep({ backend, ...profile.corruption, log })));
     }
   }
+  if (phases.includes('forgery')) {
+    for (const backend of backends) {
+      log(`forgeries with the runtime's credentials on ${backend}`);
+      forgery.push(await timed(`forgery ${backend}`, () => runForgery({ backend, log })));
+    }
+  }
   if (phases.includes('failover') && backends.includes('postgres')) {
     for (let round = 1; round <= profile.failover.rounds; round++) {
       log(`PostgreSQL failover, round ${round}/${profile.failover.rounds}`);
       failover.push(await timed(`failover ${round}`, () => runFailover({ ...profile.failover, log })));
     }
   }
-  const ok = soak.every((r) => r.ok) && (fuzz?.ok ?? true) && corruption.every((r) => r.ok) && failover.every((r) => r.ok);
-  return { profile: profile.name, seed, soak, ...(fuzz ? { fuzz } : {}), corruption, failover, durationMs, ok };
+  const ok = soak.every((r) => r.ok) && (fuzz?.ok ?? true) && corruption.every((r) => r.ok) && forgery.every((r) => r.ok) && failover.every((r) => r.ok);
+  return { profile: profile.name, seed, soak, ...(fuzz ? { fuzz } : {}), corruption, forgery, failover, durationMs, ok };
 };
 
 // ------------------------------------------------------------------ the printed report
@@ -158,6 +167,17 @@ export const formatReport = (r: ReliabilityReport): string => {
       '',
     );
   }
+  if (r.forgery.length > 0) {
+    out.push(
+      table('Forgeries (runtime credentials)', r.forgery.map((f) => f.backend), [
+        ['attempts', ...r.forgery.map((f) => f.attempts)],
+        ['refused by the database', ...r.forgery.map((f) => f.refused)],
+        ['detected by verify', ...r.forgery.map((f) => f.detected)],
+        ['accepted', ...r.forgery.map((f) => f.accepted)],
+      ]),
+      '',
+    );
+  }
   for (const [i, f] of r.failover.entries()) {
     out.push(
       `PostgreSQL failover${r.failover.length > 1 ? ` (round ${i + 1})` : ''}: 127.0.0.1:${f.ports[0]} -> 127.0.0.1:${f.ports[1]}, ${(f.durationMs / 1000).toFixed(1)} s`,
@@ -180,6 +200,7 @@ export const formatReport = (r: ReliabilityReport): string => {
     ...(r.fuzz?.failures ?? []),
     ...(r.fuzz?.rowsGained ?? []),
     ...r.corruption.flatMap((c) => [...c.failures, ...c.undetected]),
+    ...r.forgery.flatMap((f) => f.failures),
     ...r.failover.flatMap((f) => [...f.failures, ...f.problems.map((p) => `${p.kind} ${p.record}: ${p.detail}`)]),
   ];
   out.push(r.ok ? 'RESULT: ok' : `RESULT: FAILED\n${problems.slice(0, 40).map((p) => `  - ${p}`).join('\n')}`);

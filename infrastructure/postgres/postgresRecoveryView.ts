@@ -89,10 +89,10 @@ const EVIDENCE_WITHOUT_MOVE = named(`SELECT * FROM (${[
 ].join(' UNION ALL ')}) x WHERE NOT has_move OR NOT has_barrier`);
 const MUTATIONS_WITHOUT_BARRIER = named(`SELECT m.mutation_id, m.start_id FROM ql3.step_run_mutations m
   WHERE NOT EXISTS (SELECT 1 FROM ql3.tool_execution_start_barriers b WHERE b.mutation_id = m.mutation_id)`);
-const STREAM_HEADS = named(`SELECT * FROM (SELECT s.stream_id, s.version,
+const STREAM_HEADS = named(`SELECT * FROM (SELECT s.stream_id, s.stream_type, s.version,
     (SELECT count(*) FROM ql3.events e WHERE e.stream_id = s.stream_id) AS n,
     (SELECT max(stream_position) FROM ql3.events e WHERE e.stream_id = s.stream_id) AS top
-  FROM ql3.streams s) x WHERE version <> n OR top IS NULL OR version <> top`);
+  FROM ql3.streams s) x WHERE version <> n OR top IS NULL OR version <> top OR stream_type <> 'run'`);
 
 // ------------------------------------------------------------------ row codecs (io-ts at the boundary)
 
@@ -118,7 +118,7 @@ const DuplicateIdentityRow = t.type({ identity: t.string, value: t.string, n: Pg
 const DuplicateAttemptRow = t.type({ run_id: t.string, step_run_id: t.string, started_step_run_version: PgInt, n: PgInt, starts: t.string });
 const EvidenceRow = t.type({ table_name: t.string, record_id: t.string, start_id: t.string, has_move: t.boolean, has_barrier: t.boolean });
 const MutationOrphanRow = t.type({ mutation_id: t.string, start_id: t.string });
-const StreamHeadRow = t.type({ stream_id: t.string, version: PgInt, n: PgInt, top: t.union([PgInt, t.null]) });
+const StreamHeadRow = t.type({ stream_id: t.string, stream_type: t.string, version: PgInt, n: PgInt, top: t.union([PgInt, t.null]) });
 
 const rowsOf = async <A>(client: PoolClient, sql: NamedSql, params: Params, codec: t.Decoder<unknown, A>, kind: string, id: string): Promise<A[]> =>
   (await client.query(sql.text, bind(sql, params))).rows.map((r: unknown) => decodeRow(codec, r, kind, id));
@@ -174,7 +174,7 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
         problems.push({ kind: 'mutation_without_barrier', record: `step_run_mutations ${r.mutation_id}`, problem: `StepRun move of start ${r.start_id} without its barrier` });
       }
       for (const r of await rowsOf(client, STREAM_HEADS, {}, StreamHeadRow, 'stream', 'heads')) {
-        problems.push({ kind: 'stream_head', record: r.stream_id, problem: `stream head is at version ${r.version} but holds ${r.n} events (last position ${r.top ?? 'none'})` });
+        problems.push({ kind: 'stream_head', record: r.stream_id, problem: `stream head (type ${r.stream_type}) is at version ${r.version} but holds ${r.n} events (last position ${r.top ?? 'none'})` });
       }
       return problems;
     },

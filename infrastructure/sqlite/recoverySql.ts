@@ -52,8 +52,8 @@ export const EVIDENCE_WITHOUT_MOVE = `SELECT * FROM (${[
 ].join(' UNION ALL ')}) WHERE has_move = 0 OR has_barrier = 0`;
 export const MUTATIONS_WITHOUT_BARRIER = `SELECT m.mutation_id, m.start_id FROM step_run_mutations m
   WHERE NOT EXISTS (SELECT 1 FROM tool_execution_start_barriers b WHERE b.mutation_id = m.mutation_id)`;
-/** The stream head (R3.5's compare-and-set value) must equal its number of events. */
-export const STREAM_HEADS = `SELECT * FROM (SELECT s.stream_id, s.version,
+/** The stream head (R3.5's compare-and-set value) must equal its number of events, and be a Run stream. */
+export const STREAM_HEADS = `SELECT * FROM (SELECT s.stream_id, s.stream_type, s.version,
     (SELECT count(*) FROM events e WHERE e.stream_id = s.stream_id) AS n,
     (SELECT max(stream_position) FROM events e WHERE e.stream_id = s.stream_id) AS top
-  FROM streams s) WHERE version <> n OR top IS NULL OR version <> top`;
+  FROM streams s) WHERE version <> n OR top IS NULL OR version <> top OR stream_type <> 'run'`;

@@ -1,5 +1,5 @@
 import { Pool } from 'pg';
-import { decodeStartCommand } from '../../domain';
+import { decodeStartCommand, replayKeysOf } from '../../domain';
 import { stepRunRowOf } from '../../projections/rows';
 import type {
   AppendOutcome,
@@ -19,9 +19,9 @@ import { assertSchemaCurrent, migratePostgres } from './migrate';
 import { postgresRecoveryOf } from './postgresRecoveryView';
 import { loadRunState, readBarrier, readBarrierOfAttempt, readStream } from './reads';
 import * as SQL from './sql';
-import { resolveUniqueViolation, startUnitOfWork, type PostgresWriteMode } from './startWrite';
+import { lookupBeforeBegin, resolveUniqueViolation, startUnitOfWork, type PostgresWriteMode } from './startWrite';
 import type { Queryable } from './query';
-import { PostgresTransactions, type PostgresTimeouts, type Tx } from './transactions';
+import { PostgresTransactions, type BeforeBegin, type PostgresTimeouts, type Tx } from './transactions';
 
 // The cluster authority (R5.2): options, the opener, and the public surface over the start
 // (startWrite.ts), the lifecycle (lifecycleWrite.ts), the reads (reads.ts), the transactions
@@ -126,9 +126,9 @@ class PostgresAuthority implements PostgresStartBarrier {
     if (this.closed) throw new Error('the PostgreSQL start barrier authority is closed');
   }
 
-  private transaction<T>(runId: string, body: (tx: Tx) => Promise<T>): Promise<T> {
+  private transaction<T>(runId: string, body: (tx: Tx) => Promise<T>, beforeBegin?: BeforeBegin): Promise<T> {
     this.assertOpen();
-    return this.tx.transaction(runId, body);
+    return this.tx.transaction(runId, body, beforeBegin);
   }
 
   private read<T>(body: (q: Queryable) => Promise<T>): Promise<T> {
@@ -142,7 +142,8 @@ class PostgresAuthority implements PostgresStartBarrier {
       const decoded = decodeStartCommand(command); // bad input: typed error, no transaction opened
       const runId = decoded.command.stepRun.runId;
       try {
-        return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, this.writeMode), decoded, this.hook));
+        const keys = replayKeysOf(decoded.command);
+        return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, this.writeMode), decoded, this.hook), (q) => lookupBeforeBegin(q, keys, runId));
       } catch (e) {
         if (!isUniqueViolation(e)) throw e;
         return this.transaction(runId, (tx) => resolveUniqueViolation(tx, decoded, e));

@@ -24,6 +24,13 @@ export * from './transactionSql';
 
 /** The identities of R4.1 in one statement, each an equality probe of the unique index. */
 export const LOOKUP_REPLAY = named(lookupReplaySql());
+/**
+ * The same probes before BEGIN, with the Run's version at that moment (startWrite.ts): one row
+ * per hit, or one row of NULLs, each carrying the version.
+ */
+export const LOOKUP_REPLAY_AT_VERSION = named(`SELECT v.run_version, l.identity, l.value, l.start_id, l.command_digest
+  FROM (SELECT (SELECT version FROM ql3.runs WHERE run_id = :run_id) AS run_version) v
+  LEFT JOIN (${lookupReplaySql()}) l ON true`);
 
 // ------------------------------------------------------------------ R3.2 lock and read
 

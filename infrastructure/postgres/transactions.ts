@@ -22,7 +22,23 @@ export interface PostgresTimeouts {
 export interface Tx {
   readonly client: PoolClient;
   readonly nowMs: number;
+  /** What the attempt's `beforeBegin` read on this connection just before BEGIN, if anything. */
+  readonly before?: unknown;
+  /** The Run's version under the turn (null: no such Run yet). */
+  readonly turnVersion: number | null;
 }
+
+/**
+ * A read run on the attempt's connection outside the transaction, just before BEGIN (and again
+ * after waiting for the turn). The start's replay lookup goes here: a probe of the unique
+ * replay index under SERIALIZABLE takes a predicate lock on the index page, and on a small
+ * index every start of every Run shares that page, so starts of unrelated Runs would fail each
+ * other. Outside the transaction it locks nothing. It stays the answer only while the Run has
+ * not moved since (the caller compares the version it read with `turnVersion`); a racer of
+ * another Run that commits the same identity afterwards is caught by the unique index, and its
+ * 23505 resolved by a fresh lookup (R4.2, R4.3).
+ */
+export type BeforeBegin = (q: Queryable) => Promise<unknown>;
 
 /** The first retry pauses up to this long, each further one four times longer. */
 const RETRY_PAUSE_MS = 20;
@@ -44,10 +60,10 @@ export class PostgresTransactions {
    * after 40001/40P01 (R5.2). Timeouts become TransactionTimeoutError; a 23505 is passed up
    * raw for the caller to resolve as a replay; everything else propagates as thrown.
    */
-  async transaction<T>(runId: string, body: (tx: Tx) => Promise<T>): Promise<T> {
+  async transaction<T>(runId: string, body: (tx: Tx) => Promise<T>, beforeBegin?: BeforeBegin): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.attempt(body, runId);
+        return await this.attempt(body, runId, beforeBegin);
       } catch (e) {
         if (!isRetryable(e)) throw mapTimeout(e);
         if (attempt > this.maxRetries) {
@@ -80,7 +96,7 @@ export class PostgresTransactions {
    * writers of different Runs never wait for each other. The lock lives exactly as long as the
    * transaction, and only the product's role can take it.
    */
-  private async attempt<T>(body: (tx: Tx) => Promise<T>, runId: string): Promise<T> {
+  private async attempt<T>(body: (tx: Tx) => Promise<T>, runId: string, beforeBegin: BeforeBegin | undefined): Promise<T> {
     const client = await this.pool.connect();
     let broken: unknown;
     const onError = (err: Error) => {
@@ -88,20 +104,25 @@ export class PostgresTransactions {
     };
     client.on('error', onError);
     try {
+      let before = beforeBegin === undefined ? undefined : await beforeBegin(client);
       const begin = this.beginText(client.escapeLiteral(runId));
       let nowMs: number | undefined;
+      let turnVersion: number | null = null;
       while (nowMs === undefined) {
         try {
-          const begun = (await client.query(begin)) as unknown as { rows: { now_ms?: unknown }[] }[];
+          const begun = (await client.query(begin)) as unknown as { rows: { now_ms?: unknown; turn?: unknown }[] }[];
+          const turn = begun[2]?.rows[0]?.turn;
+          turnVersion = turn === null || turn === undefined ? null : decodeRow(PgInt, turn, 'run turn', runId);
           nowMs = decodeRow(PgInt, begun[1]?.rows[0]?.now_ms, 'transaction clock', 'transaction_timestamp()');
         } catch (e) {
           const code = sqlStateOf(e);
           if (code !== SQLSTATE.lockNotAvailable && code !== SQLSTATE.serializationFailure) throw e;
           await client.query(SQL.ROLLBACK);
           await run(client, SQL.AWAIT_RUN_TURN, { run_id: runId, lock_timeout_ms: this.timeouts.lockMs });
+          before = beforeBegin === undefined ? undefined : await beforeBegin(client); // read again after the holder's commit
         }
       }
-      const result = await body({ client, nowMs });
+      const result = await body({ client, nowMs, turnVersion, ...(before === undefined ? {} : { before }) });
       await client.query(SQL.COMMIT);
       return result;
     } catch (e) {

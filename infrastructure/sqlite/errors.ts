@@ -1,10 +1,15 @@
 import Database from 'better-sqlite3';
-import { SemanticConflictError, TransactionTimeoutError, type ReplayIdentity } from '../../domain';
+import { CorruptRecordError, SemanticConflictError, TransactionTimeoutError, type ReplayIdentity } from '../../domain';
 import { identityOfUniqueColumn } from './identities';
 
-/** Driver errors never leave the adapter raw: busy is a timeout, a unique hit is a conflict. */
+/**
+ * Driver errors never leave the adapter raw: busy is a timeout, a unique hit is a conflict, and
+ * a history trigger's refusal (0062, R9.1) is CORRUPT_RECORD: the decider planned on heads the
+ * log does not back.
+ */
 export const mapSqliteError = (e: unknown, startId?: string): unknown => {
   if (!(e instanceof Database.SqliteError)) return e;
+  if (e.code === 'SQLITE_CONSTRAINT_TRIGGER' && e.message.startsWith('illegal history refused')) return new CorruptRecordError('run history', 'events', e.message);
   if (e.code === 'SQLITE_BUSY' || e.code === 'SQLITE_BUSY_TIMEOUT') return new TransactionTimeoutError('busy', `database is locked by another writer (${e.message})`);
   if (e.code === 'SQLITE_CONSTRAINT_UNIQUE' || e.code === 'SQLITE_CONSTRAINT_PRIMARYKEY') {
     const column = /failed: ([\w.]+)/.exec(e.message)?.[1] ?? '';

@@ -10,11 +10,15 @@
 -- by the lock timeout it passes), and begins again with a fresh snapshot.
 SET LOCAL ROLE ql3_owner;
 
-CREATE FUNCTION ql3.take_run_turn(p_run_id text) RETURNS boolean
+-- Returns the Run's version under the lock (NULL: no such Run yet), so the caller can tell
+-- whether anything it read before BEGIN is still current.
+CREATE FUNCTION ql3.take_run_turn(p_run_id text) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  v bigint;
 BEGIN
-  PERFORM 1 FROM ql3.runs WHERE run_id = p_run_id FOR UPDATE NOWAIT;
-  RETURN FOUND;
+  SELECT version INTO v FROM ql3.runs WHERE run_id = p_run_id FOR UPDATE NOWAIT;
+  RETURN v;
 END
 $fn$;
 

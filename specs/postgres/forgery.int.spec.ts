@@ -1,3 +1,8 @@
+import { expect } from 'chai';
+import { CorruptRecordError } from '../../domain';
+import { buildScenario } from '../../domain/scenario';
+import { openPostgresStartBarrier } from '../../infrastructure/postgres';
+import { mapTimeout } from '../../infrastructure/postgres/errors';
 import { FORGERIES } from '../../testkit/forgery';
 import { postgresForgeryTarget } from '../../testkit/forgeryTargets';
 import { createDatabase, type TestDatabase } from '../../testkit/postgresHarness';
@@ -19,4 +24,29 @@ describe('R9.1 forgeries with the runtime role on PostgreSQL: every one refused 
     },
     Object.fromEntries(FORGERIES.map((f) => [f.name, 'refused'])),
   );
+});
+
+describe('R9.1 a history refusal on the runtime\'s own path is typed (PostgreSQL)', () => {
+  it('R9.1 the event trigger\'s refusal (SQLSTATE Q3H01) maps to CORRUPT_RECORD, never a raw driver error', async () => {
+    const db = await createDatabase();
+    const a = await openPostgresStartBarrier({ connectionString: db.url });
+    try {
+      const s = buildScenario();
+      for (const c of s.lifecycle) await a.runs.handle(c);
+      // a StepRunReady for a StepRun that is already ready: a move the lifecycle does not allow
+      const raw = await a.pool
+        .query(
+          `INSERT INTO ql3.events (stream_id, stream_position, event_id, event_type, data_json, committed_at_ms)
+           SELECT $1, version + 1, 'forged-ready', 'StepRunReady', $2, (extract(epoch FROM transaction_timestamp()) * 1000)::bigint FROM ql3.streams WHERE stream_id = $1`,
+          [`run-${s.runId}`, JSON.stringify({ occurredAtMs: 3, runId: s.runId, stepRunId: s.stepRunId, stepRunVersion: 3 })],
+        )
+        .then(() => undefined, (e: unknown) => e);
+      const mapped = mapTimeout(raw);
+      expect(mapped, String(raw)).to.be.instanceOf(CorruptRecordError);
+      expect((mapped as Error).message).to.contain('cannot move from ready by StepRunReady');
+    } finally {
+      await a.close();
+      await db.drop();
+    }
+  });
 });

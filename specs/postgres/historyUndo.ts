@@ -4,11 +4,6 @@
 export const UNDO_HISTORY_MIGRATIONS = `
   DROP TRIGGER events_append_run_event ON ql3.events;
   DROP TRIGGER events_whole_start ON ql3.events;
-  DROP TRIGGER security_audit_events_whole_start ON ql3.security_audit_events;
-  DROP TRIGGER trace_anchors_whole_start ON ql3.trace_anchors;
-  DROP TRIGGER audit_receipts_whole_start ON ql3.audit_receipts;
-  DROP TRIGGER step_run_mutations_whole_start ON ql3.step_run_mutations;
-  DROP TRIGGER tool_execution_start_barriers_whole_start ON ql3.tool_execution_start_barriers;
   DROP FUNCTION ql3.append_run_event(), ql3.require_whole_start(), ql3.refuse_history(text), ql3.step_run_json(jsonb, boolean),
     ql3.tagged_digest(text, text), ql3.take_run_turn(text), ql3.await_run_turn(text, integer),
     ql3.event_chain_digest(text, text, bigint, text, text, text, bigint);

@@ -128,9 +128,11 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
     const s = await setUp(a);
     statements.length = 0;
     await a.barriers.prepare(s.startCommand());
-    // BEGIN, the SET LOCALs and the Run's turn (R9.5: the Run row lock, no advisory key) travel
-    // in one simple-protocol round trip, the timeouts inlined
-    expect(statements[0]).to.match(
+    // the replay lookup runs just before BEGIN (no predicate lock shared with other Runs); BEGIN,
+    // the SET LOCALs and the Run's turn (R9.5: the Run row lock, no advisory key) travel in one
+    // simple-protocol round trip, the timeouts inlined
+    expect(statements[0]).to.contain('start_replay_identities i ON');
+    expect(statements[1]).to.match(
       /^BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT\s+set_config\('statement_timeout', '5000', true\).*set_config\('lock_timeout', '2000', true\).*set_config\('idle_in_transaction_session_timeout', '10000', true\).*; SELECT ql3\.take_run_turn\('[^']+'\) AS turn$/s,
     );
     expect(statements.join('\n')).not.to.contain('pg_advisory');
@@ -144,7 +146,7 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
     }
   });
 
-  it('R5.2 round trips per call, counted: batched start 5, exact replay 4, stepwise start 7 (the head moves are the event trigger\'s); R5.2 the Run turn before any evidence', async () => {
+  it('R5.2 round trips per call, counted: batched start 5, exact replay 4, stepwise start 7 (the lookup just before BEGIN, the head moves the event trigger\'s); R5.2 the Run turn before any evidence', async () => {
     const batched = await open('batched');
     const s = await setUp(batched.a);
     batched.statements.length = 0;
@@ -166,13 +168,13 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
           : q === 'COMMIT' ? 'COMMIT' : q.startsWith('WITH\n  b AS') ? 'read'
           : q.includes('start_replay_identities i ON') ? 'lookup' : q.includes('FROM ql3.runs WHERE run_id') ? 'state' : q.startsWith('WITH evidence_events') ? 'write' : q.slice(0, 40),
       );
-    expect(shape(created)).to.deep.equal(['BEGIN + configure + turn', 'lookup', 'state', 'write', 'COMMIT']);
-    expect(shape(replay)).to.deep.equal(['BEGIN + configure + turn', 'lookup', 'read', 'COMMIT']);
+    expect(shape(created)).to.deep.equal(['lookup', 'BEGIN + configure + turn', 'state', 'write', 'COMMIT']);
+    expect(shape(replay)).to.deep.equal(['lookup', 'BEGIN + configure + turn', 'read', 'COMMIT']);
     expect(steps).to.have.length(7);
     // the turn (the Run row lock) precedes every statement that writes evidence
     const lockAt = steps.findIndex((q) => q.includes('take_run_turn'));
     const firstWrite = steps.findIndex((q) => q.includes('INSERT INTO'));
-    expect(lockAt).to.equal(0);
+    expect(lockAt).to.equal(1);
     expect(firstWrite).to.be.greaterThan(lockAt);
   });
 

@@ -107,6 +107,14 @@ const startRowsIn = async (raw: RawSql, startId: string): Promise<{ events: Row[
   return { events, facts };
 };
 
+/** The same Run made ready in the source store, and one start of it made there, read back as stored. */
+const sourceStart = async (target: ForgeryTarget, s: Scenario, attempt?: string) => {
+  await ready(target.source, s);
+  const r = await target.source.barriers.prepare(s.startCommand(undefined, attempt));
+  const rows = await startRowsIn(target.sourceRaw, r.barrier.record.startId);
+  return { ...rows, events: rows.events as unknown as { event_id: string; event_type: string; data_json: string }[] };
+};
+
 /** A self-consistent StepRun head row for a state the log never reached. */
 const rewriteHead = (raw: RawSql, state: StepRunState): Statement => {
   const row = stepRunRowOf(state);
@@ -215,10 +223,8 @@ export const FORGERIES: readonly Forgery[] = [
     attempt: async (target) => {
       const s = buildScenario();
       await ready(target.authority, s);
-      await ready(target.source, s);
-      const r = await target.source.barriers.prepare(s.startCommand());
-      const { events } = await startRowsIn(target.sourceRaw, r.barrier.record.startId);
-      return judge(target, s, await appendEvents(target, s, [events[1] as { event_id: string; event_type: string; data_json: string }]));
+      const { events } = await sourceStart(target, s);
+      return judge(target, s, await appendEvents(target, s, [events[1]!]));
     },
   },
   {
@@ -226,11 +232,9 @@ export const FORGERIES: readonly Forgery[] = [
     attempt: async (target) => {
       const s = buildScenario();
       await ready(target.authority, s);
-      await ready(target.source, s);
-      const r = await target.source.barriers.prepare(s.startCommand());
-      const { events, facts } = await startRowsIn(target.sourceRaw, r.barrier.record.startId);
+      const { events, facts } = await sourceStart(target, s);
       const audit = facts[0]![1][0]!;
-      const appended = await appendEvents(target, s, [events[0] as { event_id: string; event_type: string; data_json: string }]);
+      const appended = await appendEvents(target, s, [events[0]!]);
       return judge(target, s, [...appended, insertRow(target.raw, 'security_audit_events', { ...audit, committed_at_ms: appended[0]!.params[5] ?? audit.committed_at_ms })]);
     },
   },
@@ -239,10 +243,8 @@ export const FORGERIES: readonly Forgery[] = [
     attempt: async (target) => {
       const s = buildScenario();
       await ready(target.authority, s);
-      await ready(target.source, s);
-      const r = await target.source.barriers.prepare(s.startCommand());
-      const { events, facts } = await startRowsIn(target.sourceRaw, r.barrier.record.startId);
-      const statements = [...events.map((e) => insertRow(target.raw, 'events', e)), ...facts.flatMap(([table, rows]) => rows.map((row) => insertRow(target.raw, table, row)))];
+      const { events, facts } = await sourceStart(target, s);
+      const statements = [...events.map((e) => insertRow(target.raw, 'events', e as unknown as Row)), ...facts.flatMap(([table, rows]) => rows.map((row) => insertRow(target.raw, table, row)))];
       return judge(target, s, statements);
     },
   },
@@ -251,10 +253,8 @@ export const FORGERIES: readonly Forgery[] = [
     attempt: async (target) => {
       const s = buildScenario();
       await completed(target.authority, s);
-      await ready(target.source, s);
-      const r = await target.source.barriers.prepare(s.startCommand(undefined, 'again'));
-      const { events, facts } = await startRowsIn(target.sourceRaw, r.barrier.record.startId);
-      const appended = await appendEvents(target, s, events as { event_id: string; event_type: string; data_json: string }[]);
+      const { events, facts } = await sourceStart(target, s, 'again');
+      const appended = await appendEvents(target, s, events);
       const at = target.backend === 'postgres' ? undefined : appended[0]!.params[5];
       const rows = facts.flatMap(([table, list]) => list.map((row) => insertRow(target.raw, table, 'committed_at_ms' in row && at !== undefined ? { ...row, committed_at_ms: at } : row)));
       return judge(target, s, [...appended, ...rows]);

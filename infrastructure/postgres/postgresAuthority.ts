@@ -1,5 +1,5 @@
 import { Pool } from 'pg';
-import { decodeStartCommand, replayKeysOf } from '../../domain';
+import { classifyReplay, decodeStartCommand, replayKeysOf } from '../../domain';
 import { stepRunRowOf } from '../../projections/rows';
 import type {
   AppendOutcome,
@@ -12,14 +12,14 @@ import type {
   StoredEvent,
 } from '../../application/authority';
 import { decodeLifecycle, runLifecycleTransaction } from '../../application/lifecycleProtocol';
-import { runStartTransaction } from '../../application/startProtocol';
+import { existingBarrierOf, runStartTransaction } from '../../application/startProtocol';
 import { isUniqueViolation } from './errors';
 import { lifecycleUnitOfWork } from './lifecycleWrite';
 import { assertSchemaCurrent, migratePostgres } from './migrate';
 import { postgresRecoveryOf } from './postgresRecoveryView';
 import { loadRunState, readBarrier, readBarrierOfAttempt, readStream } from './reads';
 import * as SQL from './sql';
-import { lookupBeforeBegin, resolveUniqueViolation, startUnitOfWork, type PostgresWriteMode } from './startWrite';
+import { lookupBeforeBegin, resolveUniqueViolation, startUnitOfWork, type LookupBeforeBegin, type PostgresWriteMode } from './startWrite';
 import type { Queryable } from './query';
 import { PostgresTransactions, type BeforeBegin, type PostgresTimeouts, type Tx } from './transactions';
 
@@ -143,7 +143,20 @@ class PostgresAuthority implements PostgresStartBarrier {
       const runId = decoded.command.stepRun.runId;
       try {
         const keys = replayKeysOf(decoded.command);
-        return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, this.writeMode), decoded, this.hook), (q) => lookupBeforeBegin(q, keys, runId));
+        // R3.1 first, outside any transaction (startWrite.ts): a replay (R4.2) or drift (R4.3)
+        // is answered from immutable rows without a transaction or the Run's turn.
+        const first = await this.read((q) => lookupBeforeBegin(q, keys, runId));
+        if (classifyReplay(decoded, first.hits).kind !== 'new') {
+          const existing = await this.read((q) => existingBarrierOf({ readBarrier: (id) => readBarrier(q, id) }, decoded, first.hits));
+          if (existing !== null) return { outcome: 'existing', barrier: existing };
+        }
+        let fresh: LookupBeforeBegin | undefined = first;
+        const lookup = async (q: Queryable): Promise<LookupBeforeBegin> => {
+          const hits = fresh ?? (await lookupBeforeBegin(q, keys, runId)); // again after a wait or a retry
+          fresh = undefined;
+          return hits;
+        };
+        return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, this.writeMode), decoded, this.hook), lookup);
       } catch (e) {
         if (!isUniqueViolation(e)) throw e;
         return this.transaction(runId, (tx) => resolveUniqueViolation(tx, decoded, e));

@@ -194,34 +194,40 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
           start_replay_identities: await session.rows('start_replay_identities', 'start_id = ? ORDER BY identity', [record.startId]),
         } as Record<string, Record<string, unknown>[]>;
       };
-      const mine = await rowsOf(b.record);
-      const theirs = await rowsOf(other.record);
-
-      for (const [table, rows] of Object.entries(mine)) {
-        for (const [index, row] of rows.entries()) {
-          for (const [column, value] of Object.entries(row)) {
-            if (column === '_key' || column === 'global_position') continue; // the log's own ordinal, not part of a start
-            for (const kind of options.kinds) {
-              let next: unknown;
-              if (kind === 'flip') next = mutateCell(value);
-              else if (kind === 'swap') next = theirs[table]?.[index]?.[column];
-              else if (column.endsWith('_json')) next = reformatJson(value);
-              if (next === undefined || next === null || String(next) === String(value)) continue;
-              const what = `${store.backend} ${startId} ${table}[${index}].${column} (${kind})`;
-              const change = await session.set(table, String(row._key), column, next);
-              if (!change.applied) {
-                refusedBySchema++;
-                continue;
+      /**
+       * Every cell of these rows, one change at a time, each kind; `modeOf` says which reads
+       * must notice it (see `probe`); `label` tells the report which sweep a cell was in.
+       */
+      const sweepCells = async (mine: Record<string, Record<string, unknown>[]>, theirs: Record<string, Record<string, unknown>[]>, modeOf: (column: string) => 'start' | 'log', label: string) => {
+        for (const [table, rows] of Object.entries(mine)) {
+          for (const [index, row] of rows.entries()) {
+            for (const [column, value] of Object.entries(row)) {
+              if (column === '_key' || column === 'global_position') continue; // the log's own ordinal, not part of a start
+              for (const kind of options.kinds) {
+                let next: unknown;
+                if (kind === 'flip') next = mutateCell(value);
+                else if (kind === 'swap') next = theirs[table]?.[index]?.[column];
+                else if (column.endsWith('_json')) next = reformatJson(value);
+                if (next === undefined || next === null || value === null || String(next) === String(value)) continue;
+                const what = `${store.backend} ${startId} ${table}[${index}].${column} (${kind}${label})`;
+                const change = await session.set(table, String(row._key), column, next);
+                if (!change.applied) {
+                  refusedBySchema++;
+                  continue;
+                }
+                await probe(b.record, what, modeOf(column));
+                const restore = await session.set(table, change.key, column, value);
+                if (!restore.applied) failures.push(`${what}: could not restore (${restore.reason})`);
+                else row._key = restore.key;
+                await expectRestored(startId, b.barrierDigest, what);
               }
-              await probe(b.record, what, column === 'chain_digest' ? 'log' : 'start');
-              const restore = await session.set(table, change.key, column, value);
-              if (!restore.applied) failures.push(`${what}: could not restore (${restore.reason})`);
-              else row._key = restore.key;
-              await expectRestored(startId, b.barrierDigest, what);
             }
           }
         }
-      }
+      };
+      const mine = await rowsOf(b.record);
+      await sweepCells(mine, await rowsOf(other.record), (column) => (column === 'chain_digest' ? 'log' : 'start'), '');
+
       // Every other table, every column: the rest of the Run's log (its lifecycle events and
       // other starts' events), its stream, Run and StepRun heads and its outcome rows.
       const runRowsOf = async (record: StartBarrierRecord) => {
@@ -234,33 +240,7 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
           start_outcomes: await session.rows('start_outcomes', 'run_id = ? ORDER BY start_id', [record.runId]),
         } as Record<string, Record<string, unknown>[]>;
       };
-      const runMine = await runRowsOf(b.record);
-      const runTheirs = await runRowsOf(other.record);
-      for (const [table, rows] of Object.entries(runMine)) {
-        for (const [index, row] of rows.entries()) {
-          for (const [column, value] of Object.entries(row)) {
-            if (column === '_key' || column === 'global_position') continue;
-            for (const kind of options.kinds) {
-              let next: unknown;
-              if (kind === 'flip') next = mutateCell(value);
-              else if (kind === 'swap') next = runTheirs[table]?.[index]?.[column];
-              else if (column.endsWith('_json')) next = reformatJson(value);
-              if (next === undefined || next === null || value === null || String(next) === String(value)) continue;
-              const what = `${store.backend} ${startId} ${table}[${index}].${column} (${kind}, the Run's log and heads)`;
-              const change = await session.set(table, String(row._key), column, next);
-              if (!change.applied) {
-                refusedBySchema++;
-                continue;
-              }
-              await probe(b.record, what, 'log');
-              const restore = await session.set(table, change.key, column, value);
-              if (!restore.applied) failures.push(`${what}: could not restore (${restore.reason})`);
-              else row._key = restore.key;
-              await expectRestored(startId, b.barrierDigest, what);
-            }
-          }
-        }
-      }
+      await sweepCells(await runRowsOf(b.record), await runRowsOf(other.record), () => 'log', ", the Run's log and heads");
       // A duplicated identity row (its unique index dropped first): the index names two rows.
       for (const row of mine.start_replay_identities!) {
         const what = `${store.backend} ${startId} start_replay_identities duplicate ${String(row.identity)}`;

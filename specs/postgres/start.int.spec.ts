@@ -146,7 +146,7 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
     }
   });
 
-  it('R5.2 round trips per call, counted: batched start 5, exact replay 4, stepwise start 7 (the lookup just before BEGIN, the head moves the event trigger\'s); R5.2 the Run turn before any evidence', async () => {
+  it('R5.2 round trips per call, counted: batched start 5, exact replay 2 (no transaction, no turn: immutable rows), stepwise start 7 (the lookup just before BEGIN, the head moves the event trigger\'s); R5.2 the Run turn before any evidence', async () => {
     const batched = await open('batched');
     const s = await setUp(batched.a);
     batched.statements.length = 0;
@@ -169,7 +169,7 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
           : q.includes('start_replay_identities i ON') ? 'lookup' : q.includes('FROM ql3.runs WHERE run_id') ? 'state' : q.startsWith('WITH evidence_events') ? 'write' : q.slice(0, 40),
       );
     expect(shape(created)).to.deep.equal(['lookup', 'BEGIN + configure + turn', 'state', 'write', 'COMMIT']);
-    expect(shape(replay)).to.deep.equal(['lookup', 'BEGIN + configure + turn', 'read', 'COMMIT']);
+    expect(shape(replay)).to.deep.equal(['lookup', 'read']);
     expect(steps).to.have.length(7);
     // the turn (the Run row lock) precedes every statement that writes evidence
     const lockAt = steps.findIndex((q) => q.includes('take_run_turn'));

@@ -52,7 +52,7 @@ const ready = async (a: StartBarrierAuthority, s: Scenario): Promise<void> => {
 const completed = async (a: StartBarrierAuthority, s: Scenario): Promise<void> => {
   await ready(a, s);
   await a.barriers.prepare(s.startCommand());
-  await a.runs.handle({ type: 'CompleteStepRun', data: { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'orchestrator', reason: 'done', requestedAtMs: 2 } });
+  await a.runs.handle({ type: 'CompleteStepRun', data: { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'orchestrator', reason: 'tool_succeeded', requestedAtMs: 2 } });
 };
 
 const stream = (s: Scenario) => `run-${s.runId}`;

@@ -226,7 +226,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
           // a short lock_timeout: a wait on any of those keys would fail the call with TRANSACTION_TIMEOUT
           const [racer] = await clients(1, { timeouts: { lockMs: 200 } });
           expect((await racer!.barriers.prepare(s.startCommand())).outcome).to.equal('created');
-          await racer!.runs.handle({ type: 'CompleteStepRun', data: { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'spec', reason: 'done', requestedAtMs: 2 } });
+          await racer!.runs.handle({ type: 'CompleteStepRun', data: { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'spec', reason: 'tool_succeeded', requestedAtMs: 2 } });
           const other = buildScenario();
           for (const c of other.lifecycle) await racer!.runs.handle(c);
           expect((await racer!.barriers.prepare(other.startCommand())).outcome).to.equal('created');

@@ -1,5 +1,5 @@
-import Database from 'better-sqlite3';
 import { CorruptRecordError, SemanticConflictError, TransactionTimeoutError, type ReplayIdentity } from '../../domain';
+import { isSqliteError } from './connection';
 import { identityOfUniqueColumn } from './identities';
 
 /**
@@ -8,7 +8,7 @@ import { identityOfUniqueColumn } from './identities';
  * log does not back.
  */
 export const mapSqliteError = (e: unknown, startId?: string): unknown => {
-  if (!(e instanceof Database.SqliteError)) return e;
+  if (!isSqliteError(e)) return e;
   if (e.code === 'SQLITE_CONSTRAINT_TRIGGER' && e.message.startsWith('illegal history refused')) return new CorruptRecordError('run history', 'events', e.message);
   if (e.code === 'SQLITE_BUSY' || e.code === 'SQLITE_BUSY_TIMEOUT') return new TransactionTimeoutError('busy', `database is locked by another writer (${e.message})`);
   if (e.code === 'SQLITE_CONSTRAINT_UNIQUE' || e.code === 'SQLITE_CONSTRAINT_PRIMARYKEY') {

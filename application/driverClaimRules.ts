@@ -71,3 +71,5 @@ export const memoryDriverClaims = (clock: () => number = Date.now): DriverClaims
   };
 };
 
+/** The start id a history read names, decoded like a claim's. */
+export const claimedStartIdOf = (startId: string): string => decodeOrThrow(Identity, 'startId', startId);

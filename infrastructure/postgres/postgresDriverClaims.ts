@@ -1,7 +1,6 @@
 import type { Pool } from 'pg';
-import { Identity, decodeOrThrow } from '../../domain/codecs';
 import { TransactionTimeoutError, type ClaimResult, type DriverClaims } from '../../domain';
-import { checked, decide, historyOf, releasable, type ClaimRow } from '../../application/driverClaimRules';
+import { checked, claimedStartIdOf, decide, historyOf, releasable, type ClaimRow } from '../../application/driverClaimRules';
 import { isUniqueViolation } from './errors';
 
 // Driver claims (R11.2) in schema ql3 (migration pg-0034), on the authority's pool.
@@ -63,7 +62,7 @@ export const postgresDriverClaims = (pool: Pool): DriverClaims => {
         if (!isUniqueViolation(e)) throw e;
       });
     },
-    history: async (startId) => historyOf((await pool.query<ClaimRow>(PG.rows, [decodeOrThrow(Identity, 'startId', startId)])).rows),
+    history: async (startId) => historyOf((await pool.query<ClaimRow>(PG.rows, [claimedStartIdOf(startId)])).rows),
     close: async () => undefined,
   };
 };

@@ -1,7 +1,6 @@
 import type Database from 'better-sqlite3';
-import { Identity, decodeOrThrow } from '../../domain/codecs';
 import { TransactionTimeoutError, type ClaimResult, type DriverClaims } from '../../domain';
-import { checked, decide, historyOf, releasable, type ClaimRow } from '../../application/driverClaimRules';
+import { checked, claimedStartIdOf, decide, historyOf, releasable, type ClaimRow } from '../../application/driverClaimRules';
 import { isSqliteError, loadBetterSqlite3 } from './connection';
 
 // Driver claims (R11.2) in the authority's SQLite file (migration 0060).
@@ -47,7 +46,7 @@ export const sqliteDriverClaims = (path: string, busyTimeoutMs = 5000): DriverCl
         if (releasable(s.rows.all(claim.startId) as ClaimRow[], claim)) s.insert.run(claim.startId, claim.generation, 'release', claim.driverId, t, t);
       });
     },
-    history: async (startId) => historyOf(s.rows.all(decodeOrThrow(Identity, 'startId', startId)) as ClaimRow[]),
+    history: async (startId) => historyOf(s.rows.all(claimedStartIdOf(startId)) as ClaimRow[]),
     close: async () => void db.close(),
   };
 };

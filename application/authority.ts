@@ -162,6 +162,10 @@ export type VerifyProblemKind =
   | 'run'
   | 'step_run'
   | 'event'
+  /** An event row's chain link does not bind it to its predecessor (R9.2). */
+  | 'chain'
+  /** A stream, Run or StepRun head, or a read model row, is not what the log derives (R9.2). */
+  | 'head'
   | 'stream_head'
   | 'foreign_key'
   | 'duplicate_identity'

@@ -21,6 +21,7 @@ import { attemptValue, replayValuesOf, type RunRow, type StepRunRow } from '../p
 import { decodeEventRow, inDoubtStartOf, verifyOutcomeRow, type StartOutcomeRow } from '../projections/outcomeRows';
 import { decodeRunRow, decodeStepRunRow } from '../projections/runState';
 import type { EventRow } from '../projections/verifyRows';
+import { LogDerivation, type LoggedEventRow } from '../projections/logDerivation';
 import type {
   AppendOutcome,
   AttemptHistoryEntry,
@@ -81,7 +82,8 @@ export interface RecoveryView {
   outcomeRowsAfter(after: string, limit: number): Promise<readonly StartOutcomeRow[]>;
   runRowsAfter(after: string, limit: number): Promise<readonly (RunRow & { stream_version: number | string | null })[]>;
   stepRunRowsAfter(after: readonly [string, string], limit: number): Promise<readonly StepRunRow[]>;
-  eventRowsAfter(afterGlobalPosition: number, limit: number): Promise<readonly (EventRow & { global_position: number | string })[]>;
+  /** With each row's chain link where the backend keeps one (R9.2). */
+  eventRowsAfter(afterGlobalPosition: number, limit: number): Promise<readonly (LoggedEventRow & { global_position: number | string })[]>;
   /** Foreign keys, duplicates, orphaned evidence and mutations, stream heads. */
   integrityProblems(): Promise<readonly VerifyProblem[]>;
 }
@@ -373,12 +375,19 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
       const problems: VerifyProblem[] = [];
       const checked = { barriers: 0, outcomes: 0, runs: 0, stepRuns: 0, events: 0 };
       const notes = { present: 0, purged: 0 };
+      // What is stored, kept to compare with what the log derives (R9.2), after the event pass.
+      const storedBarriers = new Set<string>();
+      const storedOutcomeEvents = new Set<string>();
+      const storedRuns = new Map<string, RunRow & { stream_version: number | string | null }>();
+      const storedStepRuns = new Map<string, StepRunRow>();
+      const log = new LogDerivation();
 
       // Every barrier and its facts (R5.3), and whether its StepRun agrees with its outcome.
       for (let after = ''; ; ) {
         const ids = await backend.snapshot(async (v) => {
           const page = await v.barrierIdsAfter(after, PAGE);
           for (const startId of page) {
+            storedBarriers.add(startId);
             try {
               const barrier = await v.readBarrier(startId);
               if (barrier === null) throw new CorruptRecordError('start barrier', startId, 'listed but unreadable');
@@ -408,6 +417,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
         const rows = await backend.snapshot(async (v) => {
           const page = await v.outcomeRowsAfter(after, PAGE);
           for (const row of page) {
+            storedOutcomeEvents.add(row.event_id);
             try {
               verifyOutcomeRow(row, await v.eventById(row.event_id));
             } catch (e) {
@@ -426,6 +436,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
         const rows = await backend.snapshot(async (v) => {
           const page = await v.runRowsAfter(after, PAGE);
           for (const row of page) {
+            storedRuns.set(row.run_id, row);
             try {
               decodeRunRow(row, row.stream_version);
             } catch (e) {
@@ -446,6 +457,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
           const page = await v.stepRunRowsAfter(after, PAGE);
           for (const row of page) {
             const where = `${row.run_id}/${row.step_run_id}`;
+            storedStepRuns.set(where, row);
             try {
               const s = decodeStepRunRow(row);
               if (s.status !== 'running') continue;
@@ -488,6 +500,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
             } catch (e) {
               problems.push(problemOf('event', `${row.stream_id}@${row.stream_position}`, e));
             }
+            problems.push(...log.add(row));
           }
           return page;
         });
@@ -495,6 +508,18 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
         after = Number(rows[rows.length - 1]!.global_position);
         checked.events += rows.length;
         progress.tick('events', rows.length);
+      }
+
+      // Every head and read model against the log (R9.2), both ways.
+      problems.push(...log.compareHeads(storedRuns, storedStepRuns));
+      for (const id of log.barrierStartIds) {
+        if (!storedBarriers.has(id)) problems.push({ kind: 'head', record: id, problem: 'the log commits this start but its barrier row is missing' });
+      }
+      for (const id of storedBarriers) {
+        if (!log.barrierStartIds.has(id)) problems.push({ kind: 'head', record: id, problem: 'a barrier row without its ToolExecutionStartBarrierCommitted in the log' });
+      }
+      for (const id of log.outcomeEventIds) {
+        if (!storedOutcomeEvents.has(id)) problems.push({ kind: 'head', record: id, problem: 'the log records this outcome event but its start_outcomes row is missing' });
       }
 
       progress.integrity(false);

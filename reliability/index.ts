@@ -1,16 +1,17 @@
 import { runAdapterPhase, type AdapterPhaseReport } from './adapters/phase';
 import { runSweep, type DamageKind, type SweepReport } from './corruption/sweep';
 import { runFailover, type FailoverOptions, type FailoverReport } from './failover/failover';
+import { runForgery, type ForgeryReport } from './forgery/forgery';
 import { runFuzz, type FuzzReport } from './fuzz/fuzz';
 import type { BackendName } from '../testkit/rawSql';
 import { BACKENDS } from './lib/stores';
 import { runSoak, type SoakReport } from './soak/soak';
 
-// The reliability harness (issue 7): crash soak, bad input, corruption sweep, PostgreSQL
-// failover. `npm run reliability` runs the full sizes; specs/reliability runs the short ones
+// The reliability harness (issue 7): crash soak, bad input, corruption sweep, forgeries with
+// the runtime's own credentials, PostgreSQL failover. `npm run reliability` runs the full sizes; specs/reliability runs the short ones
 // inside `npm test`. Every phase uses real SQLite files and real PostgreSQL, never mocks.
 
-export const PHASES = ['soak', 'fuzz', 'corruption', 'failover', 'adapters'] as const;
+export const PHASES = ['soak', 'fuzz', 'corruption', 'forgery', 'failover', 'adapters'] as const;
 export type Phase = (typeof PHASES)[number];
 
 export interface Profile {
@@ -54,6 +55,7 @@ export interface ReliabilityReport {
   readonly soak: readonly SoakReport[];
   readonly fuzz?: FuzzReport;
   readonly corruption: readonly SweepReport[];
+  readonly forgery: readonly ForgeryReport[];
   readonly failover: readonly FailoverReport[];
   readonly adapters: readonly AdapterPhaseReport[];
   readonly durationMs: Readonly<Record<string, number>>;
@@ -76,6 +78,7 @@ export const runReliability = async (profile: Profile, options: ReliabilityOptio
   };
   const soak: SoakReport[] = [];
   const corruption: SweepReport[] = [];
+  const forgery: ForgeryReport[] = [];
   const failover: FailoverReport[] = [];
   let fuzz: FuzzReport | undefined;
 
@@ -95,6 +98,12 @@ export const runReliability = async (profile: Profile, options: ReliabilityOptio
       corruption.push(await timed(`corruption ${backend}`, () => runSweep({ backend, ...profile.corruption, log })));
     }
   }
+  if (phases.includes('forgery')) {
+    for (const backend of backends) {
+      log(`forgeries with the runtime's credentials on ${backend}`);
+      forgery.push(await timed(`forgery ${backend}`, () => runForgery({ backend, log })));
+    }
+  }
   if (phases.includes('failover') && backends.includes('postgres')) {
     for (let round = 1; round <= profile.failover.rounds; round++) {
       log(`PostgreSQL failover, round ${round}/${profile.failover.rounds}`);
@@ -108,8 +117,8 @@ export const runReliability = async (profile: Profile, options: ReliabilityOptio
       adapters.push(await timed(`adapters ${backend}`, () => runAdapterPhase({ backend, trials: profile.adapters.trials, log })));
     }
   }
-  const ok = soak.every((r) => r.ok) && (fuzz?.ok ?? true) && corruption.every((r) => r.ok) && failover.every((r) => r.ok) && adapters.every((r) => r.ok);
-  return { profile: profile.name, seed, soak, ...(fuzz ? { fuzz } : {}), corruption, failover, adapters, durationMs, ok };
+  const ok = soak.every((r) => r.ok) && (fuzz?.ok ?? true) && corruption.every((r) => r.ok) && forgery.every((r) => r.ok) && failover.every((r) => r.ok) && adapters.every((r) => r.ok);
+  return { profile: profile.name, seed, soak, ...(fuzz ? { fuzz } : {}), corruption, forgery, failover, adapters, durationMs, ok };
 };
 
 // ------------------------------------------------------------------ the printed report
@@ -185,6 +194,17 @@ export const formatReport = (r: ReliabilityReport): string => {
       '',
     );
   }
+  if (r.forgery.length > 0) {
+    out.push(
+      table('Forgeries (runtime credentials)', r.forgery.map((f) => f.backend), [
+        ['attempts', ...r.forgery.map((f) => f.attempts)],
+        ['refused by the database', ...r.forgery.map((f) => f.refused)],
+        ['detected by verify', ...r.forgery.map((f) => f.detected)],
+        ['accepted', ...r.forgery.map((f) => f.accepted)],
+      ]),
+      '',
+    );
+  }
   for (const [i, f] of r.failover.entries()) {
     out.push(
       `PostgreSQL failover${r.failover.length > 1 ? ` (round ${i + 1})` : ''}: 127.0.0.1:${f.ports[0]} -> 127.0.0.1:${f.ports[1]}, ${(f.durationMs / 1000).toFixed(1)} s`,
@@ -208,6 +228,7 @@ export const formatReport = (r: ReliabilityReport): string => {
     ...(r.fuzz?.failures ?? []),
     ...(r.fuzz?.rowsGained ?? []),
     ...r.corruption.flatMap((c) => [...c.failures, ...c.undetected]),
+    ...r.forgery.flatMap((f) => f.failures),
     ...r.failover.flatMap((f) => [...f.failures, ...f.problems.map((p) => `${p.kind} ${p.record}: ${p.detail}`)]),
     ...r.adapters.flatMap((a) => a.failures),
   ];

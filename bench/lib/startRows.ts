@@ -15,6 +15,7 @@ import {
   type ToolExecutionStartCommand,
 } from '../../domain';
 import type { Scenario } from '../../domain/scenario';
+import { eventChainDigest } from '../../projections/eventChain';
 import { naturalEventIdOf, runRowOf, startEventJsonOf, startRowsOf, stepRunRowOf, type RunRow, type StartRows, type StepRunRow } from '../../projections/rows';
 
 // The exact rows a Run and its start put in the database, derived with the domain itself (the
@@ -29,6 +30,8 @@ export interface EventRowIn {
   readonly event_type: string;
   readonly data_json: string;
   readonly committed_at_ms: number;
+  /** The chain link (R9.2): the digest over the link of the event before it. */
+  readonly chain_digest: string;
 }
 
 /** A command already known to be valid (built by `buildScenario`): canonical form and digest only. */
@@ -49,15 +52,22 @@ export const lifecycleOf = (scenario: Scenario): { events: RunStreamEvent[]; sta
   return { events, state };
 };
 
-export const eventRowsOf = (runId: string, fromVersion: number, events: readonly RunStreamEvent[], committedAtMs: number, json?: readonly string[]): EventRowIn[] =>
-  events.map((e, i) => ({
-    stream_id: streamNameOf(runId),
-    stream_position: fromVersion + i + 1,
-    event_id: naturalEventIdOf(e) ?? randomUUID(),
-    event_type: e.type,
-    data_json: json?.[i] ?? canonicalJson(e.data),
-    committed_at_ms: committedAtMs,
-  }));
+/** `previousChain`: the link of the event at `fromVersion` ('' before the first). */
+export const eventRowsOf = (runId: string, fromVersion: number, events: readonly RunStreamEvent[], committedAtMs: number, json?: readonly string[], previousChain = ''): EventRowIn[] => {
+  let chain = previousChain;
+  return events.map((e, i) => {
+    const row = {
+      stream_id: streamNameOf(runId),
+      stream_position: fromVersion + i + 1,
+      event_id: naturalEventIdOf(e) ?? randomUUID(),
+      event_type: e.type,
+      data_json: json?.[i] ?? canonicalJson(e.data),
+      committed_at_ms: committedAtMs,
+    };
+    chain = eventChainDigest(chain, row);
+    return { ...row, chain_digest: chain };
+  });
+};
 
 export interface StartWrite {
   readonly facts: StartFacts;
@@ -74,7 +84,8 @@ export interface StartWrite {
  * Everything one start writes, given the Run state before it. Event JSON reuses the fact rows'
  * canonical JSON (the same objects), so seeding does not canonicalise twice.
  */
-export const startWriteOf = (decoded: DecodedStartCommand, before: RunState, committedAtMs: number): StartWrite => {
+/** `previousChain`: the link of the Run's last event, where the caller knows it (seeding). */
+export const startWriteOf = (decoded: DecodedStartCommand, before: RunState, committedAtMs: number, previousChain = ''): StartWrite => {
   const facts = buildStartFacts(decoded, before);
   const rows = startRowsOf(facts, committedAtMs);
   const run = before.run!;
@@ -84,7 +95,7 @@ export const startWriteOf = (decoded: DecodedStartCommand, before: RunState, com
   return {
     facts,
     rows,
-    events: eventRowsOf(run.runId, run.version, facts, committedAtMs, json),
+    events: eventRowsOf(run.runId, run.version, facts, committedAtMs, json, previousChain),
     stepRunAfter: stepRunRowOf({ ...from, status: 'running', version: started.stepRunVersion, lastStartId: started.startId }),
     runVersionBefore: run.version,
     runVersionAfter: run.version + facts.length,
@@ -102,13 +113,14 @@ export interface SeededRun {
 
 export const seededRunOf = (scenario: Scenario, committedAtMs: number): SeededRun => {
   const { events, state } = lifecycleOf(scenario);
-  const start = startWriteOf(trustedDecoded(scenario.startCommand()), state, committedAtMs);
   const run = state.run!;
+  const lifecycle = eventRowsOf(run.runId, 0, events, committedAtMs);
+  const start = startWriteOf(trustedDecoded(scenario.startCommand()), state, committedAtMs, lifecycle[lifecycle.length - 1]?.chain_digest ?? '');
   return {
     stream: { stream_id: streamNameOf(run.runId), stream_type: 'run', version: start.runVersionAfter },
     run: runRowOf({ ...run, version: start.runVersionAfter }),
     stepRun: start.stepRunAfter,
-    events: [...eventRowsOf(run.runId, 0, events, committedAtMs), ...start.events],
+    events: [...lifecycle, ...start.events],
     start,
   };
 };

@@ -121,9 +121,12 @@ export class SqliteWriter {
   bareStart(w: StartWrite): void {
     this.db.exec('BEGIN IMMEDIATE');
     try {
-      this.events(w.events);
+      // each head moves after the event that makes it, as the product writes (the history
+      // triggers check that order)
+      this.events(w.events.slice(0, 4));
       const runId = w.rows.barrier.run_id;
       this.st('UPDATE_STEP_RUN').run(w.stepRunAfter);
+      this.events(w.events.slice(4));
       this.st('UPDATE_STREAM').run(w.runVersionAfter, streamNameOf(runId));
       this.st('UPDATE_RUN').run(w.runVersionAfter, runId);
       this.startRows(w);

@@ -5,8 +5,8 @@
 export { INSERT_RUN, INSERT_AUDIT, INSERT_TRACE, INSERT_RECEIPT, INSERT_MUTATION, INSERT_BARRIER, INSERT_IDENTITY } from '../../infrastructure/sqlite/sql';
 
 export const INSERT_STREAM = 'INSERT INTO streams (stream_id, stream_type, version) VALUES (@stream_id, @stream_type, @version)';
-export const INSERT_EVENT = `INSERT INTO events (stream_id, stream_position, event_id, event_type, data_json, committed_at_ms)
-  VALUES (@stream_id, @stream_position, @event_id, @event_type, @data_json, @committed_at_ms)`;
+export const INSERT_EVENT = `INSERT INTO events (stream_id, stream_position, event_id, event_type, data_json, committed_at_ms, chain_digest)
+  VALUES (@stream_id, @stream_position, @event_id, @event_type, @data_json, @committed_at_ms, @chain_digest)`;
 export const INSERT_STEP_RUN = `INSERT INTO step_runs (run_id, step_run_id, project_id, kind, status, version, digest, state_json)
   VALUES (@run_id, @step_run_id, @project_id, @kind, @status, @version, @digest, @state_json)`;
 export const UPDATE_STEP_RUN = `UPDATE step_runs SET status = @status, version = @version, digest = @digest, state_json = @state_json

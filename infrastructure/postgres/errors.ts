@@ -1,5 +1,5 @@
 import type { DatabaseError } from 'pg';
-import { StoreUnavailableError, TransactionTimeoutError, type UnavailableReason } from '../../domain';
+import { CorruptRecordError, StoreUnavailableError, TransactionTimeoutError, type UnavailableReason } from '../../domain';
 
 // pg error codes are mapped here and never leave the adapter raw for the cases the protocol
 // knows: retryable serialization failures, timeouts, and unique violations (which are a
@@ -14,6 +14,8 @@ export const SQLSTATE = {
   idleInTransactionTimeout: '25P03',
   diskFull: '53100',
   readOnlyTransaction: '25006',
+  /** Raised by the event trigger (pg-0036): the insert would make an illegal history (R9.1). */
+  historyRefused: 'Q3H01',
 } as const;
 
 /** Node socket errors that mean the server cannot be reached or went away. */
@@ -76,7 +78,7 @@ export const mapPgError = (e: unknown): unknown => {
   return new StoreUnavailableError(reason, `PostgreSQL did not answer the operation (${message}); whether a write in flight committed is unknown, an exact replay tells`);
 };
 
-/** Lock, statement and idle-in-transaction timeouts become the typed timeout; others pass. */
+/** Lock, statement and idle-in-transaction timeouts become the typed timeout, a refused history CORRUPT_RECORD; others pass. */
 export const mapTimeout = (e: unknown): unknown => {
   const message = e instanceof Error ? e.message : String(e);
   switch (sqlStateOf(e)) {
@@ -84,6 +86,9 @@ export const mapTimeout = (e: unknown): unknown => {
       return new TransactionTimeoutError('lock', `lock_timeout expired waiting for a row lock; the transaction rolled back (${message})`);
     case SQLSTATE.queryCanceled:
       return new TransactionTimeoutError('statement', `statement_timeout expired; the transaction rolled back (${message})`);
+    case SQLSTATE.historyRefused:
+      // The decider planned on heads the log does not back: the store is not what it claims.
+      return new CorruptRecordError('run history', 'ql3.events', message);
     case SQLSTATE.idleInTransactionTimeout:
       return new TransactionTimeoutError('idle_in_transaction', `idle_in_transaction_session_timeout expired; the server ended the session and rolled back (${message})`);
     default:

@@ -1,17 +1,16 @@
 import { randomUUID } from 'node:crypto';
-import { CompareAndSetLostError, canonicalJson, streamNameOf, type RunStreamEvent } from '../../domain';
-import { naturalEventIdOf, runRowOf, stepRunRowOf } from '../../projections/rows';
+import { canonicalJson, streamNameOf, type RunStreamEvent } from '../../domain';
+import { naturalEventIdOf } from '../../projections/rows';
 import type { StoredEvent } from '../../application/authority';
 import type { LifecycleUnitOfWork } from '../../application/lifecycleProtocol';
-import { prefixed, type Params } from './named';
 import { run } from './query';
 import { loadRunState } from './reads';
 import { PgInt, decodeRow } from './rowCodecs';
 import * as SQL from './sql';
 import type { Tx } from './transactions';
 
-// Lifecycle appends on PostgreSQL: the Run and stream heads by compare-and-set, the events,
-// and the StepRun rows they move. The outcome read model is kept by the projection trigger.
+// Lifecycle appends on PostgreSQL: the events alone. The heads they move and the outcome read
+// model are kept by triggers on the event log.
 
 const insertLifecycleEvents = async (tx: Tx, stream: string, from: number, events: readonly RunStreamEvent[]): Promise<StoredEvent[]> => {
   const ids = events.map((e) => naturalEventIdOf(e) ?? randomUUID());
@@ -32,24 +31,16 @@ const insertLifecycleEvents = async (tx: Tx, stream: string, from: number, event
   });
 };
 
-/** The lifecycle unit of work over one transaction; appended events are pushed to `collect`. */
+/**
+ * The lifecycle unit of work over one transaction; appended events are pushed to `collect`.
+ * Only the events are inserted: the event trigger (pg-0036) moves the stream, Run and StepRun
+ * heads from them and refuses a move the lifecycle does not allow (R9.1).
+ */
 export const lifecycleUnitOfWork = (tx: Tx, collect: StoredEvent[]): LifecycleUnitOfWork => ({
-  lockForLifecycle: (runId, stepRunId) => loadRunState(tx.client, runId, stepRunId, true),
+  lockForLifecycle: (runId, stepRunId) => loadRunState(tx.client, runId, stepRunId),
   appendLifecycle: async (events, before, after) => {
     const head = after.run;
     if (head === null) throw new Error('a lifecycle append needs a Run');
-    const stream = streamNameOf(head.runId);
-    const from = before.run?.version ?? 0;
-    const [counts] =
-      before.run === null
-        ? await run(tx.client, SQL.CREATE_RUN_HEAD, { stream_id: stream, next_run_version: head.version, ...prefixed('run_', runRowOf(head)) })
-        : await run(tx.client, SQL.CAS_RUN_HEAD, { stream_id: stream, run_id: head.runId, next_run_version: head.version, expected_run_version: from });
-    if (counts?.stream_cas !== 1 || counts?.run_cas !== 1) throw new CompareAndSetLostError(`Run ${head.runId}`, `it moved past version ${from}`);
-    collect.push(...(await insertLifecycleEvents(tx, stream, from, events)));
-    for (const [id, s] of Object.entries(after.stepRuns)) {
-      if (before.stepRuns[id] === s) continue;
-      const upserted = await run(tx.client, SQL.UPSERT_STEP_RUN, stepRunRowOf(s) as unknown as Params);
-      if (upserted.length !== 1) throw new CompareAndSetLostError(`StepRun ${id}`, `it moved past version ${s.version - 1}`);
-    }
+    collect.push(...(await insertLifecycleEvents(tx, streamNameOf(head.runId), before.run?.version ?? 0, events)));
   },
 });

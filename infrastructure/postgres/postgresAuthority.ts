@@ -1,6 +1,6 @@
 import type { Pool, PoolConfig } from 'pg';
 import { connectTyped, createOwnedPool, type PoolErrorHandler } from './pool';
-import { decodeStartCommand } from '../../domain';
+import { classifyReplay, decodeStartCommand, replayKeysOf } from '../../domain';
 import { decodeAttemptArgs, decodeStartIdArgs } from '../../domain/readArgs';
 import { stepRunRowOf } from '../../projections/rows';
 import type {
@@ -14,7 +14,7 @@ import type {
   StoredEvent,
 } from '../../application/authority';
 import { decodeLifecycle, runLifecycleTransaction } from '../../application/lifecycleProtocol';
-import { runStartTransaction } from '../../application/startProtocol';
+import { existingBarrierOf, runStartTransaction } from '../../application/startProtocol';
 import { createEvidenceKeyring, type EvidenceKeyring, type EvidenceKeyringOptions } from '../../application/evidenceKeys';
 import { isUniqueViolation, mapPgError } from './errors';
 import { lifecycleUnitOfWork } from './lifecycleWrite';
@@ -22,9 +22,9 @@ import { assertSchemaCurrent, migratePostgres } from './migrate';
 import { postgresRecoveryOf } from './postgresRecoveryView';
 import { loadRunState, readBarrier, readBarrierOfAttempt, readStream } from './reads';
 import * as SQL from './sql';
-import { resolveUniqueViolation, startUnitOfWork, type PostgresWriteMode } from './startWrite';
+import { lookupBeforeBegin, resolveUniqueViolation, startUnitOfWork, type LookupBeforeBegin, type PostgresWriteMode } from './startWrite';
 import type { Queryable } from './query';
-import { PostgresTransactions, type AttemptBudget, type PostgresTimeouts, type Tx } from './transactions';
+import { PostgresTransactions, type AttemptBudget, type BeforeBegin, type PostgresTimeouts, type Tx } from './transactions';
 import { postgresDriverClaims } from './postgresDriverClaims';
 import type { DriverClaims } from '../../domain';
 
@@ -143,9 +143,9 @@ class PostgresAuthority implements PostgresStartBarrier {
     if (this.closed) throw new Error('the PostgreSQL start barrier authority is closed');
   }
 
-  private transaction<T>(runId: string, body: (tx: Tx) => Promise<T>, budget?: AttemptBudget): Promise<T> {
+  private transaction<T>(runId: string, body: (tx: Tx) => Promise<T>, beforeBegin?: BeforeBegin, budget?: AttemptBudget): Promise<T> {
     this.assertOpen();
-    return this.tx.transaction(runId, body, budget);
+    return this.tx.transaction(runId, body, beforeBegin, budget);
   }
 
   private read<T>(body: (q: Queryable) => Promise<T>): Promise<T> {
@@ -160,10 +160,24 @@ class PostgresAuthority implements PostgresStartBarrier {
       const runId = decoded.command.stepRun.runId;
       const budget = this.tx.budget(); // one budget for both transactions (R9.5)
       try {
-        return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, this.writeMode, this.keys), decoded, this.hook), budget);
+        const keys = replayKeysOf(decoded.command);
+        // R3.1 first, outside any transaction (startWrite.ts): a replay (R4.2) or drift (R4.3)
+        // is answered from immutable rows without a transaction or the Run's turn.
+        const first = await this.read((q) => lookupBeforeBegin(q, keys, runId));
+        if (classifyReplay(decoded, first.hits).kind !== 'new') {
+          const existing = await this.read((q) => existingBarrierOf({ readBarrier: (id) => readBarrier(q, id, this.keys) }, decoded, first.hits));
+          if (existing !== null) return { outcome: 'existing', barrier: existing };
+        }
+        let fresh: LookupBeforeBegin | undefined = first;
+        const lookup = async (q: Queryable): Promise<LookupBeforeBegin> => {
+          const hits = fresh ?? (await lookupBeforeBegin(q, keys, runId)); // again after a wait or a retry
+          fresh = undefined;
+          return hits;
+        };
+        return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, this.writeMode, this.keys), decoded, this.hook), lookup, budget);
       } catch (e) {
         if (!isUniqueViolation(e)) throw e;
-        return this.transaction(runId, (tx) => resolveUniqueViolation(tx, decoded, e, this.keys), budget);
+        return this.transaction(runId, (tx) => resolveUniqueViolation(tx, decoded, e, this.keys), undefined, budget);
       }
     },
     getByStartId: async (startId: string): Promise<StoredBarrier | null> => {
@@ -196,7 +210,7 @@ class PostgresAuthority implements PostgresStartBarrier {
     },
     getStepRun: (runId: string, stepRunId: string): Promise<StepRunView | null> =>
       this.read(async (q) => {
-        const s = (await loadRunState(q, runId, stepRunId, false)).stepRuns[stepRunId];
+        const s = (await loadRunState(q, runId, stepRunId)).stepRuns[stepRunId];
         return s === undefined ? null : { ...s, digest: stepRunRowOf(s).digest };
       }),
     readStream: (runId: string): Promise<readonly StoredEvent[]> => this.read((q) => readStream(q, runId)),

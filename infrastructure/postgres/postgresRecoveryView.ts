@@ -54,7 +54,7 @@ const RUN_ROWS_AFTER = named(`SELECT r.run_id, r.project_id, r.snapshot_id, r.sn
   FROM ql3.runs r LEFT JOIN ql3.streams s ON s.stream_id = 'run-' || r.run_id WHERE r.run_id > :after ORDER BY r.run_id LIMIT :limit`);
 const STEP_RUN_ROWS_AFTER = named(`SELECT * FROM ql3.step_runs WHERE (run_id, step_run_id) > (:after_run, :after_step)
   ORDER BY run_id, step_run_id LIMIT :limit`);
-const EVENT_ROWS_AFTER = named(`SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms
+const EVENT_ROWS_AFTER = named(`SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms, chain_digest
   FROM ql3.events WHERE global_position > :after ORDER BY global_position LIMIT :limit`);
 
 /** Every foreign key of schema ql3, from the catalog, so `verify` checks all of them (the twin of PRAGMA foreign_key_check). */
@@ -93,10 +93,10 @@ const EVIDENCE_WITHOUT_MOVE = named(`SELECT * FROM (${[
 ].join(' UNION ALL ')}) x WHERE NOT has_move OR NOT has_barrier`);
 const MUTATIONS_WITHOUT_BARRIER = named(`SELECT m.mutation_id, m.start_id FROM ql3.step_run_mutations m
   WHERE NOT EXISTS (SELECT 1 FROM ql3.tool_execution_start_barriers b WHERE b.mutation_id = m.mutation_id)`);
-const STREAM_HEADS = named(`SELECT * FROM (SELECT s.stream_id, s.version,
+const STREAM_HEADS = named(`SELECT * FROM (SELECT s.stream_id, s.stream_type, s.version,
     (SELECT count(*) FROM ql3.events e WHERE e.stream_id = s.stream_id) AS n,
     (SELECT max(stream_position) FROM ql3.events e WHERE e.stream_id = s.stream_id) AS top
-  FROM ql3.streams s) x WHERE version <> n OR top IS NULL OR version <> top`);
+  FROM ql3.streams s) x WHERE version <> n OR top IS NULL OR version <> top OR stream_type <> 'run'`);
 
 // ------------------------------------------------------------------ row codecs (io-ts at the boundary)
 
@@ -122,7 +122,7 @@ const DuplicateIdentityRow = t.type({ identity: t.string, value: t.string, n: Pg
 const DuplicateAttemptRow = t.type({ run_id: t.string, step_run_id: t.string, started_step_run_version: PgInt, n: PgInt, starts: t.string });
 const EvidenceRow = t.type({ table_name: t.string, record_id: t.string, start_id: t.string, has_move: t.boolean, has_barrier: t.boolean });
 const MutationOrphanRow = t.type({ mutation_id: t.string, start_id: t.string });
-const StreamHeadRow = t.type({ stream_id: t.string, version: PgInt, n: PgInt, top: t.union([PgInt, t.null]) });
+const StreamHeadRow = t.type({ stream_id: t.string, stream_type: t.string, version: PgInt, n: PgInt, top: t.union([PgInt, t.null]) });
 
 const rowsOf = async <A>(client: PoolClient, sql: NamedSql, params: Params, codec: t.Decoder<unknown, A>, kind: string, id: string): Promise<A[]> =>
   (await client.query(sql.text, bind(sql, params))).rows.map((r: unknown) => decodeRow(codec, r, kind, id));
@@ -155,7 +155,7 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
     outcomeRowsAfter: (after, limit) => rowsOf(client, OUTCOME_ROWS_AFTER, { after, limit }, StartOutcomeRowCodec, 'start outcome', 'page') as Promise<StartOutcomeRow[]>,
     runRowsAfter: (after, limit) => rowsOf(client, RUN_ROWS_AFTER, { after, limit }, RunPageRow, 'run', 'page'),
     stepRunRowsAfter: (after, limit) => rowsOf(client, STEP_RUN_ROWS_AFTER, { after_run: after[0], after_step: after[1], limit }, StepRunRowCodec, 'step run', 'page'),
-    eventRowsAfter: (after, limit) => rowsOf(client, EVENT_ROWS_AFTER, { after, limit }, EventRowCodec, 'event', 'page'),
+    eventRowsAfter: (after, limit) => rowsOf(client, EVENT_ROWS_AFTER, { after, limit }, t.intersection([EventRowCodec, t.type({ chain_digest: t.union([t.string, t.null]) })]), 'event', 'page'),
 
     integrityProblems: async () => {
       const problems: VerifyProblem[] = [];
@@ -179,7 +179,7 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
         problems.push({ kind: 'mutation_without_barrier', record: `step_run_mutations ${r.mutation_id}`, problem: `StepRun move of start ${r.start_id} without its barrier` });
       }
       for (const r of await rowsOf(client, STREAM_HEADS, {}, StreamHeadRow, 'stream', 'heads')) {
-        problems.push({ kind: 'stream_head', record: r.stream_id, problem: `stream head is at version ${r.version} but holds ${r.n} events (last position ${r.top ?? 'none'})` });
+        problems.push({ kind: 'stream_head', record: r.stream_id, problem: `stream head (type ${r.stream_type}) is at version ${r.version} but holds ${r.n} events (last position ${r.top ?? 'none'})` });
       }
       return problems;
     },

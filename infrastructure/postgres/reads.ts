@@ -29,9 +29,9 @@ import * as SQL from './sql';
 // The PostgreSQL reads: each one statement, each row decoded with io-ts and re-verified (R5.3).
 // Used inside a start or lifecycle transaction (on its connection) and outside one (the pool).
 
-/** The Run head, its stream head and one StepRun; `lock` takes them FOR UPDATE (R3.2). */
-export const loadRunState = async (q: Queryable, runId: string, stepRunId: string | undefined, lock: boolean): Promise<RunState> => {
-  const [row] = await run<{ run: unknown; stream_version: unknown; step_run: unknown }>(q, lock ? SQL.LOCK_RUN_STATE : SQL.READ_RUN_STATE, {
+/** The Run head, its stream head and one StepRun (inside a write, under the Run's turn: R3.2). */
+export const loadRunState = async (q: Queryable, runId: string, stepRunId: string | undefined): Promise<RunState> => {
+  const [row] = await run<{ run: unknown; stream_version: unknown; step_run: unknown }>(q, SQL.READ_RUN_STATE, {
     run_id: runId,
     stream_id: streamNameOf(runId),
     step_run_id: stepRunId ?? null,

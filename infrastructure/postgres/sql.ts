@@ -24,24 +24,30 @@ export * from './transactionSql';
 
 /** The identities of R4.1 in one statement, each an equality probe of the unique index. */
 export const LOOKUP_REPLAY = named(lookupReplaySql());
+/**
+ * The same probes before BEGIN, with the Run's version at that moment (startWrite.ts): one row
+ * per hit, or one row of NULLs, each carrying the version.
+ */
+export const LOOKUP_REPLAY_AT_VERSION = named(`SELECT v.run_version, l.identity, l.value, l.start_id, l.command_digest
+  FROM (SELECT (SELECT version FROM ql3.runs WHERE run_id = :run_id) AS run_version) v
+  LEFT JOIN (${lookupReplaySql()}) l ON true`);
 
 // ------------------------------------------------------------------ R3.2 lock and read
 
 /**
- * The Run head, its stream head and the StepRun, each `FOR UPDATE` (R5.2), always in this
- * order (runs, streams, step_runs) so two transactions can never deadlock on them. The scalar
- * subqueries run in select-list order; each returns NULL when its row does not exist.
+ * The Run head, its stream head and the StepRun. Inside a write transaction the Run's turn is
+ * already held (the Run head row lock, taken by BEGIN's round trip, transactionSql.ts), and
+ * only the event trigger moves these rows, so a plain read is the locked state (R3.2, R5.2).
+ * The scalar subqueries each return NULL when their row does not exist.
  */
-const runStateQuery = (lock: string) => `WITH
-  run AS (SELECT run_id, project_id, snapshot_id, snapshot_digest, version FROM ql3.runs WHERE run_id = :run_id ${lock}),
-  stream AS (SELECT version FROM ql3.streams WHERE stream_id = :stream_id ${lock}),
+export const READ_RUN_STATE = named(`WITH
+  run AS (SELECT run_id, project_id, snapshot_id, snapshot_digest, version FROM ql3.runs WHERE run_id = :run_id),
+  stream AS (SELECT version FROM ql3.streams WHERE stream_id = :stream_id),
   step AS (SELECT run_id, step_run_id, project_id, kind, status, version, digest, state_json
-             FROM ql3.step_runs WHERE run_id = :run_id AND step_run_id = :step_run_id ${lock})
+             FROM ql3.step_runs WHERE run_id = :run_id AND step_run_id = :step_run_id)
 SELECT (SELECT row_to_json(run) FROM run) AS run,
        (SELECT version FROM stream) AS stream_version,
-       (SELECT row_to_json(step) FROM step) AS step_run`;
-export const LOCK_RUN_STATE = named(runStateQuery('FOR UPDATE'));
-export const READ_RUN_STATE = named(runStateQuery(''));
+       (SELECT row_to_json(step) FROM step) AS step_run`);
 
 // ------------------------------------------------------------------ R3.3 .. R3.7 as CTE steps
 
@@ -109,36 +115,14 @@ const EVIDENCE: Step = {
   }),
 };
 
-/** R3.4: the StepRun compare-and-set on version, status and digest together. */
-const STEP_RUN_CAS: Step = {
-  ctes: [
-    [
-      'step_run_cas',
-      `UPDATE ql3.step_runs SET status = :next_status, version = :next_step_run_version, digest = :next_digest, state_json = :next_state_json
-        WHERE run_id = :run_id AND step_run_id = :step_run_id
-          AND version = :expected_step_run_version AND status = :expected_status AND digest = :expected_digest
-        RETURNING 1`,
-    ],
-  ],
-  params: ({ stepRunCas: { expected, next } }) => ({
-    next_status: next.status,
-    next_step_run_version: next.version,
-    next_digest: next.digest,
-    next_state_json: next.state_json,
-    expected_step_run_version: expected.version,
-    expected_status: expected.status,
-    expected_digest: expected.digest,
-  }),
-};
-
-/** R3.5: the Run version / event sequence compare-and-set, on the stream head and the Run head. */
-const RUN_CAS: Step = {
-  ctes: [
-    ['stream_cas', `UPDATE ql3.streams SET version = :next_run_version WHERE stream_id = :stream_id AND version = :expected_run_version RETURNING 1`],
-    ['run_cas', `UPDATE ql3.runs SET version = :next_run_version WHERE run_id = :run_id AND version = :expected_run_version RETURNING 1`],
-  ],
-  params: ({ runCas }) => ({ expected_run_version: runCas.expected, next_run_version: runCas.next }),
-};
+/**
+ * R3.4 and R3.5: the StepRun and the Run / stream heads move by the event trigger (pg-0036) as
+ * the StepRunStarted and the other facts are inserted, each a compare-and-set on the head the
+ * event names (status, version and digest of the StepRun; the stream position): the runtime
+ * role has no UPDATE. The steps stay in the plan (the fault hook still runs between them).
+ */
+const STEP_RUN_CAS: Step = { ctes: [], params: () => ({}) };
+const RUN_CAS: Step = { ctes: [], params: () => ({}) };
 
 /** R3.6: the RunEvent and its mutation-ledger entry. */
 const RUN_EVENT: Step = {
@@ -188,16 +172,19 @@ export const expectedCountOf = (plan: StartWrite, cte: string): number | undefin
 };
 const STEP_CTE_NAMES = new Set(Object.values(STEPS).flatMap((s) => s.ctes.map(([name]) => name)));
 
-const statementOf = (steps: readonly Step[]): NamedSql => {
+function statementOf(steps: readonly Step[]): NamedSql;
+function statementOf(steps: readonly Step[]): NamedSql | null;
+function statementOf(steps: readonly Step[]): NamedSql | null {
   const ctes = steps.flatMap((s) => s.ctes);
+  if (ctes.length === 0) return null;
   return named(
     `WITH ${ctes.map(([name, body]) => `${name} AS (${body})`).join(',\n')}
 SELECT ${ctes.map(([name]) => `(SELECT count(*) FROM ${name})::int AS ${name}`).join(', ')}`,
   );
-};
+}
 
-/** `stepwise`: one statement per step of R3, the fault-injection hook between each. */
-export const START_STEP_STATEMENTS: Readonly<Record<StartWriteStep, NamedSql>> = {
+/** `stepwise`: one statement per step of R3, the fault-injection hook between each (null: the trigger's step). */
+export const START_STEP_STATEMENTS: Readonly<Record<StartWriteStep, NamedSql | null>> = {
   evidence: statementOf([EVIDENCE]),
   stepRunCas: statementOf([STEP_RUN_CAS]),
   runCas: statementOf([RUN_CAS]),
@@ -210,7 +197,7 @@ export const START_STEP_STATEMENTS: Readonly<Record<StartWriteStep, NamedSql>> =
  * statement atomically and checks its foreign keys at its end, so no intermediate state of the
  * five steps is ever observable; the counts prove each step wrote exactly what it should.
  */
-export const START_BATCHED_STATEMENT: NamedSql = statementOf([EVIDENCE, STEP_RUN_CAS, RUN_CAS, RUN_EVENT, BARRIER]);
+export const START_BATCHED_STATEMENT: NamedSql = statementOf([EVIDENCE, STEP_RUN_CAS, RUN_CAS, RUN_EVENT, BARRIER])!;
 
 /** The parameters of these steps of the plan, for their statement. */
 export const startParams = (plan: StartWrite, steps: readonly StartWriteStep[]): Params =>
@@ -218,24 +205,7 @@ export const startParams = (plan: StartWrite, steps: readonly StartWriteStep[]):
 
 // ------------------------------------------------------------------ lifecycle appends
 
-export const CREATE_RUN_HEAD = named(`WITH
-  stream AS (INSERT INTO ql3.streams (stream_id, stream_type, version) VALUES (:stream_id, 'run', :next_run_version) RETURNING 1),
-  run AS (${insertRow('runs', 'run_', RUN_COLUMNS)})
-SELECT (SELECT count(*) FROM stream)::int AS stream_cas, (SELECT count(*) FROM run)::int AS run_cas`);
-
-export const CAS_RUN_HEAD = named(`WITH
-  ${RUN_CAS.ctes.map(([name, body]) => `${name} AS (${body})`).join(',\n  ')}
-SELECT (SELECT count(*) FROM stream_cas)::int AS stream_cas, (SELECT count(*) FROM run_cas)::int AS run_cas`);
-
 export const INSERT_EVENTS = named(`${insertEvents('').replace('RETURNING 1', 'RETURNING global_position, stream_position, event_id')}`);
-
-/** A lifecycle StepRun move: insert at version 1, or compare-and-set from the version before. */
-export const UPSERT_STEP_RUN = named(`INSERT INTO ql3.step_runs (${STEP_RUN_COLUMNS.join(', ')})
-  VALUES (${STEP_RUN_COLUMNS.map((c) => `:${c}`).join(', ')})
-  ON CONFLICT (run_id, step_run_id) DO UPDATE SET status = excluded.status, version = excluded.version,
-    digest = excluded.digest, state_json = excluded.state_json
-  WHERE ql3.step_runs.version = excluded.version - 1
-  RETURNING 1`);
 
 // ------------------------------------------------------------------ reads (R5.3 on every one)
 

@@ -1,5 +1,7 @@
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
-import { CompareAndSetLostError, SemanticConflictError, replayKeysOf, type DecodedStartCommand, type ReplayIdentity } from '../../domain';
+import { CompareAndSetLostError, SemanticConflictError, replayKeysOf, noReplayHits, type DecodedStartCommand, type ReplayHit, type ReplayHits, type ReplayIdentity, type ReplayKeys } from '../../domain';
+import { PgInt, ReplayIdentityRowCodec, decodeRow } from './rowCodecs';
+import { paramOf } from './identities';
 import { replayValuesOf } from '../../projections/rows';
 import { existingBarrierOf, type StartTransactionResult, type StartUnitOfWork } from '../../application/startProtocol';
 import type { StartWrite, StartWriteStep } from '../../application/startWrite';
@@ -34,12 +36,44 @@ const checkCounts = (plan: StartWrite, rows: readonly Record<string, unknown>[])
 const writeStart = async (q: Queryable, plan: StartWrite, steps: readonly StartWriteStep[]): Promise<void> => {
   const sql = steps.length === 1 ? SQL.START_STEP_STATEMENTS[steps[0]!] : SQL.START_BATCHED_STATEMENT;
   if (steps.length !== 1 && steps.length !== Object.keys(SQL.START_STEP_STATEMENTS).length) throw new Error(`a start writes one step or all of them, not ${steps.join(', ')}`);
+  if (sql === null) return; // a head move the event trigger makes (sql.ts)
   checkCounts(plan, await run(q, sql, SQL.startParams(plan, steps)));
 };
 
+/** The replay hits read before BEGIN, with the Run's version at that moment (null: no Run). */
+export interface LookupBeforeBegin {
+  readonly hits: ReplayHits;
+  readonly runVersion: number | null;
+}
+
+/** R3.1 before BEGIN (transactions.ts `BeforeBegin`): the lookup and the Run's version, one statement. */
+export const lookupBeforeBegin = async (q: Queryable, keys: ReplayKeys, runId: string): Promise<LookupBeforeBegin> => {
+  const values = replayValuesOf(keys);
+  const rows = await run<{ run_version: unknown; identity: unknown }>(q, SQL.LOOKUP_REPLAY_AT_VERSION, {
+    run_id: runId,
+    ...Object.fromEntries(Object.entries(values).map(([identity, value]) => [paramOf(identity), value])),
+  });
+  const version = rows[0]?.run_version;
+  const hits = noReplayHits() as Record<ReplayIdentity, ReplayHit[]>;
+  for (const raw of rows) {
+    if (raw.identity === null) continue;
+    const r = decodeRow(ReplayIdentityRowCodec, raw, 'replay index', keys.startId);
+    hits[r.identity] = [...hits[r.identity], { startId: r.start_id, commandDigest: r.command_digest }];
+  }
+  return { hits, runVersion: version === null || version === undefined ? null : decodeRow(PgInt, version, 'run', runId) };
+};
+
+/**
+ * `tx.before`, when set, holds the replay hits read just before BEGIN: still the answer when
+ * the Run is at the version it had then (no writer of this Run committed in between; replay
+ * identities are immutable); otherwise the lookup runs again, inside the transaction.
+ */
 export const startUnitOfWork = (tx: Tx, mode: PostgresWriteMode, keys?: EvidenceKeyring): StartUnitOfWork => ({
-  lookupReplay: (keys) => lookupReplay(tx.client, keys),
-  lockForStart: (runId, stepRunId) => loadRunState(tx.client, runId, stepRunId, true),
+  lookupReplay: async (replayKeys) => {
+    const before = tx.before as LookupBeforeBegin | undefined;
+    return before !== undefined && before.runVersion === tx.turnVersion ? before.hits : lookupReplay(tx.client, replayKeys);
+  },
+  lockForStart: (runId, stepRunId) => loadRunState(tx.client, runId, stepRunId),
   readBarrier: (startId) => readBarrier(tx.client, startId, keys),
   clockMs: async () => tx.nowMs,
   writesAtOnce: mode === 'batched',

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import type { Pool, PoolClient } from 'pg';
 import { ConcurrencyExhaustedError } from '../../domain';
 import { SQLSTATE, isRetryable, mapPgError, sqlStateOf, unavailableReasonOf } from './errors';
@@ -6,7 +7,7 @@ import { PgInt, decodeRow } from './rowCodecs';
 import * as SQL from './sql';
 
 // Transaction and turn handling for the PostgreSQL authority: one short SERIALIZABLE
-// transaction per operation, on a pooled connection that first takes the Run's turn.
+// transaction per operation, on a pooled connection, that first takes the Run's turn.
 
 export interface PostgresTimeouts {
   /** statement_timeout of every statement of a start or lifecycle transaction (default 5000). */
@@ -25,20 +26,39 @@ export interface PostgresTimeouts {
   readonly queryMs: number;
 }
 
-/** What one transaction attempt hands its body: the connection and the clock read once (R3.10). */
-export interface Tx {
-  readonly client: PoolClient;
-  readonly nowMs: number;
-}
-
 /** How many transaction attempts one operation has made so far (R9.5: shared by all of them). */
 export interface AttemptBudget {
   attempts: number;
 }
 
+/** What one transaction attempt hands its body: the connection and the clock read once (R3.10). */
+export interface Tx {
+  readonly client: PoolClient;
+  readonly nowMs: number;
+  /** What the attempt's `beforeBegin` read on this connection just before BEGIN, if anything. */
+  readonly before?: unknown;
+  /** The Run's version under the turn (null: no such Run yet). */
+  readonly turnVersion: number | null;
+}
+
+/**
+ * A read run on the attempt's connection outside the transaction, just before BEGIN (and again
+ * after waiting for the turn). The start's replay lookup goes here: a probe of the unique
+ * replay index under SERIALIZABLE takes a predicate lock on the index page, and on a small
+ * index every start of every Run shares that page, so starts of unrelated Runs would fail each
+ * other. Outside the transaction it locks nothing. It stays the answer only while the Run has
+ * not moved since (the caller compares the version it read with `turnVersion`); a racer of
+ * another Run that commits the same identity afterwards is caught by the unique index, and its
+ * 23505 resolved by a fresh lookup (R4.2, R4.3).
+ */
+export type BeforeBegin = (q: Queryable) => Promise<unknown>;
+
+/** The first retry pauses up to this long, each further one four times longer. */
+const RETRY_PAUSE_MS = 20;
+
 export class PostgresTransactions {
-  /** BEGIN + SET LOCAL of the timeouts + the transaction clock, one round trip (sql.ts). */
-  private readonly beginText: string;
+  /** BEGIN + SET LOCAL of the timeouts + the transaction clock + the Run turn, one round trip (sql.ts). */
+  private readonly beginText: (runLiteral: string) => string;
 
   constructor(
     private readonly pool: Pool,
@@ -61,24 +81,26 @@ export class PostgresTransactions {
    * violation answers it in a second transaction on the same budget). Timeouts become
    * TransactionTimeoutError, a lost server StoreUnavailableError; a 23505 is passed up raw
    * for the caller to resolve as a replay; everything else propagates as thrown.
-   *
-   * A retry first takes its turn on the Run (see `attempt`): the losers of one race were all
-   * parked on the same row lock and woke together, and would otherwise meet there again.
    */
-  async transaction<T>(runId: string, body: (tx: Tx) => Promise<T>, budget: AttemptBudget = this.budget()): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
+  async transaction<T>(runId: string, body: (tx: Tx) => Promise<T>, beforeBegin?: BeforeBegin, budget: AttemptBudget = this.budget()): Promise<T> {
+    for (;;) {
       if (budget.attempts > this.maxRetries) {
         throw new ConcurrencyExhaustedError(budget.attempts, `no retry left for another transaction of this operation (at most ${this.maxRetries} retries in total)`);
       }
       budget.attempts++;
       this.onAttempt?.(budget.attempts);
+      const attempt = budget.attempts;
       try {
-        return await this.attempt(body, runId, attempt > 1);
+        return await this.attempt(body, runId, beforeBegin);
       } catch (e) {
         if (!isRetryable(e)) throw mapPgError(e);
         if (budget.attempts > this.maxRetries) {
           throw new ConcurrencyExhaustedError(budget.attempts, `${sqlStateOf(e)}: ${e instanceof Error ? e.message : String(e)}`);
         }
+        // Writers of different Runs still meet on shared B-tree pages (SSI locks pages, and on a
+        // small table every probe and insert share one leaf). There is no gate to queue behind,
+        // so racers that failed together spread their retries over a random, growing pause.
+        await sleep(Math.random() * RETRY_PAUSE_MS * 4 ** (attempt - 1));
       }
     }
   }
@@ -93,38 +115,43 @@ export class PostgresTransactions {
   }
 
   /**
-   * One attempt on one pooled connection. The connection first waits for a session advisory
-   * lock keyed by the Run (its turn), bounded by lock_timeout, and holds it until its
-   * transaction has committed or rolled back: writers of one Run go one after another, each
-   * with a snapshot taken after the previous one committed, so they do not fail each other
-   * under SERIALIZABLE (a retry only remains for cross-Run predicate-lock conflicts). It costs
-   * one round trip (the take; the end rides with COMMIT); the lock lives exactly as long as the
-   * attempt (PostgreSQL also drops it if the session dies).
+   * One attempt on one pooled connection. Its first round trip begins the transaction and takes
+   * the Run's turn (the Run head row lock, through ql3.take_run_turn) without waiting. If another
+   * writer of the Run holds the turn, or committed between this snapshot and the lock, nothing
+   * has been written: the attempt rolls back, waits for the turn outside any transaction
+   * (ql3.await_run_turn, bounded by lock_timeout) and begins again with a fresh snapshot. Writers
+   * of one Run thus go one after another without failing each other under SERIALIZABLE, and
+   * writers of different Runs never wait for each other. The lock lives exactly as long as the
+   * transaction, and only the product's role can take it.
    */
-  private async attempt<T>(body: (tx: Tx) => Promise<T>, runId: string, retry: boolean): Promise<T> {
+  private async attempt<T>(body: (tx: Tx) => Promise<T>, runId: string, beforeBegin: BeforeBegin | undefined): Promise<T> {
     const client = await this.pool.connect();
     let broken: unknown;
     const onError = (err: Error) => {
       broken ??= err;
     };
     client.on('error', onError);
-    let turn: { readonly key: string; readonly previousLockTimeout: string } | undefined;
     try {
-      try {
-        const [taken] = await run<{ previous: string }>(client, retry ? SQL.TAKE_RETRY_TURN : SQL.TAKE_RUN_TURN, {
-          key: runId,
-          lock_timeout: String(this.timeouts.lockMs),
-        });
-        turn = { key: runId, previousLockTimeout: taken?.previous ?? '0' };
-      } catch (e) {
-        broken ??= e; // it may hold one of its two locks: discard the session (sql.ts)
-        throw e;
+      let before = beforeBegin === undefined ? undefined : await beforeBegin(client);
+      const begin = this.beginText(client.escapeLiteral(runId));
+      let nowMs: number | undefined;
+      let turnVersion: number | null = null;
+      while (nowMs === undefined) {
+        try {
+          const begun = (await client.query(begin)) as unknown as { rows: { now_ms?: unknown; turn?: unknown }[] }[];
+          const turn = begun[2]?.rows[0]?.turn;
+          turnVersion = turn === null || turn === undefined ? null : decodeRow(PgInt, turn, 'run turn', runId);
+          nowMs = decodeRow(PgInt, begun[1]?.rows[0]?.now_ms, 'transaction clock', 'transaction_timestamp()');
+        } catch (e) {
+          const code = sqlStateOf(e);
+          if (code !== SQLSTATE.lockNotAvailable && code !== SQLSTATE.serializationFailure) throw e;
+          await client.query(SQL.ROLLBACK);
+          await run(client, SQL.AWAIT_RUN_TURN, { run_id: runId, lock_timeout_ms: this.timeouts.lockMs });
+          before = beforeBegin === undefined ? undefined : await beforeBegin(client); // read again after the holder's commit
+        }
       }
-      const begun = (await client.query(this.beginText)) as unknown as { rows: { now_ms?: unknown }[] }[];
-      const nowMs = decodeRow(PgInt, begun[1]?.rows[0]?.now_ms, 'transaction clock', 'transaction_timestamp()');
-      const result = await body({ client, nowMs });
-      await client.query(SQL.commitAndEndTurn(retry, turn.key, turn.previousLockTimeout, (v) => client.escapeLiteral(v)));
-      turn = undefined; // committed and ended in one round trip
+      const result = await body({ client, nowMs, turnVersion, ...(before === undefined ? {} : { before }) });
+      await client.query(SQL.COMMIT);
       return result;
     } catch (e) {
       // A server that stopped answering would only make ROLLBACK wait for the bound again;
@@ -142,13 +169,6 @@ export class PostgresTransactions {
       if (sqlStateOf(e) === undefined && sqlStateOf(broken) === SQLSTATE.idleInTransactionTimeout) throw broken;
       throw e;
     } finally {
-      if (turn !== undefined && broken === undefined) {
-        try {
-          await run(client, retry ? SQL.END_RETRY_TURN : SQL.END_RUN_TURN, { key: turn.key, lock_timeout: turn.previousLockTimeout });
-        } catch (unlockError) {
-          broken = unlockError; // destroying the session releases the lock and the setting
-        }
-      }
       client.off('error', onError);
       client.release(broken instanceof Error ? broken : broken === undefined ? undefined : true);
     }

@@ -8,11 +8,13 @@ const primary = (code: string): string => /^SQLITE_[A-Z]+/.exec(code)?.[0] ?? co
 
 /**
  * Driver errors never leave the adapter raw: busy is a timeout, a unique hit is a conflict, a
- * full disk or read-only storage is STORE_UNAVAILABLE (nothing was written), and a file SQLite
- * itself finds malformed is CORRUPT_RECORD (R9.5).
+ * full disk or read-only storage is STORE_UNAVAILABLE (nothing was written), a file SQLite
+ * itself finds malformed is CORRUPT_RECORD (R9.5), and so is a history trigger's refusal (0062,
+ * R9.1): the decider planned on heads the log does not back.
  */
 export const mapSqliteError = (e: unknown, startId?: string): unknown => {
   if (!isSqliteError(e)) return e;
+  if (e.code === 'SQLITE_CONSTRAINT_TRIGGER' && e.message.startsWith('illegal history refused')) return new CorruptRecordError('run history', 'events', e.message);
   if (e.code === 'SQLITE_BUSY' || e.code === 'SQLITE_BUSY_TIMEOUT') return new TransactionTimeoutError('busy', `database is locked by another writer (${e.message})`);
   if (e.code === 'SQLITE_CONSTRAINT_UNIQUE' || e.code === 'SQLITE_CONSTRAINT_PRIMARYKEY') {
     const column = /failed: ([\w.]+)/.exec(e.message)?.[1] ?? '';

@@ -3,6 +3,7 @@ import type Database from 'better-sqlite3';
 import { loadBetterSqlite3 } from './connection';
 import { ValidationError } from '../../domain';
 import { loadMigrations, MigrationError, planMigrations, type AppliedMigration } from '../migrations';
+import { eventChainDigest } from '../../projections/eventChain';
 import * as SQL from './sql';
 
 // R10.3: a barrier SQLite file says what it is in its header (`PRAGMA application_id` and
@@ -90,6 +91,18 @@ export const assertBarrierOrEmpty = (db: Database.Database, path: string): void 
 
 /** Applies what is pending in one `BEGIN IMMEDIATE`; the header's user_version follows the last one. */
 export const migrateSqlite = (db: Database.Database): string[] => {
+  // The chain back-fill (0061) computes links in SQL; SQLite has no sha256 of its own. The
+  // function exists on the migrator's connection only: no trigger can call it (directOnly).
+  db.function('ql3_event_chain', { deterministic: true, directOnly: true }, (previous, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms) =>
+    eventChainDigest(String(previous), {
+      stream_id: String(stream_id),
+      stream_position: String(stream_position),
+      event_id: String(event_id),
+      event_type: String(event_type),
+      data_json: String(data_json),
+      committed_at_ms: String(committed_at_ms),
+    }),
+  );
   db.exec(SQL.MIGRATIONS_TABLE);
   const known = loadMigrations('sqlite');
   db.exec('BEGIN IMMEDIATE');

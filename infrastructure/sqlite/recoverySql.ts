@@ -34,7 +34,7 @@ export const OUTCOME_ROWS_AFTER = 'SELECT * FROM start_outcomes WHERE start_id >
 export const RUN_ROWS_AFTER = `SELECT r.run_id, r.project_id, r.snapshot_id, r.snapshot_digest, r.version, s.version AS stream_version
   FROM runs r LEFT JOIN streams s ON s.stream_id = 'run-' || r.run_id WHERE r.run_id > ? ORDER BY r.run_id LIMIT ?`;
 export const STEP_RUN_ROWS_AFTER = 'SELECT * FROM step_runs WHERE (run_id, step_run_id) > (?, ?) ORDER BY run_id, step_run_id LIMIT ?';
-export const EVENT_ROWS_AFTER = `SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms
+export const EVENT_ROWS_AFTER = `SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms, chain_digest
   FROM events WHERE global_position > ? ORDER BY global_position LIMIT ?`;
 
 // --- integrity checks of `verify`: each returns only the bad rows ---
@@ -57,8 +57,8 @@ export const EVIDENCE_WITHOUT_MOVE = `SELECT * FROM (${[
 ].join(' UNION ALL ')}) WHERE has_move = 0 OR has_barrier = 0`;
 export const MUTATIONS_WITHOUT_BARRIER = `SELECT m.mutation_id, m.start_id FROM step_run_mutations m
   WHERE NOT EXISTS (SELECT 1 FROM tool_execution_start_barriers b WHERE b.mutation_id = m.mutation_id)`;
-/** The stream head (R3.5's compare-and-set value) must equal its number of events. */
-export const STREAM_HEADS = `SELECT * FROM (SELECT s.stream_id, s.version,
+/** The stream head (R3.5's compare-and-set value) must equal its number of events, and be a Run stream. */
+export const STREAM_HEADS = `SELECT * FROM (SELECT s.stream_id, s.stream_type, s.version,
     (SELECT count(*) FROM events e WHERE e.stream_id = s.stream_id) AS n,
     (SELECT max(stream_position) FROM events e WHERE e.stream_id = s.stream_id) AS top
-  FROM streams s) WHERE version <> n OR top IS NULL OR version <> top`;
+  FROM streams s) WHERE version <> n OR top IS NULL OR version <> top OR stream_type <> 'run'`;

@@ -1,6 +1,7 @@
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { randomUUID } from 'node:crypto';
-import { CompareAndSetLostError, canonicalJson, streamNameOf, type RunStreamEvent } from '../../domain';
+import { CompareAndSetLostError, canonicalJson, evolve, streamNameOf, type RunState, type RunStreamEvent } from '../../domain';
+import { eventChainDigest } from '../../projections/eventChain';
 import { naturalEventIdOf, runRowOf, stepRunRowOf } from '../../projections/rows';
 import type { StoredEvent } from '../../application/authority';
 import type { LifecycleUnitOfWork } from '../../application/lifecycleProtocol';
@@ -10,14 +11,37 @@ import { loadRunState, lookupReplay, readBarrier } from './reads';
 import { nowMsOf, type Statements } from './statements';
 
 // The SQLite writes: the start's write plan executed step by step, and lifecycle appends. Both
-// run inside the authority's `BEGIN IMMEDIATE` on its one connection.
+// run inside the authority's `BEGIN IMMEDIATE` on its one connection. Each move appends its
+// events first (each with its chain link, R9.2) and then moves the heads, so the database's
+// triggers (0062) can check that every head move is the image of the event just appended.
 
 const casStream = (s: Statements, stream: string, expected: number, next: number): void => {
   if (s.casStream.run(next, stream, expected).changes !== 1) throw new CompareAndSetLostError(`stream ${stream}`, `it moved past version ${expected}`);
 };
 
+/** Appends one event with its chain link: the digest over the link of the event before it. */
+const insertChained = (s: Statements, stream: string, position: number, eventId: string, type: string, dataJson: string, committedAtMs: number): number => {
+  const previous = position === 1 ? '' : (s.chainDigest.get(stream, position - 1) as { chain_digest: string | null } | undefined)?.chain_digest ?? '';
+  const chain = eventChainDigest(previous, { stream_id: stream, stream_position: position, event_id: eventId, event_type: type, data_json: dataJson, committed_at_ms: committedAtMs });
+  return (s.insertEvent.get(stream, position, eventId, type, dataJson, committedAtMs, chain) as { global_position: number }).global_position;
+};
+
 const insertEventRows = (s: Statements, plan: StartWrite, events: readonly StartEventRow[]): void => {
-  for (const e of events) s.insertEvent.get(plan.streamId, e.position, e.eventId, e.type, e.dataJson, plan.committedAtMs);
+  for (const e of events) insertChained(s, plan.streamId, e.position, e.eventId, e.type, e.dataJson, plan.committedAtMs);
+};
+
+/** R3.4: status, version and digest together, after the StepRunStarted that makes the move. */
+const casStepRun = (s: Statements, plan: StartWrite): void => {
+  const { expected, next } = plan.stepRunCas;
+  const cas = s.casStepRun.run({ ...next, expected_version: expected.version, expected_status: expected.status, expected_digest: expected.digest });
+  if (cas.changes !== 1) throw new CompareAndSetLostError(`StepRun ${plan.stepRunId}`, `it moved from version ${expected.version} before start ${plan.startId} committed`);
+};
+
+/** R3.5: the stream head and the Run head, once the start's five events are in the log. */
+const casRun = (s: Statements, plan: StartWrite): void => {
+  const { expected, next } = plan.runCas;
+  casStream(s, plan.streamId, expected, next);
+  if (s.casRun.run(next, plan.runId, expected).changes !== 1) throw new CompareAndSetLostError(`Run ${plan.runId}`, `it moved past version ${expected}`);
 };
 
 /** One step of the plan: the same rows, in the same order, as every other backend. */
@@ -30,28 +54,19 @@ const writeStep = (s: Statements, plan: StartWrite, step: StartWriteStep): void 
       s.insertTrace.run(rows.trace);
       s.insertReceipt.run(rows.receipt);
       return;
-    case 'stepRunCas': {
-      // R3.4: status, version and digest together
-      const { expected, next } = plan.stepRunCas;
-      const cas = s.casStepRun.run({ ...next, expected_version: expected.version, expected_status: expected.status, expected_digest: expected.digest });
-      if (cas.changes !== 1) throw new CompareAndSetLostError(`StepRun ${plan.stepRunId}`, `it moved from version ${expected.version} before start ${plan.startId} committed`);
+    case 'stepRunCas': // R3.4: made with the RunEvent below (the move follows its event)
+    case 'runCas': // R3.5: made with the barrier below
       return;
-    }
-    case 'runCas': {
-      // R3.5: the stream head and the Run head
-      const { expected, next } = plan.runCas;
-      casStream(s, plan.streamId, expected, next);
-      if (s.casRun.run(next, plan.runId, expected).changes !== 1) throw new CompareAndSetLostError(`Run ${plan.runId}`, `it moved past version ${expected}`);
-      return;
-    }
-    case 'runEvent': // R3.6
+    case 'runEvent': // R3.6, and R3.4's StepRun move it makes
       insertEventRows(s, plan, plan.events.runEvent);
+      casStepRun(s, plan);
       s.insertMutation.run(rows.mutation);
       return;
-    case 'barrier': // R3.7
+    case 'barrier': // R3.7, and R3.5's head moves over the whole start
       insertEventRows(s, plan, plan.events.barrier);
       s.insertBarrier.run(rows.barrier);
       for (const identity of rows.identities) s.insertIdentity.run(identity);
+      casRun(s, plan);
       return;
     default: {
       const _: never = step;
@@ -79,13 +94,11 @@ export const startUnitOfWork = (s: Statements, keys?: EvidenceKeyring): StartUni
       }),
 });
 
-const insertEvents = (s: Statements, stream: string, fromVersion: number, events: readonly RunStreamEvent[], committedAtMs: number): StoredEvent[] =>
-  events.map((event, i) => {
-    const eventId = naturalEventIdOf(event) ?? randomUUID();
-    const position = fromVersion + i + 1;
-    const { global_position } = s.insertEvent.get(stream, position, eventId, event.type, canonicalJson(event.data), committedAtMs) as { global_position: number };
-    return { eventId, streamPosition: position, globalPosition: global_position, committedAtMs, event };
-  });
+const insertEvent = (s: Statements, stream: string, position: number, event: RunStreamEvent, committedAtMs: number): StoredEvent => {
+  const eventId = naturalEventIdOf(event) ?? randomUUID();
+  const globalPosition = insertChained(s, stream, position, eventId, event.type, canonicalJson(event.data), committedAtMs);
+  return { eventId, streamPosition: position, globalPosition, committedAtMs, event };
+};
 
 /** The lifecycle unit of work; appended events are pushed to `collect`. */
 export const lifecycleUnitOfWork = (s: Statements, collect: StoredEvent[]): LifecycleUnitOfWork => ({
@@ -95,18 +108,27 @@ export const lifecycleUnitOfWork = (s: Statements, collect: StoredEvent[]): Life
     const stream = streamNameOf(run.runId);
     const committedAtMs = nowMsOf(s);
     const from = before.run?.version ?? 0;
-    if (before.run === null) {
-      s.insertStream.run(stream, 'run', run.version);
-      s.insertRun.run(runRowOf(run));
-    } else {
-      casStream(s, stream, from, run.version);
-      if (s.casRun.run(run.version, run.runId, from).changes !== 1) throw new CompareAndSetLostError(`Run ${run.runId}`, `it moved past version ${from}`);
+    if (before.run === null) s.insertStream.run(stream, 'run', 1); // the events' foreign key; RunCreated is at 1
+    // Event by event, each followed by the head moves it makes (the triggers check each move
+    // against the event just appended). An outcome event's recovery row is its trigger's.
+    let state: RunState = before;
+    let head = from;
+    for (const [i, event] of events.entries()) {
+      const position = from + i + 1;
+      const next = evolve(state, event);
+      collect.push(insertEvent(s, stream, position, event, committedAtMs));
+      if (state.run === null) s.insertRun.run(runRowOf(next.run!));
+      else if (position > 1) {
+        casStream(s, stream, head, position);
+        if (s.casRun.run(position, run.runId, head).changes !== 1) throw new CompareAndSetLostError(`Run ${run.runId}`, `it moved past version ${head}`);
+      }
+      head = position;
+      for (const [id, stepRun] of Object.entries(next.stepRuns)) {
+        if (state.stepRuns[id] === stepRun) continue;
+        if (s.upsertStepRun.run(stepRunRowOf(stepRun)).changes !== 1) throw new CompareAndSetLostError(`StepRun ${id}`, `it moved past version ${stepRun.version - 1}`);
+      }
+      state = next;
     }
-    // An outcome event's recovery row is written by the projection trigger, in the same statement.
-    collect.push(...insertEvents(s, stream, from, events, committedAtMs));
-    for (const [id, state] of Object.entries(after.stepRuns)) {
-      if (before.stepRuns[id] === state) continue;
-      if (s.upsertStepRun.run(stepRunRowOf(state)).changes !== 1) throw new CompareAndSetLostError(`StepRun ${id}`, `it moved past version ${state.version - 1}`);
-    }
+    if (head !== run.version) throw new Error(`lifecycle append of Run ${run.runId} ended at ${head}, its decision at ${run.version}`);
   },
 });

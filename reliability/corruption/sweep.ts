@@ -8,12 +8,14 @@ import type { BackendName } from '../../testkit/rawSql';
 import { mutateCell, postgresDamageSession, reformatJson, sqliteDamageSession, type DamageSession } from '../../testkit/damage';
 import { openAuthority, withStore, type AnyAuthority, type Store } from '../lib/stores';
 
-// Corruption sweep (R5.3): a store holding many starts (ready, approval, retried at a new
+// Corruption sweep (R5.3, R9.2): a store holding many starts (ready, approval, retried at a new
 // version, with outcomes, sibling StepRuns); for a few target starts, change one stored cell at
 // a time past the database's own guards (damage.ts), read through every entry point, then put
-// the cell back and check the start reads clean again. Every change must be detected: the
-// repository fails closed (CorruptRecordError, never a wrong answer), `recovery.verify` reports
-// damage, and for a sample of cells the CLI `qinglong-barrier verify` exits 5.
+// the cell back and check the start reads clean again. Every change must be detected: for the
+// start's own rows the repository fails closed (CorruptRecordError, never a wrong answer) and
+// `recovery.verify` reports damage; for every other table of the Run (its lifecycle events,
+// chain links, stream / Run / StepRun heads, outcome rows) `recovery.verify` reports it; and
+// for a sample of cells the CLI `qinglong-barrier verify` exits 5.
 
 const ROOT = join(__dirname, '..', '..');
 const CLI = join(ROOT, 'infrastructure', 'cli', 'main.ts');
@@ -133,17 +135,22 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
     if (!clean.ok) failures.push(`the undamaged store does not verify: ${JSON.stringify(clean.problems.slice(0, 3))}`);
 
     /** Every entry point, after one change: must fail closed, never answer from damaged rows. */
-    const probe = async (record: StartBarrierRecord, what: string): Promise<boolean> => {
+    /**
+     * `start`: a cell the start's reads use, so they must fail closed and verify report it.
+     * `log`: a cell of the Run's log or heads outside the start's reads (lifecycle events, the
+     * chain link, the stream / Run / StepRun heads, outcome rows): verify must report it (R9.2).
+     */
+    const probe = async (record: StartBarrierRecord, what: string, mode: 'start' | 'log' = 'start'): Promise<boolean> => {
       const results: { via: string; value: unknown }[] = [];
       const settle = async (via: string, p: Promise<unknown>) => results.push({ via, value: await p.then((v) => v, (e: unknown) => e) });
       await settle('getByStartId', authority.barriers.getByStartId(record.startId));
       await settle('getByStepRunAttempt', authority.barriers.getByStepRunAttempt(record.runId, record.stepRunId, record.attempt.startedStepRunVersion));
       await settle('prepare (exact replay)', authority.barriers.prepare(commandOfBarrier(record)));
       const corrupt = results.filter((r) => r.value instanceof CorruptRecordError);
-      const answered = results.filter((r) => r.value !== null && !isStartBarrierError(r.value));
+      const answered = mode === 'log' ? [] : results.filter((r) => r.value !== null && !isStartBarrierError(r.value));
       const untyped = results.filter((r) => r.value instanceof Error && !isStartBarrierError(r.value));
       for (const r of untyped) failures.push(`${what}: ${r.via} threw untyped ${String(r.value)}`);
-      const byRepository = corrupt.length > 0 && answered.length === 0;
+      const byRepository = mode === 'start' ? corrupt.length > 0 && answered.length === 0 : corrupt.length > 0;
       const report = await authority.recovery.verify().catch((e: unknown) => {
         failures.push(`${what}: verify threw ${String(e)}`);
         return { ok: true, problems: [] };
@@ -152,7 +159,8 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
       cellsTried++;
       if (byRepository) detectedByRepository++;
       if (byVerify) detectedByVerify++;
-      if (byRepository && byVerify) detected++;
+      const caught = mode === 'start' ? byRepository && byVerify : byVerify;
+      if (caught) detected++;
       else undetected.push(`${what}: ${results.map((r) => `${r.via} -> ${r.value instanceof Error ? (r.value as { code?: string }).code ?? 'untyped' : r.value === null ? 'null' : 'ANSWERED'}`).join(', ')}; verify ${report.ok ? 'ok' : 'damage'}`);
       if (options.cliEvery > 0 && cellsTried % options.cliEvery === 0) {
         cliRuns++;
@@ -160,7 +168,7 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
         if (code === 5) cliExit5++;
         else undetected.push(`${what}: qinglong-barrier verify exited ${code}, expected 5`);
       }
-      return byRepository && byVerify;
+      return caught;
     };
 
     /** After the cell is put back the start must read clean again (the sweep restores exactly). */
@@ -186,34 +194,53 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
           start_replay_identities: await session.rows('start_replay_identities', 'start_id = ? ORDER BY identity', [record.startId]),
         } as Record<string, Record<string, unknown>[]>;
       };
-      const mine = await rowsOf(b.record);
-      const theirs = await rowsOf(other.record);
-
-      for (const [table, rows] of Object.entries(mine)) {
-        for (const [index, row] of rows.entries()) {
-          for (const [column, value] of Object.entries(row)) {
-            if (column === '_key' || column === 'global_position') continue; // the log's own ordinal, not part of a start
-            for (const kind of options.kinds) {
-              let next: unknown;
-              if (kind === 'flip') next = mutateCell(value);
-              else if (kind === 'swap') next = theirs[table]?.[index]?.[column];
-              else if (column.endsWith('_json')) next = reformatJson(value);
-              if (next === undefined || next === null || String(next) === String(value)) continue;
-              const what = `${store.backend} ${startId} ${table}[${index}].${column} (${kind})`;
-              const change = await session.set(table, String(row._key), column, next);
-              if (!change.applied) {
-                refusedBySchema++;
-                continue;
+      /**
+       * Every cell of these rows, one change at a time, each kind; `modeOf` says which reads
+       * must notice it (see `probe`); `label` tells the report which sweep a cell was in.
+       */
+      const sweepCells = async (mine: Record<string, Record<string, unknown>[]>, theirs: Record<string, Record<string, unknown>[]>, modeOf: (column: string) => 'start' | 'log', label: string) => {
+        for (const [table, rows] of Object.entries(mine)) {
+          for (const [index, row] of rows.entries()) {
+            for (const [column, value] of Object.entries(row)) {
+              if (column === '_key' || column === 'global_position') continue; // the log's own ordinal, not part of a start
+              for (const kind of options.kinds) {
+                let next: unknown;
+                if (kind === 'flip') next = mutateCell(value);
+                else if (kind === 'swap') next = theirs[table]?.[index]?.[column];
+                else if (column.endsWith('_json')) next = reformatJson(value);
+                if (next === undefined || next === null || value === null || String(next) === String(value)) continue;
+                const what = `${store.backend} ${startId} ${table}[${index}].${column} (${kind}${label})`;
+                const change = await session.set(table, String(row._key), column, next);
+                if (!change.applied) {
+                  refusedBySchema++;
+                  continue;
+                }
+                await probe(b.record, what, modeOf(column));
+                const restore = await session.set(table, change.key, column, value);
+                if (!restore.applied) failures.push(`${what}: could not restore (${restore.reason})`);
+                else row._key = restore.key;
+                await expectRestored(startId, b.barrierDigest, what);
               }
-              await probe(b.record, what);
-              const restore = await session.set(table, change.key, column, value);
-              if (!restore.applied) failures.push(`${what}: could not restore (${restore.reason})`);
-              else row._key = restore.key;
-              await expectRestored(startId, b.barrierDigest, what);
             }
           }
         }
-      }
+      };
+      const mine = await rowsOf(b.record);
+      await sweepCells(mine, await rowsOf(other.record), (column) => (column === 'chain_digest' ? 'log' : 'start'), '');
+
+      // Every other table, every column: the rest of the Run's log (its lifecycle events and
+      // other starts' events), its stream, Run and StepRun heads and its outcome rows.
+      const runRowsOf = async (record: StartBarrierRecord) => {
+        const sequence = record.runEvent.runEventSequence;
+        return {
+          events: await session.rows('events', 'stream_id = ? AND (stream_position < ? OR stream_position > ?) ORDER BY stream_position', [`run-${record.runId}`, sequence - 3, sequence + 1]),
+          streams: await session.rows('streams', 'stream_id = ?', [`run-${record.runId}`]),
+          runs: await session.rows('runs', 'run_id = ?', [record.runId]),
+          step_runs: await session.rows('step_runs', 'run_id = ? ORDER BY step_run_id', [record.runId]),
+          start_outcomes: await session.rows('start_outcomes', 'run_id = ? ORDER BY start_id', [record.runId]),
+        } as Record<string, Record<string, unknown>[]>;
+      };
+      await sweepCells(await runRowsOf(b.record), await runRowsOf(other.record), () => 'log', ", the Run's log and heads");
       // A duplicated identity row (its unique index dropped first): the index names two rows.
       for (const row of mine.start_replay_identities!) {
         const what = `${store.backend} ${startId} start_replay_identities duplicate ${String(row.identity)}`;

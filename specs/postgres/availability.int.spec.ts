@@ -1,5 +1,5 @@
 import { expect } from 'chai';
-import { ConcurrencyExhaustedError, StoreUnavailableError, type ToolExecutionStartCommand } from '../../domain';
+import { ConcurrencyExhaustedError, SemanticConflictError, StoreUnavailableError, type ToolExecutionStartCommand } from '../../domain';
 import type { StartStepHook } from '../../application/authority';
 import { ConnectionError, DEFAULT_TIMEOUTS, openPostgresStartBarrier, type PostgresStartBarrier } from '../../infrastructure/postgres';
 import { closedPort, startFreezableProxy, type FreezableProxy } from '../../testkit/freezableProxy';
@@ -62,14 +62,21 @@ describe('PostgreSQL bounded retries and waits (R9.5, R5.2)', function () {
     expect(attempts()).to.equal(4);
   });
 
-  it('R9.5 a unique violation on the first attempt is answered in a second transaction on the same budget', async () => {
+  it('R9.5 an exact replay is answered before any transaction: no attempt is spent (R3.1, R4.2)', async () => {
     const s = await setUp(main);
     const command: ToolExecutionStartCommand = s.startCommand();
     await main.barriers.prepare(command);
-    // the racer's own lookup missed the committed start; its insert hits the unique index
+    const { a, attempts } = await counting(() => sqlState('40001'));
+    expect((await a.barriers.prepare(command)).outcome).to.equal('existing');
+    expect(attempts()).to.equal(0);
+  });
+
+  it('R9.5 a unique violation on the first attempt is answered in a second transaction on the same budget', async () => {
+    const s = await setUp(main);
+    // the first attempt meets the unique index (a racer's commit); the answer runs as attempt 2
     const { a, attempts } = await counting(() => sqlState('23505', 'tool_execution_start_barriers_pkey'));
-    const r = await a.barriers.prepare(command);
-    expect(r.outcome).to.equal('existing');
+    const e = await rejects(a.barriers.prepare(s.startCommand()));
+    expect(e).to.be.instanceOf(SemanticConflictError);
     expect(attempts()).to.equal(2);
   });
 

@@ -206,13 +206,20 @@ describe('PostgreSQL schema and roles (R5.2)', function () {
       expect(rows[0]).to.deep.equal({ s: true, i: true, u: false, d: false, t: false, r: false, g: false });
     });
 
-    it('R5.2 ql3_runtime: UPDATE only on the mutable heads (streams, runs, step_runs), never DELETE; no DDL', async () => {
+    it('R9.1 ql3_runtime: no UPDATE, DELETE or TRUNCATE on any ql3 table, no INSERT on the heads (the event trigger keeps them), no row lock of its own; no DDL', async () => {
       const runtime = as('ql3_runtime');
       for (const table of HEAD_TABLES) {
-        expect(await attempt(runtime, `UPDATE ql3.${table} SET version = version`), `UPDATE ${table}`).to.equal('ok');
-        expect(await attempt(runtime, `SELECT 1 FROM ql3.${table} FOR UPDATE`), `FOR UPDATE ${table}`).to.equal('ok');
+        expect(await attempt(runtime, `SELECT count(*) FROM ql3.${table}`), `SELECT ${table}`).to.equal('ok');
+        expect(await attempt(runtime, `UPDATE ql3.${table} SET version = version`), `UPDATE ${table}`).to.equal(DENIED);
+        expect(await attempt(runtime, `SELECT 1 FROM ql3.${table} FOR UPDATE`), `FOR UPDATE ${table}`).to.equal(DENIED);
         expect(await attempt(runtime, `DELETE FROM ql3.${table}`), `DELETE ${table}`).to.equal(DENIED);
+        expect(await attempt(runtime, `INSERT INTO ql3.${table} DEFAULT VALUES`), `INSERT ${table}`).to.equal(DENIED);
       }
+      const { rows } = await runtime.query<{ any: boolean }>(
+        `SELECT bool_or(has_table_privilege(c.oid, p)) AS any FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+           CROSS JOIN unnest(ARRAY['UPDATE', 'DELETE', 'TRUNCATE']) p WHERE n.nspname = 'ql3' AND c.relkind = 'r'`,
+      );
+      expect(rows[0]?.any).to.equal(false);
       expect(await attempt(runtime, 'CREATE TABLE ql3.sneaky (x int)')).to.equal(DENIED);
       expect(await attempt(runtime, 'ALTER TABLE ql3.tool_execution_start_barriers DISABLE TRIGGER USER')).to.equal(DENIED);
       expect(await attempt(runtime, 'DROP INDEX ql3.start_replay_identities_key')).to.equal(DENIED);

@@ -128,11 +128,14 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
     const s = await setUp(a);
     statements.length = 0;
     await a.barriers.prepare(s.startCommand());
-    expect(statements[0]).to.match(/pg_advisory_lock\(7173, hashtext\(\$2\)\)/); // the Run's turn, before BEGIN
-    // BEGIN and the SET LOCALs travel in one simple-protocol round trip, the timeouts inlined
+    // the replay lookup runs just before BEGIN (no predicate lock shared with other Runs); BEGIN,
+    // the SET LOCALs and the Run's turn (R9.5: the Run row lock, no advisory key) travel in one
+    // simple-protocol round trip, the timeouts inlined
+    expect(statements[0]).to.contain('start_replay_identities i ON');
     expect(statements[1]).to.match(
-      /^BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT\s+set_config\('statement_timeout', '5000', true\).*set_config\('lock_timeout', '2000', true\).*set_config\('idle_in_transaction_session_timeout', '10000', true\)/s,
+      /^BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT\s+set_config\('statement_timeout', '5000', true\).*set_config\('lock_timeout', '2000', true\).*set_config\('idle_in_transaction_session_timeout', '10000', true\).*; SELECT ql3\.take_run_turn\('[^']+'\) AS turn$/s,
     );
+    expect(statements.join('\n')).not.to.contain('pg_advisory');
     // (the race specs prove each timeout fires; here: once committed, the session is clean)
     const client = await a.pool.connect();
     try {
@@ -143,7 +146,7 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
     }
   });
 
-  it('R5.2 round trips per call, counted: batched start 6, exact replay 5 (no row lock: it writes nothing), stepwise start 10; R5.2 lock before any evidence', async () => {
+  it('R5.2 round trips per call, counted: batched start 5, exact replay 2 (no transaction, no turn: immutable rows), stepwise start 7 (the lookup just before BEGIN, the head moves the event trigger\'s); R5.2 the Run turn before any evidence', async () => {
     const batched = await open('batched');
     const s = await setUp(batched.a);
     batched.statements.length = 0;
@@ -161,17 +164,17 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
 
     const shape = (qs: string[]) =>
       qs.map((q) =>
-        q.includes('pg_advisory_lock') ? 'turn' : q.startsWith('COMMIT; SELECT pg_advisory_unlock') ? 'COMMIT + end turn' : q.includes('pg_advisory_unlock') ? 'end turn'
-          : q.startsWith('BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT') && q.includes('set_config') ? 'BEGIN + configure' : q === 'COMMIT' ? 'COMMIT' : q.startsWith('WITH\n  b AS') ? 'read'
-          : q.includes('start_replay_identities i ON') ? 'lookup' : q.includes('FOR UPDATE') ? 'lock' : q.startsWith('WITH evidence_events') ? 'write' : q.slice(0, 40),
+        q.startsWith('BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT') && q.includes('set_config') && q.includes('take_run_turn') ? 'BEGIN + configure + turn'
+          : q === 'COMMIT' ? 'COMMIT' : q.startsWith('WITH\n  b AS') ? 'read'
+          : q.includes('start_replay_identities i ON') ? 'lookup' : q.includes('FROM ql3.runs WHERE run_id') ? 'state' : q.startsWith('WITH evidence_events') ? 'write' : q.slice(0, 40),
       );
-    expect(shape(created)).to.deep.equal(['turn', 'BEGIN + configure', 'lookup', 'lock', 'write', 'COMMIT + end turn']);
-    expect(shape(replay)).to.deep.equal(['turn', 'BEGIN + configure', 'lookup', 'read', 'COMMIT + end turn']);
-    expect(steps).to.have.length(10);
-    // the lock statement precedes every statement that writes evidence
-    const lockAt = steps.findIndex((q) => q.includes('FOR UPDATE'));
+    expect(shape(created)).to.deep.equal(['lookup', 'BEGIN + configure + turn', 'state', 'write', 'COMMIT']);
+    expect(shape(replay)).to.deep.equal(['lookup', 'read']);
+    expect(steps).to.have.length(7);
+    // the turn (the Run row lock) precedes every statement that writes evidence
+    const lockAt = steps.findIndex((q) => q.includes('take_run_turn'));
     const firstWrite = steps.findIndex((q) => q.includes('INSERT INTO'));
-    expect(lockAt).to.be.greaterThan(0);
+    expect(lockAt).to.equal(1);
     expect(firstWrite).to.be.greaterThan(lockAt);
   });
 

@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import { UNDO_HISTORY_MIGRATIONS } from '../postgres/historyUndo';
+import { CorruptRecordError } from '../../domain';
 import { openPostgresStartBarrier, type RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
 import { rebuildOutcomeRows, normaliseOutcomeRow } from '../../projections/outcomeRows';
 import { MigratedTemplate, type TestDatabase } from '../../testkit/postgresHarness';
@@ -45,9 +47,10 @@ describe('recovery read models on PostgreSQL: atomicity, upgrade, grants, damage
     const stored = (await rawPostgres(a)).outcomes;
     await a.close();
     await db.admin((c) =>
-      c.query(`DROP TABLE ql3.start_outcomes; DROP TRIGGER events_project_start_outcome ON ql3.events; DROP FUNCTION ql3.project_start_outcome();
+      c.query(`${UNDO_HISTORY_MIGRATIONS}
+        DROP TABLE ql3.start_outcomes; DROP TRIGGER events_project_start_outcome ON ql3.events; DROP FUNCTION ql3.project_start_outcome();
         DROP INDEX ql3.step_run_mutations_start; DROP TABLE ql3.adapter_driver_claims; DROP TABLE ql3.start_evidence_macs;
-        DELETE FROM ql3.schema_migrations WHERE name >= 'pg-0031-recovery-read-models'`),
+        DELETE FROM ql3.schema_migrations WHERE name >= 'pg-0031'`),
     );
     a = await openPostgresStartBarrier({ connectionString: db.url });
     const raw = await rawPostgres(a);

@@ -1,4 +1,5 @@
 import { expect } from 'chai';
+import { HEAD_GUARDS, UNDO_HISTORY_MIGRATIONS } from '../sqlite/historyUndo';
 import { CorruptRecordError } from '../../domain';
 import { openSqliteStartBarrier, type SqliteStartBarrier } from '../../infrastructure/sqlite';
 import { rebuildOutcomeRows } from '../../projections/outcomeRows';
@@ -59,8 +60,8 @@ describe('recovery read models on SQLite: atomicity, upgrade, damage', function 
     const stored = (await rawSqlite(b)).outcomes;
     // Take the database back to before 0057 (the log keeps the outcome events), and so before
     // the projection trigger of 0058 and everything after it too.
-    b.db.exec(`DROP TRIGGER events_project_start_outcome; DROP TABLE start_outcomes; DROP INDEX step_run_mutations_start; DROP TABLE adapter_driver_claims;
-      DROP TABLE start_evidence_macs; DELETE FROM schema_migrations WHERE name >= '0057-recovery-read-models'`);
+    b.db.exec(`${UNDO_HISTORY_MIGRATIONS} DROP TRIGGER events_project_start_outcome; DROP TABLE start_outcomes; DROP INDEX step_run_mutations_start;
+      DROP TABLE adapter_driver_claims; DROP TABLE start_evidence_macs; DELETE FROM schema_migrations WHERE name >= '0057'`);
     await b.close();
     b = await openSqliteStartBarrier({ path });
     try {
@@ -96,6 +97,8 @@ describe('recovery read models on SQLite: atomicity, upgrade, damage', function 
     const skewed = await startedScenario(a);
     const lying = await startedScenario(a);
     a.db.pragma('foreign_keys = OFF');
+    // a process that drops the head guards (R9.1) first; `verify` must still name every damage
+    for (const guard of HEAD_GUARDS) a.db.exec(`DROP TRIGGER ${guard}`);
     // A StepRun row deleted under its barrier, mutation and evidence.
     a.db.prepare('DELETE FROM step_runs WHERE run_id = ? AND step_run_id = ?').run(orphaned.s.runId, orphaned.s.stepRunId);
     // Evidence of a start that never moved a StepRun.

@@ -6,7 +6,7 @@ import { spawnTsxWorker } from '../../testkit/workerProcess';
 
 // The short form of `npm run reliability` inside `npm test`: 10 SIGKILLs per backend, ~1,000
 // fuzzed commands and as many fuzzed stored records, a corruption sweep of one start per
-// backend, and the PostgreSQL failover once (two clusters made and removed by the harness).
+// backend, every forgery of testkit/forgery.ts per backend, and the PostgreSQL failover once (two clusters made and removed by the harness).
 // Real SQLite files and real PostgreSQL throughout; no timed assertions (the harness bounds
 // its own time and fails if it runs over). It runs as its own process, as an operator runs it,
 // and is read back from its JSON report: specs/ and reliability/ share only testkit/.
@@ -38,6 +38,7 @@ interface ReportJson {
     records: { cases: number; changed: number; detected: number };
   };
   readonly corruption: { backend: string; cellsTried: number; detected: number; undetected: unknown[]; cliRuns: number; cliExit5: number; failures: unknown[] }[];
+  readonly forgery: { backend: string; attempts: number; refused: number; detected: number; accepted: number; outcomes: { name: string; outcome: string }[] }[];
   readonly failover: (Outcomes & {
     timelines: { before: number; promoted: number };
     fenced: { refused: boolean };
@@ -53,13 +54,24 @@ describe('reliability harness, short form', function () {
   before(async () => {
     const json = join(freshDir('reliability'), 'report.json');
     // The adapters phase has its own short form (specs/reliability/adapters.int.spec.ts).
-    const run = spawnTsxWorker(join(__dirname, '..', '..', 'reliability', 'run.ts'), ['--short', '--only', 'soak,fuzz,corruption,failover', '--json', json]);
+    const run = spawnTsxWorker(join(__dirname, '..', '..', 'reliability', 'run.ts'), ['--short', '--only', 'soak,fuzz,corruption,forgery,failover', '--json', json]);
     const exit = await run.exited;
     // The counts the full run prints, for whoever reads the test log.
     console.log(run.lines.join('\n').replace(/^/gm, '      '));
     expect(exit.signal, run.stderr()).to.equal(null);
     report = JSON.parse(readFileSync(json, 'utf8')) as ReportJson;
     SHORT = report.sizes;
+  });
+
+  it('R9.1/R9.2 forgery phase: every forgery with the runtime\'s credentials is refused by the database or reported by verify; accepted = 0 (PostgreSQL: all refused)', () => {
+    expect(report.forgery.map((f) => f.backend)).to.deep.equal(['sqlite', 'postgres']);
+    for (const f of report.forgery) {
+      expect(f.attempts, f.backend).to.be.greaterThan(0);
+      expect(f.refused + f.detected, f.backend).to.equal(f.attempts);
+      expect(f.accepted, `${f.backend}: ${JSON.stringify(f.outcomes.filter((o) => o.outcome === 'accepted'))}`).to.equal(0);
+    }
+    const pg = report.forgery.find((f) => f.backend === 'postgres')!;
+    expect(pg.refused, JSON.stringify(pg.outcomes)).to.equal(pg.attempts);
   });
 
   it('R3.9 crash soak: SIGKILLed workers leave every acknowledged start present, verified and whole, on SQLite and PostgreSQL', () => {

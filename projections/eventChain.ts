@@ -1,0 +1,31 @@
+import { createHash } from 'node:crypto';
+
+// R9.2: the Run stream as a hash chain. Each event row binds the chain digest of the event
+// before it in its stream, so a change to any cell of any event row changes its link and
+// every link after it. The database computes (PostgreSQL, pg-0035/pg-0036) or checks
+// (SQLite, 0061/0062) the same value; `verify` re-derives it from the log with this function.
+
+export const EVENT_CHAIN_TAG = 'qinglong/run-event-chain@v1';
+
+/** The cells of an event row the chain binds (global_position differs between stores). */
+export interface ChainedCells {
+  readonly stream_id: string;
+  readonly stream_position: number | string;
+  readonly event_id: string;
+  readonly event_type: string;
+  readonly data_json: string;
+  readonly committed_at_ms: number | string;
+}
+
+/**
+ * sha256(tag 0x00 previous 0x00 stream_id 0x00 position 0x00 event_id 0x00 event_type 0x00
+ * data_json 0x00 committed_at_ms), `previous` = '' at position 1. No field holds a NUL (an
+ * identity or a type never does, canonical JSON escapes it), so the split is unambiguous.
+ */
+export const eventChainDigest = (previous: string, row: ChainedCells): string => {
+  const h = createHash('sha256');
+  for (const field of [EVENT_CHAIN_TAG, previous, row.stream_id, String(row.stream_position), row.event_id, row.event_type, row.data_json]) {
+    h.update(field, 'utf8').update('\u0000', 'utf8');
+  }
+  return 'sha256:' + h.update(String(row.committed_at_ms), 'utf8').digest('hex');
+};

@@ -1,0 +1,131 @@
+import { CorruptRecordError, evolve, initialRunState, type RunState, type RunStreamEvent } from '../domain';
+import type { VerifyProblem } from '../application/authority';
+import { eventChainDigest } from './eventChain';
+import { runRowOf, stepRunRowOf, type RunRow, type StepRunRow } from './rows';
+import { decodeEventRow, type EventRow } from './verifyRows';
+
+// R9.2 `verify`: everything derived, derived again from the event log alone, one event at a
+// time (the log is paged through in global order), then compared with what is stored: the
+// chain link of every event row, stream positions without gaps, and the stream, Run and
+// StepRun heads; and which outcome and barrier rows the log says must exist.
+
+/** An event row as `verify` pages it; `chain_digest` is absent on a backend without a chain. */
+export type LoggedEventRow = EventRow & { readonly chain_digest?: string | null };
+
+interface StreamFold {
+  position: number;
+  chain: string;
+  /** null once an event of the stream could not be folded: its heads are not compared. */
+  state: RunState | null;
+}
+
+const OUTCOME_EVENTS: readonly string[] = ['StepRunCompleted', 'StepRunFailed', 'StepRunLost'];
+
+/** The statuses each StepRun event may move from (domain/lifecycle.ts, the start decider). */
+const MOVES_FROM: Readonly<Record<string, readonly string[]>> = {
+  StepRunReady: ['created', 'lost'],
+  StepRunAwaitingApproval: ['created', 'lost'],
+  StepRunStarted: ['ready', 'waiting_approval'],
+  StepRunLost: ['running'],
+  StepRunCompleted: ['running'],
+  StepRunFailed: ['running'],
+};
+
+/** What is illegal about this StepRun move in the folded state, if anything (the database's own check, R9.1, done again). */
+const illegalMove = (state: RunState, event: RunStreamEvent): string | undefined => {
+  const from = MOVES_FROM[event.type];
+  if (from === undefined || !('stepRunId' in event.data)) return undefined;
+  const d = event.data as { stepRunId: string; stepRunVersion: number; startId?: string };
+  const s = state.stepRuns[d.stepRunId];
+  if (s === undefined) return `${event.type} of StepRun ${d.stepRunId} that the log never created`;
+  if (!from.includes(s.status)) return `${event.type} moves StepRun ${d.stepRunId} from ${s.status}, which the lifecycle does not allow`;
+  if (d.stepRunVersion !== s.version + 1) return `${event.type} moves StepRun ${d.stepRunId} to version ${d.stepRunVersion} from ${s.version}`;
+  if (s.status === 'running' && d.startId !== s.lastStartId) return `${event.type} names start ${d.startId ?? '(none)'}, but StepRun ${d.stepRunId} runs ${s.lastStartId ?? '(none)'}`;
+  return undefined;
+};
+
+const differences = (stored: Readonly<Record<string, unknown>>, derived: Readonly<Record<string, unknown>>): string[] =>
+  Object.keys(derived).filter((k) => String(stored[k]) !== String(derived[k])).map((k) => `${k} is ${JSON.stringify(stored[k])}, the log says ${JSON.stringify(derived[k])}`);
+
+export class LogDerivation {
+  private readonly streams = new Map<string, StreamFold>();
+  /** Event ids of outcome events: each must have its start_outcomes row. */
+  readonly outcomeEventIds = new Set<string>();
+  /** Start ids of barrier events: each must have its barrier row. */
+  readonly barrierStartIds = new Set<string>();
+
+  /** Folds one row; returns what is wrong with it (its link, its position, its decoding). */
+  add(row: LoggedEventRow): VerifyProblem[] {
+    const where = `${row.stream_id}@${row.stream_position}`;
+    const problems: VerifyProblem[] = [];
+    const fold = this.streams.get(row.stream_id) ?? { position: 0, chain: '', state: initialRunState() };
+    const position = Number(row.stream_position);
+    if (position !== fold.position + 1) {
+      problems.push({ kind: 'event', record: where, problem: `stream position ${position} follows ${fold.position}: the log has a gap or is out of order` });
+      fold.state = null;
+    }
+    if (row.chain_digest !== undefined) {
+      const link = eventChainDigest(fold.chain, row);
+      if (row.chain_digest !== link) problems.push({ kind: 'chain', record: where, problem: 'chain digest does not bind this row to the one before it: a cell of this row or of its predecessor was changed' });
+      fold.chain = row.chain_digest ?? link; // each broken link is reported once, where it breaks
+    }
+    fold.position = position;
+    try {
+      const event = decodeEventRow(row);
+      if (OUTCOME_EVENTS.includes(event.type)) this.outcomeEventIds.add(row.event_id);
+      if (event.type === 'ToolExecutionStartBarrierCommitted') this.barrierStartIds.add(event.data.barrier.startId);
+      if (fold.state !== null) {
+        const illegal = illegalMove(fold.state, event);
+        if (illegal !== undefined) problems.push({ kind: 'event', record: where, problem: `illegal history: ${illegal}` });
+        fold.state = evolve(fold.state, event);
+      }
+    } catch (e) {
+      // decoding problems are reported by the event check itself; the stream's heads can no longer be derived
+      if (fold.state !== null && !(e instanceof CorruptRecordError)) {
+        problems.push({ kind: 'event', record: where, problem: `cannot be applied to its stream: ${e instanceof Error ? e.message : String(e)}` });
+      }
+      fold.state = null;
+    }
+    this.streams.set(row.stream_id, fold);
+    return problems;
+  }
+
+  /** The stored heads against the heads the log derives, both ways. */
+  compareHeads(storedRuns: ReadonlyMap<string, RunRow & { stream_version: number | string | null }>, storedStepRuns: ReadonlyMap<string, StepRunRow>): VerifyProblem[] {
+    const problems: VerifyProblem[] = [];
+    const derivedRuns = new Set<string>();
+    const derivedSteps = new Set<string>();
+    for (const [stream, fold] of this.streams) {
+      if (fold.state === null || fold.state.run === null) continue;
+      const run = runRowOf(fold.state.run);
+      derivedRuns.add(run.run_id);
+      const stored = storedRuns.get(run.run_id);
+      if (stored === undefined) {
+        problems.push({ kind: 'head', record: run.run_id, problem: `stream ${stream} has events but the Run head is missing` });
+      } else {
+        const diff = differences(stored as unknown as Record<string, unknown>, { ...run, stream_version: run.version });
+        if (diff.length > 0) problems.push({ kind: 'head', record: run.run_id, problem: `the Run head is not what its log derives: ${diff.join('; ')}` });
+      }
+      for (const s of Object.values(fold.state.stepRuns)) {
+        const derived = stepRunRowOf(s);
+        const key = `${derived.run_id}/${derived.step_run_id}`;
+        derivedSteps.add(key);
+        const storedStep = storedStepRuns.get(key);
+        if (storedStep === undefined) {
+          problems.push({ kind: 'head', record: key, problem: 'the log creates this StepRun but its head is missing' });
+          continue;
+        }
+        const diff = differences(storedStep as unknown as Record<string, unknown>, derived as unknown as Record<string, unknown>);
+        if (diff.length > 0) problems.push({ kind: 'head', record: key, problem: `the StepRun head is not what its log derives: ${diff.join('; ')}` });
+      }
+    }
+    const undecidable = new Set([...this.streams].filter(([, f]) => f.state === null).map(([stream]) => stream.slice('run-'.length)));
+    for (const runId of storedRuns.keys()) {
+      if (!derivedRuns.has(runId) && !undecidable.has(runId)) problems.push({ kind: 'head', record: runId, problem: 'a Run head without a RunCreated in the log' });
+    }
+    for (const [key, row] of storedStepRuns) {
+      if (!derivedSteps.has(key) && !undecidable.has(row.run_id)) problems.push({ kind: 'head', record: key, problem: 'a StepRun head without its StepRunCreated in the log' });
+    }
+    return problems;
+  }
+}

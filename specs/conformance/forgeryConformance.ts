@@ -1,0 +1,30 @@
+import { expect } from 'chai';
+import { FORGERIES, type ForgeryTarget } from '../../testkit/forgery';
+import type { OpenTarget } from '../../testkit/forgeryTargets';
+
+// R9.1 / R9.2: every forgery of testkit/forgery.ts, tried with the runtime's own credentials
+// against one backend: each is refused by the database or reported by `verify` (never
+// accepted), and a refusal is the database's own (a history trigger, a missing grant, a
+// deferred check at commit), never a slip of the forger's SQL.
+
+const OWN_REFUSAL = /illegal history refused|permission denied|FOREIGN KEY constraint failed/;
+
+export const forgerySuite = (open: () => Promise<OpenTarget>, expected: Readonly<Record<string, 'refused' | 'detected'>> = {}): void => {
+  let opened: OpenTarget;
+  let target: ForgeryTarget;
+  before(async () => {
+    opened = await open();
+    target = opened.target;
+  });
+  after(async () => opened?.close());
+
+  for (const f of FORGERIES) {
+    it(`R9.1/R9.2 ${f.name}: refused by the database or reported by verify, never accepted`, async () => {
+      const { outcome, reason } = await f.attempt(target);
+      expect(outcome, reason).to.not.equal('accepted');
+      if (outcome === 'refused') expect(reason).to.match(OWN_REFUSAL);
+      const want = expected[f.name];
+      if (want !== undefined) expect(outcome, reason).to.equal(want);
+    });
+  }
+};

@@ -1,0 +1,15 @@
+// What pg-0035 .. pg-0039 add, taken away again: a spec that rolls a store back to before them
+// (as written by the code before the chain and the event trigger) and lets the migrator
+// upgrade it. Their schema_migrations rows are deleted by the caller.
+export const UNDO_HISTORY_MIGRATIONS = `
+  DROP TRIGGER events_append_run_event ON ql3.events;
+  DROP TRIGGER events_whole_start ON ql3.events;
+  DROP FUNCTION ql3.append_run_event(), ql3.require_whole_start(), ql3.refuse_history(text), ql3.step_run_json(jsonb, boolean),
+    ql3.tagged_digest(text, text), ql3.take_run_turn(text), ql3.await_run_turn(text, integer),
+    ql3.event_chain_digest(text, text, bigint, text, text, text, bigint);
+  DROP FUNCTION ql3.purge_resolution_note(text, text);
+  ALTER TABLE ql3.events DROP COLUMN chain_digest;
+  GRANT INSERT, UPDATE ON ql3.streams, ql3.runs, ql3.step_runs TO ql3_runtime;
+  GRANT UPDATE (note_text, purged_at_ms) ON ql3.resolution_notes TO ql3_runtime;
+  DELETE FROM ql3.schema_migrations WHERE name >= 'pg-0035';
+`;

@@ -1,0 +1,43 @@
+import { expect } from 'chai';
+import { CorruptRecordError } from '../../domain';
+import { buildScenario } from '../../domain/scenario';
+import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
+import { mapSqliteError } from '../../infrastructure/sqlite/errors';
+import { FORGERIES } from '../../testkit/forgery';
+import { sqliteForgeryTarget } from '../../testkit/forgeryTargets';
+import { forgerySuite } from '../conformance/forgeryConformance';
+import { freshDbPath } from '../support/tmp';
+
+// R9.1 / R9.2 on SQLite: any process may open the file, with foreign keys off as SQLite
+// defaults them. The history triggers refuse what they can check at insert time; what only
+// COMMIT could refuse (a start fact without its move, under foreign keys off) and what the
+// triggers cannot see (a lifecycle event appended without moving its head) `verify` reports.
+describe('R9.1/R9.2 forgeries by another process on SQLite: refused by triggers or reported by verify', function () {
+  this.timeout(120_000);
+  forgerySuite(
+    () => sqliteForgeryTarget(freshDbPath('forgery'), freshDbPath('forgery-source')),
+    Object.fromEntries(FORGERIES.filter((f) => /UPDATE|gap|out of order|copied|started again/.test(f.name)).map((f) => [f.name, 'refused'])),
+  );
+});
+
+describe('R9.1 a history refusal on the runtime\'s own path is typed (SQLite)', () => {
+  it('R9.1 the trigger\'s refusal maps to CORRUPT_RECORD, never a raw driver error', async () => {
+    const a = await openSqliteStartBarrier({ path: freshDbPath('refusal') });
+    try {
+      const s = buildScenario();
+      for (const c of s.lifecycle) await a.runs.handle(c);
+      let raw: unknown;
+      try {
+        a.db.prepare('UPDATE streams SET version = version + 1 WHERE stream_id = ?').run(`run-${s.runId}`);
+      } catch (e) {
+        raw = e;
+      }
+      const mapped = mapSqliteError(raw);
+      expect(mapped, String(raw)).to.be.instanceOf(CorruptRecordError);
+      expect((mapped as CorruptRecordError).code).to.equal('CORRUPT_RECORD');
+      expect((mapped as Error).message).to.contain('illegal history refused');
+    } finally {
+      await a.close();
+    }
+  });
+});

@@ -1,0 +1,15 @@
+// What 0061 .. 0063 add, taken away again: a spec that rolls a store back to before them (as
+// written by the code before the chain and the history triggers) and lets the migrator upgrade
+// it. Their schema_migrations rows are deleted by the caller.
+export const UNDO_HISTORY_MIGRATIONS = `
+  DROP TRIGGER events_legal_append; DROP TRIGGER streams_legal_move; DROP TRIGGER streams_no_delete;
+  DROP TRIGGER runs_legal_move; DROP TRIGGER runs_no_delete; DROP TRIGGER step_runs_legal_move; DROP TRIGGER step_runs_no_delete;
+  DROP TRIGGER events_start_whole; DROP TRIGGER security_audit_events_start_whole; DROP TRIGGER trace_anchors_start_whole;
+  DROP TRIGGER audit_receipts_start_whole; DROP TRIGGER step_run_mutations_start_whole; DROP TRIGGER tool_execution_start_barriers_with_event;
+  DROP TABLE start_whole_at_commit;
+  ALTER TABLE events DROP COLUMN chain_digest;
+  DELETE FROM schema_migrations WHERE name >= '0061';
+`;
+
+/** The guard triggers of 0062, for a spec that plays a process which drops them before it damages heads. */
+export const HEAD_GUARDS = ['streams_legal_move', 'streams_no_delete', 'runs_legal_move', 'runs_no_delete', 'step_runs_legal_move', 'step_runs_no_delete'] as const;

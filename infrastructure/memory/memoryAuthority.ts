@@ -17,7 +17,8 @@ import {
   stepRunRowOf,
 } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
-import { startEventPositions, storedEventOf, verifyStartRows } from '../../projections/verifyRows';
+import { startEventPositions } from '../../projections/verifyRows';
+import { checkStartRows, checkedStoredEventOf } from '../../projections/checkRows';
 import { outcomeRowOf } from '../../projections/outcomeRows';
 import type { AppendOutcome, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../../application/authority';
 import { createRecoveryApi } from '../../application/recoveryRules';
@@ -109,7 +110,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     }
     const positions = startEventPositions(sequence);
     const stream = streamNameOf(barrier.run_id);
-    return verifyStartRows({
+    return checkStartRows({
       barrier,
       audit: t.audit.get(barrier.audit_event_id),
       trace: t.trace.get(barrier.trace_id),
@@ -243,7 +244,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     },
     readStream: async (runId: string): Promise<readonly StoredEvent[]> => {
       const stream = streamNameOf(runId);
-      return this.tables.events.flatMap((e, i) => (e.stream_id === stream ? [storedEventOf({ ...e, global_position: i + 1 })] : []));
+      return this.tables.events.flatMap((e, i) => (e.stream_id === stream ? [checkedStoredEventOf({ ...e, global_position: i + 1 })] : []));
     },
   };
 

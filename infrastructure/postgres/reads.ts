@@ -1,7 +1,7 @@
 import { CorruptRecordError, noReplayHits, streamNameOf, type ReplayHit, type ReplayHits, type ReplayIdentity, type ReplayKeys, type RunState } from '../../domain';
 import { attemptValue, replayValuesOf } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
-import { storedEventOf, verifyStartRows } from '../../projections/verifyRows';
+import { checkStartRows, checkedStoredEventOf } from '../../projections/checkRows';
 import type { StoredBarrier, StoredEvent } from '../../application/authority';
 import { paramOf } from './identities';
 import { run, type Queryable } from './query';
@@ -59,7 +59,7 @@ export const lookupReplay = async (q: Queryable, keys: ReplayKeys): Promise<Repl
   return hits;
 };
 
-/** R5.3: one statement fetches every row a barrier binds; verifyStartRows re-derives them all. */
+/** R5.3: one statement fetches every row a barrier binds; checkStartRows re-derives them all. */
 export const readBarrier = async (q: Queryable, startId: string): Promise<StoredBarrier | null> => {
   const [row] = await run<Record<string, unknown>>(q, SQL.READ_BARRIER, { start_id: startId });
   if (row === undefined) return null;
@@ -72,7 +72,7 @@ export const readBarrier = async (q: Queryable, startId: string): Promise<Stored
     return null;
   }
   const identities = [...new Map(probes.map(({ row_id, ...r }) => [row_id, r])).values()];
-  return verifyStartRows({
+  return checkStartRows({
     barrier,
     audit: atMostOne(decodeRows(AuditEventRowCodec, row.audits, 'security audit event', startId), 'security audit event', startId),
     trace: atMostOne(decodeRows(TraceAnchorRowCodec, row.traces, 'trace anchor', startId), 'trace anchor', startId),
@@ -115,6 +115,6 @@ export const readStream = async (q: Queryable, runId: string): Promise<readonly 
   if (version !== rows.length) throw new CorruptRecordError('stream', stream, `stream head is at version ${version} but it holds ${rows.length} events`);
   return rows.map((r, i) => {
     if (r.stream_position !== i + 1) throw new CorruptRecordError('stream', stream, `expected position ${i + 1}, found ${r.stream_position}`);
-    return storedEventOf(r);
+    return checkedStoredEventOf(r);
   });
 };

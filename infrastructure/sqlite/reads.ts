@@ -13,7 +13,8 @@ import {
 } from '../../domain';
 import { replayValuesOf, type BarrierRow, type ReplayIdentityRow, type RunRow, type StepRunRow } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
-import { startEventPositions, storedEventOf, verifyStartRows, type EventRow } from '../../projections/verifyRows';
+import { startEventPositions, type EventRow } from '../../projections/verifyRows';
+import { checkStartRows, checkedStoredEventOf } from '../../projections/checkRows';
 import type { StoredBarrier, StoredEvent } from '../../application/authority';
 import { IDENTITY_STORAGE } from './identities';
 import type { Statements } from './statements';
@@ -53,7 +54,7 @@ export const lookupReplay = (s: Statements, keys: ReplayKeys): ReplayHits => {
   return hits;
 };
 
-/** R5.3: every row a barrier binds, re-derived from the event log by verifyStartRows. */
+/** R5.3: every row a barrier binds, re-derived from the event log by checkStartRows. */
 export const readBarrier = (s: Statements, startId: string): StoredBarrier | null => {
   const barrier = s.barrier.get(startId) as BarrierRow | undefined;
   if (barrier === undefined) return null;
@@ -70,7 +71,7 @@ export const readBarrier = (s: Statements, startId: string): StoredBarrier | nul
   const events = sequence > 3 ? (s.streamEvents.all(streamNameOf(barrier.run_id), positions[0], positions[4]) as EventRow[]) : [];
   const identityRows = probes.length > 0 ? (s.identitiesOfStart.all(...probes, startId) as (ReplayIdentityRow & { row_id: number })[]) : [];
   const unique = [...new Map(identityRows.map((r) => [r.row_id, r])).values()].map(({ row_id: _, ...r }) => r);
-  return verifyStartRows({
+  return checkStartRows({
     barrier,
     audit: s.audit.get(barrier.audit_event_id) as never,
     trace: s.trace.get(barrier.trace_id) as never,
@@ -92,4 +93,4 @@ export const readBarrierOfAttempt = (s: Statements, attempt: string): StoredBarr
 };
 
 export const readStream = (s: Statements, runId: string): readonly StoredEvent[] =>
-  (s.streamEvents.all(streamNameOf(runId), 1, Number.MAX_SAFE_INTEGER) as (EventRow & { global_position: number })[]).map((r) => storedEventOf(r));
+  (s.streamEvents.all(streamNameOf(runId), 1, Number.MAX_SAFE_INTEGER) as (EventRow & { global_position: number })[]).map((r) => checkedStoredEventOf(r));

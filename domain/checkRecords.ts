@@ -1,7 +1,6 @@
 import type * as t from 'io-ts';
-import { MAX_BARRIER_BYTES, StartBarrierRecord, commandOfBarrier, type SealedBarrier } from './barrier';
+import { MAX_BARRIER_BYTES, StartBarrierRecord, barrierMatchesItsCommand, type SealedBarrier } from './barrier';
 import { canonicalJson, digestCanonical, RECORD_TAGS, type RecordTag } from './canonical';
-import { commandDigestOf } from './command';
 import { PAYLOAD_CODECS, type RunEventType, type StartFacts } from './events';
 import { stepRunDigest } from './state';
 
@@ -52,7 +51,8 @@ export const provenBarrier = (startId: string, text: unknown, storedDigest: unkn
   if (record === undefined) return undefined;
   const barrierDigest = digestCanonical(RECORD_TAGS.barrier, text);
   if (barrierDigest !== storedDigest || record.startId !== startId) return undefined;
-  if (commandDigestOf(commandOfBarrier(record)) !== record.commandDigest) return undefined;
+  // The oracle's own rebuild of the command, so both always ask the same question of it.
+  if (!barrierMatchesItsCommand(record)) return undefined;
   return { record, canonical: text, barrierDigest };
 };
 

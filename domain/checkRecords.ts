@@ -2,7 +2,7 @@ import type * as t from 'io-ts';
 import { MAX_BARRIER_BYTES, StartBarrierRecord, barrierMatchesItsCommand, type SealedBarrier } from './barrier';
 import { canonicalJson, digestCanonical, RECORD_TAGS, type RecordTag } from './canonical';
 import { PAYLOAD_CODECS, type RunEventType, type StartFacts } from './events';
-import { stepRunDigest } from './state';
+import { startedStepRunDigestOf } from './verify';
 
 // R5.3 at the cost of one pass. The verifiers of barrier.ts, events.ts and verify.ts are the
 // oracle: they decode on a private copy with io-ts contexts, canonicalise each text again for
@@ -149,17 +149,7 @@ export const factsAgree = (sealed: SealedBarrier, facts: StartFacts, texts: Fact
   if (digestWithout(RECORD_TAGS.traceAnchor, texts.trace, tr, 'traceDigest') !== tr.traceDigest) return false;
   if (digestWithout(RECORD_TAGS.auditReceipt, texts.receipt, r, 'receiptDigest') !== r.receiptDigest) return false;
   if (digestWithout(RECORD_TAGS.mutation, texts.mutation, m, 'mutationDigest') !== m.mutationDigest) return false;
-  const startedDigest = stepRunDigest({
-    runId: b.runId,
-    stepRunId: b.stepRunId,
-    projectId: b.projectId,
-    kind: 'tool',
-    status: 'running',
-    version: b.attempt.startedStepRunVersion,
-    toolDefinition: b.toolDefinition,
-    ...(b.approval ? { approval: b.approval } : {}),
-  });
-  return startedDigest === b.attempt.startedStepRunDigest;
+  return startedStepRunDigestOf(b) === b.attempt.startedStepRunDigest;
 };
 
 /** The bytes of the barrier event's data for a proven barrier: the only canonical text of `{ barrier, barrierDigest }`. */

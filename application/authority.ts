@@ -85,7 +85,11 @@ export interface StartOutcome {
   readonly stepRunId: string;
   readonly outcome: StartOutcomeKind;
   readonly decidedBy: string;
+  /** A code of OUTCOME_REASON_CODES; stores from before R10.2 may hold legacy text here. */
   readonly reason: string;
+  /** R10.2: the operator's ticket (`OPS-1234`) and the digest of the note in the side record. */
+  readonly ticket?: string;
+  readonly noteDigest?: string;
   readonly outcomeDigest?: string;
   /** The StepRun version the outcome moved the StepRun to (the attempt's version + 1). */
   readonly stepRunVersion: number;
@@ -156,7 +160,8 @@ export type VerifyProblemKind =
   | 'evidence_without_move'
   | 'mutation_without_barrier'
   | 'running_without_barrier'
-  | 'in_doubt_mismatch';
+  | 'in_doubt_mismatch'
+  | 'note';
 
 export interface VerifyProblem {
   readonly kind: VerifyProblemKind;
@@ -168,8 +173,15 @@ export interface VerifyProblem {
 export interface VerifyReport {
   readonly ok: boolean;
   readonly checked: { readonly barriers: number; readonly outcomes: number; readonly runs: number; readonly stepRuns: number; readonly events: number };
+  /** Resolution notes (R10.2): `purged` ones keep their digest bound, so they never fail verify. */
+  readonly notes: { readonly present: number; readonly purged: number };
   readonly problems: readonly VerifyProblem[];
 }
+
+/** A person's note on an outcome (R10.2): the evidence binds its digest; the text can be purged. */
+export type ResolutionNote =
+  | { readonly startId: string; readonly noteDigest: string; readonly status: 'present'; readonly text: string }
+  | { readonly startId: string; readonly noteDigest: string; readonly status: 'purged'; readonly purgedAtMs: number };
 
 export interface VerifyOptions {
   /** Called as records are checked (the CLI draws its progress bar from it). */
@@ -189,6 +201,10 @@ export interface RecoveryApi {
   lookup(identity: ReplayIdentity, value: LookupValue): Promise<StoredBarrier | null>;
   /** The outcome fact of a start, or null while it is in doubt. */
   outcome(startId: string): Promise<StartOutcome | null>;
+  /** The note its outcome binds (R10.2), or null when the outcome has none. */
+  note(startId: string): Promise<ResolutionNote | null>;
+  /** Erase the note's text for good; its digest stays bound and `verify` stays green (R10.2). */
+  purgeNote(startId: string): Promise<ResolutionNote>;
   /** Append the lifecycle outcome event for an in-doubt start (`lost` then allows `ready`). */
   resolve(startId: string, outcome: StartOutcomeKind, options: ResolveOptions): Promise<ResolveResult>;
   /** Re-verify every stored record; never throws for damage, reports every bad record. */

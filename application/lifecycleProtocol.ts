@@ -7,6 +7,9 @@ import {
   decideLifecycle,
   decodeLifecycleCommand,
   evolve,
+  isCodedReason,
+  OUTCOME_REASON_CODES,
+  stepRunTable,
   type LifecycleCommand,
   type RunState,
   type RunStreamEvent,
@@ -67,17 +70,23 @@ export const runAppendTransaction = async (
     if ((START_FACT_TYPES as readonly string[]).includes(e.type)) {
       throw new ValidationError('event', [{ path: `[${i}].type`, reason: 'forbidden_value', message: `${e.type} is appended only by barriers.prepare, with its barrier (R7.1)` }]);
     }
+    let decoded: RunStreamEvent;
     try {
-      return decodeRunEvent(e.type, e.data, `appended event ${i}`);
+      decoded = decodeRunEvent(e.type, e.data, `appended event ${i}`);
     } catch (error) {
       throw new ValidationError('event', [{ path: `[${i}]`, reason: 'invalid_value', message: (error as Error).message }]);
     }
+    // R10.2: free-text reasons are read as legacy records only; a new outcome fact carries a code
+    if ('resolution' in decoded.data && !isCodedReason(decoded.data.resolution.reason)) {
+      throw new ValidationError('event', [{ path: `[${i}].data.resolution.reason`, reason: 'invalid_value', message: `expected one of ${OUTCOME_REASON_CODES.join(', ')} (R10.2: no free text in evidence)` }]);
+    }
+    return decoded;
   });
   const stepRunIds = [...new Set(events.flatMap((e) => ('stepRunId' in e.data ? [e.data.stepRunId] : [])))];
   let before = await uow.lockForLifecycle(runId, stepRunIds[0]);
   for (const id of stepRunIds.slice(1)) {
     const more = await uow.lockForLifecycle(runId, id);
-    before = { run: before.run, stepRuns: { ...before.stepRuns, ...more.stepRuns } };
+    before = { run: before.run, stepRuns: stepRunTable([...Object.entries(before.stepRuns), ...Object.entries(more.stepRuns)]) };
   }
   assertExpectedVersionMatchesCurrent(BigInt(before.run?.version ?? 0), expected, 0n);
   // The caller decided these events; we still refuse any that would rewrite history.

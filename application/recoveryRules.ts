@@ -5,6 +5,8 @@ import {
   SemanticConflictError,
   decodeLookup,
   decodeResolve,
+  isOutcomeEventType,
+  noteDigestOf,
   isStartBarrierError,
   resolutionCommandOf,
   type AttemptKey,
@@ -24,6 +26,7 @@ import type {
   InDoubtStart,
   RecoveryApi,
   ResolveResult,
+  ResolutionNote,
   StartOutcome,
   StoredBarrier,
   VerifyProblem,
@@ -80,7 +83,28 @@ export interface RecoveryView {
   integrityProblems(): Promise<readonly VerifyProblem[]>;
 }
 
+/** A resolution note as stored (R10.2): text until purged, then NULL with the purge time. */
+export interface NoteRow {
+  readonly start_id: string;
+  readonly note_digest: string;
+  readonly note_text: string | null;
+  readonly purged_at_ms: number | string | null;
+}
+
+/** The redactable side record of notes. Not evidence: its only change is a purge. */
+export interface NoteStore {
+  /** Insert the note, or nothing when this exact (start, digest) is already there. */
+  put(startId: string, noteDigest: string, text: string): Promise<void>;
+  /** Set the note's text to NULL, stamped with the database clock. */
+  purge(startId: string, noteDigest: string): Promise<void>;
+  rows(startId: string): Promise<readonly NoteRow[]>;
+  /** Every note, in (start, digest) order: there is one per resolved start at most. */
+  all(): Promise<readonly NoteRow[]>;
+}
+
 export interface RecoveryBackend {
+  /** Resolution notes (R10.2). */
+  readonly notes: NoteStore;
   /** Run `body` against one consistent snapshot. */
   snapshot<T>(body: (view: RecoveryView) => Promise<T>): Promise<T>;
   /** The authority's lifecycle handler (`runs.handle`): resolutions are lifecycle events. */
@@ -104,6 +128,18 @@ const outcomeOf = async (v: RecoveryView, startId: string): Promise<StartOutcome
   const row = rows[0];
   if (row === undefined) return null;
   return verifyOutcomeRow(row, await v.eventById(row.event_id));
+};
+
+/** The note a digest binds, verified: its text must hash to the digest, or it is purged. */
+const noteOf = (startId: string, noteDigest: string, rows: readonly NoteRow[]): ResolutionNote => {
+  const row = rows.find((r) => r.note_digest === noteDigest);
+  if (row === undefined) throw new CorruptRecordError('resolution note', startId, `its outcome binds note ${noteDigest}, which is missing`);
+  if (row.note_text === null) {
+    if (row.purged_at_ms === null) throw new CorruptRecordError('resolution note', startId, 'note has neither text nor a purge time');
+    return { startId, noteDigest, status: 'purged', purgedAtMs: Number(row.purged_at_ms) };
+  }
+  if (noteDigestOf(row.note_text) !== noteDigest) throw new CorruptRecordError('resolution note', startId, 'note text does not match the digest its outcome binds');
+  return { startId, noteDigest, status: 'present', text: row.note_text };
 };
 
 const requireBarrier = async (v: RecoveryView, startId: string): Promise<StoredBarrier> => {
@@ -232,6 +268,13 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
       const before = await backend.snapshot(async (v) => ({ barrier: await requireBarrier(v, req.startId), outcome: await outcomeOf(v, req.startId) }));
       if (before.outcome !== null) return settled(before.outcome);
       const b = before.barrier.record;
+      // R10.2: the note goes to its side record first; the event then binds its digest. If the
+      // event is not ours in the end (a failure, a racing resolver), our note is purged again.
+      const note = req.options.note === undefined ? undefined : { digest: noteDigestOf(req.options.note), text: req.options.note };
+      if (note !== undefined) await backend.notes.put(req.startId, note.digest, note.text);
+      const dropOrphanNote = async (bound: StartOutcome | null): Promise<void> => {
+        if (note !== undefined && bound?.noteDigest !== note.digest) await backend.notes.purge(req.startId, note.digest);
+      };
       const command = resolutionCommandOf(
         { startId: b.startId, runId: b.runId, stepRunId: b.stepRunId, startedStepRunVersion: b.attempt.startedStepRunVersion },
         req.outcome as StartOutcomeKind,
@@ -241,15 +284,39 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
       try {
         await backend.handle(command);
       } catch (e) {
+        const after = await backend.snapshot((v) => outcomeOf(v, req.startId)).catch(() => null);
+        await dropOrphanNote(after);
         // Lost a race with another resolver: the winner's fact decides, exactly as a replay would.
         if (!(e instanceof PreconditionError)) throw e;
-        const after = await backend.snapshot((v) => outcomeOf(v, req.startId));
         if (after === null) throw e;
         return settled(after);
       }
       const recorded = await backend.snapshot((v) => outcomeOf(v, req.startId));
       if (recorded === null) throw new CorruptRecordError('start outcome', req.startId, 'the outcome event was appended but not projected');
       return { status: 'recorded', outcome: recorded };
+    },
+
+    note: async (startId) => {
+      const id = decodeOrThrow(Identity, 'startId', startId);
+      const outcome = await backend.snapshot(async (v) => {
+        await requireBarrier(v, id);
+        return outcomeOf(v, id);
+      });
+      if (outcome?.noteDigest === undefined) return null;
+      return noteOf(id, outcome.noteDigest, await backend.notes.rows(id));
+    },
+
+    purgeNote: async (startId) => {
+      const id = decodeOrThrow(Identity, 'startId', startId);
+      const outcome = await backend.snapshot(async (v) => {
+        await requireBarrier(v, id);
+        return outcomeOf(v, id);
+      });
+      if (outcome?.noteDigest === undefined) throw new PreconditionError('note_not_found', `the outcome of start ${id} binds no note`);
+      const current = noteOf(id, outcome.noteDigest, await backend.notes.rows(id));
+      if (current.status === 'purged') return current;
+      await backend.notes.purge(id, outcome.noteDigest);
+      return noteOf(id, outcome.noteDigest, await backend.notes.rows(id));
     },
 
     verify: async (options = {}) => {
@@ -262,6 +329,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
       };
       const problems: VerifyProblem[] = [];
       const checked = { barriers: 0, outcomes: 0, runs: 0, stepRuns: 0, events: 0 };
+      const notes = { present: 0, purged: 0 };
       tick(0);
 
       // Every barrier and its facts (R5.3), and whether its StepRun agrees with its outcome.
@@ -367,7 +435,14 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
           const page = await v.eventRowsAfter(after, PAGE);
           for (const row of page) {
             try {
-              decodeEventRow(row);
+              const e = decodeEventRow(row);
+              // R10.2: a note an outcome binds must be there, as text that matches, or purged
+              if (isOutcomeEventType(e.type) && 'resolution' in e.data && e.data.resolution.noteDigest !== undefined) {
+                const { startId, resolution } = e.data as { startId: string; resolution: { noteDigest: string } };
+                const n = noteOf(startId, resolution.noteDigest, await backend.notes.rows(startId));
+                if (n.status === 'purged') notes.purged++;
+                else notes.present++;
+              }
             } catch (e) {
               problems.push(problemOf('event', `${row.stream_id}@${row.stream_position}`, e));
             }
@@ -382,7 +457,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
 
       problems.push(...(await backend.snapshot((v) => v.integrityProblems())));
       tick(1);
-      return { ok: problems.length === 0, checked, problems };
+      return { ok: problems.length === 0, checked, notes, problems };
     },
   };
   return recovery;

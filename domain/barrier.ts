@@ -25,42 +25,46 @@ export const MAX_BARRIER_BYTES = 16_384;
  * start attempt was authorised with all its evidence (R1.2, R1.5). No commit time inside: the
  * store stamps that beside the record (R3.10), so the record's digest is decided, not observed.
  */
-export const StartBarrierRecord = strictObject(
-  'StartBarrierRecord',
-  {
-    schema: literal(BARRIER_SCHEMA),
-    startId: Identity,
-    commandDigest: Digest,
-    requestedAtMs: EpochMillis,
-    projectId: Identity,
-    snapshotId: Identity,
-    snapshotDigest: Digest,
-    runId: Identity,
-    stepRunId: Identity,
-    toolDefinition: Ref,
-    handlerBinding: Ref,
-    admission: Admission,
-    contracts: ReviewedContracts,
-    attempt: strictObject('BarrierAttempt', {
-      fromStatus: oneOf(STARTABLE_STATUSES),
-      fromStepRunVersion: Version,
-      fromStepRunDigest: Digest,
-      startedStepRunVersion: Version,
-      startedStepRunDigest: Digest,
-    }),
-    mutation: strictObject('BarrierMutation', { mutationId: Identity, mutationDigest: Digest }),
-    runEvent: strictObject('BarrierRunEvent', { runEventId: Identity, runEventSequence: Sequence }),
-    trace: strictObject('BarrierTrace', { traceId: Identity, spanId: Identity, traceDigest: Digest }),
-    audit: strictObject('BarrierAudit', {
-      auditEventId: Identity,
-      auditEventDigest: Digest,
-      auditReceiptId: Identity,
-      auditReceiptDigest: Digest,
-    }),
-  },
-  { approval: ApprovalBinding, annotations: Annotations },
-);
-export type StartBarrierRecord = t.TypeOf<typeof StartBarrierRecord>;
+const BARRIER_FIELDS = {
+  schema: literal(BARRIER_SCHEMA),
+  startId: Identity,
+  commandDigest: Digest,
+  requestedAtMs: EpochMillis,
+  projectId: Identity,
+  snapshotId: Identity,
+  snapshotDigest: Digest,
+  runId: Identity,
+  stepRunId: Identity,
+  toolDefinition: Ref,
+  handlerBinding: Ref,
+  admission: Admission,
+  contracts: ReviewedContracts,
+  attempt: strictObject('BarrierAttempt', {
+    fromStatus: oneOf(STARTABLE_STATUSES),
+    fromStepRunVersion: Version,
+    fromStepRunDigest: Digest,
+    startedStepRunVersion: Version,
+    startedStepRunDigest: Digest,
+  }),
+  mutation: strictObject('BarrierMutation', { mutationId: Identity, mutationDigest: Digest }),
+  runEvent: strictObject('BarrierRunEvent', { runEventId: Identity, runEventSequence: Sequence }),
+  trace: strictObject('BarrierTrace', { traceId: Identity, spanId: Identity, traceDigest: Digest }),
+  audit: strictObject('BarrierAudit', {
+    auditEventId: Identity,
+    auditEventDigest: Digest,
+    auditReceiptId: Identity,
+    auditReceiptDigest: Digest,
+  }),
+};
+export const StartBarrierRecord = strictObject('StartBarrierRecord', BARRIER_FIELDS, { approval: ApprovalBinding });
+
+/**
+ * A barrier as stored. Stores written before R10.2 may hold barriers with `annotations`, free
+ * text the command then carried; they are immutable and bound by digest, so they are read and
+ * verified as legacy records. No write path accepts them: the command codec refuses the field.
+ */
+export const StoredStartBarrierRecord = strictObject('StartBarrierRecord', BARRIER_FIELDS, { approval: ApprovalBinding, annotations: Annotations });
+export type StartBarrierRecord = t.TypeOf<typeof StoredStartBarrierRecord>;
 
 export interface SealedBarrier {
   readonly record: StartBarrierRecord;
@@ -74,7 +78,7 @@ export const sealBarrier = (record: StartBarrierRecord): SealedBarrier => {
   const bytes = utf8Length(canonical);
   if (bytes > MAX_BARRIER_BYTES) {
     throw new ValidationError('start barrier', [
-      { path: '(root)', reason: 'too_large', message: `canonical JSON is ${bytes} bytes, the limit is ${MAX_BARRIER_BYTES} (R1.2); shorten the annotations` },
+      { path: '(root)', reason: 'too_large', message: `canonical JSON is ${bytes} bytes, the limit is ${MAX_BARRIER_BYTES} (R1.2)` },
     ]);
   }
   return { record, canonical, barrierDigest: digestCanonical(RECORD_TAGS.barrier, canonical) };
@@ -83,6 +87,10 @@ export const sealBarrier = (record: StartBarrierRecord): SealedBarrier => {
 export const decodeBarrierRecord = (input: unknown): SealedBarrier =>
   sealBarrier(decodeOrThrow(StartBarrierRecord, 'start barrier', input));
 
+/** The read side: legacy barriers with annotations included (see StoredStartBarrierRecord). */
+export const decodeStoredBarrierRecord = (input: unknown): SealedBarrier =>
+  sealBarrier(decodeOrThrow(StoredStartBarrierRecord, 'start barrier', input));
+
 /**
  * R5.3 on read: the stored text must parse, decode, be byte-for-byte canonical, and hash to
  * the stored digest. Any failure is corruption, reported closed.
@@ -90,7 +98,7 @@ export const decodeBarrierRecord = (input: unknown): SealedBarrier =>
 export const verifyStoredBarrier = (startId: string, storedJson: string, storedDigest: string): SealedBarrier => {
   let sealed: SealedBarrier;
   try {
-    sealed = decodeBarrierRecord(JSON.parse(storedJson));
+    sealed = decodeStoredBarrierRecord(JSON.parse(storedJson));
   } catch (e) {
     const why = isStartBarrierError(e) || e instanceof SyntaxError ? e.message : String(e);
     throw new CorruptRecordError('start barrier', startId, `stored JSON does not decode: ${why}`);
@@ -119,7 +127,10 @@ export const commandOfBarrier = (b: StartBarrierRecord): ToolExecutionStartComma
   evidence: { traceId: b.trace.traceId, spanId: b.trace.spanId, auditEventId: b.audit.auditEventId, auditReceiptId: b.audit.auditReceiptId },
   mutation: { mutationId: b.mutation.mutationId, runEventId: b.runEvent.runEventId, fromStatus: b.attempt.fromStatus, toStatus: 'running' },
   ...(b.approval ? { approval: b.approval } : {}),
-  ...(b.annotations ? { annotations: b.annotations } : {}),
 });
 
-export const barrierMatchesItsCommand = (b: StartBarrierRecord): boolean => commandDigestOf(commandOfBarrier(b)) === b.commandDigest;
+/** A legacy barrier's command carried its annotations too: they are part of its digest. */
+export const barrierMatchesItsCommand = (b: StartBarrierRecord): boolean =>
+  b.annotations === undefined
+    ? commandDigestOf(commandOfBarrier(b)) === b.commandDigest
+    : digestCanonical(RECORD_TAGS.command, canonicalJson({ ...commandOfBarrier(b), annotations: b.annotations })) === b.commandDigest;

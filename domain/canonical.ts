@@ -26,6 +26,7 @@ export const RECORD_TAGS = {
   traceAnchor: 'qinglong/trace-anchor@v1',
   auditEvent: 'qinglong/security-audit-event@v1',
   auditReceipt: 'qinglong/audit-receipt@v1',
+  resolutionNote: 'qinglong/resolution-note@v1',
 } as const;
 export type RecordTag = (typeof RECORD_TAGS)[keyof typeof RECORD_TAGS];
 

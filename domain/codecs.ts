@@ -3,6 +3,7 @@ import * as t from 'io-ts';
 import { isLeft, type Left } from 'fp-ts/lib/Either';
 import { DIGEST_PATTERN } from './canonical';
 import { ValidationError, type ValidationIssue, type ValidationReason } from './errors';
+import { parseStrictJsonBytes } from './strictJson';
 
 // io-ts at every boundary. io-ts' own `exact`/`strict` strip unknown keys; R1.5 says reject,
 // so objects here go through `strictObject`, which fails on any key it does not name.
@@ -332,17 +333,5 @@ export const decodeSnapshotOrThrow = <A>(codec: t.Type<A, A, unknown>, record: s
 export const decodeOrThrow = <A>(codec: t.Type<A, A, unknown>, record: string, input: unknown): A =>
   decodeSnapshotOrThrow(codec, record, snapshotPlainJson(record, input));
 
-/** Strict UTF-8 JSON text -> value. Invalid UTF-8 is rejected, never replaced with U+FFFD. */
-export const parseJsonBytes = (record: string, bytes: Uint8Array | string): unknown => {
-  let text: string;
-  try {
-    text = typeof bytes === 'string' ? bytes : new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-  } catch {
-    throw new ValidationError(record, [{ path: '(root)', reason: 'invalid_json', message: 'input is not valid UTF-8' }]);
-  }
-  try {
-    return JSON.parse(text) as unknown;
-  } catch (e) {
-    throw new ValidationError(record, [{ path: '(root)', reason: 'invalid_json', message: `input is not JSON: ${(e as Error).message}` }]);
-  }
-};
+/** Strict UTF-8 JSON text -> value (R10.1): see strictJson.ts. */
+export const parseJsonBytes = (record: string, bytes: Uint8Array | string): unknown => parseStrictJsonBytes(record, bytes);

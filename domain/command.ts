@@ -1,7 +1,6 @@
 import * as t from 'io-ts';
 import { canonicalJson, digestCanonical, RECORD_TAGS, utf8Length } from './canonical';
 import {
-  Annotations,
   Digest,
   EpochMillis,
   Identity,
@@ -91,7 +90,6 @@ export const ToolExecutionStartCommand = strictObject(
   {
     // R1.4.4
     approval: ApprovalBinding,
-    annotations: Annotations,
   },
 );
 export type ToolExecutionStartCommand = t.TypeOf<typeof ToolExecutionStartCommand>;

@@ -77,6 +77,8 @@ export type PreconditionReason =
   | 'approval_mismatch'
   | 'approval_unexpected'
   | 'invalid_transition'
+  /** Recovery: the outcome of this start binds no resolution note (R10.2). */
+  | 'note_not_found'
   /** Recovery: no barrier has this startId. */
   | 'start_not_found';
 

@@ -14,8 +14,9 @@ import {
   strictObject,
 } from './codecs';
 import { ApprovalBinding, PolicyFence, STARTABLE_STATUSES } from './command';
-import { StartBarrierRecord } from './barrier';
+import { StoredStartBarrierRecord } from './barrier';
 import { CorruptRecordError, isStartBarrierError } from './errors';
+import { StoredResolution } from './resolution';
 
 // Events of one Run stream (`run-<runId>`). Stream version = Run version = RunEvent sequence.
 // Each payload has a strict codec: rows read back are decoded, never trusted (R5.3).
@@ -24,7 +25,8 @@ export const STEP_RUN_KINDS = ['tool', 'llm', 'human', 'workflow'] as const;
 export const STEP_RUN_STATUSES = ['created', 'ready', 'waiting_approval', 'running', 'lost', 'completed', 'failed'] as const;
 export type StepRunStatus = (typeof STEP_RUN_STATUSES)[number];
 
-const Resolution = strictObject('Resolution', { decidedBy: Identity, reason: SafeText });
+// Outcome facts as stored, legacy free-text reasons included; new ones are codes (resolution.ts).
+const Resolution = StoredResolution;
 
 const payloads = {
   RunCreated: strictObject('RunCreated', {
@@ -122,7 +124,8 @@ const payloads = {
     { approval: ApprovalBinding },
   ),
   ToolExecutionStartBarrierCommitted: strictObject('ToolExecutionStartBarrierCommitted', {
-    barrier: StartBarrierRecord,
+    // as stored: legacy barriers with annotations stay readable (start facts are written only by prepare)
+    barrier: StoredStartBarrierRecord,
     barrierDigest: Digest,
   }),
 } as const;

@@ -3,6 +3,7 @@ import type { Command } from '@event-driven-io/emmett';
 import { Digest, EpochMillis, Identity, Ref, SafeText, Version, decodeOrThrow, oneOf, strictObject } from './codecs';
 import { ApprovalBinding } from './command';
 import { PreconditionError } from './errors';
+import { optionalResolutionFields, resolutionFields } from './resolution';
 import { STEP_RUN_KINDS, event, type RunStreamEvent } from './events';
 import type { RunHead, RunState, StepRunState } from './state';
 
@@ -12,16 +13,17 @@ import type { RunHead, RunState, StepRunState } from './state';
 const at = { requestedAtMs: EpochMillis };
 const target = { runId: Identity, stepRunId: Identity };
 const optionalExpected = { expectedStepRunVersion: Version };
-const resolution = { decidedBy: Identity, reason: SafeText };
+// R10.2: a code and references only; a person's note is bound by its digest (resolution.ts).
+const resolution = resolutionFields;
 
 const lifecycleData = {
   CreateRun: strictObject('CreateRun', { runId: Identity, projectId: Identity, snapshotId: Identity, snapshotDigest: Digest, ...at }),
   CreateStepRun: strictObject('CreateStepRun', { ...target, kind: oneOf(STEP_RUN_KINDS), ...at }, { toolDefinition: Ref }),
   MarkStepRunReady: strictObject('MarkStepRunReady', { ...target, ...at }, optionalExpected),
   AwaitStepRunApproval: strictObject('AwaitStepRunApproval', { ...target, approval: ApprovalBinding, ...at }, optionalExpected),
-  MarkStepRunLost: strictObject('MarkStepRunLost', { ...target, ...resolution, ...at }, { ...optionalExpected, startId: Identity }),
-  CompleteStepRun: strictObject('CompleteStepRun', { ...target, ...resolution, ...at }, { ...optionalExpected, startId: Identity, outcomeDigest: Digest }),
-  FailStepRun: strictObject('FailStepRun', { ...target, ...resolution, ...at }, { ...optionalExpected, startId: Identity, outcomeDigest: Digest }),
+  MarkStepRunLost: strictObject('MarkStepRunLost', { ...target, ...resolution, ...at }, { ...optionalExpected, ...optionalResolutionFields, startId: Identity }),
+  CompleteStepRun: strictObject('CompleteStepRun', { ...target, ...resolution, ...at }, { ...optionalExpected, ...optionalResolutionFields, startId: Identity, outcomeDigest: Digest }),
+  FailStepRun: strictObject('FailStepRun', { ...target, ...resolution, ...at }, { ...optionalExpected, ...optionalResolutionFields, startId: Identity, outcomeDigest: Digest }),
 } as const;
 
 type LifecycleData = typeof lifecycleData;
@@ -119,7 +121,12 @@ export const decideLifecycle = (command: LifecycleCommand, state: RunState): Run
         stepRunId: d.stepRunId,
         startId: requireAttempt(s, d.startId),
         stepRunVersion: s.version + 1,
-        resolution: { decidedBy: d.decidedBy, reason: d.reason },
+        resolution: {
+          decidedBy: d.decidedBy,
+          reason: d.reason,
+          ...(d.ticket === undefined ? {} : { ticket: d.ticket }),
+          ...(d.noteDigest === undefined ? {} : { noteDigest: d.noteDigest }),
+        },
         occurredAtMs: d.requestedAtMs,
       };
       if (command.type === 'MarkStepRunLost') return [event('StepRunLost', base)];

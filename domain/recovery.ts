@@ -1,5 +1,8 @@
 import * as t from 'io-ts';
-import { Digest, EpochMillis, Identity, SafeText, Version, decodeOrThrow, oneOf, strictObject } from './codecs';
+import { Digest, EpochMillis, Identity, Version, decodeOrThrow, oneOf, strictObject } from './codecs';
+import { NoteText, OutcomeReasonCode, TicketRef, noteDigestOf } from './resolution';
+
+export * from './resolution';
 import { REPLAY_IDENTITIES, ValidationError, type ReplayIdentity } from './errors';
 import type { RunEventType } from './events';
 import type { LifecycleCommand } from './lifecycle';
@@ -26,8 +29,9 @@ export const isOutcomeEventType = (type: string): type is OutcomeEventType => Ob
 /** Who decided and why; `requestedAtMs` is the decider's business time (never the commit time). */
 export const ResolveOptions = strictObject(
   'ResolveOptions',
-  { decidedBy: Identity, reason: SafeText },
-  { outcomeDigest: Digest, requestedAtMs: EpochMillis },
+  { decidedBy: Identity, reason: OutcomeReasonCode },
+  // R10.2: `note` never enters the event; it goes to the redactable side record, bound by digest
+  { ticket: TicketRef, note: NoteText, outcomeDigest: Digest, requestedAtMs: EpochMillis },
 );
 export type ResolveOptions = t.TypeOf<typeof ResolveOptions>;
 
@@ -62,6 +66,8 @@ export const resolutionCommandOf = (
     expectedStepRunVersion: attempt.startedStepRunVersion,
     decidedBy: options.decidedBy,
     reason: options.reason,
+    ...(options.ticket === undefined ? {} : { ticket: options.ticket }),
+    ...(options.note === undefined ? {} : { noteDigest: noteDigestOf(options.note) }),
     requestedAtMs: options.requestedAtMs ?? nowMs,
   };
   const digest = options.outcomeDigest === undefined ? {} : { outcomeDigest: options.outcomeDigest };

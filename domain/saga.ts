@@ -5,12 +5,13 @@ import { canonicalJson } from './canonical';
 import { Digest, EpochMillis, Identity, SafeText, Version, decodeOrThrow, literal, oneOf, strictObject } from './codecs';
 import { ApprovalBinding, type ToolExecutionStartCommand } from './command';
 import { PreconditionError } from './errors';
+import { OutcomeReasonCode } from './resolution';
 import type { StartOutcomeKind } from './recovery';
 import { stepRunDigest, type StepRunState } from './state';
 
 // The orchestration saga (process manager) that embeds the barrier, pure part: its input
 // message, the start command it builds, its decisions, and its ports. The sequencing over an
-// authority lives in `infrastructure/saga.ts`; nothing here does I/O.
+// authority lives in `application/saga.ts`; nothing here does I/O.
 //
 // One Tool StepRun, one attempt:  ready (or approval granted) -> build the start command ->
 // prepare -> only on `created`, or `existing` with no outcome fact yet, invoke the adapter ->
@@ -48,9 +49,7 @@ export const decodeToolStepTrigger = (input: unknown): ToolStepTrigger => decode
  * command that is not the attempt's own identity. Validated with the whole command by
  * `prepare`, the one boundary.
  */
-export type StartPlan = Pick<ToolExecutionStartCommand, 'project' | 'toolDefinition' | 'handlerBinding' | 'admission' | 'contracts'> & {
-  readonly annotations?: Readonly<Record<string, string>>;
-};
+export type StartPlan = Pick<ToolExecutionStartCommand, 'project' | 'toolDefinition' | 'handlerBinding' | 'admission' | 'contracts'>;
 
 const ATTEMPT_ID_TAG = 'qinglong/saga-attempt-ids@v1';
 
@@ -103,7 +102,6 @@ export const buildSagaStartCommand = (plan: StartPlan, trigger: ToolStepTrigger,
     evidence: { traceId: ids.traceId, spanId: ids.spanId, auditEventId: ids.auditEventId, auditReceiptId: ids.auditReceiptId },
     mutation: { mutationId: ids.mutationId, runEventId: ids.runEventId, fromStatus, toStatus: 'running' },
     ...(trigger.kind === 'approval_granted' ? { approval: trigger.approval } : {}),
-    ...(plan.annotations ? { annotations: { ...plan.annotations } } : {}),
   };
 };
 
@@ -120,7 +118,8 @@ export interface AdapterStart {
 }
 
 /** What the adapter reports when it knows the outcome. Throwing means "unknown": the start stays in doubt. */
-export const AdapterResult = strictObject('AdapterResult', { outcome: oneOf(['completed', 'failed'] as const), reason: SafeText }, { outcomeDigest: Digest });
+// R10.2: the adapter reports a code (OutcomeReasonCode, domain/resolution.ts), never text: it is kept forever.
+export const AdapterResult = strictObject('AdapterResult', { outcome: oneOf(['completed', 'failed'] as const), reason: OutcomeReasonCode }, { outcomeDigest: Digest });
 export type AdapterResult = t.TypeOf<typeof AdapterResult>;
 
 export const decodeAdapterResult = (input: unknown): AdapterResult => decodeOrThrow(AdapterResult, 'adapter result', input);

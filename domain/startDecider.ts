@@ -234,7 +234,6 @@ export const buildStartFacts = (decoded: DecodedStartCommand, state: RunState): 
       auditReceiptDigest: receipt.receiptDigest,
     },
     ...(c.approval ? { approval: c.approval } : {}),
-    ...(c.annotations ? { annotations: c.annotations } : {}),
   };
   const sealed = sealBarrier(record);
 
@@ -243,7 +242,9 @@ export const buildStartFacts = (decoded: DecodedStartCommand, state: RunState): 
     event('TraceAnchorRecorded', trace),
     event('AuditReceiptIssued', receipt),
     event('StepRunStarted', mutation),
-    event('ToolExecutionStartBarrierCommitted', { barrier: sealed.record, barrierDigest: sealed.barrierDigest }),
+    // The record in its canonical key order, as every read hands it back: a replayed response is
+    // byte-identical to the first one (R4.2), whichever serialiser the caller uses.
+    event('ToolExecutionStartBarrierCommitted', { barrier: JSON.parse(sealed.canonical) as StartBarrierRecord, barrierDigest: sealed.barrierDigest }),
   ];
 };
 

@@ -37,7 +37,17 @@ export interface RunState {
   readonly stepRuns: Readonly<Record<string, StepRunState>>;
 }
 
-export const initialRunState = (): RunState => ({ run: null, stepRuns: {} });
+/**
+ * StepRuns by id in a null-prototype object: ids are data, never property names, so a StepRun
+ * named `constructor`, `toString` or `hasOwnProperty` is found (or not) like any other.
+ */
+export const stepRunTable = (entries: Iterable<readonly [string, StepRunState]>): Readonly<Record<string, StepRunState>> => {
+  const table = Object.create(null) as Record<string, StepRunState>;
+  for (const [id, s] of entries) table[id] = s;
+  return table;
+};
+
+export const initialRunState = (): RunState => ({ run: null, stepRuns: stepRunTable([]) });
 
 export const streamNameOf = (runId: string): string => `run-${runId}`;
 
@@ -56,7 +66,7 @@ export const stepRunDigest = (s: StepRunState): string =>
 
 const withStepRun = (state: RunState, run: RunHead, stepRun: StepRunState): RunState => ({
   run,
-  stepRuns: { ...state.stepRuns, [stepRun.stepRunId]: stepRun },
+  stepRuns: stepRunTable([...Object.entries(state.stepRuns), [stepRun.stepRunId, stepRun]]),
 });
 
 const bump = (run: RunHead | null): RunHead => {
@@ -79,7 +89,7 @@ export const evolve = (state: RunState, event: RunStreamEvent): RunState => {
   switch (event.type) {
     case 'RunCreated': {
       const d = event.data;
-      return { run: { runId: d.runId, projectId: d.projectId, snapshotId: d.snapshotId, snapshotDigest: d.snapshotDigest, version: 1 }, stepRuns: {} };
+      return { run: { runId: d.runId, projectId: d.projectId, snapshotId: d.snapshotId, snapshotDigest: d.snapshotDigest, version: 1 }, stepRuns: stepRunTable([]) };
     }
     case 'StepRunCreated': {
       const d = event.data;

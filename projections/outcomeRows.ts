@@ -71,17 +71,24 @@ export const verifyOutcomeRow = (row: StartOutcomeRow, event: EventRow | undefin
   };
   if (event === undefined) return bad(`its event ${row.event_id} is missing from the log`);
   if (event.stream_id !== streamNameOf(row.run_id)) bad(`its event ${row.event_id} is in stream ${event.stream_id}, not run-${row.run_id}`);
+  const decoded = decodeEventRow(event);
   const expected = outcomeRowOf({
     eventId: event.event_id,
     streamPosition: Number(event.stream_position),
     committedAtMs: Number(event.committed_at_ms),
-    event: decodeEventRow(event),
+    event: decoded,
   });
   if (expected === undefined) return bad(`its event ${row.event_id} is a ${event.event_type}, not an outcome`);
   for (const [k, v] of Object.entries(expected)) {
     if (!isDeepStrictEqual(asNumber((row as unknown as Record<string, unknown>)[k]), v)) bad(`${k} does not match its event`);
   }
-  return startOutcomeOf(expected);
+  // ticket and note digest live in the event only (R10.2): the verified event is their source
+  const resolution = isOutcomeEvent(decoded) ? decoded.data.resolution : undefined;
+  return {
+    ...startOutcomeOf(expected),
+    ...(resolution?.ticket === undefined ? {} : { ticket: resolution.ticket }),
+    ...(resolution?.noteDigest === undefined ? {} : { noteDigest: resolution.noteDigest }),
+  };
 };
 
 export const startOutcomeOf = (row: StartOutcomeRow): StartOutcome => ({

@@ -3,6 +3,7 @@ import {
   CorruptRecordError,
   canonicalJson,
   stepRunDigest,
+  stepRunTable,
   STEP_RUN_KINDS,
   STEP_RUN_STATUSES,
   type RunHead,
@@ -68,5 +69,5 @@ export const decodeStepRunRow = (row: StepRunRow): StepRunState => {
 
 export const runStateOf = (run: RunHead | null, stepRuns: readonly StepRunState[]): RunState => ({
   run,
-  stepRuns: Object.fromEntries(stepRuns.map((s) => [s.stepRunId, s])),
+  stepRuns: stepRunTable(stepRuns.map((s) => [s.stepRunId, s] as const)),
 });

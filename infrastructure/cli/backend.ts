@@ -1,8 +1,11 @@
 import { existsSync } from 'node:fs';
 import { ValidationError } from '../../domain';
+import { Client } from 'pg';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
-import { openPostgresStartBarrier as openRecoverablePostgresStartBarrier } from '../postgres/postgresAuthority';
+import { migratePostgres } from '../postgres/migrate';
+import { openPostgresStartBarrier } from '../postgres/postgresAuthority';
 import { openSqliteStartBarrier } from '../sqlite';
+import { migrateSqliteFile } from '../sqlite/fileIdentity';
 
 // `--db PATH` (SQLite, the default backend) or `--postgres URL`; environment fallbacks for
 // scripts: QINGLONG_BARRIER_DB, QINGLONG_BARRIER_POSTGRES.
@@ -16,7 +19,7 @@ export interface BackendOptions {
 
 export class NoDatabaseError extends Error {
   constructor(path: string) {
-    super(`no database at ${path} (only apply and prepare create one)`);
+    super(`no database at ${path} (only apply, prepare and migrate create one)`);
     this.name = 'NoDatabaseError';
   }
 }
@@ -29,20 +32,48 @@ const lockTimeoutOf = (text: string | undefined): number | undefined => {
   return Number(text);
 };
 
-/** Opens the chosen authority. `create`: a missing SQLite file may be created (apply, prepare). */
-export const openBackend = async (options: BackendOptions, create: boolean): Promise<RecoverableStartBarrierAuthority> => {
+/**
+ * What a command may do to the store (R10.3). `create`: create a missing SQLite file and migrate
+ * (apply, prepare, migrate). `write`: migrate an existing store (resolve, purge-note). `read`:
+ * open read-only, never create, migrate or change anything (show, history, in-doubt, verify).
+ */
+export type BackendAccess = 'create' | 'write' | 'read';
+
+const targetOf = (options: BackendOptions): { db: string | undefined; postgres: string | undefined } => {
   const db = options.db ?? (options.postgres === undefined ? process.env.QINGLONG_BARRIER_DB : undefined);
   const postgres = options.postgres ?? (options.db === undefined ? process.env.QINGLONG_BARRIER_POSTGRES : undefined);
   if (db !== undefined && postgres !== undefined) throw usage('give either --db PATH or --postgres URL, not both');
+  return { db, postgres };
+};
+
+/** `migrate`: applies what is pending (creating a missing SQLite file) and names it. */
+export const migrateBackend = async (options: BackendOptions): Promise<string[]> => {
+  const { db, postgres } = targetOf(options);
+  if (postgres !== undefined) {
+    const client = new Client({ connectionString: postgres });
+    await client.connect();
+    try {
+      return [...(await migratePostgres(client)).applied];
+    } finally {
+      await client.end();
+    }
+  }
+  if (db === undefined) throw usage('which database? give --db PATH (SQLite) or --postgres URL');
+  return migrateSqliteFile(db);
+};
+
+/** Opens the chosen authority with no more rights than `access` needs. */
+export const openBackend = async (options: BackendOptions, access: BackendAccess): Promise<RecoverableStartBarrierAuthority> => {
+  const { db, postgres } = targetOf(options);
   const lockMs = lockTimeoutOf(options.lockTimeout);
   if (postgres !== undefined) {
-    return openRecoverablePostgresStartBarrier({
+    return openPostgresStartBarrier({
       connectionString: postgres,
-      migrate: options.migrate ?? true,
+      migrate: access !== 'read' && (options.migrate ?? true),
       ...(lockMs === undefined ? {} : { timeouts: { lockMs } }),
     });
   }
   if (db === undefined) throw usage('which database? give --db PATH (SQLite) or --postgres URL');
-  if (!create && !existsSync(db)) throw new NoDatabaseError(db);
-  return openSqliteStartBarrier({ path: db, ...(lockMs === undefined ? {} : { busyTimeoutMs: lockMs }) });
+  if (access !== 'create' && !existsSync(db)) throw new NoDatabaseError(db);
+  return openSqliteStartBarrier({ path: db, ...(access === 'read' ? { readOnly: true } : {}), ...(lockMs === undefined ? {} : { busyTimeoutMs: lockMs }) });
 };

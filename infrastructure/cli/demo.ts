@@ -42,7 +42,7 @@ const main = async (): Promise<void> => {
 
     await authority.runs.handle({
       type: 'MarkStepRunLost',
-      data: { runId: scenario.runId, stepRunId: scenario.stepRunId, decidedBy: 'demo-operator', reason: 'adapter outcome unknown', requestedAtMs: Date.now() },
+      data: { runId: scenario.runId, stepRunId: scenario.stepRunId, decidedBy: 'demo-operator', reason: 'no_trace_of_tool', requestedAtMs: Date.now() },
     });
     await authority.runs.handle({ type: 'MarkStepRunReady', data: { runId: scenario.runId, stepRunId: scenario.stepRunId, requestedAtMs: Date.now() } });
     const again = await authority.runs.getStepRun(scenario.runId, scenario.stepRunId);

@@ -1,8 +1,10 @@
-import { readFileSync } from 'node:fs';
+import { closeSync, openSync, readSync } from 'node:fs';
 import { ValidationError, parseJsonBytes } from '../../domain';
 
-// JSON input is read as bytes and decoded strictly (invalid UTF-8 is a validation error, never
-// replaced with U+FFFD), from a file or from stdin (`-`).
+// JSON input is read as bytes and decoded strictly (R10.1: invalid UTF-8, a BOM, duplicate keys
+// and lossy numbers are validation errors), from a file or from stdin (`-`). At most
+// MAX_INPUT_BYTES + 1 bytes are ever read from any source: `/dev/zero`, a FIFO or a 100 MB file
+// is refused after the first mebibyte, with the memory that one buffer takes.
 
 /** Far above any valid command (64 KiB canonical, R1.1) even pretty-printed; a bound on what we buffer. */
 export const MAX_INPUT_BYTES = 1024 * 1024;
@@ -16,23 +18,44 @@ const readStdin = async (record: string): Promise<Buffer> => {
   for await (const chunk of process.stdin) {
     const b = typeof chunk === 'string' ? Buffer.from(chunk, 'utf8') : (chunk as Buffer);
     size += b.length;
-    if (size > MAX_INPUT_BYTES) throw tooLarge(record);
+    if (size > MAX_INPUT_BYTES) {
+      // stop the producer now instead of draining it
+      process.stdin.destroy();
+      throw tooLarge(record);
+    }
     chunks.push(b);
   }
   return Buffer.concat(chunks);
 };
 
-export const readJsonInput = async (source: string, record: string): Promise<unknown> => {
-  let bytes: Buffer;
-  if (source === '-') {
-    bytes = await readStdin(record);
-  } else {
-    try {
-      bytes = readFileSync(source);
-    } catch (e) {
-      throw new ValidationError(record, [{ path: '--command', reason: 'invalid_value', message: `cannot read ${source}: ${(e as NodeJS.ErrnoException).code ?? String(e)}` }]);
-    }
-    if (bytes.length > MAX_INPUT_BYTES) throw tooLarge(record);
+/** Reads at most MAX_INPUT_BYTES + 1 bytes of a file (regular, device or FIFO alike). */
+const readBoundedFile = (source: string, record: string): Buffer => {
+  const cannotRead = (e: unknown) =>
+    new ValidationError(record, [{ path: '--command', reason: 'invalid_value', message: `cannot read ${source}: ${(e as NodeJS.ErrnoException).code ?? String(e)}` }]);
+  let fd: number;
+  try {
+    fd = openSync(source, 'r');
+  } catch (e) {
+    throw cannotRead(e);
   }
-  return parseJsonBytes(record, bytes);
+  try {
+    const buffer = Buffer.allocUnsafe(MAX_INPUT_BYTES + 1);
+    let size = 0;
+    for (;;) {
+      let n: number;
+      try {
+        n = readSync(fd, buffer, size, buffer.length - size, null);
+      } catch (e) {
+        throw cannotRead(e);
+      }
+      if (n === 0) return buffer.subarray(0, size);
+      size += n;
+      if (size > MAX_INPUT_BYTES) throw tooLarge(record);
+    }
+  } finally {
+    closeSync(fd);
+  }
 };
+
+export const readJsonInput = async (source: string, record: string): Promise<unknown> =>
+  parseJsonBytes(record, source === '-' ? await readStdin(record) : readBoundedFile(source, record));

@@ -4,6 +4,7 @@ import { Argument, Command, CommanderError } from 'commander';
 import { Presets, SingleBar } from 'cli-progress';
 import {
   PreconditionError,
+  OUTCOME_REASON_CODES,
   START_OUTCOME_KINDS,
   ValidationError,
   decodeLifecycleCommand,
@@ -11,12 +12,13 @@ import {
   isStartBarrierError,
   type LookupValue,
   type ReplayIdentity,
+  type OutcomeReasonCode,
   type StartOutcomeKind,
 } from '../../domain';
 import { Identity } from '../../domain/codecs';
 import { buildScenario } from '../../domain/scenario';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
-import { openBackend, type BackendOptions } from './backend';
+import { migrateBackend, openBackend, type BackendAccess, type BackendOptions } from './backend';
 import { formatDuration, parseDuration } from './duration';
 import { EXIT, exitCodeOf } from './exitCodes';
 import { readJsonInput } from './input';
@@ -60,8 +62,8 @@ const positiveInt = (text: string, what: string): number => {
 const usage = (message: string): ValidationError => new ValidationError('command line', [{ path: '(arguments)', reason: 'invalid_value', message }]);
 
 /** Open the backend, run `body`, always close (a PostgreSQL pool must not keep the process alive). */
-const withAuthority = async <T>(program: Command, create: boolean, body: (a: RecoverableStartBarrierAuthority) => Promise<T>): Promise<T> => {
-  const authority = await openBackend(program.opts<BackendOptions>(), create);
+const withAuthority = async <T>(program: Command, access: BackendAccess, body: (a: RecoverableStartBarrierAuthority) => Promise<T>): Promise<T> => {
+  const authority = await openBackend(program.opts<BackendOptions>(), access);
   try {
     return await body(authority);
   } finally {
@@ -113,7 +115,7 @@ Exit codes: 0 ok, 2 validation, 3 precondition, 4 semantic conflict, 5 corrupt r
       const commands = Array.isArray(input) ? input : [input];
       if (commands.length === 0) throw usage('the array of lifecycle commands is empty');
       const decoded = commands.map((c) => decodeLifecycleCommand(c)); // all valid before any is applied
-      await withAuthority(program, true, async (a) => {
+      await withAuthority(program, 'create', async (a) => {
         const results = [];
         for (const [i, command] of decoded.entries()) {
           try {
@@ -134,7 +136,7 @@ Exit codes: 0 ok, 2 validation, 3 precondition, 4 semantic conflict, 5 corrupt r
     .action(async (opts: { command: string }) => {
       const input = await readJsonInput(opts.command, 'start command');
       decodeStartCommand(input); // validation before any database is opened or created
-      await withAuthority(program, true, async (a) => print(await a.barriers.prepare(input)));
+      await withAuthority(program, 'create', async (a) => print(await a.barriers.prepare(input)));
     });
 
   const show = program
@@ -155,7 +157,7 @@ Exit codes: 0 ok, 2 validation, 3 precondition, 4 semantic conflict, 5 corrupt r
     }
     if (given.length !== 1) throw usage('give exactly one of --start-id, --attempt, --mutation-id, --run-event-id, --trace-id, --audit-event-id, --audit-receipt-id');
     const [identity, value] = given[0]!;
-    await withAuthority(program, false, async (a) => {
+    await withAuthority(program, 'read', async (a) => {
       const barrier = await a.recovery.lookup(identity, value);
       if (barrier === null) {
         throw new PreconditionError('start_not_found', `no start barrier has ${identity} ${typeof value === 'string' ? value : JSON.stringify(value)}`);
@@ -171,7 +173,7 @@ Exit codes: 0 ok, 2 validation, 3 precondition, 4 semantic conflict, 5 corrupt r
     .argument('<run>', 'Run id')
     .argument('<step>', 'StepRun id')
     .action(async (runId: string, stepRunId: string) => {
-      await withAuthority(program, false, async (a) => {
+      await withAuthority(program, 'read', async (a) => {
         const attempts = await a.recovery.history(runId, stepRunId);
         const stepRun = await a.runs.getStepRun(runId, stepRunId);
         if (stepRun === null && attempts.length === 0) throw new PreconditionError('step_run_not_found', `StepRun ${stepRunId} does not exist in Run ${runId}`);
@@ -194,7 +196,7 @@ Exit codes: 0 ok, 2 validation, 3 precondition, 4 semantic conflict, 5 corrupt r
         // the recovery API bounds it (1..10000) with a typed error; here only the digits
         ...(opts.limit === undefined ? {} : { limit: positiveInt(opts.limit, '--limit') }),
       };
-      await withAuthority(program, false, async (a) => {
+      await withAuthority(program, 'read', async (a) => {
         print((await a.recovery.inDoubt(query)).map((s) => ({ ...s, age: formatDuration(s.ageMs) })));
       });
     });
@@ -204,15 +206,19 @@ Exit codes: 0 ok, 2 validation, 3 precondition, 4 semantic conflict, 5 corrupt r
     .description('record the outcome of an in-doubt start as a new fact (lost then allows a retry at a new version)')
     .argument('<start-id>', 'the start to resolve')
     .addArgument(new Argument('<outcome>', 'what happened').choices(START_OUTCOME_KINDS))
-    .requiredOption('--reason <text>', 'why: what you checked (kept with the fact)')
+    .requiredOption('--reason <code>', `why, as a code kept with the fact (R10.2): ${OUTCOME_REASON_CODES.join(', ')}`)
+    .option('--ticket <ref>', 'your ticket, PROJECT-NUMBER (e.g. OPS-1234)')
+    .option('--note <text>', 'free text for people: kept apart from the evidence (only its digest is bound) and purgeable')
     .option('--by <who>', 'who decided (default: QINGLONG_OPERATOR or your user name)')
     .option('--outcome-digest <digest>', 'digest of the tool outcome, for completed or failed')
-    .action(async (startId: string, outcome: StartOutcomeKind, opts: { reason: string; by?: string; outcomeDigest?: string }) => {
-      await withAuthority(program, false, async (a) => {
+    .action(async (startId: string, outcome: StartOutcomeKind, opts: { reason: string; ticket?: string; note?: string; by?: string; outcomeDigest?: string }) => {
+      await withAuthority(program, 'write', async (a) => {
         print(
           await a.recovery.resolve(startId, outcome, {
             decidedBy: opts.by ?? defaultOperator(),
-            reason: opts.reason,
+            reason: opts.reason as OutcomeReasonCode, // checked by resolve: VALIDATION_FAILED naming it
+            ...(opts.ticket === undefined ? {} : { ticket: opts.ticket }),
+            ...(opts.note === undefined ? {} : { note: opts.note }),
             ...(opts.outcomeDigest === undefined ? {} : { outcomeDigest: opts.outcomeDigest }),
           }),
         );
@@ -220,10 +226,31 @@ Exit codes: 0 ok, 2 validation, 3 precondition, 4 semantic conflict, 5 corrupt r
     });
 
   program
+    .command('note')
+    .description('the resolution note an outcome binds (R10.2): its text, or "purged"')
+    .argument('<start-id>', 'the resolved start')
+    .action(async (startId: string) => {
+      await withAuthority(program, 'read', async (a) => print(await a.recovery.note(startId)));
+    });
+
+  program
+    .command('purge-note')
+    .description('erase a resolution note for good; its digest stays bound and verify stays green (R10.2)')
+    .argument('<start-id>', 'the resolved start')
+    .action(async (startId: string) => {
+      await withAuthority(program, 'write', async (a) => print(await a.recovery.purgeNote(startId)));
+    });
+
+  program
+    .command('migrate')
+    .description('create or upgrade the store to this version: the only command besides apply and prepare that changes its schema')
+    .action(async () => print({ applied: await migrateBackend(program.opts<BackendOptions>()) }));
+
+  program
     .command('verify')
     .description('re-verify every stored barrier and its facts; exit 5 and list every bad record on any damage')
     .action(async () => {
-      await withAuthority(program, false, async (a) => {
+      await withAuthority(program, 'read', async (a) => {
         const bar = process.stderr.isTTY
           ? new SingleBar({ stream: process.stderr, format: 'verify [{bar}] {percentage}% | {value}/{total} records', hideCursor: true }, Presets.shades_classic)
           : undefined;

@@ -1,3 +1,4 @@
+import { decodeAttemptArgs, decodeStartIdArgs } from '../../domain/readArgs';
 import { randomUUID } from 'node:crypto';
 import {
   CompareAndSetLostError,
@@ -28,6 +29,7 @@ import { SerialExecutor } from '../../application/serialExecutor';
 import { decodeLifecycle, runLifecycleTransaction, type LifecycleUnitOfWork } from '../../application/lifecycleProtocol';
 import { runStartTransaction, type StartUnitOfWork } from '../../application/startProtocol';
 import type { StartEventRow, StartWrite, StartWriteStep } from '../../application/startWrite';
+import { createMemoryNoteStore } from './memoryNotes';
 
 // An in-memory authority with the same rows, the same protocol and the same verification as
 // the SQL backends, for specs and for embedding in tests of callers. Atomic by construction:
@@ -221,8 +223,9 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
       const decoded = decodeStartCommand(command);
       return this.transact((t) => runStartTransaction(this.startUow(t), decoded, this.hook));
     },
-    getByStartId: async (startId: string) => this.readBarrier(this.tables, startId),
-    getByStepRunAttempt: async (runId: string, stepRunId: string, v: number) => {
+    getByStartId: async (startId: string) => this.readBarrier(this.tables, decodeStartIdArgs(startId)),
+    getByStepRunAttempt: async (runIdArg: string, stepRunIdArg: string, version: number) => {
+      const { runId, stepRunId, startedStepRunVersion: v } = decodeAttemptArgs(runIdArg, stepRunIdArg, version);
       const row = this.tables.identities.get(identityKey('attempt', attemptValue(runId, stepRunId, v)));
       if (row === undefined) return null;
       const found = this.readBarrier(this.tables, row.start_id);
@@ -256,6 +259,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     },
     handle: (command) => this.runs.handle(command),
     clock: () => this.clock(),
+    notes: createMemoryNoteStore(() => this.clock()),
   });
 
   async close(): Promise<void> {}

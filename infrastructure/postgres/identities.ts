@@ -68,7 +68,7 @@ export const identityOfViolation = (
   if (constraint === 'events_event_id_key') return identityOfEventId(EVENT_ID_DETAIL.exec(violation.detail ?? '')?.[1] ?? '');
   if (constraint === 'start_replay_identities_key') {
     const identity = INDEX_DETAIL.exec(violation.detail ?? '')?.[1];
-    if (identity !== undefined && identity in table) return identity;
+    if (identity !== undefined && Object.hasOwn(table, identity)) return identity;
   }
   return Object.entries(table).find(([, s]) => s.constraints.includes(constraint))?.[0];
 };

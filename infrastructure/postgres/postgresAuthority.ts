@@ -1,5 +1,6 @@
 import { Pool } from 'pg';
 import { decodeStartCommand } from '../../domain';
+import { decodeAttemptArgs, decodeStartIdArgs } from '../../domain/readArgs';
 import { stepRunRowOf } from '../../projections/rows';
 import type {
   AppendOutcome,
@@ -148,9 +149,14 @@ class PostgresAuthority implements PostgresStartBarrier {
         return this.transaction(runId, (tx) => resolveUniqueViolation(tx, decoded, e));
       }
     },
-    getByStartId: (startId: string): Promise<StoredBarrier | null> => this.read((q) => readBarrier(q, startId)),
-    getByStepRunAttempt: (runId: string, stepRunId: string, startedStepRunVersion: number): Promise<StoredBarrier | null> =>
-      this.read((q) => readBarrierOfAttempt(q, runId, stepRunId, startedStepRunVersion)),
+    getByStartId: async (startId: string): Promise<StoredBarrier | null> => {
+      const id = decodeStartIdArgs(startId);
+      return this.read((q) => readBarrier(q, id));
+    },
+    getByStepRunAttempt: async (runIdArg: string, stepRunIdArg: string, version: number): Promise<StoredBarrier | null> => {
+      const { runId, stepRunId, startedStepRunVersion } = decodeAttemptArgs(runIdArg, stepRunIdArg, version);
+      return this.read((q) => readBarrierOfAttempt(q, runId, stepRunId, startedStepRunVersion));
+    },
   };
 
   readonly runs = {

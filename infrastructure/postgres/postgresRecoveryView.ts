@@ -7,6 +7,7 @@ import type { RecoveryApi, VerifyProblem } from '../../application/authority';
 import { createRecoveryApi, type RecoveryView } from '../../application/recoveryRules';
 import { mapTimeout } from './errors';
 import { IDENTITY_STORAGE, identityStartIdsSql } from './identities';
+import { createPostgresNoteStore } from './postgresNotes';
 import { bind, named, type NamedSql, type Params } from './named';
 import { EventRowCodec, PgInt, RunRowCodec, StepRunRowCodec, decodeRow } from './rowCodecs';
 import type { PostgresStartBarrier } from './postgresAuthority';
@@ -201,4 +202,4 @@ const snapshotOn = async <T>(authority: RecoveryHost, body: (view: RecoveryView)
 
 /** The recovery surface over a PostgreSQL authority (its schema must include the outcome read model). */
 export const postgresRecoveryOf = (authority: RecoveryHost): RecoveryApi =>
-  createRecoveryApi({ snapshot: (body) => snapshotOn(authority, body), handle: (command) => authority.runs.handle(command) });
+  createRecoveryApi({ snapshot: (body) => snapshotOn(authority, body), handle: (command) => authority.runs.handle(command), notes: createPostgresNoteStore(() => authority.pool) });

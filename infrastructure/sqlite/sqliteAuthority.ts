@@ -1,5 +1,6 @@
 import Database from 'better-sqlite3';
 import { decodeStartCommand } from '../../domain';
+import { decodeAttemptArgs, decodeStartIdArgs } from '../../domain/readArgs';
 import { attemptValue, stepRunRowOf } from '../../projections/rows';
 import type {
   AppendOutcome,
@@ -18,7 +19,8 @@ import { createRecoveryApi } from '../../application/recoveryRules';
 import * as SQL from './sql';
 import { mapSqliteError } from './errors';
 import { createRunEventStore, type RunEventStore } from './eventStore';
-import { migrateSqlite } from './migrate';
+import { openReadOnlyBarrierFile, openWritable } from './fileIdentity';
+import { createSqliteNoteStore } from './sqliteNotes';
 import { loadRunState, readBarrier, readBarrierOfAttempt, readStream } from './reads';
 import { createSqliteRecoveryView } from './sqliteRecoveryView';
 import { nowMsOf, prepareStatements, type Statements } from './statements';
@@ -27,8 +29,13 @@ import { lifecycleUnitOfWork, startUnitOfWork } from './writes';
 export type { RunEventStore } from './eventStore';
 
 export interface SqliteStartBarrierOptions {
-  /** Database file; created and migrated if absent. */
+  /** Database file; created and migrated if absent (unless `readOnly`). */
   readonly path: string;
+  /**
+   * Open an existing, current barrier file read-only (R10.3): nothing is created, migrated or
+   * written; any other file is refused unchanged. Writes then fail.
+   */
+  readonly readOnly?: boolean;
   /**
    * FULL (default): a committed start survives power loss. NORMAL: in WAL mode a commit is
    * durable against a process crash but the last commits may roll back on power loss.
@@ -53,10 +60,14 @@ export interface SqliteStartBarrier extends RecoverableStartBarrierAuthority {
 }
 
 export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions): Promise<SqliteStartBarrier> => {
-  const db = new Database(options.path);
+  // R10.3: a read-only authority never creates, migrates or changes the file.
+  const db = options.readOnly === true ? openReadOnlyBarrierFile(options.path) : new Database(options.path);
   try {
-    for (const p of SQL.PRAGMAS(options.synchronous ?? 'FULL', options.busyTimeoutMs ?? 5000)) db.pragma(p);
-    migrateSqlite(db);
+    if (options.readOnly === true) {
+      db.pragma(`busy_timeout = ${Math.trunc(options.busyTimeoutMs ?? 5000)}`);
+    } else {
+      openWritable(db, options.path, options.synchronous ?? 'FULL', options.busyTimeoutMs ?? 5000);
+    }
   } catch (e) {
     db.close();
     throw mapSqliteError(e);
@@ -141,9 +152,14 @@ class SqliteAuthority implements SqliteStartBarrier {
       const decoded = decodeStartCommand(command); // bad input: typed error, nothing opened
       return this.write(() => runStartTransaction(startUnitOfWork(this.s), decoded, this.hook), decoded.command.startId);
     },
-    getByStartId: (startId: string): Promise<StoredBarrier | null> => this.read(() => readBarrier(this.s, startId)),
-    getByStepRunAttempt: (runId: string, stepRunId: string, startedStepRunVersion: number): Promise<StoredBarrier | null> =>
-      this.read(() => readBarrierOfAttempt(this.s, attemptValue(runId, stepRunId, startedStepRunVersion))),
+    getByStartId: async (startId: string): Promise<StoredBarrier | null> => {
+      const id = decodeStartIdArgs(startId);
+      return this.read(() => readBarrier(this.s, id));
+    },
+    getByStepRunAttempt: async (runIdArg: string, stepRunIdArg: string, version: number): Promise<StoredBarrier | null> => {
+      const { runId, stepRunId, startedStepRunVersion } = decodeAttemptArgs(runIdArg, stepRunIdArg, version);
+      return this.read(() => readBarrierOfAttempt(this.s, attemptValue(runId, stepRunId, startedStepRunVersion)));
+    },
   };
 
   readonly runs = {
@@ -168,6 +184,7 @@ class SqliteAuthority implements SqliteStartBarrier {
     snapshot: (body) =>
       this.snapshot(() => body((this.recoveryView ??= createSqliteRecoveryView({ db: this.db, readBarrier: (id) => readBarrier(this.s, id), nowMs: () => nowMsOf(this.s) })))),
     handle: (command) => this.runs.handle(command),
+    notes: createSqliteNoteStore(() => this.db, (body) => this.write(body)),
   });
 
   close(): Promise<void> {

@@ -8,7 +8,7 @@ import * as RSQL from './recoverySql';
 import * as SQL from './sql';
 
 // The SQLite side of the recovery read models: the per-snapshot view that
-// `infrastructure/recovery.ts` runs its rules over. Synchronous better-sqlite3 calls, called
+// `application/recoveryRules.ts` runs its rules over. Synchronous better-sqlite3 calls, called
 // only inside the authority's serial read transaction on its one connection (R5.1).
 
 export interface SqliteRecoveryHost {

@@ -63,13 +63,13 @@ const populate = async (a: AnyAuthority, n: number): Promise<{ ids: string[]; pr
     const at = { runId: s.runId, stepRunId: s.stepRunId };
     if (i % 4 === 2) {
       // retried at a new version (R4.4): the first attempt lost, a second barrier at version 5
-      await a.runs.handle({ type: 'MarkStepRunLost', data: { ...at, decidedBy: 'sweep', reason: 'outcome unknown', requestedAtMs: 1 } });
+      await a.runs.handle({ type: 'MarkStepRunLost', data: { ...at, decidedBy: 'sweep', reason: 'no_trace_of_tool', requestedAtMs: 1 } });
       await a.runs.handle({ type: 'MarkStepRunReady', data: { ...at, requestedAtMs: 2 } });
       const retry = await a.barriers.prepare(s.startCommand((await a.runs.getStepRun(s.runId, s.stepRunId))!));
       ids.push(retry.barrier.record.startId);
       if (i === 2) preferred.push(first.barrier.record.startId, retry.barrier.record.startId); // lost attempt, and its retry
     } else if (i % 4 === 3) {
-      await a.runs.handle({ type: 'CompleteStepRun', data: { ...at, decidedBy: 'sweep', reason: 'adapter reported', requestedAtMs: 3 } });
+      await a.runs.handle({ type: 'CompleteStepRun', data: { ...at, decidedBy: 'sweep', reason: 'tool_succeeded', requestedAtMs: 3 } });
     } else if (i % 8 === 0) {
       const sibling = buildScenario({ prefix: `sweep-${i}`, runId: s.runId, projectId: s.projectId, stepRunId: `${s.stepRunId}-b` });
       for (const c of sibling.lifecycle.slice(1)) await a.runs.handle(c);

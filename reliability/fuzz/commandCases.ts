@@ -1,5 +1,6 @@
 import fc from 'fast-check';
-import { EXECUTION_CLASSES, MAX_COMMAND_BYTES, canonicalJson, type ToolExecutionStartCommand } from '../../domain';
+import { EXECUTION_CLASSES, MAX_COMMAND_BYTES, canonicalJson, parseJsonBytes, type ToolExecutionStartCommand } from '../../domain';
+import { MAX_PARSE_DEPTH } from '../../domain/strictJson';
 import { annotationsToReach, canonicalBytes, getPath, leafPaths } from '../../testkit/domainFixtures';
 import { FORBIDDEN_IN_TEXT, FORBIDDEN_TEXT, NOT_JSON } from './corpus';
 
@@ -24,6 +25,18 @@ export interface CommandCase {
 }
 
 type Json = Record<string, unknown>;
+
+/** Every own name of Object.prototype (constructor, toString, __proto__, hasOwnProperty, ...). */
+export const PROTOTYPE_NAMES: readonly string[] = Object.getOwnPropertyNames(Object.prototype);
+
+/** The number a JSON literal names, or undefined when the strict parser refuses it (R10.1). */
+const roundTrip = (literal: string): number | undefined => {
+  try {
+    return parseJsonBytes('number', literal) as number;
+  } catch {
+    return undefined;
+  }
+};
 type Path = readonly string[];
 
 export const pathText = (p: Path): string => (p.length === 0 ? '(root)' : p.join('.'));
@@ -115,7 +128,8 @@ export const commandCases = (bases: readonly ToolExecutionStartCommand[]): fc.Ar
     base.chain((b) =>
       fc
         .dictionary(fc.stringMatching(/^note\.[a-z0-9_]{1,20}$/), fc.stringMatching(/^[A-Za-z0-9 ,.!?'()-]{0,200}$/), { minKeys: 1, maxKeys: 8 })
-        .map((annotations) => ({ kind: 'valid: annotations', input: { ...clone(b), annotations }, expect: 'valid' as const })),
+        // R10.2: the command binds exactly ADR-0158's groups; free-text annotations are refused
+        .map((annotations) => ({ kind: 'annotations (refused, R10.2)', input: { ...clone(b), annotations }, expect: 'invalid' as const, path: 'annotations' })),
     ),
   );
 
@@ -130,6 +144,19 @@ export const commandCases = (bases: readonly ToolExecutionStartCommand[]): fc.Ar
       : identityArb;
     return value.filter((v) => v !== current).map((v) => ({ kind: 'mutation: same type', input: setAt(b, path, v), expect: 'either' as const }));
   });
+
+  // Ids are data, never property names: an id spelled like a member of Object.prototype must get
+  // exactly the answer any other unknown id gets (typed, nothing written), on every backend.
+  const prototypeIds: fc.Arbitrary<CommandCase> = withLeaf
+    .filter(({ path }) => /(?:^id|Id)$/.test(path[path.length - 1]!))
+    .chain(({ b, path }) =>
+      fc.constantFrom(...PROTOTYPE_NAMES).map((name) => ({
+        kind: 'prototype-named id',
+        input: setAt(b, path, name),
+        expect: /^[A-Za-z0-9]/.test(name) ? ('either' as const) : ('invalid' as const),
+        path: pathText(path),
+      })),
+    );
 
   const wrongType: fc.Arbitrary<CommandCase> = withLeaf.chain(({ b, path }) =>
     wrongTypeFor(getPath(b, path as string[])).map((v) => ({ kind: 'mutation: wrong type', input: setAt(b, path, v), expect: 'invalid' as const, path: pathText(path) })),
@@ -179,7 +206,7 @@ export const commandCases = (bases: readonly ToolExecutionStartCommand[]): fc.Ar
       .filter(({ b, path }) => typeof getPath(b, path as string[]) === 'string')
       .chain(({ b, path }) => fc.constantFrom(...FORBIDDEN_TEXT).map((v) => ({ kind: 'forbidden content: text', input: setAt(b, path, v), expect: 'invalid' as const, path: pathText(path) }))),
     base.chain((b) =>
-      fc.constantFrom(...FORBIDDEN_IN_TEXT).map((v) => ({ kind: 'forbidden content: annotation', input: { ...clone(b), annotations: { 'note.x': v } }, expect: 'invalid' as const, path: 'annotations.note.x' })),
+      fc.constantFrom(...FORBIDDEN_IN_TEXT).map((v) => ({ kind: 'forbidden content: annotation', input: { ...clone(b), annotations: { 'note.x': v } }, expect: 'invalid' as const, path: 'annotations' })),
     ),
   );
 
@@ -193,8 +220,9 @@ export const commandCases = (bases: readonly ToolExecutionStartCommand[]): fc.Ar
 
   const sizes: fc.Arbitrary<CommandCase> = base.chain((b) =>
     fc.oneof(
-      fc.constant(MAX_COMMAND_BYTES).map((n) => ({ kind: 'size: exactly 64 KiB', input: sized(b, n), expect: 'valid' as const })),
-      fc.constantFrom(MAX_COMMAND_BYTES - 1, MAX_COMMAND_BYTES - 1000, 40_000).map((n) => ({ kind: 'size: under 64 KiB', input: sized(b, n), expect: 'valid' as const })),
+      // within the limit, the filler (annotations) is itself refused since R10.2; past it, size comes first (R1.1)
+      fc.constant(MAX_COMMAND_BYTES).map((n) => ({ kind: 'size: exactly 64 KiB', input: sized(b, n), expect: 'invalid' as const, path: 'annotations' })),
+      fc.constantFrom(MAX_COMMAND_BYTES - 1, MAX_COMMAND_BYTES - 1000, 40_000).map((n) => ({ kind: 'size: under 64 KiB', input: sized(b, n), expect: 'invalid' as const, path: 'annotations' })),
       fc.constant(MAX_COMMAND_BYTES + 1).map((n) => ({ kind: 'size: 64 KiB + 1', input: sized(b, n), expect: 'invalid' as const, path: '(root)' })),
       fc.constantFrom(MAX_COMMAND_BYTES + 2, 100_000, 262_144, 400_000).map((n) => ({ kind: 'size: oversized', input: sized(b, n), expect: 'invalid' as const, path: '(root)' })),
       fc.constant(0).map(() => ({ kind: 'size: 65 annotations', input: { ...clone(b), annotations: Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`note.${i}`, 'x'])) }, expect: 'invalid' as const, path: 'annotations' })),
@@ -216,17 +244,33 @@ export const commandCases = (bases: readonly ToolExecutionStartCommand[]): fc.Ar
         path: '(root)',
       })),
       fc.constant({ kind: 'bytes: UTF-8 JSON', bytes: new Uint8Array(utf8), expect: 'valid' as const, exact: true }),
-      fc.constant({ kind: 'bytes: UTF-8 with BOM', bytes: new Uint8Array([0xef, 0xbb, 0xbf, ...utf8]), expect: 'valid' as const, exact: true }),
+      // R10.1: a BOM is refused, never skipped: the bytes must have one meaning
+      fc.constant({ kind: 'bytes: UTF-8 with BOM', bytes: new Uint8Array([0xef, 0xbb, 0xbf, ...utf8]), expect: 'invalid' as const, path: '(root)' }),
       fc.constant({ kind: 'bytes: UTF-16', bytes: new Uint8Array(Buffer.from(text, 'utf16le')), expect: 'invalid' as const, path: '(root)' }),
       fc.integer({ min: 1, max: utf8.length - 1 }).map((cut) => ({ kind: 'bytes: truncated', bytes: new Uint8Array(utf8.subarray(0, cut)), expect: 'invalid' as const, path: '(root)' })),
-      fc.constantFrom('1e400', '-1e400', '123456789012345678901234567890', '1.0000000000000002', '9007199254740993', '0.1', '-0', '1E3').map((literal) => {
+      fc.constantFrom('1e400', '-1e400', '123456789012345678901234567890', '1.0000000000000002', '9007199254740993', '0.1', '-0', '1E3', '1e-400', '30000.000000000001', '3e4', '-0.0').map((literal) => {
         const replaced = text.replace('"timeoutMs":30000', `"timeoutMs":${literal}`);
-        const n = JSON.parse(literal) as number;
-        const verdict = numberVerdict('timeoutMs', n);
-        return { kind: 'bytes: huge number', bytes: new Uint8Array(Buffer.from(replaced)), expect: verdict, ...(verdict === 'invalid' ? { path: 'admission.timeoutMs' } : {}) };
+        // R10.1: a literal that does not round-trip exactly is refused by the parser
+        const lossy = roundTrip(literal) === undefined;
+        const verdict = lossy ? 'invalid' : numberVerdict('timeoutMs', JSON.parse(literal) as number);
+        return { kind: lossy ? 'bytes: lossy number' : 'bytes: huge number', bytes: new Uint8Array(Buffer.from(replaced)), expect: verdict, ...(verdict === 'invalid' ? { path: 'admission.timeoutMs' } : {}) };
       }),
+      // R10.1: a duplicate key, at the root or nested, is refused at its path (last-one-wins
+      // would let two parsers read two commands behind one digest)
+      fc.constantFrom(...Object.keys(b)).map((key) => ({
+        kind: 'bytes: duplicate key',
+        bytes: new Uint8Array(Buffer.from(`{${JSON.stringify(key)}:${JSON.stringify((b as unknown as Record<string, unknown>)[key])},${text.slice(1)}`)),
+        expect: 'invalid' as const,
+        path: key,
+      })),
+      fc.constantFrom('"../../etc/passwd"', '"standard"', '1', 'null').map((dup) => ({
+        kind: 'bytes: duplicate key',
+        bytes: new Uint8Array(Buffer.from(text.replace('"profile":"standard"', `"profile":${dup},"profile":"standard"`))),
+        expect: 'invalid' as const,
+        path: 'admission.profile',
+      })),
       fc.constant({ kind: 'bytes: lone surrogate escape', bytes: new Uint8Array(Buffer.from(text.replace('"standard"', '"\\ud800x"'))), expect: 'invalid' as const, path: 'admission.profile' }),
-      fc.integer({ min: 17, max: 200_000 }).map((depth) => ({ kind: 'bytes: deep nesting', bytes: new Uint8Array(Buffer.from(text.replace('"standard"', `${'['.repeat(depth)}${']'.repeat(depth)}`))), expect: 'invalid' as const, path: 'admission.profile' })),
+      fc.integer({ min: 17, max: 200_000 }).map((depth) => ({ kind: 'bytes: deep nesting', bytes: new Uint8Array(Buffer.from(text.replace('"standard"', `${'['.repeat(depth)}${']'.repeat(depth)}`))), expect: 'invalid' as const, path: depth + 2 > MAX_PARSE_DEPTH ? '(root)' : 'admission.profile' })),
     );
   });
 
@@ -244,6 +288,7 @@ export const commandCases = (bases: readonly ToolExecutionStartCommand[]): fc.Ar
     { weight: 1, arbitrary: sizes },
     { weight: 1, arbitrary: topLevel },
     { weight: 3, arbitrary: bytes },
+    { weight: 2, arbitrary: prototypeIds },
   );
 };
 

@@ -135,7 +135,7 @@ const main = async (): Promise<void> => {
         // R4.4: lost -> ready (or waiting for a fresh approval) -> a new attempt at a new version.
         const s = pick(rng, running);
         const { startId, version } = s.running!;
-        await handle({ type: 'MarkStepRunLost', data: { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'soak', reason: 'adapter outcome unknown', requestedAtMs: 1, expectedStepRunVersion: version, startId } });
+        await handle({ type: 'MarkStepRunLost', data: { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'soak', reason: 'no_trace_of_tool', requestedAtMs: 1, expectedStepRunVersion: version, startId } });
         s.running = undefined;
         if (rng() < 0.3) {
           const approval = { approvalRequestId: `approval-${startId}-r`, dispatchId: `dispatch-${startId}-r`, approvalDigest: s.scenario.startCommand().admission.planDigest };
@@ -151,7 +151,7 @@ const main = async (): Promise<void> => {
         const s = pick(rng, running);
         const { startId, version } = s.running!;
         const type = rng() < 0.5 ? 'CompleteStepRun' : 'FailStepRun';
-        await handle({ type, data: { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'soak', reason: 'adapter reported', requestedAtMs: 3, expectedStepRunVersion: version, startId } });
+        await handle({ type, data: { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'soak', reason: 'tool_succeeded', requestedAtMs: 3, expectedStepRunVersion: version, startId } });
         s.running = undefined;
         break;
       }

@@ -147,11 +147,11 @@ export const cliSuite = (backend: CliBackend): void => {
       expect(json(await cli(['show', '--audit-receipt-id', ex.start.evidence.auditReceiptId]))).to.deep.equal(shown);
 
       const resolved = json<{ status: string; outcome: { outcome: string; decidedBy: string; reason: string } }>(
-        await cli(['resolve', ex.start.startId, 'lost', '--reason', 'worker node died; no trace of the tool', '--by', 'oncall-ana']),
+        await cli(['resolve', ex.start.startId, 'lost', '--reason', 'no_trace_of_tool', '--by', 'oncall-ana']),
       );
       expect(resolved.status).to.equal('recorded');
-      expect(resolved.outcome).to.include({ outcome: 'lost', decidedBy: 'oncall-ana', reason: 'worker node died; no trace of the tool' });
-      expect(json<{ status: string }>(await cli(['resolve', ex.start.startId, 'lost', '--reason', 'again'])).status).to.equal('existing');
+      expect(resolved.outcome).to.include({ outcome: 'lost', decidedBy: 'oncall-ana', reason: 'no_trace_of_tool' });
+      expect(json<{ status: string }>(await cli(['resolve', ex.start.startId, 'lost', '--reason', 'no_trace_of_tool'])).status).to.equal('existing');
       expect(json<unknown[]>(await cli(['in-doubt']))).to.deep.equal([]);
 
       // Retry: lost -> ready, then a new attempt at the new StepRun version (R4.4).
@@ -165,7 +165,7 @@ export const cliSuite = (backend: CliBackend): void => {
         [3, 'lost'],
         [6, null],
       ]);
-      const done = json<{ outcome: { decidedBy: string } }>(await cli(['resolve', retry.startId, 'completed', '--reason', 'tool log shows success']));
+      const done = json<{ outcome: { decidedBy: string } }>(await cli(['resolve', retry.startId, 'completed', '--reason', 'checked_tool_log']));
       expect(done.outcome.decidedBy).to.equal('spec-operator'); // default --by: QINGLONG_OPERATOR
 
       const verify = await cli(['verify']);
@@ -189,7 +189,7 @@ export const cliSuite = (backend: CliBackend): void => {
           ['bad duration', ['in-doubt', '--older-than', '5 minutes']],
           ['bad limit', ['in-doubt', '--limit', 'ten']],
           ['limit over 10000', ['in-doubt', '--limit', '10001']],
-          ['bad outcome', ['resolve', ex.start.startId, 'maybe', '--reason', 'x']],
+          ['bad outcome', ['resolve', ex.start.startId, 'maybe', '--reason', 'worker_lost']],
           ['missing --reason', ['resolve', ex.start.startId, 'lost']],
           ['reason carrying a URL (R1.5)', ['resolve', ex.start.startId, 'lost', '--reason', 'see https://wiki.example/x']],
           ['bad attempt version', ['show', '--attempt', 'run', 'step', 'three']],
@@ -217,7 +217,7 @@ export const cliSuite = (backend: CliBackend): void => {
         expect((await cli(['apply', '--command', '-'], JSON.stringify(ex.lifecycle[0]))).code).to.equal(3); // run_exists
         expect((await cli(['prepare', '--command', '-'], JSON.stringify({ ...ex.start, stepRun: { ...ex.start.stepRun, expectedVersion: 1 } }))).code).to.equal(3);
         expect((await cli(['show', '--start-id', 'no-such-start'])).code).to.equal(3);
-        expect((await cli(['resolve', 'no-such-start', 'lost', '--reason', 'x'])).code).to.equal(3);
+        expect((await cli(['resolve', 'no-such-start', 'lost', '--reason', 'worker_lost'])).code).to.equal(3);
         expect((await cli(['history', 'no-such-run', 'no-such-step'])).code).to.equal(3);
       });
 
@@ -228,8 +228,8 @@ export const cliSuite = (backend: CliBackend): void => {
         const drift = await cli(['prepare', '--command', '-'], JSON.stringify({ ...ex.start, admission: { ...ex.start.admission, timeoutMs: 31_000 } }));
         expect(drift.code).to.equal(4);
         expect(drift.stderr).to.contain('SEMANTIC_CONFLICT');
-        json(await cli(['resolve', ex.start.startId, 'failed', '--reason', 'exit 1']));
-        expect((await cli(['resolve', ex.start.startId, 'completed', '--reason', 'no, fine'])).code).to.equal(4);
+        json(await cli(['resolve', ex.start.startId, 'failed', '--reason', 'tool_failed']));
+        expect((await cli(['resolve', ex.start.startId, 'completed', '--reason', 'checked_tool_log'])).code).to.equal(4);
       });
 
       it('exit 5 corrupt record: a damaged barrier row fails closed on show, and verify lists every bad record', async () => {

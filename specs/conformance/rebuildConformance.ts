@@ -44,7 +44,7 @@ export const rebuildSuite = (backend: RebuildBackend): void => {
           const s = await setUp(a, { withApproval: i === 1 });
           await a.barriers.prepare(s.startCommand());
           if (i === 2) {
-            await a.runs.handle({ type: 'MarkStepRunLost', data: { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'ops', reason: 'unknown outcome', requestedAtMs: 5 } });
+            await a.runs.handle({ type: 'MarkStepRunLost', data: { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'ops', reason: 'no_trace_of_tool', requestedAtMs: 5 } });
             await a.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId: s.stepRunId, requestedAtMs: 6 } });
             await a.barriers.prepare(s.startCommand((await a.runs.getStepRun(s.runId, s.stepRunId))!));
           }

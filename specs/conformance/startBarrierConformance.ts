@@ -174,7 +174,7 @@ export const conformanceSuite = (backend: ConformanceBackend): void => {
       it('R4.4 lost -> ready -> running at the new version gets a new barrier; the first stays untouched', async () => {
         const s = await setUp(authority);
         const first = await authority.barriers.prepare(s.startCommand());
-        await authority.runs.handle({ type: 'MarkStepRunLost', data: { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'operator', reason: 'outcome unknown', requestedAtMs: 2 } });
+        await authority.runs.handle({ type: 'MarkStepRunLost', data: { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'operator', reason: 'no_trace_of_tool', requestedAtMs: 2 } });
         await authority.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId: s.stepRunId, requestedAtMs: 3 } });
         const ready = (await authority.runs.getStepRun(s.runId, s.stepRunId))!;
         expect(ready.version).to.equal(5);

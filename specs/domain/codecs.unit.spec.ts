@@ -5,6 +5,7 @@ import {
   ValidationError,
   canonicalJson,
   decodeBarrierRecord,
+  decodeStoredBarrierRecord,
   decodeLifecycleCommand,
   decodeStartCommand,
   parseJsonBytes,
@@ -37,7 +38,7 @@ const decidedBarrier = (command: ToolExecutionStartCommand): StartBarrierRecord 
   return (facts[4] as EventOf<'ToolExecutionStartBarrierCommitted'>).data.barrier;
 };
 
-/** The exact command the byte-limit specs use: `bytes` of canonical JSON, padded with ASCII. */
+/** The exact command the byte-limit specs use: `bytes` of canonical JSON, padded with (refused) annotations. */
 const commandOfBytes = (bytes: number): ToolExecutionStartCommand => {
   const base = validCommand();
   const command = commandWithAnnotations(base, annotationsToReach(bytes, (a) => canonicalBytes(commandWithAnnotations(base, a))));
@@ -45,68 +46,71 @@ const commandOfBytes = (bytes: number): ToolExecutionStartCommand => {
   return command;
 };
 
-/** A command whose decided barrier is exactly `bytes`. Only annotations differ in size. */
-const commandWithBarrierOfBytes = (bytes: number): ToolExecutionStartCommand => {
-  const base = validCommand();
-  const bare = decidedBarrier(base);
+/** A legacy barrier (R10.2: stores from before may hold annotations) of exactly `bytes`. */
+const legacyBarrierOfBytes = (bytes: number): StartBarrierRecord => {
+  const bare = decidedBarrier(validCommand());
   // digests and ids have a fixed width, so the barrier grows exactly as its annotations do
-  return commandWithAnnotations(base, annotationsToReach(bytes, (a) => canonicalBytes({ ...bare, annotations: a })));
+  return { ...bare, annotations: annotationsToReach(bytes, (a) => canonicalBytes({ ...bare, annotations: a })) };
 };
 
-describe('R1 command and barrier records', () => {
-  it('R1.1 accepts a command of exactly 65,536 bytes of canonical JSON and rejects 65,537', () => {
-    expect(MAX_COMMAND_BYTES).to.equal(65_536);
-    const atLimit = commandOfBytes(65_536);
-    const decoded = decodeStartCommand(atLimit);
-    expect(utf8Length(decoded.canonical)).to.equal(65_536);
+/** The legacy annotations codec, reached through the stored-barrier decoder (the only place it is still accepted). */
+const decodeLegacyAnnotations = (annotations: unknown) => decodeStoredBarrierRecord({ ...decidedBarrier(validCommand()), annotations });
 
-    const over = commandOfBytes(65_537);
-    const error = expectIssue(() => decodeStartCommand(over), '(root)', 'too_large');
+describe('R1 command and barrier records', () => {
+  it('R1.1 the size is checked first: a 65,536-byte command is judged on its content (annotations: unknown_field, R10.2), 65,537 is too_large', () => {
+    expect(MAX_COMMAND_BYTES).to.equal(65_536);
+    const atLimit = validationErrorOf(() => decodeStartCommand(commandOfBytes(65_536)));
+    expect(atLimit.issues.map((i) => i.reason)).to.not.include('too_large');
+    expectIssue(() => decodeStartCommand(commandOfBytes(65_536)), 'annotations', 'unknown_field');
+    const error = expectIssue(() => decodeStartCommand(commandOfBytes(65_537)), '(root)', 'too_large');
     expect(error.record).to.equal('start command');
   });
 
   it('R1.1 counts UTF-8 bytes, not characters: two-byte text tips a 65,535-character command over', () => {
-    const ascii = commandOfBytes(65_535);
-    const note = Object.keys(ascii.annotations ?? {}).at(-1) as string;
-    const text = (ascii.annotations ?? {})[note] as string;
+    const ascii = commandOfBytes(65_535) as ToolExecutionStartCommand & { annotations: Record<string, string> };
+    const note = Object.keys(ascii.annotations).at(-1) as string;
+    const text = ascii.annotations[note] as string;
     const oneE = commandWithAnnotations(ascii, { ...ascii.annotations, [note]: 'é' + text.slice(1) });
     const twoE = commandWithAnnotations(ascii, { ...ascii.annotations, [note]: 'éé' + text.slice(2) });
     expect(canonicalJson(twoE).length).to.equal(65_535);
     expect(utf8Length(canonicalJson(oneE))).to.equal(65_536);
     expect(utf8Length(canonicalJson(twoE))).to.equal(65_537);
-    expect(() => decodeStartCommand(oneE)).not.to.throw();
+    expectIssue(() => decodeStartCommand(oneE), 'annotations', 'unknown_field');
     expectIssue(() => decodeStartCommand(twoE), '(root)', 'too_large');
   });
 
-  it('R1.2 accepts a barrier of exactly 16,384 bytes and rejects 16,385 (decodeBarrierRecord and sealBarrier)', () => {
+  it('R1.2 a stored (legacy) barrier of exactly 16,384 bytes decodes and 16,385 is rejected (decodeStoredBarrierRecord and sealBarrier)', () => {
     expect(MAX_BARRIER_BYTES).to.equal(16_384);
-    const barrier = decidedBarrier(commandWithBarrierOfBytes(16_384));
+    const barrier = legacyBarrierOfBytes(16_384);
     expect(canonicalBytes(barrier)).to.equal(16_384);
-    const sealed = decodeBarrierRecord(JSON.parse(canonicalJson(barrier)));
+    const sealed = decodeStoredBarrierRecord(JSON.parse(canonicalJson(barrier)));
     expect(utf8Length(sealed.canonical)).to.equal(16_384);
+    // R10.2: the write-side codec refuses the legacy field outright
+    expectIssue(() => decodeBarrierRecord(JSON.parse(canonicalJson(barrier))), 'annotations', 'unknown_field');
 
     const annotations = barrier.annotations ?? {};
     const last = Object.keys(annotations).at(-1) as string;
     const over: StartBarrierRecord = { ...barrier, annotations: { ...annotations, [last]: `${annotations[last] ?? ''}a` } };
     expect(canonicalBytes(over)).to.equal(16_385);
-    const error = expectIssue(() => decodeBarrierRecord(over), '(root)', 'too_large');
+    const error = expectIssue(() => decodeStoredBarrierRecord(over), '(root)', 'too_large');
     expect(error.record).to.equal('start barrier');
     expectIssue(() => sealBarrier(over), '(root)', 'too_large');
   });
 
-  it('R1.2 a command within its own 64 KiB whose barrier would exceed 16 KiB is a typed ValidationError from the decider', () => {
-    const command = commandWithBarrierOfBytes(16_385);
-    const decoded = decodeStartCommand(command);
-    expect(utf8Length(decoded.canonical)).to.be.below(MAX_COMMAND_BYTES);
-    const { history } = fixture();
-    given(...history)
-      .when(startToolExecution(command))
-      .thenThrows(ValidationError, (e) => {
-        expect(e.record).to.equal('start barrier');
-        expect(e.reason).to.equal('too_large');
-        expect(e.message).to.contain('16385 bytes');
-        return true;
-      });
+  it('R1.2 with no free text left in the command (R10.2), the largest valid command (every id 128 characters) decides a barrier within 16 KiB', () => {
+    const long = (prefix: string) => `${prefix}-${'x'.repeat(127 - prefix.length)}`;
+    const base = validCommand();
+    const command: ToolExecutionStartCommand = {
+      ...base,
+      startId: long('start'),
+      toolDefinition: { ...base.toolDefinition },
+      handlerBinding: { ...base.handlerBinding, id: long('handler') },
+      admission: { ...base.admission, profile: long('profile'), policyFence: { ...base.admission.policyFence, policyId: long('policy') } },
+      contracts: { adapter: { ...base.contracts.adapter, id: long('adapter') }, redaction: { ...base.contracts.redaction, id: long('redaction') }, audit: { ...base.contracts.audit, id: long('audit') } },
+      evidence: { traceId: long('trace'), spanId: long('span'), auditEventId: long('audit-event'), auditReceiptId: long('receipt') },
+      mutation: { ...base.mutation, mutationId: long('mutation'), runEventId: long('run-event') },
+    };
+    expect(canonicalBytes(decidedBarrier(command))).to.be.below(MAX_BARRIER_BYTES);
   });
 
   it('R1.4 the command binds exactly the R1.4 fields: removing any one of them is rejected with its path', () => {
@@ -201,9 +205,9 @@ describe('R1.5 nothing forbidden can enter a command or a barrier', () => {
   it('R1.5 annotation keys that name forbidden content are forbidden_field', () => {
     const command = validCommand();
     for (const key of ['secret', 'input', 'output', 'error', 'handler', 'url', 'module.path']) {
-      expectIssue(() => decodeStartCommand({ ...command, annotations: { [key]: 'x' } }), `annotations.${key}`, 'forbidden_field');
+      expectIssue(() => decodeLegacyAnnotations({ [key]: 'x' }), `annotations.${key}`, 'forbidden_field');
     }
-    expectIssue(() => decodeStartCommand({ ...command, annotations: { 'Bad Key': 'x' } }), 'annotations.Bad Key', 'invalid_value');
+    expectIssue(() => decodeLegacyAnnotations({ 'Bad Key': 'x' }), 'annotations.Bad Key', 'invalid_value');
   });
 
   it('R1.5 functions, raw exceptions and class instances are rejected wherever they appear', () => {
@@ -224,7 +228,7 @@ describe('R1.5 nothing forbidden can enter a command or a barrier', () => {
       ['boxed string', Object('x')],
     ];
     for (const [what, value] of values) {
-      const asAnnotation = validationErrorOf(() => decodeStartCommand({ ...command, annotations: { note: value } }));
+      const asAnnotation = validationErrorOf(() => decodeLegacyAnnotations({ note: value }));
       expect(asAnnotation.issues[0]?.path, what).to.equal('annotations.note');
       expect(asAnnotation.issues[0]?.reason, what).to.equal('forbidden_value');
       const asField = validationErrorOf(() => decodeStartCommand(withPath(command, ['startId'], value)));
@@ -237,10 +241,10 @@ describe('R1.5 nothing forbidden can enter a command or a barrier', () => {
 
   it('R1.5 non-JSON values are rejected: lone surrogates, NaN, infinities, undefined, bigint, symbol', () => {
     const command = validCommand();
-    expectIssue(() => decodeStartCommand({ ...command, annotations: { note: 'a\uD800b' } }), 'annotations.note', 'invalid_value');
-    expectIssue(() => decodeStartCommand({ ...command, annotations: { note: '\uDC00' } }), 'annotations.note', 'invalid_value');
-    expectIssue(() => decodeStartCommand({ ...command, annotations: { ['n\uD800']: 'x' } }), 'annotations.n\uD800', 'invalid_value');
-    expect(() => decodeStartCommand({ ...command, annotations: { note: 'ok \u{1F600}' } })).not.to.throw();
+    expectIssue(() => decodeLegacyAnnotations({ note: 'a\uD800b' }), 'annotations.note', 'invalid_value');
+    expectIssue(() => decodeLegacyAnnotations({ note: '\uDC00' }), 'annotations.note', 'invalid_value');
+    expectIssue(() => decodeLegacyAnnotations({ ['n\uD800']: 'x' }), 'annotations.n\uD800', 'invalid_value');
+    expect(() => decodeLegacyAnnotations({ note: 'ok \u{1F600}' })).not.to.throw();
     for (const n of [Number.NaN, Number.POSITIVE_INFINITY, Number.NEGATIVE_INFINITY]) {
       expectIssue(() => decodeStartCommand({ ...command, requestedAtMs: n }), 'requestedAtMs', 'invalid_value');
     }
@@ -319,14 +323,14 @@ describe('R1.5 nothing forbidden can enter a command or a barrier', () => {
       'TypeError: boom',
       'oops\n    at run (h.js:1:2)',
     ];
-    for (const text of forbidden) expectIssue(() => decodeStartCommand({ ...command, annotations: { note: text } }), 'annotations.note', 'forbidden_value');
-    expectIssue(() => decodeStartCommand({ ...command, annotations: { note: 'bell\u0007' } }), 'annotations.note', 'invalid_value');
-    expectIssue(() => decodeStartCommand({ ...command, annotations: { note: 'a'.repeat(8193) } }), 'annotations.note', 'invalid_value');
-    expect(() => decodeStartCommand({ ...command, annotations: { note: 'a'.repeat(8192) } })).not.to.throw();
+    for (const text of forbidden) expectIssue(() => decodeLegacyAnnotations({ note: text }), 'annotations.note', 'forbidden_value');
+    expectIssue(() => decodeLegacyAnnotations({ note: 'bell\u0007' }), 'annotations.note', 'invalid_value');
+    expectIssue(() => decodeLegacyAnnotations({ note: 'a'.repeat(8193) }), 'annotations.note', 'invalid_value');
+    expect(() => decodeLegacyAnnotations({ note: 'a'.repeat(8192) })).not.to.throw();
     const many = Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`note.${i}`, 'x']));
-    expectIssue(() => decodeStartCommand({ ...command, annotations: many }), 'annotations', 'invalid_value');
-    expect(() => decodeStartCommand({ ...command, annotations: Object.fromEntries(Object.entries(many).slice(0, 64)) })).not.to.throw();
-    expect(() => decodeStartCommand({ ...command, annotations: { note: 'Operator approved after review; ticket OPS-1234.' } })).not.to.throw();
+    expectIssue(() => decodeLegacyAnnotations(many), 'annotations', 'invalid_value');
+    expect(() => decodeLegacyAnnotations(Object.fromEntries(Object.entries(many).slice(0, 64)))).not.to.throw();
+    expect(() => decodeLegacyAnnotations({ note: 'Operator approved after review; ticket OPS-1234.' })).not.to.throw();
   });
 
   it('R1.5 the barrier record rejects unknown and forbidden fields with their path', () => {

@@ -35,7 +35,7 @@ const awaitApproval = (binding: ApprovalBinding = approval): LifecycleCommand =>
   type: 'AwaitStepRunApproval',
   data: { runId, stepRunId, approval: binding, requestedAtMs: AT },
 });
-const resolution = { decidedBy: 'operator-7', reason: 'adapter lost its worker' };
+const resolution = { decidedBy: 'operator-7', reason: 'worker_lost' } as const;
 
 const runCreated = historyOf([createRun]);
 const stepRunCreated = historyOf([createToolStepRun], runCreated);

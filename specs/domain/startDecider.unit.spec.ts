@@ -116,7 +116,6 @@ const expectedStartFacts = (c: ToolExecutionStartCommand, before: StepRunState, 
       auditReceiptDigest: receipt.receiptDigest,
     },
     ...(c.approval ? { approval: c.approval } : {}),
-    ...(c.annotations ? { annotations: c.annotations } : {}),
   };
 
   return [
@@ -412,7 +411,7 @@ describe('R4 replay identity', () => {
 
   it('R4.3 the same startId with different content is a semantic conflict naming startId', () => {
     const { a, aDigest, events } = committedStart();
-    const drifted = { ...a, annotations: { note: 'changed after the fact' } };
+    const drifted = { ...a, admission: { ...a.admission, timeoutMs: a.admission.timeoutMs + 1 } };
     given(...events)
       .when(startToolExecution(drifted, allIdentitiesHit({ startId: a.startId, commandDigest: aDigest })))
       .thenThrows(SemanticConflictError, (e) => {
@@ -497,7 +496,7 @@ describe('R4 replay identity', () => {
     const { scenario, a, aDigest, events } = committedStart('retry');
     const retryHistory = historyOf(
       [
-        { type: 'MarkStepRunLost', data: { runId: scenario.runId, stepRunId: scenario.stepRunId, decidedBy: 'operator-7', reason: 'worker lost', requestedAtMs: AT } },
+        { type: 'MarkStepRunLost', data: { runId: scenario.runId, stepRunId: scenario.stepRunId, decidedBy: 'operator-7', reason: 'worker_lost', requestedAtMs: AT } },
         { type: 'MarkStepRunReady', data: { runId: scenario.runId, stepRunId: scenario.stepRunId, requestedAtMs: AT } },
       ],
       events,
@@ -534,7 +533,7 @@ describe('R4 replay identity', () => {
     const { scenario, a, aDigest, events } = committedStart('retry-reuse');
     const retryHistory = historyOf(
       [
-        { type: 'MarkStepRunLost', data: { runId: scenario.runId, stepRunId: scenario.stepRunId, decidedBy: 'operator-7', reason: 'worker lost', requestedAtMs: AT } },
+        { type: 'MarkStepRunLost', data: { runId: scenario.runId, stepRunId: scenario.stepRunId, decidedBy: 'operator-7', reason: 'worker_lost', requestedAtMs: AT } },
         { type: 'MarkStepRunReady', data: { runId: scenario.runId, stepRunId: scenario.stepRunId, requestedAtMs: AT } },
       ],
       events,

@@ -21,7 +21,7 @@ const otherDigest = digestOf(RECORD_TAGS.command, { tampered: true });
 
 const decided = (withApproval = false): StartFacts => {
   const { scenario, history } = scenarioWithHistory({ prefix: withApproval ? 'verify-approval' : 'verify', requestedAtMs: 1_780_000_000_000, withApproval });
-  const command = { ...scenario.startCommand(), annotations: { note: 'verified' } };
+  const command = scenario.startCommand();
   return given(...history).when(startToolExecution(command)).decided() as unknown as StartFacts;
 };
 

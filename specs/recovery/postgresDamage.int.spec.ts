@@ -30,24 +30,24 @@ describe('recovery read models on PostgreSQL: atomicity, upgrade, grants, damage
 
   it('issue 5: a failing projection rolls back its outcome event (same statement, same transaction)', async () => {
     const { s, startId } = await startedScenario(a);
-    await db.admin((c) => c.query("ALTER TABLE ql3.start_outcomes ADD CONSTRAINT injected_fault CHECK (reason <> 'boom')"));
+    await db.admin((c) => c.query("ALTER TABLE ql3.start_outcomes ADD CONSTRAINT injected_fault CHECK (reason <> 'adapter_error')"));
     const before = await a.runs.readStream(s.runId);
-    await rejects(a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'boom' }));
+    await rejects(a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'adapter_error' }));
     expect(await a.runs.readStream(s.runId)).to.deep.equal(before);
     expect((await a.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('running');
     expect((await a.recovery.inDoubt()).map((e) => e.startId)).to.deep.equal([startId]);
-    expect((await a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'fine' })).status).to.equal('recorded');
+    expect((await a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'tool_succeeded' })).status).to.equal('recorded');
   });
 
   it('issue 5: pg-0031 projects outcome events appended before it existed', async () => {
     const lost = await startedScenario(a);
-    await a.recovery.resolve(lost.startId, 'lost', { decidedBy: 'ops', reason: 'gone' });
+    await a.recovery.resolve(lost.startId, 'lost', { decidedBy: 'ops', reason: 'worker_lost' });
     const open = await startedScenario(a);
     const stored = (await rawPostgres(a)).outcomes;
     await a.close();
     await db.admin((c) =>
       c.query(`DROP TABLE ql3.start_outcomes; DROP TRIGGER events_project_start_outcome ON ql3.events; DROP FUNCTION ql3.project_start_outcome();
-        DROP INDEX ql3.step_run_mutations_start; DELETE FROM ql3.schema_migrations WHERE name = 'pg-0031-recovery-read-models'`),
+        DROP INDEX ql3.step_run_mutations_start; DELETE FROM ql3.schema_migrations WHERE name >= 'pg-0031-recovery-read-models'`),
     );
     a = await openPostgresStartBarrier({ connectionString: db.url });
     const raw = await rawPostgres(a);
@@ -72,7 +72,7 @@ describe('recovery read models on PostgreSQL: atomicity, upgrade, grants, damage
 
   it('issue 5 / R5.3: an edited outcome row fails closed and verify names it', async () => {
     const { startId } = await startedScenario(a);
-    await a.recovery.resolve(startId, 'failed', { decidedBy: 'ops', reason: 'exit 1' });
+    await a.recovery.resolve(startId, 'failed', { decidedBy: 'ops', reason: 'tool_failed' });
     await db.admin(async (c) => {
       await c.query('ALTER TABLE ql3.start_outcomes DISABLE TRIGGER start_outcomes_append_only');
       await c.query("UPDATE ql3.start_outcomes SET decided_by = 'mallory' WHERE start_id = $1", [startId]);

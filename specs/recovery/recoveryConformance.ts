@@ -124,15 +124,15 @@ export const recoveryConformance = (backend: RecoveryConformanceBackend): void =
       it('issue 5: resolve completed appends StepRunCompleted with who and why; the start leaves in-doubt', async () => {
         const { s, startId } = await startedScenario(a);
         const before = await a.runs.readStream(s.runId);
-        const result = await a.recovery.resolve(startId, 'completed', { decidedBy: 'oncall-ana', reason: 'adapter log shows exit 0', requestedAtMs: 7 });
+        const result = await a.recovery.resolve(startId, 'completed', { decidedBy: 'oncall-ana', reason: 'checked_tool_log', requestedAtMs: 7 });
         expect(result.status).to.equal('recorded');
-        expect(result.outcome).to.include({ startId, outcome: 'completed', decidedBy: 'oncall-ana', reason: 'adapter log shows exit 0', stepRunVersion: 4, requestedAtMs: 7 });
+        expect(result.outcome).to.include({ startId, outcome: 'completed', decidedBy: 'oncall-ana', reason: 'checked_tool_log', stepRunVersion: 4, requestedAtMs: 7 });
         const after = await a.runs.readStream(s.runId);
         expect(after.slice(0, before.length)).to.deep.equal(before); // nothing edited
         const appended = after.slice(before.length);
         expect(appended.map((e) => e.event.type)).to.deep.equal(['StepRunCompleted']);
         const data = (appended[0]!.event as EventOf<'StepRunCompleted'>).data;
-        expect(data).to.deep.include({ startId, resolution: { decidedBy: 'oncall-ana', reason: 'adapter log shows exit 0' }, stepRunVersion: 4 });
+        expect(data).to.deep.include({ startId, resolution: { decidedBy: 'oncall-ana', reason: 'checked_tool_log' }, stepRunVersion: 4 });
         expect(result.outcome.eventId).to.equal(appended[0]!.eventId);
         expect(result.outcome.committedAtMs).to.equal(appended[0]!.committedAtMs);
         expect(await a.recovery.inDoubt()).to.deep.equal([]);
@@ -142,11 +142,11 @@ export const recoveryConformance = (backend: RecoveryConformanceBackend): void =
 
       it('issue 5: resolving again with the same outcome is existing; another outcome is a semantic conflict, never an edit', async () => {
         const { s, startId } = await startedScenario(a);
-        const first = await a.recovery.resolve(startId, 'failed', { decidedBy: 'ops', reason: 'timeout at the adapter', outcomeDigest: buildScenario().startCommand().admission.planDigest });
-        const again = await a.recovery.resolve(startId, 'failed', { decidedBy: 'someone-else', reason: 'second look' });
+        const first = await a.recovery.resolve(startId, 'failed', { decidedBy: 'ops', reason: 'tool_timed_out', outcomeDigest: buildScenario().startCommand().admission.planDigest });
+        const again = await a.recovery.resolve(startId, 'failed', { decidedBy: 'someone-else', reason: 'checked_tool_log' });
         expect(again).to.deep.equal({ status: 'existing', outcome: first.outcome });
         const stream = (await a.runs.readStream(s.runId)).length;
-        const conflict = await rejects(a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'changed my mind' }));
+        const conflict = await rejects(a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'checked_tool_log' }));
         expect(conflict).to.be.instanceOf(SemanticConflictError);
         expect((conflict as SemanticConflictError).identity).to.equal('startId');
         expect((await a.runs.readStream(s.runId)).length).to.equal(stream);
@@ -155,7 +155,7 @@ export const recoveryConformance = (backend: RecoveryConformanceBackend): void =
 
       it('issue 5 / R4.4: lost then ready allows a new attempt at a new version; history lists both in order, the first untouched', async () => {
         const { s, barrier: first, startId } = await startedScenario(a);
-        await a.recovery.resolve(startId, 'lost', { decidedBy: 'ops', reason: 'worker vanished' });
+        await a.recovery.resolve(startId, 'lost', { decidedBy: 'ops', reason: 'worker_lost' });
         await a.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId: s.stepRunId, requestedAtMs: 9 } });
         const ready = (await a.runs.getStepRun(s.runId, s.stepRunId))!;
         expect(ready).to.include({ status: 'ready', version: 5 });
@@ -170,22 +170,22 @@ export const recoveryConformance = (backend: RecoveryConformanceBackend): void =
         expect(history[1]!.barrier).to.deep.equal(second);
         expect((await a.recovery.inDoubt()).map((e) => e.startId)).to.deep.equal([second.record.startId]);
         // An attempt closed as lost can never be completed afterwards: outcomes are facts.
-        expect(await rejects(a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'late news' }))).to.be.instanceOf(SemanticConflictError);
+        expect(await rejects(a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'checked_tool_log' }))).to.be.instanceOf(SemanticConflictError);
       });
 
       it('issue 5: unknown starts are a precondition failure; malformed requests are validation errors and write nothing', async () => {
         const { s, startId } = await startedScenario(a);
-        const unknown = await rejects(a.recovery.resolve('no-such-start', 'lost', { decidedBy: 'ops', reason: 'x' }));
+        const unknown = await rejects(a.recovery.resolve('no-such-start', 'lost', { decidedBy: 'ops', reason: 'other_see_note' }));
         expect(unknown).to.be.instanceOf(PreconditionError);
         expect((unknown as PreconditionError).reason).to.equal('start_not_found');
         expect((await rejects(a.recovery.outcome('no-such-start'))) as PreconditionError).to.include({ reason: 'start_not_found' });
         const length = (await a.runs.readStream(s.runId)).length;
         for (const bad of [
-          a.recovery.resolve(startId, 'maybe' as never, { decidedBy: 'ops', reason: 'x' }),
-          a.recovery.resolve(startId, 'lost', { decidedBy: 'ops', reason: 'see https://wiki/x' }),
-          a.recovery.resolve(startId, 'lost', { decidedBy: 'ops', reason: 'x', extra: 1 } as never),
-          a.recovery.resolve(startId, 'lost', { decidedBy: 'o/ps', reason: 'x' }),
-          a.recovery.resolve(startId, 'lost', { decidedBy: 'ops', reason: 'x', outcomeDigest: s.startCommand().admission.planDigest }),
+          a.recovery.resolve(startId, 'maybe' as never, { decidedBy: 'ops', reason: 'other_see_note' }),
+          a.recovery.resolve(startId, 'lost', { decidedBy: 'ops', reason: 'see https://wiki/x' as never }),
+          a.recovery.resolve(startId, 'lost', { decidedBy: 'ops', reason: 'other_see_note', extra: 1 } as never),
+          a.recovery.resolve(startId, 'lost', { decidedBy: 'o/ps', reason: 'other_see_note' }),
+          a.recovery.resolve(startId, 'lost', { decidedBy: 'ops', reason: 'other_see_note', outcomeDigest: s.startCommand().admission.planDigest }),
         ]) {
           expect(await rejects(bad)).to.be.instanceOf(ValidationError);
         }
@@ -195,19 +195,19 @@ export const recoveryConformance = (backend: RecoveryConformanceBackend): void =
 
       it('issue 5: outcome events appended by orchestration directly (runs.handle) are projected the same way', async () => {
         const { s, startId } = await startedScenario(a);
-        await a.runs.handle({ type: 'FailStepRun', data: { runId: s.runId, stepRunId: s.stepRunId, startId, decidedBy: 'orchestrator', reason: 'exit 3', requestedAtMs: 11 } });
-        expect(await a.recovery.outcome(startId)).to.include({ outcome: 'failed', decidedBy: 'orchestrator', reason: 'exit 3', requestedAtMs: 11 });
+        await a.runs.handle({ type: 'FailStepRun', data: { runId: s.runId, stepRunId: s.stepRunId, startId, decidedBy: 'orchestrator', reason: 'tool_failed', requestedAtMs: 11 } });
+        expect(await a.recovery.outcome(startId)).to.include({ outcome: 'failed', decidedBy: 'orchestrator', reason: 'tool_failed', requestedAtMs: 11 });
         expect(await a.recovery.inDoubt()).to.deep.equal([]);
       });
 
       it('issue 5: racing resolvers: the same outcome gives one recorded and the rest existing; different outcomes give one winner', async () => {
         const one = await startedScenario(a);
-        const same = await Promise.all(Array.from({ length: 4 }, (_, i) => a.recovery.resolve(one.startId, 'lost', { decidedBy: `ops-${i}`, reason: 'race' })));
+        const same = await Promise.all(Array.from({ length: 4 }, (_, i) => a.recovery.resolve(one.startId, 'lost', { decidedBy: `ops-${i}`, reason: 'worker_lost' })));
         expect(same.filter((r) => r.status === 'recorded')).to.have.length(1);
         expect(same.filter((r) => r.status === 'existing')).to.have.length(3);
         const two = await startedScenario(a);
         const settled = await Promise.allSettled(
-          (['completed', 'failed', 'lost'] as const).map((o) => a.recovery.resolve(two.startId, o, { decidedBy: 'ops', reason: `says ${o}` })),
+          (['completed', 'failed', 'lost'] as const).map((o) => a.recovery.resolve(two.startId, o, { decidedBy: 'ops', reason: 'checked_tool_log' })),
         );
         const won = settled.filter((r) => r.status === 'fulfilled');
         expect(won).to.have.length(1);
@@ -239,11 +239,11 @@ export const recoveryConformance = (backend: RecoveryConformanceBackend): void =
     describe('rebuild from the event log', () => {
       it('issue 5: in-doubt, history and the stored outcome rows equal what the event log derives', async () => {
         const completed = await startedScenario(a);
-        await a.recovery.resolve(completed.startId, 'completed', { decidedBy: 'saga', reason: 'ok' });
+        await a.recovery.resolve(completed.startId, 'completed', { decidedBy: 'saga', reason: 'tool_succeeded' });
         const failed = await startedScenario(a);
-        await a.runs.handle({ type: 'FailStepRun', data: { runId: failed.s.runId, stepRunId: failed.s.stepRunId, decidedBy: 'saga', reason: 'exit 1', requestedAtMs: 3 } });
+        await a.runs.handle({ type: 'FailStepRun', data: { runId: failed.s.runId, stepRunId: failed.s.stepRunId, decidedBy: 'saga', reason: 'tool_failed', requestedAtMs: 3 } });
         const retried = await startedScenario(a, { withApproval: true });
-        await a.recovery.resolve(retried.startId, 'lost', { decidedBy: 'ops', reason: 'node died' });
+        await a.recovery.resolve(retried.startId, 'lost', { decidedBy: 'ops', reason: 'worker_lost' });
         await a.runs.handle({ type: 'MarkStepRunReady', data: { runId: retried.s.runId, stepRunId: retried.s.stepRunId, requestedAtMs: 4 } });
         await a.barriers.prepare(retried.s.startCommand((await a.runs.getStepRun(retried.s.runId, retried.s.stepRunId))!));
         const doubtful = await startedScenario(a);
@@ -286,11 +286,11 @@ export const recoveryConformance = (backend: RecoveryConformanceBackend): void =
     describe('verify', () => {
       it('issue 5: a healthy store verifies clean, every record counted, progress reaching its total', async () => {
         const { startId } = await startedScenario(a);
-        await a.recovery.resolve(startId, 'lost', { decidedBy: 'ops', reason: 'x' });
+        await a.recovery.resolve(startId, 'lost', { decidedBy: 'ops', reason: 'other_see_note' });
         await startedScenario(a);
         const seen: [number, number][] = [];
         const report = await a.recovery.verify({ onProgress: (done, total) => seen.push([done, total]) });
-        expect(report).to.deep.equal({ ok: true, checked: { barriers: 2, outcomes: 1, runs: 2, stepRuns: 2, events: 17 }, problems: [] });
+        expect(report).to.deep.equal({ ok: true, checked: { barriers: 2, outcomes: 1, runs: 2, stepRuns: 2, events: 17 }, notes: { present: 0, purged: 0 }, problems: [] });
         const last = seen[seen.length - 1]!;
         expect(last[0]).to.equal(last[1]);
         expect(seen.map(([d]) => d)).to.deep.equal([...seen.map(([d]) => d)].sort((x, y) => x - y));

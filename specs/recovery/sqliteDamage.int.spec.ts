@@ -27,13 +27,13 @@ describe('recovery read models on SQLite: atomicity, upgrade, damage', function 
     const { s, startId } = await startedScenario(a);
     a.db.exec("CREATE TRIGGER inject_fault BEFORE INSERT ON start_outcomes BEGIN SELECT RAISE(ABORT, 'injected projection fault'); END");
     const before = await a.runs.readStream(s.runId);
-    const error = await rejects(a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'done' }));
+    const error = await rejects(a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'tool_succeeded' }));
     expect(error.message).to.contain('injected projection fault');
     expect(await a.runs.readStream(s.runId)).to.deep.equal(before);
     expect((await a.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('running');
     expect((await a.recovery.inDoubt()).map((e) => e.startId)).to.deep.equal([startId]);
     a.db.exec('DROP TRIGGER inject_fault');
-    expect((await a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'done' })).status).to.equal('recorded');
+    expect((await a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'tool_succeeded' })).status).to.equal('recorded');
   });
 
   it('issue 5: an outcome event appended through the emmett EventStore is projected in the same transaction too', async () => {
@@ -41,10 +41,10 @@ describe('recovery read models on SQLite: atomicity, upgrade, damage', function 
     const version = (await a.runs.readStream(s.runId)).length;
     await a.eventStore.appendToStream(
       `run-${s.runId}`,
-      [{ type: 'StepRunLost', data: { runId: s.runId, stepRunId: s.stepRunId, startId, stepRunVersion: 4, resolution: { decidedBy: 'orchestrator', reason: 'lease expired' }, occurredAtMs: 12 } }],
+      [{ type: 'StepRunLost', data: { runId: s.runId, stepRunId: s.stepRunId, startId, stepRunVersion: 4, resolution: { decidedBy: 'orchestrator', reason: 'lease_expired' }, occurredAtMs: 12 } }],
       { expectedStreamVersion: BigInt(version) },
     );
-    expect(await a.recovery.outcome(startId)).to.include({ outcome: 'lost', decidedBy: 'orchestrator', reason: 'lease expired', requestedAtMs: 12 });
+    expect(await a.recovery.outcome(startId)).to.include({ outcome: 'lost', decidedBy: 'orchestrator', reason: 'lease_expired', requestedAtMs: 12 });
     expect(await a.recovery.inDoubt()).to.deep.equal([]);
   });
 
@@ -52,15 +52,15 @@ describe('recovery read models on SQLite: atomicity, upgrade, damage', function 
     const path = freshDbPath();
     let b = await openSqliteStartBarrier({ path });
     const lost = await startedScenario(b);
-    await b.recovery.resolve(lost.startId, 'lost', { decidedBy: 'ops', reason: 'gone' });
+    await b.recovery.resolve(lost.startId, 'lost', { decidedBy: 'ops', reason: 'worker_lost' });
     const done = await startedScenario(b);
-    await b.recovery.resolve(done.startId, 'completed', { decidedBy: 'ops', reason: 'ok' });
+    await b.recovery.resolve(done.startId, 'completed', { decidedBy: 'ops', reason: 'tool_succeeded' });
     const open = await startedScenario(b);
     const stored = (await rawSqlite(b)).outcomes;
     // Take the database back to before 0057 (the log keeps the outcome events), and so before
-    // the projection trigger of 0058 too.
+    // the projection trigger of 0058 and everything after it too.
     b.db.exec(`DROP TRIGGER events_project_start_outcome; DROP TABLE start_outcomes; DROP INDEX step_run_mutations_start;
-      DELETE FROM schema_migrations WHERE name IN ('0057-recovery-read-models', '0058-outcome-projection-trigger')`);
+      DELETE FROM schema_migrations WHERE name >= '0057-recovery-read-models'`);
     await b.close();
     b = await openSqliteStartBarrier({ path });
     try {
@@ -76,12 +76,12 @@ describe('recovery read models on SQLite: atomicity, upgrade, damage', function 
 
   it('issue 5 / R5.3: an edited outcome row fails closed on every read and verify names it', async () => {
     const { s, startId } = await startedScenario(a);
-    await a.recovery.resolve(startId, 'failed', { decidedBy: 'ops', reason: 'exit 1' });
+    await a.recovery.resolve(startId, 'failed', { decidedBy: 'ops', reason: 'tool_failed' });
     a.db.exec('DROP TRIGGER start_outcomes_no_update');
     a.db.prepare("UPDATE start_outcomes SET reason = 'exit 0' WHERE start_id = ?").run(startId);
     expect(await rejects(a.recovery.outcome(startId))).to.be.instanceOf(CorruptRecordError);
     expect(await rejects(a.recovery.history(s.runId, s.stepRunId))).to.be.instanceOf(CorruptRecordError);
-    expect(await rejects(a.recovery.resolve(startId, 'failed', { decidedBy: 'ops', reason: 'again' }))).to.be.instanceOf(CorruptRecordError);
+    expect(await rejects(a.recovery.resolve(startId, 'failed', { decidedBy: 'ops', reason: 'tool_failed' }))).to.be.instanceOf(CorruptRecordError);
     const report = await a.recovery.verify();
     expect(report.ok).to.equal(false);
     expect(report.problems.filter((p) => p.kind === 'outcome' && p.record === startId)).to.have.length.greaterThan(0);

@@ -49,7 +49,7 @@ export class RecordingAdapter implements ToolAdapterPort {
   readonly sawCommitted: boolean[] = [];
   constructor(
     private readonly separateRead: (startId: string) => Promise<StoredBarrier | null>,
-    private readonly behave: (start: AdapterStart, n: number) => Promise<AdapterResult> = async () => ({ outcome: 'completed', reason: 'tool exited 0' }),
+    private readonly behave: (start: AdapterStart, n: number) => Promise<AdapterResult> = async () => ({ outcome: 'completed', reason: 'tool_succeeded' }),
   ) {}
   async invoke(start: AdapterStart): Promise<AdapterResult> {
     const durable = await this.separateRead(start.barrier.startId);
@@ -91,7 +91,7 @@ export const sagaConformance = (backend: SagaBackend): void => {
       expect(port.calls[0]!.barrier).to.deep.equal(result.barrier.record);
       expect(result.barrier.record.startId).to.equal(attemptIdsOf(s.runId, s.stepRunId, 3).startId);
       if (result.status !== 'completed') throw new Error('unreachable');
-      expect(result.outcome).to.include({ outcome: 'completed', decidedBy: 'saga-7', reason: 'tool exited 0', stepRunVersion: 4 });
+      expect(result.outcome).to.include({ outcome: 'completed', decidedBy: 'saga-7', reason: 'tool_succeeded', stepRunVersion: 4 });
       expect(await a.recovery.inDoubt()).to.deep.equal([]);
       expect((await a.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('completed');
       const types = (await a.runs.readStream(s.runId)).map((e) => e.event.type);
@@ -100,7 +100,7 @@ export const sagaConformance = (backend: SagaBackend): void => {
 
     it('R1.4.4: an approval_granted trigger starts from waiting_approval with the exact approval; a failing tool is recorded as failed', async () => {
       const s = await ready({ withApproval: true });
-      const port = adapter(async () => ({ outcome: 'failed', reason: 'tool exited 2', outcomeDigest: s.startCommand().admission.actionDigest }));
+      const port = adapter(async () => ({ outcome: 'failed', reason: 'tool_failed', outcomeDigest: s.startCommand().admission.actionDigest }));
       const result = await createToolStepSaga({ authority: a, adapter: port }).drive(triggerOf(s), planOf(s.startCommand()));
       expect(result).to.include({ status: 'failed', prepared: 'created' });
       expect(result.barrier.record.approval).to.deep.equal(s.approval);
@@ -119,7 +119,8 @@ export const sagaConformance = (backend: SagaBackend): void => {
       it('R1.5: a validation failure (forbidden content in the plan) never reaches the adapter', async () => {
         const s = await ready();
         const port = adapter();
-        const plan = { ...planOf(s.startCommand()), annotations: { note: 'fetch https://example.org/x' } };
+        const base = planOf(s.startCommand());
+        const plan = { ...base, admission: { ...base.admission, profile: 'https://example.org/x' } };
         expect(await rejects(createToolStepSaga({ authority: a, adapter: port }).drive(triggerOf(s), plan))).to.be.instanceOf(ValidationError);
         expect(await rejects(createToolStepSaga({ authority: a, adapter: port }).drive({ ...triggerOf(s), input: 'x' }, planOf(s.startCommand())))).to.be.instanceOf(ValidationError);
         await expectUntouched(s, port, 3);
@@ -188,7 +189,7 @@ export const sagaConformance = (backend: SagaBackend): void => {
         const saga = (port: RecordingAdapter) => createToolStepSaga({ authority: a, adapter: port });
         const first = await saga(crashed).drive(triggerOf(s), planOf(s.startCommand()));
         expect(first).to.include({ status: 'in_doubt', invoked: true });
-        await a.recovery.resolve(first.barrier.record.startId, 'lost', { decidedBy: 'ops', reason: 'no trace of the tool' });
+        await a.recovery.resolve(first.barrier.record.startId, 'lost', { decidedBy: 'ops', reason: 'no_trace_of_tool' });
         const port = adapter();
         expect(await saga(port).drive(triggerOf(s), planOf(s.startCommand()))).to.include({ status: 'already_resolved', invoked: false });
         expect(port.calls).to.have.length(0);
@@ -209,7 +210,7 @@ export const sagaConformance = (backend: SagaBackend): void => {
         const s = await ready();
         const flaky = adapter(async (_start, n) => {
           if (n === 1) throw new Error('adapter lost its connection');
-          return { outcome: 'completed', reason: 'done on resume' };
+          return { outcome: 'completed', reason: 'tool_succeeded' };
         });
         const saga = createToolStepSaga({ authority: a, adapter: flaky });
         const first = await saga.drive(triggerOf(s), planOf(s.startCommand()));
@@ -224,7 +225,7 @@ export const sagaConformance = (backend: SagaBackend): void => {
 
       it('issue 5: an invalid adapter report records nothing and leaves the start in doubt', async () => {
         const s = await ready();
-        const port = adapter(async () => ({ outcome: 'completed', reason: 'see /var/log/tool.log' }));
+        const port = adapter(async () => ({ outcome: 'completed', reason: 'see /var/log/tool.log' as never }));
         const result = await createToolStepSaga({ authority: a, adapter: port }).drive(triggerOf(s), planOf(s.startCommand()));
         expect(result).to.include({ status: 'in_doubt' });
         if (result.status !== 'in_doubt') throw new Error('unreachable');
@@ -235,8 +236,8 @@ export const sagaConformance = (backend: SagaBackend): void => {
       it('issue 5: an operator decision made while the adapter ran stands; the saga does not overwrite it', async () => {
         const s = await ready();
         const port = adapter(async (start) => {
-          await a.recovery.resolve(start.barrier.startId, 'lost', { decidedBy: 'oncall', reason: 'declared lost during the run' });
-          return { outcome: 'completed', reason: 'finished late' };
+          await a.recovery.resolve(start.barrier.startId, 'lost', { decidedBy: 'oncall', reason: 'worker_lost' });
+          return { outcome: 'completed', reason: 'tool_succeeded' };
         });
         const result = await createToolStepSaga({ authority: a, adapter: port }).drive(triggerOf(s), planOf(s.startCommand()));
         expect(result).to.include({ status: 'already_resolved', invoked: true });

@@ -46,9 +46,9 @@ describe('orchestration saga, pure part (domain/saga.ts)', () => {
   it('R1.5: triggers and adapter reports are decoded strictly', () => {
     expect(() => decodeToolStepTrigger({ ...trigger, extra: 1 })).to.throw(ValidationError);
     expect(() => decodeToolStepTrigger({ ...trigger, kind: 'approval_granted' })).to.throw(ValidationError);
-    expect(() => decodeAdapterResult({ outcome: 'lost', reason: 'x' })).to.throw(ValidationError);
-    expect(() => decodeAdapterResult({ outcome: 'completed', reason: 'x', output: 'secret' })).to.throw(ValidationError);
-    expect(decodeAdapterResult({ outcome: 'failed', reason: 'exit 2' })).to.deep.equal({ outcome: 'failed', reason: 'exit 2' });
+    expect(() => decodeAdapterResult({ outcome: 'lost', reason: 'other_see_note' })).to.throw(ValidationError);
+    expect(() => decodeAdapterResult({ outcome: 'completed', reason: 'other_see_note', output: 'secret' })).to.throw(ValidationError);
+    expect(decodeAdapterResult({ outcome: 'failed', reason: 'tool_failed' })).to.deep.equal({ outcome: 'failed', reason: 'tool_failed' });
   });
 
   it('issue 5: the adapter is invoked only while the attempt has no outcome fact', () => {

@@ -44,7 +44,7 @@ describe('SQLite event store: the shape emmett drives (R5.1)', () => {
     const [stepCreated] = runDecider.decide(s.lifecycle[1]!, state);
     expect(await rejects(a.eventStore.appendToStream(stream, [stepCreated!], { expectedStreamVersion: 0n }))).to.be.instanceOf(ExpectedVersionConflictError);
     // a batch whose second event is an illegal transition appends nothing at all
-    const illegal = { type: 'StepRunLost', data: { runId: s.runId, stepRunId: s.stepRunId, startId: 'none', stepRunVersion: 2, resolution: { decidedBy: 'x', reason: 'y' }, occurredAtMs: 1 } };
+    const illegal = { type: 'StepRunLost', data: { runId: s.runId, stepRunId: s.stepRunId, startId: 'none', stepRunVersion: 2, resolution: { decidedBy: 'x', reason: 'worker_lost' }, occurredAtMs: 1 } };
     expect(await rejects(a.eventStore.appendToStream(stream, [stepCreated!, illegal], { expectedStreamVersion: 1n }))).to.be.instanceOf(PreconditionError);
     expect(sqliteCounts(a)).to.deep.equal(before);
     await a.close();

@@ -1,0 +1,31 @@
+import type { Pool } from 'pg';
+import type { NoteRow, NoteStore } from '../../application/recoveryRules';
+import { mapTimeout } from './errors';
+import { bind, named } from './named';
+
+// R10.2: resolution notes on PostgreSQL (pg-0033): one short autocommit statement each, on the
+// authority's pool. The runtime role may insert a note and purge it, nothing else.
+
+const INSERT_NOTE = named(`INSERT INTO ql3.resolution_notes (start_id, note_digest, note_text) VALUES (:start_id, :note_digest, :note_text)
+  ON CONFLICT (start_id, note_digest) DO NOTHING`);
+const PURGE_NOTE = named(`UPDATE ql3.resolution_notes SET note_text = NULL, purged_at_ms = (extract(epoch FROM clock_timestamp()) * 1000)::bigint
+  WHERE start_id = :start_id AND note_digest = :note_digest AND note_text IS NOT NULL`);
+const NOTES_OF = named('SELECT start_id, note_digest, note_text, purged_at_ms FROM ql3.resolution_notes WHERE start_id = :start_id ORDER BY note_digest');
+const ALL_NOTES = named('SELECT start_id, note_digest, note_text, purged_at_ms FROM ql3.resolution_notes ORDER BY start_id, note_digest');
+
+/** `pool` is read on each call: the authority builds its recovery surface before its pool field is set. */
+export const createPostgresNoteStore = (pool: () => Pool): NoteStore => {
+  const q = async (sql: ReturnType<typeof named>, params: Record<string, unknown>): Promise<NoteRow[]> => {
+    try {
+      return (await pool().query<NoteRow>(sql.text, bind(sql, params))).rows;
+    } catch (e) {
+      throw mapTimeout(e);
+    }
+  };
+  return {
+    put: async (startId, noteDigest, text) => void (await q(INSERT_NOTE, { start_id: startId, note_digest: noteDigest, note_text: text })),
+    purge: async (startId, noteDigest) => void (await q(PURGE_NOTE, { start_id: startId, note_digest: noteDigest })),
+    rows: (startId) => q(NOTES_OF, { start_id: startId }),
+    all: () => q(ALL_NOTES, {}),
+  };
+};

@@ -1,0 +1,131 @@
+import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
+import Database from 'better-sqlite3';
+import { ValidationError } from '../../domain';
+import { loadMigrations, MigrationError, planMigrations, type AppliedMigration } from '../migrations';
+import * as SQL from './sql';
+
+// R10.3: a barrier SQLite file says what it is in its header (`PRAGMA application_id` and
+// `user_version`, the number of the last migration applied, both set by the migration runner
+// in the transaction of the migrations, so an older store gets them with its next upgrade), so a reader
+// can tell it from any other SQLite file by reading 100 bytes, before SQLite opens it at all.
+// Read commands open it read-only and never create, migrate or change it; any other file is
+// refused untouched.
+
+/** 'QBAR': the application id every migrated barrier file carries in its header. */
+export const BARRIER_APPLICATION_ID = 0x51424152;
+const SQLITE_MAGIC = 'SQLite format 3\u0000';
+
+export interface FileHeader {
+  readonly sqlite: boolean;
+  readonly applicationId: number;
+  readonly userVersion: number;
+}
+
+const notABarrier = (path: string, why: string): ValidationError =>
+  new ValidationError('database file', [{ path: 'path', reason: 'invalid_value', message: `${path} is not a start barrier database (${why}); it was left unchanged` }]);
+
+/** The first 100 bytes, read with plain file I/O: nothing SQLite could write (WAL, -shm, a journal). */
+export const readFileHeader = (path: string): FileHeader => {
+  const fd = openSync(path, 'r');
+  try {
+    const header = Buffer.alloc(100);
+    const n = readSync(fd, header, 0, 100, 0);
+    if (n < 100 || header.toString('latin1', 0, 16) !== SQLITE_MAGIC) return { sqlite: false, applicationId: 0, userVersion: 0 };
+    return { sqlite: true, userVersion: header.readInt32BE(60), applicationId: header.readInt32BE(68) };
+  } finally {
+    closeSync(fd);
+  }
+};
+
+/** The user_version a migration leaves: the number in its name (`0059-…` -> 59). */
+export const versionOfMigration = (name: string): number => Number(/^(\d+)-/.exec(name)?.[1] ?? '0');
+
+const appliedOf = (db: Database.Database): AppliedMigration[] => {
+  const table = db.prepare("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").get();
+  return table === undefined ? [] : (db.prepare(SQL.SELECT_APPLIED).all() as AppliedMigration[]);
+};
+
+/**
+ * Opens a barrier file for reading only. Refuses (VALIDATION_FAILED naming `path`, the file
+ * byte-identical) an empty file, a file that is not SQLite, another application's SQLite file,
+ * and a barrier file whose schema is behind or ahead of this code (run `migrate`).
+ */
+export const openReadOnlyBarrierFile = (path: string): Database.Database => {
+  const header = readFileHeader(path);
+  if (!header.sqlite) throw notABarrier(path, 'not an SQLite database');
+  // a zero id may only mean the header's page is still in the -wal of a barrier store
+  const inWal = header.applicationId === 0 && existsSync(`${path}-wal`);
+  if (header.applicationId !== BARRIER_APPLICATION_ID && !inWal) {
+    throw notABarrier(path, header.applicationId === 0 ? 'no barrier application id; a store made before it had one needs `migrate` once' : `application id ${header.applicationId}`);
+  }
+  const db = new Database(path, { readonly: true, fileMustExist: true });
+  try {
+    const applicationId = db.pragma('application_id', { simple: true }) as number;
+    if (applicationId !== BARRIER_APPLICATION_ID) throw notABarrier(path, applicationId === 0 ? 'no barrier application id; a store made before it had one needs `migrate` once' : `application id ${applicationId}`);
+    db.pragma('query_only = ON');
+    db.pragma('trusted_schema = OFF');
+    const pending = planMigrations(loadMigrations('sqlite'), appliedOf(db));
+    if (pending.length > 0) throw new MigrationError(`the database schema is behind this code: ${pending.map((m) => m.name).join(', ')} not applied; run \`migrate\` first`);
+    return db;
+  } catch (e) {
+    db.close();
+    throw e;
+  }
+};
+
+/**
+ * Before a write path migrates: refuse another application's file instead of adding our tables
+ * to it. An empty file, a fresh database and an older barrier store (our migrations table,
+ * no application id yet) pass.
+ */
+export const assertBarrierOrEmpty = (db: Database.Database, path: string): void => {
+  if (existsSync(path) && statSync(path).size > 0 && !readFileHeader(path).sqlite) throw notABarrier(path, 'not an SQLite database');
+  const applicationId = db.pragma('application_id', { simple: true }) as number;
+  if (applicationId === BARRIER_APPLICATION_ID) return;
+  if (applicationId !== 0) throw notABarrier(path, `application id ${applicationId}`);
+  const objects = db.prepare("SELECT name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'").all() as { name: string }[];
+  if (objects.length > 0 && !objects.some((o) => o.name === 'schema_migrations')) throw notABarrier(path, 'it holds tables of another application');
+};
+
+/** Applies what is pending in one `BEGIN IMMEDIATE`; the header's user_version follows the last one. */
+export const migrateSqlite = (db: Database.Database): string[] => {
+  db.exec(SQL.MIGRATIONS_TABLE);
+  const known = loadMigrations('sqlite');
+  db.exec('BEGIN IMMEDIATE');
+  try {
+    const pending = planMigrations(known, appliedOf(db));
+    for (const m of pending) {
+      db.exec(m.sql);
+      db.prepare(SQL.INSERT_APPLIED).run(m.name, m.checksum, Date.now());
+    }
+    const last = known[known.length - 1];
+    if (db.pragma('application_id', { simple: true }) !== BARRIER_APPLICATION_ID) db.pragma(`application_id = ${BARRIER_APPLICATION_ID}`);
+    if (last !== undefined && db.pragma('user_version', { simple: true }) !== versionOfMigration(last.name)) db.pragma(`user_version = ${versionOfMigration(last.name)}`);
+    db.exec('COMMIT');
+    // The header lives on page 1: in WAL mode a change stays in the -wal file until a
+    // checkpoint, and a reader checks the main file's header first. Best effort: a busy
+    // checkpoint leaves it to the next one (openReadOnlyBarrierFile also looks into the WAL).
+    if (pending.length > 0 && db.pragma('journal_mode', { simple: true }) === 'wal') db.pragma('wal_checkpoint(TRUNCATE)');
+    return pending.map((m) => m.name);
+  } catch (e) {
+    if (db.inTransaction) db.exec('ROLLBACK');
+    throw e;
+  }
+};
+
+/** The write path's opening: refuse a foreign file, set the connection's pragmas, migrate. Returns what was applied. */
+export const openWritable = (db: Database.Database, path: string, synchronous: 'FULL' | 'NORMAL', busyTimeoutMs: number): string[] => {
+  assertBarrierOrEmpty(db, path);
+  for (const p of SQL.PRAGMAS(synchronous, busyTimeoutMs)) db.pragma(p);
+  return migrateSqlite(db);
+};
+
+/** `migrate` on a file: creates it if missing; refuses another application's file. */
+export const migrateSqliteFile = (path: string): string[] => {
+  const db = new Database(path);
+  try {
+    return openWritable(db, path, 'FULL', 5000);
+  } finally {
+    db.close();
+  }
+};

@@ -1,5 +1,5 @@
 import type * as t from 'io-ts';
-import { MAX_BARRIER_BYTES, StartBarrierRecord, barrierMatchesItsCommand, type SealedBarrier } from './barrier';
+import { MAX_BARRIER_BYTES, StoredStartBarrierRecord, barrierMatchesItsCommand, type SealedBarrier } from './barrier';
 import { canonicalJson, digestCanonical, RECORD_TAGS, type RecordTag } from './canonical';
 import { PAYLOAD_CODECS, type RunEventType, type StartFacts } from './events';
 import { startedStepRunDigestOf } from './verify';
@@ -47,7 +47,8 @@ export const provenPayload = (type: RunEventType, text: unknown): unknown => pro
 /** The barrier text proven as verifyStoredBarrier would: codec, R1.2 size, canonical, digest, startId, command digest. */
 export const provenBarrier = (startId: string, text: unknown, storedDigest: unknown): SealedBarrier | undefined => {
   if (typeof text !== 'string' || text.length > MAX_BARRIER_BYTES || Buffer.byteLength(text, 'utf8') > MAX_BARRIER_BYTES) return undefined;
-  const record = provenJson(StartBarrierRecord, text);
+  // As stored: legacy barriers with annotations read and verify, as verifyStoredBarrier lets them.
+  const record = provenJson(StoredStartBarrierRecord, text);
   if (record === undefined) return undefined;
   const barrierDigest = digestCanonical(RECORD_TAGS.barrier, text);
   if (barrierDigest !== storedDigest || record.startId !== startId) return undefined;

@@ -2,7 +2,11 @@ import { isDeepStrictEqual } from 'node:util';
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { isLeft } from 'fp-ts/lib/Either';
-import { CorruptRecordError, PAYLOAD_CODECS, StartBarrierRecord, isRunEventType, verifyStoredBarrier, type ToolExecutionStartCommand } from '../../domain';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { gunzipSync } from 'node:zlib';
+import { CorruptRecordError, PAYLOAD_CODECS, StoredStartBarrierRecord, isRunEventType, verifyStoredBarrier } from '../../domain';
+import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { buildScenario } from '../../domain/scenario';
 import { provenBarrier } from '../../domain/checkRecords';
 import { checkEventRow, checkStartRows, provenEventRow, provenStartRows } from '../../projections/checkRows';
@@ -54,8 +58,6 @@ const sameRowsAsOracle = (label: string, rows: StoredStartRows) =>
 const sameEventAsOracle = (label: string, row: EventRow) =>
   expectSameAsOracle(label, () => decodeEventRow(row), () => checkEventRow(row), () => provenEventRow(row));
 
-const withAnnotations = (c: ToolExecutionStartCommand, annotations: Record<string, string>): ToolExecutionStartCommand => ({ ...c, annotations });
-
 describe('R5.3 the one-pass verifier against the oracle (projections/checkRows.ts vs verifyRows.ts)', function () {
   this.timeout(600_000);
   let starts: StoredStartRows[] = [];
@@ -64,29 +66,33 @@ describe('R5.3 the one-pass verifier against the oracle (projections/checkRows.t
   before(async () => {
     const path = freshDbPath('check-rows');
     const a = await openFreshSqlite(undefined, path);
-    const scenarios = [
-      ...Array.from({ length: 3 }, () => ({ s: buildScenario(), annotations: undefined })),
-      ...Array.from({ length: 2 }, () => ({ s: buildScenario({ withApproval: true }), annotations: undefined })),
-      { s: buildScenario(), annotations: { 'note.plain': 'retry of a nightly job', 'ticket.id': 'OPS-1234' } },
-      // Text outside ASCII: the one pass leaves it to the oracle, which must still accept it.
-      { s: buildScenario({ withApproval: true }), annotations: { 'note.text': 'über 👍 ok' } },
-    ];
+    const scenarios = [...Array.from({ length: 3 }, () => buildScenario()), ...Array.from({ length: 2 }, () => buildScenario({ withApproval: true }))];
     const ids: string[] = [];
-    for (const { s, annotations } of scenarios) {
+    for (const s of scenarios) {
       for (const c of s.lifecycle) await a.runs.handle(c);
-      const command = annotations ? withAnnotations(s.startCommand(), annotations) : s.startCommand();
-      await a.barriers.prepare(command);
-      ids.push(command.startId);
+      await a.barriers.prepare(s.startCommand());
+      ids.push(s.startCommand().startId);
     }
     await a.close();
-    const raw = sqliteRaw(path);
+    // A store written before R10.2: a barrier with annotations, an outcome with a free-text reason.
+    const legacyPath = freshDbPath('check-rows-legacy');
+    writeFileSync(legacyPath, gunzipSync(readFileSync(join(__dirname, '..', 'fixtures', 'legacy-store-before-r10.2.sqlite.gz'))));
+    await (await openSqliteStartBarrier({ path: legacyPath })).close();
     starts = [];
-    for (const id of ids) starts.push(await readStartRows(raw, id));
-    streamRows = await raw.all<EventRow>('SELECT stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM events ORDER BY global_position');
-    await raw.close();
+    streamRows = [];
+    for (const [file, startIds] of [
+      [path, ids],
+      [legacyPath, ['start-legacy-annotated-v3', 'start-legacy-open-v3']],
+    ] as const) {
+      const raw = sqliteRaw(file);
+      for (const id of startIds) starts.push(await readStartRows(raw, id));
+      streamRows.push(...(await raw.all<EventRow>('SELECT stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM events ORDER BY global_position')));
+      await raw.close();
+    }
+    expect(starts.some((r) => JSON.parse(r.barrier.barrier_json).annotations !== undefined), 'a legacy annotated barrier').to.equal(true);
   });
 
-  it('R5.3 every stored start is proven in one pass, with the value the oracle returns (ASCII records never fall back)', () => {
+  it('R5.3 every stored start is proven in one pass, with the value the oracle returns (ASCII records, legacy annotated ones too, never fall back)', () => {
     starts.forEach((rows, i) => {
       sameRowsAsOracle(`start ${i}`, rows);
       const ascii = /^[\x20-\x7e]*$/.test(rows.barrier.barrier_json);
@@ -158,7 +164,7 @@ describe('R5.3 the one-pass verifier against the oracle (projections/checkRows.t
   });
 
   it('R5.3 the stored barrier alone: provenBarrier never accepts what verifyStoredBarrier refuses, and codec `is` answers as `validate`', () => {
-    const base = starts[0]!.barrier;
+    const base = starts.find((r) => r.barrier.barrier_json.includes('"annotations"'))!.barrier;
     const damaged = fc.oneof(
       fc.nat({ max: base.barrier_json.length - 1 }).chain((at) =>
         fc.constantFrom('0', '1', 'f', 'Z', '.', '-', ' ', '\\u0041').map((c) => `${base.barrier_json.slice(0, at)}${c}${base.barrier_json.slice(at + 1)}`),
@@ -172,7 +178,7 @@ describe('R5.3 the one-pass verifier against the oracle (projections/checkRows.t
         if (want.error !== undefined) expect(got).to.equal(undefined);
         else if (got !== undefined) expect(isDeepStrictEqual(got, want.value)).to.equal(true);
         const parsed = attempt(() => JSON.parse(json) as unknown);
-        if (parsed.error === undefined) expect(StartBarrierRecord.is(parsed.value)).to.equal(!isLeft(StartBarrierRecord.validate(parsed.value, [])));
+        if (parsed.error === undefined) expect(StoredStartBarrierRecord.is(parsed.value)).to.equal(!isLeft(StoredStartBarrierRecord.validate(parsed.value, [])));
       }),
       { numRuns: 2000, seed: 140_160 },
     );

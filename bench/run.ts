@@ -20,11 +20,12 @@ const program = new Command()
   .option('--out <file>', 'where to write the JSON figures', 'bench-results/latest.json')
   .option('--only <sections>', 'comma-separated subset: sqlite,scale,rss,postgres,verify')
   .option('--pg <url>', 'PostgreSQL admin URL (a fresh database is created and dropped per figure group)', process.env.SB_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres')
+  .option('--no-store-verify', 'skip recovery.verify() of the large seeded store (about 10 minutes at 10^6 barriers on 2 cores)')
   .option('--cache <dir>', 'where large seeded databases are kept between runs', 'bench-results/cache');
 
 const main = async (): Promise<void> => {
   program.parse();
-  const opts = program.opts<{ quick?: boolean; out: string; only?: string; pg: string; cache: string }>();
+  const opts = program.opts<{ quick?: boolean; out: string; only?: string; pg: string; cache: string; storeVerify: boolean }>();
   const sizes = opts.quick ? QUICK : DEFAULT;
   const only = opts.only ? new Set(opts.only.split(',')) : undefined;
   const wants = (s: string) => only === undefined || only.has(s);
@@ -39,6 +40,7 @@ const main = async (): Promise<void> => {
     extra: {},
     floors: {},
     bytes: [],
+    storeVerify: opts.storeVerify,
     log: (m) => process.stderr.write(`[bench ${((Date.now() - started) / 1000).toFixed(0).padStart(4)}s] ${m}\n`),
   };
   try {

@@ -74,5 +74,7 @@ export interface BenchContext {
   readonly floors: Record<string, Summary>;
   /** Bytes per start (table growth and WAL) beside the canonical bytes of the records. */
   readonly bytes: BytesFigure[];
+  /** Run recovery.verify() over the whole large seeded store (`--no-store-verify` skips it). */
+  readonly storeVerify: boolean;
   log(message: string): void;
 }

@@ -1,5 +1,8 @@
+import type { EventStore, EventStoreSessionFactory, ReadEventMetadataWithGlobalPosition } from '@event-driven-io/emmett';
 import type {
   ExecutionClass,
+  LifecycleCommandInput,
+  ToolExecutionStartCommand,
   LookupValue,
   Ref,
   ReplayIdentity,
@@ -10,6 +13,7 @@ import type {
   StepRunState,
 } from '../domain';
 import { START_WRITE_STEPS } from './startWrite';
+import type { VerifyProgressListener } from './verifyProgress';
 
 // The surface every backend offers (in-memory for specs, SQLite, PostgreSQL). The shared
 // conformance suite in `specs/conformance/` drives it unchanged against each.
@@ -45,8 +49,12 @@ export interface AppendOutcome {
 }
 
 export interface RunsApi {
-  /** Decide and append one lifecycle command (`{ type, data }`, strictly decoded). */
-  handle(command: unknown): Promise<AppendOutcome>;
+  /**
+   * Decide and append one lifecycle command (`{ type, data }`, strictly decoded at run time
+   * too). Typed, so a misspelled `type` or field fails to compile; emmett's `command()` output
+   * is accepted (its `kind` and `metadata` are ignored).
+   */
+  handle(command: LifecycleCommandInput): Promise<AppendOutcome>;
   getStepRun(runId: string, stepRunId: string): Promise<StepRunView | null>;
   /** Every event of `run-<runId>`, decoded and in order. */
   readStream(runId: string): Promise<readonly StoredEvent[]>;
@@ -54,7 +62,7 @@ export interface RunsApi {
 
 export interface BarriersApi {
   /** R3: one transaction, fixed order; `existing` on an exact replay (R4.2). */
-  prepare(command: unknown): Promise<PrepareResult>;
+  prepare(command: ToolExecutionStartCommand): Promise<PrepareResult>;
   getByStartId(startId: string): Promise<StoredBarrier | null>;
   getByStepRunAttempt(runId: string, stepRunId: string, startedStepRunVersion: number): Promise<StoredBarrier | null>;
 }
@@ -184,8 +192,11 @@ export type ResolutionNote =
   | { readonly startId: string; readonly noteDigest: string; readonly status: 'purged'; readonly purgedAtMs: number };
 
 export interface VerifyOptions {
-  /** Called as records are checked (the CLI draws its progress bar from it). */
-  readonly onProgress?: (done: number, total: number) => void;
+  /**
+   * Called as records are checked, with the phase (the CLI draws its progress bar from it).
+   * `done` / `total` are weighted by each phase's cost, so they advance at an even pace.
+   */
+  readonly onProgress?: VerifyProgressListener;
 }
 
 /**
@@ -215,3 +226,6 @@ export interface RecoveryApi {
 export interface RecoverableStartBarrierAuthority extends StartBarrierAuthority {
   readonly recovery: RecoveryApi;
 }
+
+/** emmett's event store over the Run streams, with a transactional session (`withSession`). */
+export type RunEventStore = EventStore<ReadEventMetadataWithGlobalPosition> & EventStoreSessionFactory<EventStore<ReadEventMetadataWithGlobalPosition>>;

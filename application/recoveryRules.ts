@@ -1,3 +1,4 @@
+import { createVerifyProgress } from './verifyProgress';
 import * as t from 'io-ts';
 import {
   CorruptRecordError,
@@ -321,16 +322,10 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
 
     verify: async (options = {}) => {
       const counts = await backend.snapshot((v) => v.counts());
-      const total = counts.barriers + counts.outcomes + counts.runs + counts.stepRuns + counts.events + 1;
-      let done = 0;
-      const tick = (n: number) => {
-        done += n;
-        options.onProgress?.(Math.min(done, total), total);
-      };
+      const progress = createVerifyProgress(counts, options.onProgress);
       const problems: VerifyProblem[] = [];
       const checked = { barriers: 0, outcomes: 0, runs: 0, stepRuns: 0, events: 0 };
       const notes = { present: 0, purged: 0 };
-      tick(0);
 
       // Every barrier and its facts (R5.3), and whether its StepRun agrees with its outcome.
       for (let after = ''; ; ) {
@@ -358,7 +353,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
         if (ids.length === 0) break;
         after = ids[ids.length - 1]!;
         checked.barriers += ids.length;
-        tick(ids.length);
+        progress.tick('barriers', ids.length);
       }
 
       // Every outcome row against its event (a row whose barrier is gone is caught by the FK check).
@@ -377,7 +372,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
         if (rows.length === 0) break;
         after = rows[rows.length - 1]!.start_id;
         checked.outcomes += rows.length;
-        tick(rows.length);
+        progress.tick('outcomes', rows.length);
       }
 
       for (let after = ''; ; ) {
@@ -395,7 +390,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
         if (rows.length === 0) break;
         after = rows[rows.length - 1]!.run_id;
         checked.runs += rows.length;
-        tick(rows.length);
+        progress.tick('runs', rows.length);
       }
 
       // Every StepRun row decodes, and none is running without the barrier of its attempt.
@@ -426,7 +421,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
         const last = rows[rows.length - 1]!;
         after = [last.run_id, last.step_run_id];
         checked.stepRuns += rows.length;
-        tick(rows.length);
+        progress.tick('step_runs', rows.length);
       }
 
       // Every event of the log decodes strictly and is stored canonically.
@@ -452,11 +447,12 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
         if (rows.length === 0) break;
         after = Number(rows[rows.length - 1]!.global_position);
         checked.events += rows.length;
-        tick(rows.length);
+        progress.tick('events', rows.length);
       }
 
+      progress.integrity(false);
       problems.push(...(await backend.snapshot((v) => v.integrityProblems())));
-      tick(1);
+      progress.integrity(true);
       return { ok: problems.length === 0, checked, notes, problems };
     },
   };

@@ -13,6 +13,7 @@ import {
   oneOf,
   strictObject,
 } from './codecs';
+import { Traceparent } from './traceContext';
 import { Admission, ApprovalBinding, ReviewedContracts, STARTABLE_STATUSES, commandDigestOf, type ToolExecutionStartCommand } from './command';
 import { CorruptRecordError, ValidationError, isStartBarrierError } from './errors';
 
@@ -48,7 +49,7 @@ const BARRIER_FIELDS = {
   }),
   mutation: strictObject('BarrierMutation', { mutationId: Identity, mutationDigest: Digest }),
   runEvent: strictObject('BarrierRunEvent', { runEventId: Identity, runEventSequence: Sequence }),
-  trace: strictObject('BarrierTrace', { traceId: Identity, spanId: Identity, traceDigest: Digest }),
+  trace: strictObject('BarrierTrace', { traceId: Identity, spanId: Identity, traceDigest: Digest }, { traceparent: Traceparent }),
   audit: strictObject('BarrierAudit', {
     auditEventId: Identity,
     auditEventDigest: Digest,
@@ -124,7 +125,13 @@ export const commandOfBarrier = (b: StartBarrierRecord): ToolExecutionStartComma
   admission: b.admission,
   contracts: b.contracts,
   stepRun: { runId: b.runId, stepRunId: b.stepRunId, kind: 'tool', expectedVersion: b.attempt.fromStepRunVersion, expectedDigest: b.attempt.fromStepRunDigest },
-  evidence: { traceId: b.trace.traceId, spanId: b.trace.spanId, auditEventId: b.audit.auditEventId, auditReceiptId: b.audit.auditReceiptId },
+  evidence: {
+    traceId: b.trace.traceId,
+    spanId: b.trace.spanId,
+    auditEventId: b.audit.auditEventId,
+    auditReceiptId: b.audit.auditReceiptId,
+    ...(b.trace.traceparent === undefined ? {} : { traceparent: b.trace.traceparent }),
+  },
   mutation: { mutationId: b.mutation.mutationId, runEventId: b.runEvent.runEventId, fromStatus: b.attempt.fromStatus, toStatus: 'running' },
   ...(b.approval ? { approval: b.approval } : {}),
 });

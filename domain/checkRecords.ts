@@ -115,7 +115,16 @@ export const factsAgree = (sealed: SealedBarrier, facts: StartFacts, texts: Fact
     return false;
   }
   const tr = trace.data;
-  if (tr.traceId !== b.trace.traceId || tr.spanId !== b.trace.spanId || tr.traceDigest !== b.trace.traceDigest || tr.commandDigest !== b.commandDigest || tr.startId !== b.startId) return false;
+  if (
+    tr.traceId !== b.trace.traceId ||
+    tr.spanId !== b.trace.spanId ||
+    tr.traceDigest !== b.trace.traceDigest ||
+    tr.traceparent !== b.trace.traceparent ||
+    tr.commandDigest !== b.commandDigest ||
+    tr.startId !== b.startId
+  ) {
+    return false;
+  }
   const r = receipt.data;
   if (
     r.auditReceiptId !== b.audit.auditReceiptId ||

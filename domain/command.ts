@@ -1,4 +1,5 @@
 import * as t from 'io-ts';
+import { Traceparent } from './traceContext';
 import { canonicalJson, digestCanonical, RECORD_TAGS, utf8Length } from './canonical';
 import {
   Digest,
@@ -73,12 +74,17 @@ export const ToolExecutionStartCommand = strictObject(
       expectedDigest: Digest,
     }),
     // R1.4.6
-    evidence: strictObject('EvidenceBinding', {
-      traceId: Identity,
-      spanId: Identity,
-      auditEventId: Identity,
-      auditReceiptId: Identity,
-    }),
+    evidence: strictObject(
+      'EvidenceBinding',
+      {
+        traceId: Identity,
+        spanId: Identity,
+        auditEventId: Identity,
+        auditReceiptId: Identity,
+      },
+      // The caller's W3C trace context, kept in the trace anchor (optional, strictly formed).
+      { traceparent: Traceparent },
+    ),
     // R1.4.7
     mutation: strictObject('MutationBinding', {
       mutationId: Identity,

@@ -15,6 +15,7 @@ import {
 } from './codecs';
 import { ApprovalBinding, PolicyFence, STARTABLE_STATUSES } from './command';
 import { StoredStartBarrierRecord } from './barrier';
+import { Traceparent } from './traceContext';
 import { CorruptRecordError, isStartBarrierError } from './errors';
 import { StoredResolution } from './resolution';
 
@@ -85,15 +86,19 @@ const payloads = {
     auditEventDigest: Digest,
     occurredAtMs: EpochMillis,
   }),
-  TraceAnchorRecorded: strictObject('TraceAnchorRecorded', {
-    traceId: Identity,
-    spanId: Identity,
-    startId: Identity,
-    runId: Identity,
-    stepRunId: Identity,
-    commandDigest: Digest,
-    traceDigest: Digest,
-  }),
+  TraceAnchorRecorded: strictObject(
+    'TraceAnchorRecorded',
+    {
+      traceId: Identity,
+      spanId: Identity,
+      startId: Identity,
+      runId: Identity,
+      stepRunId: Identity,
+      commandDigest: Digest,
+      traceDigest: Digest,
+    },
+    { traceparent: Traceparent },
+  ),
   AuditReceiptIssued: strictObject('AuditReceiptIssued', {
     auditReceiptId: Identity,
     auditEventId: Identity,

@@ -13,3 +13,5 @@ export * from './verify';
 export * from './decider';
 export * from './recovery';
 export * from './saga';
+export * from './nextAttempt';
+export { Traceparent, traceparentProblem } from './traceContext';

@@ -2,7 +2,7 @@ import * as t from 'io-ts';
 import type { Command } from '@event-driven-io/emmett';
 import { Digest, EpochMillis, Identity, Ref, SafeText, Version, decodeOrThrow, oneOf, strictObject } from './codecs';
 import { ApprovalBinding } from './command';
-import { PreconditionError } from './errors';
+import { PreconditionError, ValidationError, type ValidationIssue } from './errors';
 import { optionalResolutionFields, resolutionFields } from './resolution';
 import { STEP_RUN_KINDS, event, type RunStreamEvent } from './events';
 import type { RunHead, RunState, StepRunState } from './state';
@@ -31,10 +31,38 @@ export type LifecycleCommandType = keyof LifecycleData;
 export const LIFECYCLE_COMMAND_TYPES = Object.keys(lifecycleData) as LifecycleCommandType[];
 export type LifecycleCommand = { [K in LifecycleCommandType]: Command<K, t.TypeOf<LifecycleData[K]>> }[LifecycleCommandType];
 
+/**
+ * What callers may pass: a lifecycle command, also as emmett's `command(type, data, metadata)`
+ * builds it (emmett's `Command` type already has the optional `kind` and `metadata`).
+ */
+export type LifecycleCommandInput = LifecycleCommand;
+
 const LifecycleEnvelope = strictObject('LifecycleCommand', { type: oneOf(LIFECYCLE_COMMAND_TYPES), data: t.unknown });
 
+/**
+ * emmett's envelope around `{ type, data }`: `kind: 'Command'` and `metadata` (its `now` is a
+ * Date, not JSON). Both are checked and set aside; time comes from `data.requestedAtMs`. Only
+ * a plain object of data properties is unwrapped: anything else (accessors, symbols, other
+ * prototypes) goes to the strict decoder unchanged, which rejects it as before.
+ */
+const withoutEmmettEnvelope = (input: unknown): unknown => {
+  if (typeof input !== 'object' || input === null || Object.getPrototypeOf(input) !== Object.prototype) return input;
+  const descriptors = Object.getOwnPropertyDescriptors(input);
+  if (!('kind' in descriptors) && !('metadata' in descriptors)) return input;
+  if (Reflect.ownKeys(descriptors).some((k) => typeof k === 'symbol' || !('value' in descriptors[k as string]!))) return input;
+  const { kind, metadata, ...rest } = Object.fromEntries(Object.entries(descriptors).map(([k, d]) => [k, d.value as unknown]));
+  const issues: ValidationIssue[] = [];
+  if ('kind' in descriptors && kind !== 'Command') issues.push({ path: 'kind', reason: 'invalid_value', message: 'expected "Command" (emmett\'s command envelope) or no kind' });
+  if ('metadata' in descriptors && (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata))) {
+    issues.push({ path: 'metadata', reason: 'invalid_value', message: 'expected an object (emmett\'s command metadata) or no metadata' });
+  }
+  if (issues.length > 0) throw new ValidationError('lifecycle command', issues);
+  return rest;
+};
+
 /** Boundary for lifecycle commands (CLI `apply`, saga): `{ type, data }`, strictly decoded. */
-export const decodeLifecycleCommand = (input: unknown): LifecycleCommand => {
+export const decodeLifecycleCommand = (raw: unknown): LifecycleCommand => {
+  const input = withoutEmmettEnvelope(raw);
   const envelope = decodeOrThrow(LifecycleEnvelope, 'lifecycle command', input);
   const data = decodeOrThrow(lifecycleData[envelope.type] as t.Type<unknown, unknown, unknown>, `${envelope.type} command`, envelope.data);
   return { type: envelope.type, data } as LifecycleCommand;

@@ -170,7 +170,8 @@ export const buildStartFacts = (decoded: DecodedStartCommand, state: RunState): 
   };
   const audit: AuditData = { ...auditBody, auditEventDigest: auditEventDigestOf(auditBody) };
 
-  const traceBody: TraceData = { traceId: c.evidence.traceId, spanId: c.evidence.spanId, ...common, commandDigest: decoded.commandDigest, traceDigest: '' };
+  const traceparent = c.evidence.traceparent === undefined ? {} : { traceparent: c.evidence.traceparent };
+  const traceBody: TraceData = { traceId: c.evidence.traceId, spanId: c.evidence.spanId, ...common, commandDigest: decoded.commandDigest, traceDigest: '', ...traceparent };
   const trace: TraceData = { ...traceBody, traceDigest: traceDigestOf(traceBody) };
 
   const receiptBody: ReceiptData = {
@@ -226,7 +227,7 @@ export const buildStartFacts = (decoded: DecodedStartCommand, state: RunState): 
     },
     mutation: { mutationId: mutation.mutationId, mutationDigest: mutation.mutationDigest },
     runEvent: { runEventId: mutation.runEventId, runEventSequence },
-    trace: { traceId: trace.traceId, spanId: trace.spanId, traceDigest: trace.traceDigest },
+    trace: { traceId: trace.traceId, spanId: trace.spanId, traceDigest: trace.traceDigest, ...traceparent },
     audit: {
       auditEventId: audit.auditEventId,
       auditEventDigest: audit.auditEventDigest,

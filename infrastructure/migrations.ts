@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
+import { EMBEDDED_MIGRATIONS } from './migrationsSql.generated';
 
 // Forward-only, checksummed migrations, shared by both backends. No runner on npm does both
 // a synchronous better-sqlite3 `BEGIN IMMEDIATE` and a pg advisory-locked transaction with
@@ -25,29 +24,16 @@ export interface AppliedMigration {
   readonly checksum: string;
 }
 
-/** The package root, found from compiled (dist/…) or source (…) locations alike. */
-export const packageRoot = (): string => {
-  let dir = __dirname;
-  for (;;) {
-    if (existsSync(join(dir, 'package.json')) && existsSync(join(dir, 'migrations'))) return dir;
-    const up = dirname(dir);
-    if (up === dir) throw new Error(`cannot find the package root (migrations/) above ${__dirname}`);
-    dir = up;
-  }
-};
-
 export const checksumOf = (sql: string): string => 'sha256:' + createHash('sha256').update(sql, 'utf8').digest('hex');
 
-export const loadMigrations = (dialect: 'sqlite' | 'postgres'): Migration[] => {
-  const dir = join(packageRoot(), 'migrations', dialect);
-  return readdirSync(dir)
-    .filter((f) => f.endsWith('.sql'))
-    .sort()
-    .map((f) => {
-      const sql = readFileSync(join(dir, f), 'utf8');
-      return { name: f.replace(/\.sql$/, ''), sql, checksum: checksumOf(sql) };
-    });
-};
+/**
+ * The migrations of one dialect, in order. The SQL is embedded in the built code
+ * (migrationsSql.generated.ts, written from migrations/ by the build), never read from disk:
+ * a bundle or a relocated install has no migrations/ folder beside it, and walking up from
+ * the module could find an application's own.
+ */
+export const loadMigrations = (dialect: 'sqlite' | 'postgres'): Migration[] =>
+  EMBEDDED_MIGRATIONS[dialect].map(({ name, sql }) => ({ name, sql, checksum: checksumOf(sql) }));
 
 /**
  * What is left to apply. Refuses a database whose applied migrations were edited (checksum

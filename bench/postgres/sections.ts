@@ -152,7 +152,7 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
         push(
           `prepare-${clients}`,
           await measured('product', product.pool, clients, total, () =>
-            runRound({ clients, opsPerClient: k, server: true, counters: counterFn(product.counters), op: (c, i) => tolerant(() => product.a.barriers.prepare(commands[c * k + i]))() }),
+            runRound({ clients, opsPerClient: k, server: true, counters: counterFn(product.counters), op: (c, i) => tolerant(() => product.a.barriers.prepare(commands[c * k + i]!))() }),
           ),
         );
 
@@ -182,7 +182,7 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
         await empty.pool.query('ANALYZE');
         const cmds = sc.map((x) => x.startCommand());
         await warm(empty.pool, 8);
-        push('empty-8', await runRound({ clients: 8, opsPerClient: k, server: true, counters: counterFn(empty.counters), op: (c, i) => tolerant(() => empty.a.barriers.prepare(cmds[c * k + i]))() }));
+        push('empty-8', await runRound({ clients: 8, opsPerClient: k, server: true, counters: counterFn(empty.counters), op: (c, i) => tolerant(() => empty.a.barriers.prepare(cmds[c * k + i]!))() }));
       }
 
       // Contention: 8 clients starting different StepRuns of one Run.
@@ -193,7 +193,7 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
       await product.pool.query('ANALYZE');
       const hotCommands = long.ready.map((s, i) => s.startCommand(undefined, `s${i}-v3`));
       await warm(product.pool, hot);
-      push('contention', await runRound({ clients: hot, opsPerClient: k, server: true, counters: counterFn(product.counters), op: (c, i) => tolerant(() => product.a.barriers.prepare(hotCommands[c * k + i]))() }));
+      push('contention', await runRound({ clients: hot, opsPerClient: k, server: true, counters: counterFn(product.counters), op: (c, i) => tolerant(() => product.a.barriers.prepare(hotCommands[c * k + i]!))() }));
 
       // Stream length, one client: Runs of 10 events against Runs of 10,000 (R6.4: no fold).
       {
@@ -205,8 +205,8 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
         await product.pool.query('ANALYZE');
         const shortCmds = shortRuns.map((l) => l.ready[0]!.startCommand(undefined, 's0-v3'));
         const longCmds = longRun.ready.slice(0, n).map((x, i) => x.startCommand(undefined, `s${i}-v3`));
-        push('stream-short', await runRound({ clients: 1, opsPerClient: n, server: true, counters: counterFn(product.counters), op: (_c, i) => tolerant(() => product.a.barriers.prepare(shortCmds[i]))() }));
-        push('stream-long', await runRound({ clients: 1, opsPerClient: n, server: true, counters: counterFn(product.counters), op: (_c, i) => tolerant(() => product.a.barriers.prepare(longCmds[i]))() }));
+        push('stream-short', await runRound({ clients: 1, opsPerClient: n, server: true, counters: counterFn(product.counters), op: (_c, i) => tolerant(() => product.a.barriers.prepare(shortCmds[i]!))() }));
+        push('stream-long', await runRound({ clients: 1, opsPerClient: n, server: true, counters: counterFn(product.counters), op: (_c, i) => tolerant(() => product.a.barriers.prepare(longCmds[i]!))() }));
       }
 
       // Exact replay against one indexed SELECT round trip, one client.
@@ -214,7 +214,7 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
       await seedReadyRuns(product.pool, replayed);
       const replay = replayed.map((s) => s.startCommand());
       for (const c of replay) await product.a.barriers.prepare(c);
-      push('replay', await runRound({ clients: 1, opsPerClient: replay.length, server: true, counters: counterFn(product.counters), op: (_c, i) => product.a.barriers.prepare(replay[i]) }));
+      push('replay', await runRound({ clients: 1, opsPerClient: replay.length, server: true, counters: counterFn(product.counters), op: (_c, i) => product.a.barriers.prepare(replay[i]!) }));
       push('select', await runRound({ clients: 1, opsPerClient: replay.length, server: true, counters: counterFn(product.counters), op: (_c, i) => selectBarrier(product.pool, replay[i]!.startId) }));
     }
     ctx.extra.pgFailuresByCode = failures.byCode;

@@ -1,3 +1,4 @@
+import type Database from 'better-sqlite3';
 import { buildScenario } from '../../domain/scenario';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { SqliteWriter } from './bulk';
@@ -11,7 +12,7 @@ const main = async (): Promise<void> => {
   const starts = Number(startsArg);
   const every = Number(everyArg);
   const a = await openSqliteStartBarrier({ path: path!, synchronous: 'NORMAL' });
-  const w = new SqliteWriter(a.db);
+  const w = new SqliteWriter(a.db as Database.Database);
   const samples: { starts: number; rssMb: number; heapMb: number }[] = [];
   const sample = (done: number) => {
     const m = process.memoryUsage();

@@ -31,7 +31,7 @@ const fresh = (tag: string, n: number): Scenario[] => {
 
 const openProduct = async (path: string, sync: Sync): Promise<{ a: SqliteStartBarrier; w: SqliteWriter }> => {
   const a = await openSqliteStartBarrier({ path, synchronous: sync });
-  return { a, w: new SqliteWriter(a.db) };
+  return { a, w: new SqliteWriter(a.db as Database.Database) };
 };
 
 /** A migrated database driven by hand (no authority): the bare baseline. */
@@ -46,7 +46,7 @@ const openBare = async (path: string, sync: Sync): Promise<SqliteWriter> => {
 const floorOf = (ctx: BenchContext): { floor?: Summary } => (ctx.floors['sqlite-NORMAL'] ? { floor: ctx.floors['sqlite-NORMAL'] } : {});
 
 const prepareRound = async (a: SqliteStartBarrier, commands: readonly ToolExecutionStartCommand[]): Promise<RoundResult> =>
-  runRound({ clients: 1, opsPerClient: commands.length, op: (_c, i) => a.barriers.prepare(commands[i]) });
+  runRound({ clients: 1, opsPerClient: commands.length, op: (_c, i) => a.barriers.prepare(commands[i]!) });
 
 export const sqliteSections = async (ctx: BenchContext, which: { throughput?: boolean; stored?: boolean; stream?: boolean } = {}): Promise<void> => {
   if (which.throughput ?? true) {
@@ -150,7 +150,7 @@ const bytesPerStart = async (ctx: BenchContext): Promise<void> => {
       const scenarios = fresh('y', n);
       w.readyRuns(scenarios);
       const commands = scenarios.map((s) => s.startCommand());
-      rounds.product.push((await sqliteBytesAround(a.db, productPath, n, () => prepareRound(a, commands))).bytes);
+      rounds.product.push((await sqliteBytesAround(w.db, productPath, n, () => prepareRound(a, commands))).bytes);
       const bareScenarios = fresh('q', n);
       b.readyRuns(bareScenarios);
       const now = Date.now();

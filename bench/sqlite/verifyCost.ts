@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 import { join } from 'node:path';
+import type Database from 'better-sqlite3';
 import { buildScenario } from '../../domain/scenario';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { checkStartRows } from '../../projections/checkRows';
@@ -20,7 +21,7 @@ export const verificationCost = async (ctx: BenchContext): Promise<void> => {
   const path = join(ctx.tmp, 'verify-cost.db');
   const a = await openSqliteStartBarrier({ path, synchronous: 'NORMAL' });
   const scenarios = Array.from({ length: n }, (_, i) => buildScenario({ withApproval: i % 2 === 1 }));
-  new SqliteWriter(a.db).readyRuns(scenarios);
+  new SqliteWriter(a.db as Database.Database).readyRuns(scenarios);
   const ids: string[] = [];
   for (const s of scenarios) ids.push((await a.barriers.prepare(s.startCommand())).barrier.record.startId);
   await a.close();

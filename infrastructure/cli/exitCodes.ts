@@ -1,5 +1,6 @@
 import { CommanderError } from 'commander';
 import { isStartBarrierError } from '../../domain';
+import { ConnectionError } from '../../application/openErrors';
 
 // One exit code per error kind: the CLI's contract with scripts (README, "Exit codes").
 
@@ -18,7 +19,9 @@ export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
 const COMMANDER_OK = new Set(['commander.helpDisplayed', 'commander.help', 'commander.version']);
 
 export const exitCodeOf = (e: unknown): ExitCode => {
-  if (e instanceof CommanderError) return COMMANDER_OK.has(e.code) ? EXIT.ok : EXIT.validation; // a bad command line is bad input
+  // A bad command line is bad input; help asked for is ok, help shown for a missing command is not.
+  if (e instanceof CommanderError) return COMMANDER_OK.has(e.code) && e.exitCode === 0 ? EXIT.ok : EXIT.validation;
+  if (e instanceof ConnectionError && e.reason === 'invalid_url') return EXIT.validation;
   if (!isStartBarrierError(e)) return EXIT.other;
   switch (e.code) {
     case 'VALIDATION_FAILED':

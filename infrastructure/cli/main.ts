@@ -1,7 +1,7 @@
 #!/usr/bin/env node
+import { writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { Argument, Command, CommanderError } from 'commander';
-import { Presets, SingleBar } from 'cli-progress';
 import {
   PreconditionError,
   OUTCOME_REASON_CODES,
@@ -10,10 +10,9 @@ import {
   decodeLifecycleCommand,
   decodeStartCommand,
   isStartBarrierError,
-  type LookupValue,
-  type ReplayIdentity,
   type OutcomeReasonCode,
   type StartOutcomeKind,
+  type ToolExecutionStartCommand,
 } from '../../domain';
 import { Identity } from '../../domain/codecs';
 import { buildScenario } from '../../domain/scenario';
@@ -22,8 +21,13 @@ import { migrateBackend, openBackend, type BackendAccess, type BackendOptions } 
 import { formatDuration, parseDuration } from './duration';
 import { EXIT, exitCodeOf } from './exitCodes';
 import { readJsonInput } from './input';
+import { writeExampleFiles } from './exampleFiles';
+import { planRetry } from './retry';
+import { createVerifyBar } from './verifyBar';
+import { addShowCommand } from './showCommand';
+import { ConnectionError, DriverMissingError } from '../../application/openErrors';
 
-// `qinglong-barrier`: the operator CLI (issue 5). JSON on stdout, human errors on stderr, one
+// `qinglong-barrier`: the operator CLI. JSON on stdout, human errors on stderr, one
 // exit code per error kind (exitCodes.ts). Every operation goes through the same authority
 // surface the runtime uses; nothing here touches tables directly.
 
@@ -37,7 +41,7 @@ const describeError = (e: unknown): string => {
   if (e instanceof ValidationError) {
     return [`${e.code}: invalid ${e.record}`, ...e.issues.map((i) => `  - ${i.path}: ${i.message} (${i.reason})`)].join('\n');
   }
-  if (isStartBarrierError(e)) return `${e.code}: ${e.message}`;
+  if (isStartBarrierError(e) || e instanceof ConnectionError || e instanceof DriverMissingError) return `${e.code}: ${e.message}`;
   return e instanceof Error ? e.message : String(e);
 };
 
@@ -71,22 +75,26 @@ const withAuthority = async <T>(program: Command, access: BackendAccess, body: (
   }
 };
 
-const SHOW_IDENTITIES: readonly (readonly [option: string, identity: Exclude<ReplayIdentity, 'attempt'>])[] = [
-  ['startId', 'startId'],
-  ['mutationId', 'mutationId'],
-  ['runEventId', 'runEventId'],
-  ['traceId', 'traceId'],
-  ['auditEventId', 'auditEventId'],
-  ['auditReceiptId', 'auditReceiptId'],
-];
+/** The package's own version: the package refers to itself by name (its exports allow it). */
+const VERSION = (require('@qinglong/start-barrier/package.json') as { version: string }).version;
 
 export const buildProgram = (): Command => {
-  const program = new Command(NAME)
+  const program: Command = new Command(NAME)
     .description('Inspect, drive and recover tool-execution start barriers (ADR-0158).')
+    .version(VERSION, '-V, --version', 'print the version')
+    .helpOption('-h, --help', 'show help')
+    // Subcommand help lists --db, --postgres and the other global options too.
+    .configureHelp({ showGlobalOptions: true })
     .option('--db <path>', 'SQLite database file: the default, embedded backend (env QINGLONG_BARRIER_DB)')
     .option('--postgres <url>', 'PostgreSQL connection string, schema ql3 (env QINGLONG_BARRIER_POSTGRES)')
     .option('--lock-timeout <ms>', 'how long to wait for a lock: SQLite busy timeout, PostgreSQL lock_timeout')
     .option('--no-migrate', 'PostgreSQL: do not apply migrations, only check the schema is current')
+    // No command: help on stderr and exit 2 (a script that forgot its command must not pass).
+    .action(() => {
+      const [unknown] = program.args;
+      if (unknown !== undefined) program.error(`${NAME}: unknown command '${unknown}' (see --help)`);
+      program.help({ error: true });
+    })
     .exitOverride()
     .configureOutput({ writeOut: (s) => process.stdout.write(s), writeErr: (s) => process.stderr.write(s) })
     .showHelpAfterError('(run with --help for usage)')
@@ -101,9 +109,10 @@ Exit codes: 0 ok, 2 validation, 3 precondition, 4 semantic conflict, 5 corrupt r
     .command('example')
     .description('print a valid scenario: lifecycle commands for a ready Tool StepRun and its start command (fresh ids)')
     .option('--approval', 'a StepRun waiting for an exact approval instead of a ready one')
-    .action((opts: { approval?: boolean }) => {
+    .option('--out <dir>', 'write DIR/lifecycle.json (for apply) and DIR/start.json (for prepare) instead of printing')
+    .action((opts: { approval?: boolean; out?: string }) => {
       const s = buildScenario({ requestedAtMs: Date.now(), ...(opts.approval ? { withApproval: true } : {}) });
-      print({ lifecycle: s.lifecycle, start: s.startCommand() });
+      print(opts.out === undefined ? { lifecycle: s.lifecycle, start: s.startCommand() } : writeExampleFiles(opts.out, s));
     });
 
   program
@@ -136,36 +145,10 @@ Exit codes: 0 ok, 2 validation, 3 precondition, 4 semantic conflict, 5 corrupt r
     .action(async (opts: { command: string }) => {
       const input = await readJsonInput(opts.command, 'start command');
       decodeStartCommand(input); // validation before any database is opened or created
-      await withAuthority(program, 'create', async (a) => print(await a.barriers.prepare(input)));
+      await withAuthority(program, 'create', async (a) => print(await a.barriers.prepare(input as ToolExecutionStartCommand)));
     });
 
-  const show = program
-    .command('show')
-    .description('one barrier, found by any replay identity, with its outcome (null while in doubt)')
-    .option('--attempt <run-step-version...>', 'RUN STEP VERSION: the started StepRun version');
-  for (const [option] of SHOW_IDENTITIES) show.option(`--${option.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)} <id>`);
-  show.action(async (opts: Record<string, string | string[] | undefined>) => {
-    const given: [ReplayIdentity, LookupValue][] = [];
-    for (const [option, identity] of SHOW_IDENTITIES) {
-      const v = opts[option];
-      if (typeof v === 'string') given.push([identity, v]);
-    }
-    if (opts.attempt !== undefined) {
-      const parts = opts.attempt as string[];
-      if (parts.length !== 3) throw usage(`--attempt takes RUN STEP VERSION, got ${parts.length} value(s)`);
-      given.push(['attempt', { runId: parts[0]!, stepRunId: parts[1]!, startedStepRunVersion: positiveInt(parts[2]!, '--attempt VERSION') }]);
-    }
-    if (given.length !== 1) throw usage('give exactly one of --start-id, --attempt, --mutation-id, --run-event-id, --trace-id, --audit-event-id, --audit-receipt-id');
-    const [identity, value] = given[0]!;
-    await withAuthority(program, 'read', async (a) => {
-      const barrier = await a.recovery.lookup(identity, value);
-      if (barrier === null) {
-        throw new PreconditionError('start_not_found', `no start barrier has ${identity} ${typeof value === 'string' ? value : JSON.stringify(value)}`);
-      }
-      const outcome = await a.recovery.outcome(barrier.record.startId);
-      print({ barrier, outcome, inDoubt: outcome === null });
-    });
-  });
+  addShowCommand(program, (access, body) => withAuthority(program, access, body));
 
   program
     .command('history')
@@ -247,30 +230,31 @@ Exit codes: 0 ok, 2 validation, 3 precondition, 4 semantic conflict, 5 corrupt r
     .action(async () => print({ applied: await migrateBackend(program.opts<BackendOptions>()) }));
 
   program
+    .command('retry')
+    .description('after a lost attempt: mark the StepRun ready (if lost) and print the next attempt\'s start command, for prepare')
+    .argument('<run>', 'Run id')
+    .argument('<step>', 'StepRun id')
+    .option('--out <file>', 'also write the start command to FILE (then: prepare --command FILE)')
+    .action(async (runId: string, stepRunId: string, opts: { out?: string }) => {
+      await withAuthority(program, 'write', async (a) => {
+        const retry = await planRetry(a, runId, stepRunId, Date.now());
+        if (opts.out !== undefined) writeFileSync(opts.out, `${JSON.stringify(retry.command, null, 2)}\n`);
+        if (retry.markedReady) process.stderr.write(`${NAME}: StepRun ${stepRunId} moved lost -> ready (version ${retry.stepRun.version})\n`);
+        print(retry.command);
+      });
+    });
+
+  program
     .command('verify')
     .description('re-verify every stored barrier and its facts; exit 5 and list every bad record on any damage')
     .action(async () => {
       await withAuthority(program, 'read', async (a) => {
-        const bar = process.stderr.isTTY
-          ? new SingleBar({ stream: process.stderr, format: 'verify [{bar}] {percentage}% | {value}/{total} records', hideCursor: true }, Presets.shades_classic)
-          : undefined;
-        let started = false;
+        const bar = createVerifyBar(process.stderr);
         let report;
         try {
-          report = await a.recovery.verify({
-            onProgress: (done, total) => {
-              if (bar === undefined) return;
-              if (!started) {
-                bar.start(total, done);
-                started = true;
-              } else {
-                bar.setTotal(total);
-                bar.update(done);
-              }
-            },
-          });
+          report = await a.recovery.verify(bar === undefined ? {} : { onProgress: bar.onProgress });
         } finally {
-          if (started) bar?.stop();
+          bar?.stop();
         }
         print(report);
         if (!report.ok) {

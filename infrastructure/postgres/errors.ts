@@ -1,4 +1,4 @@
-import { DatabaseError } from 'pg';
+import type { DatabaseError } from 'pg';
 import { TransactionTimeoutError } from '../../domain';
 
 // pg error codes are mapped here and never leave the adapter raw for the cases the protocol
@@ -15,7 +15,7 @@ export const SQLSTATE = {
 } as const;
 
 export const sqlStateOf = (e: unknown): string | undefined =>
-  e instanceof DatabaseError || (typeof e === 'object' && e !== null && typeof (e as { code?: unknown }).code === 'string')
+  (typeof e === 'object' && e !== null && typeof (e as { code?: unknown }).code === 'string')
     ? ((e as { code?: string }).code ?? undefined)
     : undefined;
 

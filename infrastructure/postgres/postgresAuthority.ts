@@ -1,4 +1,5 @@
-import { Pool } from 'pg';
+import type { Pool, PoolConfig } from 'pg';
+import { connectTyped, createOwnedPool, type PoolErrorHandler } from './pool';
 import { decodeStartCommand } from '../../domain';
 import { decodeAttemptArgs, decodeStartIdArgs } from '../../domain/readArgs';
 import { stepRunRowOf } from '../../projections/rows';
@@ -45,10 +46,20 @@ interface CommonOptions {
   readonly writeMode?: PostgresWriteMode;
   /** Fault injection inside the start transaction (specs only). */
   readonly hooks?: { readonly onStartStep?: StartStepHook };
+  /** Errors the authority's own pool emits (idle connections the server closed); default: a process warning. */
+  readonly onError?: PoolErrorHandler;
 }
 
+/**
+ * Where to connect: a connection string (with optional pg `PoolConfig` settings such as ssl
+ * and max), a `PoolConfig` alone, or a `pg.Pool` you own (then you also handle its errors).
+ */
 export type PostgresStartBarrierOptions = CommonOptions &
-  ({ readonly connectionString: string; readonly pool?: undefined } | { readonly pool: Pool; readonly connectionString?: undefined });
+  (
+    | { readonly connectionString: string; readonly poolConfig?: PoolConfig; readonly pool?: undefined }
+    | { readonly poolConfig: PoolConfig; readonly connectionString?: undefined; readonly pool?: undefined }
+    | { readonly pool: Pool; readonly connectionString?: undefined; readonly poolConfig?: undefined }
+  );
 
 export interface PostgresStartBarrier extends RecoverableStartBarrierAuthority {
   readonly backend: 'postgres';
@@ -83,17 +94,9 @@ export const openPostgresStartBarrier = async (options: PostgresStartBarrierOpti
   // Our own pool also bounds the reads that run outside a transaction, at session level.
   const pool =
     options.pool ??
-    new Pool({
-      connectionString: options.connectionString,
-      statement_timeout: timeouts.statementMs,
-      lock_timeout: timeouts.lockMs,
-      idle_in_transaction_session_timeout: timeouts.idleInTransactionMs,
-    });
-  // An idle connection the server closes (restart, failover, pg_terminate_backend) is dropped
-  // by the pool; without a listener its 'error' event would crash the process.
-  if (owned) pool.on('error', () => undefined);
+    createOwnedPool({ connectionString: options.connectionString, poolConfig: options.poolConfig, onError: options.onError, session: timeouts });
   try {
-    const client = await pool.connect();
+    const client = await connectTyped(pool);
     try {
       if (options.migrate ?? true) await migratePostgres(client);
       else await assertSchemaCurrent(client);

@@ -1,6 +1,6 @@
 import * as t from 'io-ts';
 import type { PoolClient } from 'pg';
-import { CorruptRecordError, START_OUTCOME_KINDS, type ReplayIdentity } from '../../domain';
+import { CorruptRecordError, START_OUTCOME_KINDS, type LifecycleCommand, type ReplayIdentity } from '../../domain';
 import { oneOf } from '../../domain/codecs';
 import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { RecoveryApi, VerifyProblem } from '../../application/authority';
@@ -202,4 +202,8 @@ const snapshotOn = async <T>(authority: RecoveryHost, body: (view: RecoveryView)
 
 /** The recovery surface over a PostgreSQL authority (its schema must include the outcome read model). */
 export const postgresRecoveryOf = (authority: RecoveryHost): RecoveryApi =>
-  createRecoveryApi({ snapshot: (body) => snapshotOn(authority, body), handle: (command) => authority.runs.handle(command), notes: createPostgresNoteStore(() => authority.pool) });
+  createRecoveryApi({
+    snapshot: (body) => snapshotOn(authority, body),
+    handle: (command) => authority.runs.handle(command as LifecycleCommand),
+    notes: createPostgresNoteStore(() => authority.pool),
+  });

@@ -1,10 +1,10 @@
-import Database from 'better-sqlite3';
 import { SemanticConflictError, TransactionTimeoutError, type ReplayIdentity } from '../../domain';
+import { isSqliteError } from './connection';
 import { identityOfUniqueColumn } from './identities';
 
 /** Driver errors never leave the adapter raw: busy is a timeout, a unique hit is a conflict. */
 export const mapSqliteError = (e: unknown, startId?: string): unknown => {
-  if (!(e instanceof Database.SqliteError)) return e;
+  if (!isSqliteError(e)) return e;
   if (e.code === 'SQLITE_BUSY' || e.code === 'SQLITE_BUSY_TIMEOUT') return new TransactionTimeoutError('busy', `database is locked by another writer (${e.message})`);
   if (e.code === 'SQLITE_CONSTRAINT_UNIQUE' || e.code === 'SQLITE_CONSTRAINT_PRIMARYKEY') {
     const column = /failed: ([\w.]+)/.exec(e.message)?.[1] ?? '';

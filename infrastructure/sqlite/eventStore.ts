@@ -4,7 +4,6 @@ import {
   type AppendToStreamResultWithGlobalPosition,
   type EventStore,
   type EventStoreSession,
-  type EventStoreSessionFactory,
   type ReadEvent,
   type ReadEventMetadataWithGlobalPosition,
   type ReadStreamOptions,
@@ -13,7 +12,7 @@ import {
 import { ValidationError, type RunStreamEvent } from '../../domain';
 import type { EventRow } from '../../projections/verifyRows';
 import { checkedStoredEventOf } from '../../projections/checkRows';
-import type { StoredEvent } from '../../application/authority';
+import type { RunEventStore, StoredEvent } from '../../application/authority';
 import { runAppendTransaction } from '../../application/lifecycleProtocol';
 import type { Statements } from './statements';
 import { lifecycleUnitOfWork } from './writes';
@@ -21,8 +20,6 @@ import { lifecycleUnitOfWork } from './writes';
 // The Run streams as emmett's `EventStore`, with a transactional session (`withSession`), so
 // emmett's `CommandHandler` can drive orchestration's lifecycle in one `BEGIN IMMEDIATE`.
 
-/** emmett's event store over the Run streams, with a transactional session (`withSession`). */
-export type RunEventStore = EventStore<ReadEventMetadataWithGlobalPosition> & EventStoreSessionFactory<EventStore<ReadEventMetadataWithGlobalPosition>>;
 
 /** The authority's transactions: a snapshot read and a `BEGIN IMMEDIATE` write, one at a time. */
 export interface SqliteTransactions {

@@ -1,5 +1,6 @@
 import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
+import { loadBetterSqlite3 } from './connection';
 import { ValidationError } from '../../domain';
 import { loadMigrations, MigrationError, planMigrations, type AppliedMigration } from '../migrations';
 import * as SQL from './sql';
@@ -58,7 +59,7 @@ export const openReadOnlyBarrierFile = (path: string): Database.Database => {
   if (header.applicationId !== BARRIER_APPLICATION_ID && !inWal) {
     throw notABarrier(path, header.applicationId === 0 ? 'no barrier application id; a store made before it had one needs `migrate` once' : `application id ${header.applicationId}`);
   }
-  const db = new Database(path, { readonly: true, fileMustExist: true });
+  const db = new (loadBetterSqlite3())(path, { readonly: true, fileMustExist: true });
   try {
     const applicationId = db.pragma('application_id', { simple: true }) as number;
     if (applicationId !== BARRIER_APPLICATION_ID) throw notABarrier(path, applicationId === 0 ? 'no barrier application id; a store made before it had one needs `migrate` once' : `application id ${applicationId}`);
@@ -122,7 +123,7 @@ export const openWritable = (db: Database.Database, path: string, synchronous: '
 
 /** `migrate` on a file: creates it if missing; refuses another application's file. */
 export const migrateSqliteFile = (path: string): string[] => {
-  const db = new Database(path);
+  const db = new (loadBetterSqlite3())(path);
   try {
     return openWritable(db, path, 'FULL', 5000);
   } finally {

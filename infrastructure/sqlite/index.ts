@@ -1,8 +1,16 @@
 // `@qinglong/start-barrier/sqlite`: the embedded authority (edge, standalone), R5.1.
-export { openSqliteStartBarrier, type SqliteStartBarrier, type SqliteStartBarrierOptions } from './sqliteAuthority';
+import { openSqliteStartBarrier as openSqlite, type SqliteStartBarrier, type SqliteStartBarrierOptions } from './sqliteAuthority';
+import { withTelemetry } from '../../application/telemetry';
+export type { SqliteStartBarrier, SqliteStartBarrierOptions, SqliteStartBarrierSettings } from './sqliteAuthority';
+export type { SqliteDatabase, SqliteStatement, SqliteRunResult } from './database';
+
+/** Opens (creating and migrating) the SQLite authority; with OpenTelemetry spans when `@opentelemetry/api` is installed. */
+export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions): Promise<SqliteStartBarrier> => withTelemetry(await openSqlite(options));
 export type { StartBarrierAuthority, PrepareResult, StoredBarrier, StepRunView, StoredEvent, AppendOutcome, StartStep, StartStepHook } from '../../application/authority';
 export { START_STEPS } from '../../application/authority';
 export { MigrationError } from '../migrations';
+export { DriverMissingError, ConnectionError, type ConnectionFailure } from '../../application/openErrors';
+export { VERIFY_PHASES, type VerifyPhase, type VerifyProgressListener } from '../../application/verifyProgress';
 export type {
   RecoveryApi,
   RecoverableStartBarrierAuthority,

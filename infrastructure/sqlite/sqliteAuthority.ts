@@ -1,4 +1,6 @@
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
+import { isCallerOwned, openSqliteConnection } from './connection';
+import type { SqliteDatabase } from './database';
 import { decodeStartCommand } from '../../domain';
 import { decodeAttemptArgs, decodeStartIdArgs } from '../../domain/readArgs';
 import { attemptValue, stepRunRowOf } from '../../projections/rows';
@@ -11,6 +13,7 @@ import type {
   StepRunView,
   StoredBarrier,
   StoredEvent,
+  RunEventStore,
 } from '../../application/authority';
 import { SerialExecutor } from '../../application/serialExecutor';
 import { decodeLifecycle, runLifecycleTransaction } from '../../application/lifecycleProtocol';
@@ -18,7 +21,7 @@ import { runStartTransaction } from '../../application/startProtocol';
 import { createRecoveryApi } from '../../application/recoveryRules';
 import * as SQL from './sql';
 import { mapSqliteError } from './errors';
-import { createRunEventStore, type RunEventStore } from './eventStore';
+import { createRunEventStore } from './eventStore';
 import { openReadOnlyBarrierFile, openWritable } from './fileIdentity';
 import { createSqliteNoteStore } from './sqliteNotes';
 import { loadRunState, readBarrier, readBarrierOfAttempt, readStream } from './reads';
@@ -26,14 +29,18 @@ import { createSqliteRecoveryView } from './sqliteRecoveryView';
 import { nowMsOf, prepareStatements, type Statements } from './statements';
 import { lifecycleUnitOfWork, startUnitOfWork } from './writes';
 
-export type { RunEventStore } from './eventStore';
+export type { RunEventStore } from '../../application/authority';
 
-export interface SqliteStartBarrierOptions {
-  /** Database file; created and migrated if absent (unless `readOnly`). */
-  readonly path: string;
+export type SqliteStartBarrierOptions = SqliteStartBarrierSettings &
+  (
+    | { /** Database file; created and migrated if absent (unless `readOnly`). */ readonly path: string; readonly database?: undefined }
+    | { /** A better-sqlite3 Database you opened and own (closing the authority leaves it open); it is migrated and its pragmas set. */ readonly database: SqliteDatabase; readonly path?: undefined }
+  );
+
+export interface SqliteStartBarrierSettings {
   /**
    * Open an existing, current barrier file read-only (R10.3): nothing is created, migrated or
-   * written; any other file is refused unchanged. Writes then fail.
+   * written; any other file is refused unchanged. Writes then fail. Only with `path`.
    */
   readonly readOnly?: boolean;
   /**
@@ -55,21 +62,22 @@ export interface SqliteStartBarrier extends RecoverableStartBarrierAuthority {
    * mode is enforced; start facts can only be appended by `barriers.prepare`.
    */
   readonly eventStore: RunEventStore;
-  /** The single connection (the operation authority). Exposed for inspection tools and specs. */
-  readonly db: Database.Database;
+  /** The single connection (the operation authority), a better-sqlite3 `Database`. Exposed for inspection tools and specs. */
+  readonly db: SqliteDatabase;
 }
 
 export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions): Promise<SqliteStartBarrier> => {
   // R10.3: a read-only authority never creates, migrates or changes the file.
-  const db = options.readOnly === true ? openReadOnlyBarrierFile(options.path) : new Database(options.path);
+  const readOnly = options.readOnly === true && options.path !== undefined;
+  const db = readOnly ? openReadOnlyBarrierFile(options.path!) : openSqliteConnection(options);
   try {
-    if (options.readOnly === true) {
+    if (readOnly) {
       db.pragma(`busy_timeout = ${Math.trunc(options.busyTimeoutMs ?? 5000)}`);
     } else {
-      openWritable(db, options.path, options.synchronous ?? 'FULL', options.busyTimeoutMs ?? 5000);
+      openWritable(db, options.path ?? db.name, options.synchronous ?? 'FULL', options.busyTimeoutMs ?? 5000);
     }
   } catch (e) {
-    db.close();
+    if (!isCallerOwned(db)) db.close();
     throw mapSqliteError(e);
   }
   return new SqliteAuthority(db, options.hooks?.onStartStep);
@@ -191,7 +199,7 @@ class SqliteAuthority implements SqliteStartBarrier {
     return this.serial.run(async () => {
       if (this.closed) return;
       this.closed = true;
-      this.db.close();
+      if (!isCallerOwned(this.db)) this.db.close();
     });
   }
 }

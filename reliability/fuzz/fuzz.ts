@@ -198,7 +198,7 @@ export const runFuzz = async (options: FuzzOptions): Promise<FuzzReport> => {
         const backend = target.store.backend;
         let outcome: string;
         try {
-          const r = await target.authority.barriers.prepare(c.bytes !== undefined && error !== undefined ? c.bytes : input);
+          const r = await target.authority.barriers.prepare((c.bytes !== undefined && error !== undefined ? c.bytes : input) as never);
           outcome = r.outcome;
           const exact = decoded !== undefined && baseDigests.has(decoded.commandDigest);
           if (r.outcome === 'created') fail(`${label}: ${backend} created a start from a generated command`);

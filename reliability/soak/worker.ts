@@ -75,7 +75,7 @@ const main = async (): Promise<void> => {
     process.stdin.on('end', () => process.exit(0));
   });
 
-  const handle = (command: unknown) => retrying(() => authority.runs.handle(command));
+  const handle = (command: unknown) => retrying(() => authority.runs.handle(command as never));
   const view = async (s: OwnStep): Promise<StepRunView> => (await authority.runs.getStepRun(s.runId, s.stepRunId)) ?? fail(`StepRun ${s.stepRunId} vanished`);
 
   const start = async (s: OwnStep, command: ToolExecutionStartCommand, expect: 'created' | 'existing' | 'either'): Promise<void> => {

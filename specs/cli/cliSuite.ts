@@ -282,7 +282,7 @@ export const cliSuite = (backend: CliBackend): void => {
       });
     });
 
-    it('issue 5: verify draws a progress bar only when stderr is a terminal', async function () {
+    it('issue 5 R6.1: verify draws a progress bar with its phase and an ETA only when stderr is a terminal', async function () {
       const script = spawnSync('script', ['--version'], { encoding: 'utf8' });
       if (script.status !== 0) this.skip(); // util-linux `script` gives the child a pseudo-terminal
       const ex = await example();
@@ -291,7 +291,8 @@ export const cliSuite = (backend: CliBackend): void => {
       const command = [process.execPath, CLI, ...db.args, 'verify'].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
       const tty = spawnSync('script', ['-qec', command, '/dev/null'], { cwd: ROOT, encoding: 'utf8', timeout: 60_000 });
       expect(tty.status, tty.stdout).to.equal(0);
-      expect(tty.stdout).to.match(/verify \[[█░]+\] 100%/);
+      expect(tty.stdout).to.match(/verify barriers \+ facts +\[[█░]+\] \d+% \| ETA \S+/);
+      expect(tty.stdout).to.match(/verify integrity +\[[█░]+\] 100% \| ETA \S+/);
       const piped = await cli(['verify']);
       expect(piped.stderr).to.equal('');
     });

@@ -58,7 +58,7 @@ describe('qinglong-barrier CLI parts', () => {
     expect(example.lifecycle.map((c) => decodeLifecycleCommand(c).type)).to.deep.equal(['CreateRun', 'CreateStepRun', 'MarkStepRunReady']);
     expect(decodeStartCommand(example.start).command.schema).to.equal('qinglong/tool-execution-start-command@v1');
     const authority = await openMemoryStartBarrier();
-    for (const c of example.lifecycle) await authority.runs.handle(c);
-    expect((await authority.barriers.prepare(example.start)).outcome).to.equal('created');
+    for (const c of example.lifecycle) await authority.runs.handle(c as never);
+    expect((await authority.barriers.prepare(example.start as never)).outcome).to.equal('created');
   });
 });

@@ -235,7 +235,7 @@ export const conformanceSuite = (backend: ConformanceBackend): void => {
         const s = await setUp(authority);
         const command = s.startCommand();
         const was = await snapshot(s, command.startId);
-        const error = await rejects(authority.barriers.prepare({ ...command, input: { cmd: 'rm -rf' } }));
+        const error = await rejects(authority.barriers.prepare({ ...command, input: { cmd: 'rm -rf' } } as never));
         expect(error).to.be.instanceOf(ValidationError);
         expect((error as ValidationError).issues[0]).to.include({ path: 'input', reason: 'forbidden_field' });
         expect(await snapshot(s, command.startId)).to.deep.equal(was);
@@ -245,7 +245,7 @@ export const conformanceSuite = (backend: ConformanceBackend): void => {
         const s = await setUp(authority);
         const command = s.startCommand();
         const annotations = Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`note${i}`, 'x'.repeat(8000)]));
-        const error = await rejects(authority.barriers.prepare({ ...command, annotations }));
+        const error = await rejects(authority.barriers.prepare({ ...command, annotations } as never));
         expect((error as ValidationError).reason).to.equal('too_large');
         expect((await authority.runs.readStream(s.runId)).length).to.equal(3);
       });

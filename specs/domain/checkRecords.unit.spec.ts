@@ -29,9 +29,12 @@ const tamper = (value: unknown): unknown => {
   throw new Error(`no tamper for ${typeof value}`);
 };
 
+/** From ready, or from waiting_approval with the caller's W3C traceparent on the trace anchor. */
 const decided = (withApproval: boolean): StartFacts => {
   const { scenario, history } = scenarioWithHistory({ prefix: withApproval ? 'check-approval' : 'check', requestedAtMs: 1_780_000_000_000, withApproval });
-  return given(...history).when(startToolExecution(scenario.startCommand())).decided() as unknown as StartFacts;
+  const command = scenario.startCommand();
+  const traced = withApproval ? { ...command, evidence: { ...command.evidence, traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' } } : command;
+  return given(...history).when(startToolExecution(traced)).decided() as unknown as StartFacts;
 };
 
 /** The facts as a verified read holds them: the barrier event's record is the sealed one. */
@@ -86,7 +89,7 @@ const oracleAccepts = (sealed: SealedBarrier, facts: StartFacts): boolean => {
 
 describe('R5.3 factsAgree answers as verifyStartFacts (domain/checkRecords.ts against domain/verify.ts)', () => {
   for (const withApproval of [false, true]) {
-    it(`R5.3 on the decider's own facts and on every single fact field damaged, with its digest recomputed, and hidden from every digest${withApproval ? ' (from waiting_approval)' : ''}`, () => {
+    it(`R5.3 on the decider's own facts and on every single fact field damaged, with its digest recomputed, and hidden from every digest${withApproval ? ' (from waiting_approval, with a traceparent)' : ''}`, () => {
       const facts = decided(withApproval);
       const sealed = sealBarrier(facts[4].data.barrier);
       const valid = asRead(facts, sealed);
@@ -106,7 +109,7 @@ describe('R5.3 factsAgree answers as verifyStartFacts (domain/checkRecords.ts ag
       expect(cases).to.be.greaterThan(80);
     });
 
-    it(`R5.3 on every single barrier field damaged and the barrier re-sealed with its event${withApproval ? ' (from waiting_approval)' : ''}`, () => {
+    it(`R5.3 on every single barrier field damaged and the barrier re-sealed with its event${withApproval ? ' (from waiting_approval, with a traceparent)' : ''}`, () => {
       const facts = decided(withApproval);
       const record = facts[4].data.barrier;
       for (const path of leafPaths(record)) {

@@ -89,7 +89,7 @@ export const hostileInputConformance = (backend: HostileInputBackend): void => {
           const before = await backend.counts(a);
           const e = (() => {
             try {
-              return a.barriers.prepare(parseJsonBytes('start command', change(text)));
+              return a.barriers.prepare(parseJsonBytes('start command', change(text)) as never);
             } catch (thrown) {
               return Promise.reject(thrown);
             }
@@ -97,7 +97,7 @@ export const hostileInputConformance = (backend: HostileInputBackend): void => {
           await validationOf(e, path);
           expect(await backend.counts(a)).to.deep.equal(before);
           // the clean text of the same command is accepted: only the hostile bytes were refused
-          expect((await a.barriers.prepare(parseJsonBytes('start command', Buffer.from(text)))).outcome).to.equal('created');
+          expect((await a.barriers.prepare(parseJsonBytes('start command', Buffer.from(text)) as never)).outcome).to.equal('created');
         });
       }
     });
@@ -107,7 +107,7 @@ export const hostileInputConformance = (backend: HostileInputBackend): void => {
         const s = await setUp(a, { withApproval: true });
         const command = s.startCommand();
         const created = await a.barriers.prepare(command);
-        const existing = await a.barriers.prepare(JSON.parse(JSON.stringify(command)) as unknown);
+        const existing = await a.barriers.prepare(JSON.parse(JSON.stringify(command)) as never);
         expect(created.outcome).to.equal('created');
         expect(existing.outcome).to.equal('existing');
         const bytes = JSON.stringify(created.barrier);
@@ -246,13 +246,13 @@ export const durableContentConformance = (backend: HostileInputBackend): void =>
 
     it('R10.2 a lifecycle outcome with free text is refused on the write path (runs.handle)', async () => {
       const { s } = await started();
-      await validationOf(a.runs.handle({ type: 'MarkStepRunLost', data: { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'ops', reason: 'sk_live_4eC39HqLyjWDarjtT1zdp7dc', requestedAtMs: 1 } }), 'reason');
+      await validationOf(a.runs.handle({ type: 'MarkStepRunLost', data: { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'ops', reason: 'sk_live_4eC39HqLyjWDarjtT1zdp7dc', requestedAtMs: 1 } } as never), 'reason');
     });
 
     it('R10.2 a start command with annotations is refused (unknown field): the command binds exactly the groups of ADR-0158 §1', async () => {
       const s = await setUp(a);
       const before = await backend.counts(a);
-      const e = await validationOf(a.barriers.prepare({ ...s.startCommand(), annotations: { note: 'Authorization: Bearer x' } }), 'annotations');
+      const e = await validationOf(a.barriers.prepare({ ...s.startCommand(), annotations: { note: 'Authorization: Bearer x' } } as never), 'annotations');
       expect(e.issues[0]?.reason).to.equal('unknown_field');
       expect(await backend.counts(a)).to.deep.equal(before);
     });

@@ -34,7 +34,7 @@ const legacyChecks = (open: () => Promise<RecoverableStartBarrierAuthority>) => 
       expect(await a.recovery.outcome(ANNOTATED)).to.include({ outcome: 'lost', reason: 'worker node died; no trace of the tool' });
       expect((await a.recovery.inDoubt()).map((s) => s.startId)).to.deep.equal([OPEN]);
       // the replay of an old annotated command is refused: the field no longer exists (R10.2)
-      const error = await rejects(a.barriers.prepare({ ...(await a.barriers.getByStartId(OPEN))!.record, annotations: {} }));
+      const error = await rejects(a.barriers.prepare({ ...(await a.barriers.getByStartId(OPEN))!.record, annotations: {} } as never));
       expect(error).to.be.instanceOf(ValidationError);
       // new outcomes carry codes; the store keeps verifying with old and new side by side
       const resolved = await a.recovery.resolve(OPEN, 'completed', { decidedBy: 'oncall-ana', reason: 'checked_tool_log', ticket: 'OPS-77', note: 'all good' });

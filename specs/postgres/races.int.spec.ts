@@ -77,7 +77,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     const racers = await clients(RACERS);
     const before = await countRows(main.pool);
     const commands = racers.map((_, i) => s.startCommand(s.stepRun, `racer${i}`));
-    const results = await settle(racers.map((a, i) => a.barriers.prepare(commands[i])));
+    const results = await settle(racers.map((a, i) => a.barriers.prepare(commands[i]!)));
     const created = results.filter((r) => 'ok' in r && r.ok.outcome === 'created');
     expect(created).to.have.length(1);
     for (const r of results) {
@@ -105,7 +105,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
       const c = s.startCommand(step, `step${i}`);
       return { ...c, stepRun: { ...c.stepRun, stepRunId: step.stepRunId } };
     });
-    const results = await settle(racers.map((a, i) => a.barriers.prepare(commands[i])));
+    const results = await settle(racers.map((a, i) => a.barriers.prepare(commands[i]!)));
     const failures = results.flatMap((r) => ('error' in r ? [r.error] : []));
     // Any loser must be typed (R5.2: at most three retries); the jittered retry makes them rare.
     for (const e of failures) expect(e, e.message).to.be.instanceOf(ConcurrencyExhaustedError);
@@ -131,7 +131,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     const s = buildScenario();
     const racers = await clients(RACERS);
     const results = await Promise.all(
-      racers.map((a) => a.runs.handle(s.lifecycle[0]).then((r) => ({ ok: r }), (e: unknown) => ({ error: e as Error }))),
+      racers.map((a) => a.runs.handle(s.lifecycle[0]!).then((r) => ({ ok: r }), (e: unknown) => ({ error: e as Error }))),
     );
     expect(results.filter((r) => 'ok' in r)).to.have.length(1);
     for (const r of results) {

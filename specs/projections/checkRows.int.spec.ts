@@ -68,10 +68,13 @@ describe('R5.3 the one-pass verifier against the oracle (projections/checkRows.t
     const a = await openFreshSqlite(undefined, path);
     const scenarios = [...Array.from({ length: 3 }, () => buildScenario()), ...Array.from({ length: 2 }, () => buildScenario({ withApproval: true }))];
     const ids: string[] = [];
-    for (const s of scenarios) {
+    for (const [i, s] of scenarios.entries()) {
       for (const c of s.lifecycle) await a.runs.handle(c);
-      await a.barriers.prepare(s.startCommand());
-      ids.push(s.startCommand().startId);
+      const plain = s.startCommand();
+      // Some with the caller's W3C traceparent on the trace anchor, as the barrier binds it.
+      const command = i % 2 === 0 ? plain : { ...plain, evidence: { ...plain.evidence, traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' } };
+      await a.barriers.prepare(command);
+      ids.push(command.startId);
     }
     await a.close();
     // A store written before R10.2: a barrier with annotations, an outcome with a free-text reason.

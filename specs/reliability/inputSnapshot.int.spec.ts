@@ -73,7 +73,7 @@ describe('R1.5 decoding reads plain data once and keeps its own copy', () => {
         const s = buildScenario();
         for (const c of s.lifecycle) await authority.runs.handle(c);
         const input = s.startCommand() as unknown as { admission: { profile: string }; contracts: { adapter: { id: string } } };
-        const pending = authority.barriers.prepare(input);
+        const pending = authority.barriers.prepare(input as never);
         input.admission.profile = 'www.evil.example';
         input.contracts.adapter.id = 'handler.js';
         const { outcome, barrier } = await pending;

@@ -156,7 +156,7 @@ describe('SQLite backend (R5.1)', function () {
       for (const type of ['SecurityAuditEventRecorded', 'StepRunStarted', 'StartStepRun', 'ToolExecutionStartBarrierCommitted']) {
         let error: unknown;
         try {
-          await a.runs.handle({ type, data: { runId: s.runId, stepRunId: s.stepRunId } });
+          await a.runs.handle({ type, data: { runId: s.runId, stepRunId: s.stepRunId } } as never);
         } catch (e) {
           error = e;
         }

@@ -1,3 +1,4 @@
+import type { DriverClaims } from '../domain';
 import type { EventStore, EventStoreSessionFactory, ReadEventMetadataWithGlobalPosition } from '@event-driven-io/emmett';
 import type {
   ExecutionClass,
@@ -225,6 +226,11 @@ export interface RecoveryApi {
 /** An authority with the recovery surface (memory and SQLite; PostgreSQL through its subpath). */
 export interface RecoverableStartBarrierAuthority extends StartBarrierAuthority {
   readonly recovery: RecoveryApi;
+  /**
+   * The saga's driver claims (R11.2), kept beside this authority's records (SQLite 0060,
+   * PostgreSQL pg-0034). Each call opens what it needs; `close()` them when done.
+   */
+  driverClaims(): DriverClaims;
 }
 
 /** emmett's event store over the Run streams, with a transactional session (`withSession`). */

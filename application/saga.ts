@@ -1,30 +1,73 @@
+import { randomUUID } from 'node:crypto';
 import {
+  ExecutionRefusedError,
   PreconditionError,
+  assertMayExecute,
   buildSagaStartCommand,
-  decodeAdapterResult,
+  decodeAdapterReport,
+  decodeInspectReport,
   decodeToolStepTrigger,
+  firstStep,
   isStartBarrierError,
-  shouldInvoke,
-  type AdapterResult,
+  leaseMsOf,
+  stepAfterInspect,
+  type AdapterReport,
+  type AdapterResultCode,
+  type DriverClaim,
+  type DriverClaims,
+  type InspectReport,
+  type InvocationPlan,
   type StartPlan,
-  type ToolAdapterPort,
+  type ToolAdapter,
 } from '../domain';
-import { Identity, decodeOrThrow } from '../domain/codecs';
+import { Identity, decodeOrThrow, integer } from '../domain/codecs';
 import type { RecoverableStartBarrierAuthority, StartOutcome, StoredBarrier } from './authority';
 
 // The orchestration saga (process manager) for one Tool StepRun attempt, over a real authority
-// and an adapter port. The order is the whole point (R3.8): the adapter is reached only after
-// `prepare` has returned, i.e. after the start committed, and only while the attempt has no
-// outcome fact. The saga holds no state of its own: the barrier and the outcome fact are its
-// state, so a replay after a crash or a lost response resumes from what is durable.
+// and a contracted adapter (domain/adapter.ts). The order is the whole point (R3.8): the
+// adapter is reached only after `prepare` has returned, i.e. after the start committed, only
+// while the attempt has no outcome fact, and only by the one driver holding the attempt's
+// claim (R11.2). A driver that takes over an attempt an earlier driver held inspects before it
+// invokes again; without `inspect` or idempotent starts it stops and leaves the attempt in
+// doubt (at-most-once). The saga holds no state of its own: the barrier, the claims and the
+// outcome fact are its state, so a replay after a crash or a lost response resumes from them.
+
+/**
+ * Execution opened explicitly on an authority (R11.3, ADR §6): without it the saga refuses to
+ * invoke anything. `execution: 'enabled'` must be written out by the caller; nothing defaults it.
+ */
+export interface ExecutionAuthority {
+  readonly authority: RecoverableStartBarrierAuthority;
+  readonly executionEnabled: true;
+  readonly claims: DriverClaims;
+  close(): Promise<void>;
+}
+
+export interface ExecutionOptions {
+  readonly execution: 'enabled';
+  /** Where the claims live (default: beside the authority's own records, 0060 / pg-0034). */
+  readonly claims?: DriverClaims;
+}
+
+export const openExecution = (authority: RecoverableStartBarrierAuthority, options: ExecutionOptions): ExecutionAuthority => {
+  if ((options as { execution?: unknown } | undefined)?.execution !== 'enabled') {
+    throw new ExecutionRefusedError('execution_disabled', "execution must be opened with { execution: 'enabled' }");
+  }
+  const claims = options.claims ?? authority.driverClaims();
+  return { authority, executionEnabled: true, claims, close: () => claims.close() };
+};
 
 export interface ToolStepSagaOptions {
-  readonly authority: RecoverableStartBarrierAuthority;
-  readonly adapter: ToolAdapterPort;
+  readonly execution: ExecutionAuthority;
+  readonly adapter: ToolAdapter;
   /** Recorded as `decidedBy` on the outcome facts this saga appends. */
   readonly sagaId?: string;
+  /** Added to the barrier's timeout for the claim's lease: time to record the outcome (default 30 s). */
+  readonly leaseGraceMs?: number;
   /** Business time of recorded outcomes (never their commit time). */
   readonly clock?: () => number;
+  /** Fault injection between the adapter's answer and the recorded outcome (reliability only). */
+  readonly hooks?: { readonly afterStart?: (startId: string) => void | Promise<void> };
 }
 
 interface SagaBase {
@@ -32,71 +75,125 @@ interface SagaBase {
   readonly barrier: StoredBarrier;
 }
 
+export type InDoubtWhy =
+  /** `start` threw or timed out: the tool may or may not have acted. */
+  | 'start_unknown'
+  /** The adapter answered but the outcome could not be recorded. */
+  | 'record_failed'
+  /** An earlier driver may have invoked, and the adapter has neither inspect nor idempotent starts. */
+  | 'no_inspect'
+  | 'inspect_unknown'
+  | 'inspect_running';
+
 export type SagaResult =
-  /** The adapter ran and its outcome is now a fact. */
-  | (SagaBase & { readonly status: 'completed' | 'failed'; readonly invoked: true; readonly outcome: StartOutcome; readonly adapterResult: AdapterResult })
+  /** The outcome is now a fact: from the adapter's answer (`via: start`) or from inspect. */
+  | (SagaBase & { readonly status: 'completed' | 'failed'; readonly invoked: boolean; readonly via: 'start' | 'inspect'; readonly outcome: StartOutcome; readonly report: AdapterReport | InspectReport })
   /** The attempt already had an outcome fact (replay, or decided by someone else meanwhile). */
-  | (SagaBase & { readonly status: 'already_resolved'; readonly invoked: boolean; readonly outcome: StartOutcome; readonly adapterResult?: AdapterResult })
-  /** The adapter was reached but its outcome is unknown or could not be recorded: recovery lists it. */
-  | (SagaBase & { readonly status: 'in_doubt'; readonly invoked: true; readonly error: { readonly code?: string; readonly message: string } });
+  | (SagaBase & { readonly status: 'already_resolved'; readonly invoked: boolean; readonly outcome: StartOutcome })
+  /** Another driver holds the attempt's claim: this one did nothing. */
+  | (SagaBase & { readonly status: 'claimed_elsewhere'; readonly invoked: false; readonly holder: DriverClaim })
+  /** Unknown or unrecordable outcome: recovery lists it, `inspect` may resolve it. */
+  | (SagaBase & { readonly status: 'in_doubt'; readonly invoked: boolean; readonly why: InDoubtWhy; readonly error?: { readonly code?: string; readonly message: string } });
 
 const describe = (e: unknown): { code?: string; message: string } =>
   isStartBarrierError(e) ? { code: e.code, message: e.message } : { message: e instanceof Error ? e.message : String(e) };
 
 export interface ToolStepSaga {
   /**
-   * Drive one attempt. A failing `prepare` (validation, precondition, conflict, timeout)
-   * rejects with its typed error and the adapter is never reached.
+   * Drive one attempt. A failing `prepare` (validation, precondition, conflict, timeout) or a
+   * refused execution (R11.3) rejects with its typed error and the adapter is never reached.
    */
-  drive(trigger: unknown, plan: StartPlan): Promise<SagaResult>;
+  drive(trigger: unknown, plan: StartPlan, invocation: InvocationPlan): Promise<SagaResult>;
 }
 
+const GraceMs = integer('LeaseGraceMs', 0, 3_600_000);
+
 export const createToolStepSaga = (options: ToolStepSagaOptions): ToolStepSaga => {
-  const { authority, adapter } = options;
+  const execution = options.execution as ExecutionAuthority | undefined;
   const sagaId = decodeOrThrow(Identity, 'sagaId', options.sagaId ?? 'orchestration-saga');
+  // One driver id per saga instance: its claims say which process held an attempt.
+  const driverId = `${sagaId.slice(0, 90)}.${randomUUID()}`;
+  const graceMs = decodeOrThrow(GraceMs, 'leaseGraceMs', options.leaseGraceMs ?? 30_000);
   const clock = options.clock ?? Date.now;
 
   return {
-    drive: async (input, plan) => {
+    drive: async (input, plan, invocation) => {
       const trigger = decodeToolStepTrigger(input);
+      if (execution?.executionEnabled !== true) throw new ExecutionRefusedError('execution_disabled', 'the saga was given no authority opened with execution enabled');
+      const authority = execution.authority;
       const view = await authority.runs.getStepRun(trigger.runId, trigger.stepRunId);
       if (view === null) throw new PreconditionError('step_run_not_found', `StepRun ${trigger.stepRunId} does not exist in Run ${trigger.runId}`);
       const { digest: _digest, ...stepRun } = view;
 
       const command = buildSagaStartCommand(plan, trigger, stepRun);
+      // The gate comes before prepare: a refused execution commits no start to be in doubt about.
+      const adapter = assertMayExecute(execution.executionEnabled, options.adapter, command, invocation);
       const prepared = await authority.barriers.prepare(command);
       const barrier = prepared.barrier;
       const startId = barrier.record.startId;
+      const base = { prepared: prepared.outcome, barrier };
 
-      const known = await authority.recovery.outcome(startId);
-      if (!shouldInvoke(prepared.outcome, known?.outcome ?? null)) {
-        return { status: 'already_resolved', prepared: prepared.outcome, barrier, invoked: false, outcome: known! };
-      }
+      const resolved = async (invoked: boolean): Promise<SagaResult | null> => {
+        const known = await authority.recovery.outcome(startId);
+        return known === null ? null : { ...base, status: 'already_resolved', invoked, outcome: known };
+      };
+      const before = await resolved(false);
+      if (before !== null) return before;
 
-      let adapterResult: AdapterResult;
-      try {
-        adapterResult = decodeAdapterResult(await adapter.invoke({ barrier: barrier.record, barrierDigest: barrier.barrierDigest, committedAtMs: barrier.committedAtMs }));
-      } catch (e) {
-        return { status: 'in_doubt', prepared: prepared.outcome, barrier, invoked: true, error: describe(e) };
-      }
+      const claimed = await execution.claims.claim(startId, driverId, leaseMsOf(barrier.record.admission.timeoutMs, graceMs));
+      if (claimed.status === 'held') return { ...base, status: 'claimed_elsewhere', invoked: false, holder: claimed.holder };
+      const claim = claimed.claim;
+      // Whatever happens next, this generation ends here: the next driver inspects first.
+      const done = async (result: SagaResult): Promise<SagaResult> => {
+        await execution.claims.release(claim).catch(() => undefined);
+        return result;
+      };
 
-      try {
-        const recorded = await authority.recovery.resolve(startId, adapterResult.outcome, {
-          decidedBy: sagaId,
-          reason: adapterResult.reason,
-          requestedAtMs: clock(),
-          ...(adapterResult.outcomeDigest === undefined ? {} : { outcomeDigest: adapterResult.outcomeDigest }),
-        });
-        if (recorded.outcome.outcome !== adapterResult.outcome) {
-          return { status: 'already_resolved', prepared: prepared.outcome, barrier, invoked: true, outcome: recorded.outcome, adapterResult };
+      // An earlier driver may have recorded the outcome between our read and our claim.
+      const meanwhile = await resolved(false);
+      if (meanwhile !== null) return done(meanwhile);
+
+      const record = async (outcome: 'completed' | 'failed', code: AdapterResultCode, report: AdapterReport | InspectReport, invoked: boolean, via: 'start' | 'inspect'): Promise<SagaResult> => {
+        try {
+          const recorded = await authority.recovery.resolve(startId, outcome, {
+            decidedBy: sagaId,
+            reason: code,
+            requestedAtMs: clock(),
+            ...(report.outputDigest === undefined ? {} : { outcomeDigest: report.outputDigest }),
+          });
+          if (recorded.outcome.outcome !== outcome) return done({ ...base, status: 'already_resolved', invoked, outcome: recorded.outcome });
+          return done({ ...base, status: outcome, invoked, via, outcome: recorded.outcome, report });
+        } catch (e) {
+          // Someone (an operator) may have decided meanwhile; their fact stands, ours is not written.
+          const decided = await resolved(invoked).catch(() => null);
+          return done(decided ?? { ...base, status: 'in_doubt', invoked, why: 'record_failed', error: describe(e) });
         }
-        return { status: adapterResult.outcome, prepared: prepared.outcome, barrier, invoked: true, outcome: recorded.outcome, adapterResult };
-      } catch (e) {
-        // Someone (an operator) may have decided meanwhile; their fact stands, ours is not written.
-        const decided = await authority.recovery.outcome(startId).catch(() => null);
-        if (decided !== null) return { status: 'already_resolved', prepared: prepared.outcome, barrier, invoked: true, outcome: decided, adapterResult };
-        return { status: 'in_doubt', prepared: prepared.outcome, barrier, invoked: true, error: describe(e) };
+      };
+
+      let step = firstStep(claim, adapter);
+      if (step.kind === 'inspect') {
+        let inspected: InspectReport;
+        try {
+          inspected = decodeInspectReport(await adapter.inspect!(startId));
+        } catch {
+          inspected = { state: 'unknown' };
+        }
+        const next = stepAfterInspect(inspected.state, adapter.declaration.guarantees);
+        if (next.kind === 'record') return record(next.outcome, next.code, inspected, false, 'inspect');
+        step = next;
       }
+      if (step.kind === 'in_doubt') return done({ ...base, status: 'in_doubt', invoked: false, why: step.why });
+
+      let report: AdapterReport;
+      try {
+        report = decodeAdapterReport(
+          await adapter.start({ barrier: barrier.record, barrierDigest: barrier.barrierDigest, committedAtMs: barrier.committedAtMs, timeoutMs: barrier.record.admission.timeoutMs }, invocation),
+        );
+      } catch (e) {
+        return done({ ...base, status: 'in_doubt', invoked: true, why: 'start_unknown', error: describe(e) });
+      }
+      await options.hooks?.afterStart?.(startId);
+      return record(report.outcome, report.code, report, true, 'start');
     },
   };
 };

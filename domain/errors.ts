@@ -7,7 +7,8 @@ export type StartBarrierErrorCode =
   | 'SEMANTIC_CONFLICT'
   | 'CONCURRENCY_EXHAUSTED'
   | 'TRANSACTION_TIMEOUT'
-  | 'CORRUPT_RECORD';
+  | 'CORRUPT_RECORD'
+  | 'EXECUTION_REFUSED';
 
 export abstract class StartBarrierError extends Error {
   abstract readonly code: StartBarrierErrorCode;
@@ -171,6 +172,19 @@ export class CorruptRecordError extends StartBarrierError {
     readonly problem: string,
   ) {
     super(`corrupt ${recordKind} ${recordId}: ${problem}`);
+  }
+}
+
+export type ExecutionRefusal = 'execution_disabled' | 'adapter_contract_unmet' | 'adapter_mismatch' | 'plan_mismatch';
+
+/** R11.3: the saga refused to invoke an adapter. Nothing was invoked. */
+export class ExecutionRefusedError extends StartBarrierError {
+  readonly code = 'EXECUTION_REFUSED' as const;
+  constructor(
+    readonly reason: ExecutionRefusal,
+    message: string,
+  ) {
+    super(`${reason}: ${message}`);
   }
 }
 

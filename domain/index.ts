@@ -15,3 +15,4 @@ export * from './recovery';
 export * from './saga';
 export * from './nextAttempt';
 export { Traceparent, traceparentProblem } from './traceContext';
+export * from './adapter';

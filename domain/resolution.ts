@@ -23,6 +23,9 @@ export const OUTCOME_REASON_CODES = [
   'cancelled_by_operator',
   'duplicate_attempt',
   'other_see_note',
+  'tool_killed',
+  'inspected_succeeded',
+  'inspected_failed',
 ] as const;
 export type OutcomeReasonCode = (typeof OUTCOME_REASON_CODES)[number];
 export const OutcomeReasonCode = oneOf(OUTCOME_REASON_CODES);

@@ -1,12 +1,9 @@
 import { createHash } from 'node:crypto';
 import * as t from 'io-ts';
-import type { StartBarrierRecord } from './barrier';
 import { canonicalJson } from './canonical';
-import { Digest, EpochMillis, Identity, SafeText, Version, decodeOrThrow, literal, oneOf, strictObject } from './codecs';
+import { EpochMillis, Identity, Version, decodeOrThrow, literal, strictObject } from './codecs';
 import { ApprovalBinding, type ToolExecutionStartCommand } from './command';
 import { PreconditionError } from './errors';
-import { OutcomeReasonCode } from './resolution';
-import type { StartOutcomeKind } from './recovery';
 import { stepRunDigest, type StepRunState } from './state';
 
 // The orchestration saga (process manager) that embeds the barrier, pure part: its input
@@ -14,10 +11,10 @@ import { stepRunDigest, type StepRunState } from './state';
 // authority lives in `application/saga.ts`; nothing here does I/O.
 //
 // One Tool StepRun, one attempt:  ready (or approval granted) -> build the start command ->
-// prepare -> only on `created`, or `existing` with no outcome fact yet, invoke the adapter ->
-// record the outcome fact. A replayed trigger rebuilds the identical command (ids derive from
-// the attempt, time from the trigger), so `prepare` answers `existing` (R4.2) and the recorded
-// outcome stops a second invocation.
+// prepare -> claim the attempt (one driver) -> invoke the adapter, or inspect first when an
+// earlier driver may have invoked (domain/adapter.ts) -> record the outcome fact. A replayed
+// trigger rebuilds the identical command (ids derive from the attempt, time from the trigger),
+// so `prepare` answers `existing` (R4.2) and the recorded outcome stops a second invocation.
 
 /** The message that starts the saga for one attempt: the StepRun became startable. */
 export const ToolStepTrigger = t.union([
@@ -104,31 +101,3 @@ export const buildSagaStartCommand = (plan: StartPlan, trigger: ToolStepTrigger,
     ...(trigger.kind === 'approval_granted' ? { approval: trigger.approval } : {}),
   };
 };
-
-/** The one rule that keeps the adapter to one invocation per attempt: no outcome fact yet. */
-export const shouldInvoke = (_prepared: 'created' | 'existing', outcome: StartOutcomeKind | null): boolean => outcome === null;
-
-// --- the adapter port: the only thing a test may replace ---
-
-/** What the adapter receives: the committed barrier, never tool input (that is the adapter's). */
-export interface AdapterStart {
-  readonly barrier: StartBarrierRecord;
-  readonly barrierDigest: string;
-  readonly committedAtMs: number;
-}
-
-/** What the adapter reports when it knows the outcome. Throwing means "unknown": the start stays in doubt. */
-// R10.2: the adapter reports a code (OutcomeReasonCode, domain/resolution.ts), never text: it is kept forever.
-export const AdapterResult = strictObject('AdapterResult', { outcome: oneOf(['completed', 'failed'] as const), reason: OutcomeReasonCode }, { outcomeDigest: Digest });
-export type AdapterResult = t.TypeOf<typeof AdapterResult>;
-
-export const decodeAdapterResult = (input: unknown): AdapterResult => decodeOrThrow(AdapterResult, 'adapter result', input);
-
-export interface ToolAdapterPort {
-  /**
-   * Start the side effect for a committed barrier (R3.8). Called at most once per attempt by
-   * one saga run; after a crash between this call and the recorded outcome a replay calls it
-   * again, so adapters dedupe on `barrier.startId`.
-   */
-  invoke(start: AdapterStart): Promise<AdapterResult>;
-}

@@ -1,3 +1,4 @@
+import { runAdapterPhase, type AdapterPhaseReport } from './adapters/phase';
 import { runSweep, type DamageKind, type SweepReport } from './corruption/sweep';
 import { runFailover, type FailoverOptions, type FailoverReport } from './failover/failover';
 import { runFuzz, type FuzzReport } from './fuzz/fuzz';
@@ -9,7 +10,7 @@ import { runSoak, type SoakReport } from './soak/soak';
 // failover. `npm run reliability` runs the full sizes; specs/reliability runs the short ones
 // inside `npm test`. Every phase uses real SQLite files and real PostgreSQL, never mocks.
 
-export const PHASES = ['soak', 'fuzz', 'corruption', 'failover'] as const;
+export const PHASES = ['soak', 'fuzz', 'corruption', 'failover', 'adapters'] as const;
 export type Phase = (typeof PHASES)[number];
 
 export interface Profile {
@@ -18,6 +19,8 @@ export interface Profile {
   readonly fuzz: { readonly cases: number; readonly recordCases: number };
   readonly corruption: { readonly starts: number; readonly targets: number; readonly kinds: readonly DamageKind[]; readonly cliEvery: number };
   readonly failover: { readonly rounds: number } & Omit<FailoverOptions, 'log'>;
+  /** Trials of each fault for each real adapter (R11.4). */
+  readonly adapters: { readonly trials: number };
 }
 
 export const FULL: Profile = {
@@ -26,6 +29,7 @@ export const FULL: Profile = {
   fuzz: { cases: 10_000, recordCases: 10_000 },
   corruption: { starts: 24, targets: 6, kinds: ['flip', 'swap', 'reformat'], cliEvery: 12 },
   failover: { rounds: 3, clients: 8, applyDelayMs: 100, loadBeforeKillMs: 4000, loadAfterMs: 2000, startsAfterRejoin: 10, timeoutMs: 180_000 },
+  adapters: { trials: 3 },
 };
 
 export const SHORT: Profile = {
@@ -34,6 +38,7 @@ export const SHORT: Profile = {
   fuzz: { cases: 1_000, recordCases: 1_000 },
   corruption: { starts: 12, targets: 1, kinds: ['flip', 'swap'], cliEvery: 60 },
   failover: { rounds: 1, clients: 6, applyDelayMs: 100, loadBeforeKillMs: 2500, loadAfterMs: 1000, startsAfterRejoin: 3, timeoutMs: 120_000 },
+  adapters: { trials: 1 },
 };
 
 export interface ReliabilityOptions {
@@ -50,6 +55,7 @@ export interface ReliabilityReport {
   readonly fuzz?: FuzzReport;
   readonly corruption: readonly SweepReport[];
   readonly failover: readonly FailoverReport[];
+  readonly adapters: readonly AdapterPhaseReport[];
   readonly durationMs: Readonly<Record<string, number>>;
   readonly ok: boolean;
 }
@@ -95,8 +101,15 @@ export const runReliability = async (profile: Profile, options: ReliabilityOptio
       failover.push(await timed(`failover ${round}`, () => runFailover({ ...profile.failover, log })));
     }
   }
-  const ok = soak.every((r) => r.ok) && (fuzz?.ok ?? true) && corruption.every((r) => r.ok) && failover.every((r) => r.ok);
-  return { profile: profile.name, seed, soak, ...(fuzz ? { fuzz } : {}), corruption, failover, durationMs, ok };
+  const adapters: AdapterPhaseReport[] = [];
+  if (phases.includes('adapters')) {
+    for (const backend of backends) {
+      log(`adapters on ${backend}: ${profile.adapters.trials} trial(s) of each fault for each adapter`);
+      adapters.push(await timed(`adapters ${backend}`, () => runAdapterPhase({ backend, trials: profile.adapters.trials, log })));
+    }
+  }
+  const ok = soak.every((r) => r.ok) && (fuzz?.ok ?? true) && corruption.every((r) => r.ok) && failover.every((r) => r.ok) && adapters.every((r) => r.ok);
+  return { profile: profile.name, seed, soak, ...(fuzz ? { fuzz } : {}), corruption, failover, adapters, durationMs, ok };
 };
 
 // ------------------------------------------------------------------ the printed report
@@ -106,6 +119,20 @@ const table = (title: string, columns: readonly string[], rows: readonly (readon
   const cols = columns.map((c, i) => Math.max(c.length, ...rows.map((r) => String(r[i + 1] ?? '').length)) + 2);
   const line = (label: string, cells: readonly (string | number)[]) => label.padEnd(width) + cells.map((c, i) => String(c).padStart(cols[i]!)).join('');
   return [line(title, columns), ...rows.map(([label, ...cells]) => line(`  ${label}`, cells))].join('\n');
+};
+
+/** One line per backend, adapter and fault: what the tool did and what the saga recorded. */
+export const formatAdapterCounts = (counts: readonly AdapterPhaseReport['counts'][number][]): string => {
+  const header = ['trials', 'effects', 'dup', 'outcomes', 'in doubt', 'listed', 'by inspect', 'by restart', 'left', 'held', 'unrecorded'];
+  const rows = counts.map((c) => [`${c.backend} ${c.adapter} ${c.scenario}`, c.trials, c.sideEffects, c.duplicates, c.outcomesRecorded, c.inDoubtAfterFault, c.listedInDoubt, c.resolvedByInspect, c.resolvedByRestart, c.leftInDoubt, c.claimHeld, c.unrecorded] as const);
+  const width = Math.max(...rows.map((r) => r[0].length)) + 2;
+  const cols = header.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i + 1]).length)) + 2);
+  const line = (label: string, cells: readonly (string | number)[]) => label.padEnd(width) + cells.map((c, i) => String(c).padStart(cols[i]!)).join('');
+  return [
+    'Adapters (R11.4): side effects counted by the tool; in doubt = no outcome right after the fault; listed = shown by in-doubt',
+    line('  backend adapter fault', header),
+    ...rows.map(([label, ...cells]) => line(`  ${label}`, cells)),
+  ].join('\n');
 };
 
 export const formatReport = (r: ReliabilityReport): string => {
@@ -174,6 +201,7 @@ export const formatReport = (r: ReliabilityReport): string => {
       '',
     );
   }
+  if (r.adapters.length > 0) out.push(formatAdapterCounts(r.adapters.flatMap((a) => a.counts)), '');
   out.push(`Durations: ${Object.entries(r.durationMs).map(([k, v]) => `${k} ${(v / 1000).toFixed(1)} s`).join(', ')}`);
   const problems = [
     ...r.soak.flatMap((s) => [...s.failures, ...s.problems.map((p) => `${s.backend} ${p.kind} ${p.record}: ${p.detail}`)]),
@@ -181,6 +209,7 @@ export const formatReport = (r: ReliabilityReport): string => {
     ...(r.fuzz?.rowsGained ?? []),
     ...r.corruption.flatMap((c) => [...c.failures, ...c.undetected]),
     ...r.failover.flatMap((f) => [...f.failures, ...f.problems.map((p) => `${p.kind} ${p.record}: ${p.detail}`)]),
+    ...r.adapters.flatMap((a) => a.failures),
   ];
   out.push(r.ok ? 'RESULT: ok' : `RESULT: FAILED\n${problems.slice(0, 40).map((p) => `  - ${p}`).join('\n')}`);
   return out.join('\n');

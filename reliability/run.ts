@@ -1,5 +1,5 @@
 // `npm run reliability` (full sizes) or `npm run reliability -- --short`; options:
-//   --only soak,fuzz,corruption,failover   --backends sqlite,postgres   --seed N   --json FILE
+//   --only soak,fuzz,corruption,failover,adapters   --backends sqlite,postgres   --seed N   --json FILE
 // PostgreSQL phases use the server on 127.0.0.1:5432 (SB_PG_ADMIN_URL to change it); the
 // failover phase makes and removes its own two clusters (PostgreSQL 15 binaries, see
 // RELIABILITY_PG_BIN). The whole run is bounded: it stops itself past its time limit.

@@ -27,6 +27,7 @@ export const exitCodeOf = (e: unknown): ExitCode => {
     case 'VALIDATION_FAILED':
       return EXIT.validation;
     case 'PRECONDITION_FAILED':
+    case 'EXECUTION_REFUSED':
       return EXIT.precondition;
     case 'SEMANTIC_CONFLICT':
       return EXIT.conflict;

@@ -17,6 +17,7 @@ import {
 import { Identity } from '../../domain/codecs';
 import { buildScenario } from '../../domain/scenario';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
+import { decodeAdapterRegistry, inspectWith, type AdapterRegistry } from './adapterRegistry';
 import { migrateBackend, openBackend, type BackendAccess, type BackendOptions } from './backend';
 import { formatDuration, parseDuration } from './duration';
 import { EXIT, exitCodeOf } from './exitCodes';
@@ -171,7 +172,8 @@ Exit codes: 0 ok, 2 validation, 3 precondition, 4 semantic conflict, 5 corrupt r
     .option('--project <id>', 'only this Project')
     .option('--run <id>', 'only this Run')
     .option('--limit <n>', 'at most this many, the oldest first (1..10000; default: all)')
-    .action(async (opts: { olderThan?: string; project?: string; run?: string; limit?: string }) => {
+    .option('--adapters <file>', 'adapter registry (JSON): add what each adapter\'s inspect says')
+    .action(async (opts: { olderThan?: string; project?: string; run?: string; limit?: string; adapters?: string }) => {
       const query = {
         ...(opts.olderThan === undefined ? {} : { olderThanMs: parseDuration(opts.olderThan) }),
         ...(opts.project === undefined ? {} : { projectId: opts.project }),
@@ -179,8 +181,25 @@ Exit codes: 0 ok, 2 validation, 3 precondition, 4 semantic conflict, 5 corrupt r
         // the recovery API bounds it (1..10000) with a typed error; here only the digits
         ...(opts.limit === undefined ? {} : { limit: positiveInt(opts.limit, '--limit') }),
       };
+      const registry = opts.adapters === undefined ? undefined : decodeAdapterRegistry(await readJsonInput(opts.adapters, 'adapter registry'));
       await withAuthority(program, 'read', async (a) => {
-        print((await a.recovery.inDoubt(query)).map((s) => ({ ...s, age: formatDuration(s.ageMs) })));
+        const listed = (await a.recovery.inDoubt(query)).map((s) => ({ ...s, age: formatDuration(s.ageMs) }));
+        print(registry === undefined ? listed : await Promise.all(listed.map(async (s) => ({ ...s, inspect: await inspectWith(registry, s.adapter, s.startId) }))));
+      });
+    });
+
+  program
+    .command('inspect')
+    .description("ask a start's adapter what its tool knows (not_started, running, succeeded, failed, unknown); records nothing")
+    .argument('<startId>', 'the start to inspect')
+    .requiredOption('--adapters <file>', 'adapter registry (JSON): how to reach each reviewed adapter\'s inspect')
+    .action(async (startId: string, opts: { adapters: string }) => {
+      const registry: AdapterRegistry = decodeAdapterRegistry(await readJsonInput(opts.adapters, 'adapter registry'));
+      await withAuthority(program, 'read', async (a) => {
+        const barrier = await a.barriers.getByStartId(startId);
+        if (barrier === null) throw new PreconditionError('start_not_found', `no start barrier has startId ${startId}`);
+        const outcome = await a.recovery.outcome(startId);
+        print({ startId, adapter: barrier.record.contracts.adapter, inDoubt: outcome === null, outcome, inspect: await inspectWith(registry, barrier.record.contracts.adapter, startId) });
       });
     });
 

@@ -30,6 +30,8 @@ import { decodeLifecycle, runLifecycleTransaction, type LifecycleUnitOfWork } fr
 import { runStartTransaction, type StartUnitOfWork } from '../../application/startProtocol';
 import type { StartEventRow, StartWrite, StartWriteStep } from '../../application/startWrite';
 import { createMemoryNoteStore } from './memoryNotes';
+import { memoryDriverClaims } from '../../application/driverClaimRules';
+import type { DriverClaims } from '../../domain';
 
 // An in-memory authority with the same rows, the same protocol and the same verification as
 // the SQL backends, for specs and for embedding in tests of callers. Atomic by construction:
@@ -252,6 +254,13 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
   };
 
   /** Recovery read models and operator resolutions, over the current tables. */
+  private claims: DriverClaims | undefined;
+
+  /** One claim table per in-memory store, like the row table a real store has. */
+  driverClaims(): DriverClaims {
+    return (this.claims ??= memoryDriverClaims(() => this.clock()));
+  }
+
   readonly recovery: RecoveryApi = createRecoveryApi({
     snapshot: async (body) => {
       const tables = this.tables;

@@ -24,6 +24,8 @@ import * as SQL from './sql';
 import { resolveUniqueViolation, startUnitOfWork, type PostgresWriteMode } from './startWrite';
 import type { Queryable } from './query';
 import { PostgresTransactions, type PostgresTimeouts, type Tx } from './transactions';
+import { postgresDriverClaims } from './postgresDriverClaims';
+import type { DriverClaims } from '../../domain';
 
 // The cluster authority (R5.2): options, the opener, and the public surface over the start
 // (startWrite.ts), the lifecycle (lifecycleWrite.ts), the reads (reads.ts), the transactions
@@ -189,6 +191,10 @@ class PostgresAuthority implements PostgresStartBarrier {
   };
 
   /** Recovery read models and operator resolutions, in REPEATABLE READ snapshots. */
+  driverClaims(): DriverClaims {
+    return postgresDriverClaims(this.pool);
+  }
+
   readonly recovery: RecoveryApi = postgresRecoveryOf(this);
 
   async close(): Promise<void> {

@@ -28,6 +28,8 @@ import { loadRunState, readBarrier, readBarrierOfAttempt, readStream } from './r
 import { createSqliteRecoveryView } from './sqliteRecoveryView';
 import { nowMsOf, prepareStatements, type Statements } from './statements';
 import { lifecycleUnitOfWork, startUnitOfWork } from './writes';
+import { sqliteDriverClaims } from './sqliteDriverClaims';
+import type { DriverClaims } from '../../domain';
 
 export type { RunEventStore } from '../../application/authority';
 
@@ -188,6 +190,11 @@ class SqliteAuthority implements SqliteStartBarrier {
   private recoveryView: ReturnType<typeof createSqliteRecoveryView> | undefined;
 
   /** Recovery read models and operator resolutions. */
+  /** Claims go through a connection of their own: this one may be inside a start transaction. */
+  driverClaims(): DriverClaims {
+    return sqliteDriverClaims(this.db.name);
+  }
+
   readonly recovery: RecoveryApi = createRecoveryApi({
     snapshot: (body) =>
       this.snapshot(() => body((this.recoveryView ??= createSqliteRecoveryView({ db: this.db, readBarrier: (id) => readBarrier(this.s, id), nowMs: () => nowMsOf(this.s) })))),

@@ -47,7 +47,8 @@ describe('recovery read models on PostgreSQL: atomicity, upgrade, grants, damage
     await a.close();
     await db.admin((c) =>
       c.query(`DROP TABLE ql3.start_outcomes; DROP TRIGGER events_project_start_outcome ON ql3.events; DROP FUNCTION ql3.project_start_outcome();
-        DROP INDEX ql3.step_run_mutations_start; DELETE FROM ql3.schema_migrations WHERE name >= 'pg-0031-recovery-read-models'`),
+        DROP INDEX ql3.step_run_mutations_start; DROP TABLE ql3.adapter_driver_claims;
+        DELETE FROM ql3.schema_migrations WHERE name >= 'pg-0031-recovery-read-models'`),
     );
     a = await openPostgresStartBarrier({ connectionString: db.url });
     const raw = await rawPostgres(a);

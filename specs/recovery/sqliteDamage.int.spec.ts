@@ -59,7 +59,7 @@ describe('recovery read models on SQLite: atomicity, upgrade, damage', function 
     const stored = (await rawSqlite(b)).outcomes;
     // Take the database back to before 0057 (the log keeps the outcome events), and so before
     // the projection trigger of 0058 and everything after it too.
-    b.db.exec(`DROP TRIGGER events_project_start_outcome; DROP TABLE start_outcomes; DROP INDEX step_run_mutations_start;
+    b.db.exec(`DROP TRIGGER events_project_start_outcome; DROP TABLE start_outcomes; DROP INDEX step_run_mutations_start; DROP TABLE adapter_driver_claims;
       DELETE FROM schema_migrations WHERE name >= '0057-recovery-read-models'`);
     await b.close();
     b = await openSqliteStartBarrier({ path });

@@ -1,11 +1,13 @@
 import { writeSync } from 'node:fs';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
 import { openPostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
-import { createToolStepSaga } from '../../application/saga';
+import { createToolStepSaga, openExecution } from '../../application/saga';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
+import { INVOCATION, contractAdapterFor } from './sagaConformance';
 
 // A saga process that dies between the commit of its start and the adapter's first action:
-// the port kills the process (SIGKILL, no cleanup, no outcome) the moment it is reached.
+// the adapter kills the process (SIGKILL, no cleanup, no outcome, its claim never released)
+// the moment it is reached.
 // Usage: crashChild.ts sqlite|postgres LOCATION TRIGGER_JSON PLAN_JSON
 
 const [kind, location, trigger, plan] = process.argv.slice(2);
@@ -13,18 +15,18 @@ const [kind, location, trigger, plan] = process.argv.slice(2);
 const main = async (): Promise<void> => {
   const authority: RecoverableStartBarrierAuthority =
     kind === 'postgres' ? await openPostgresStartBarrier({ connectionString: location! }) : await openSqliteStartBarrier({ path: location! });
+  const startPlan = JSON.parse(plan!);
   const saga = createToolStepSaga({
-    authority,
-    adapter: {
-      invoke: async (start) => {
-        writeSync(1, `committed ${start.barrier.startId}\n`);
-        process.kill(process.pid, 'SIGKILL');
-        await new Promise(() => undefined);
-        throw new Error('unreachable');
-      },
-    },
+    execution: openExecution(authority, { execution: 'enabled' }),
+    leaseGraceMs: 0,
+    adapter: contractAdapterFor(startPlan, {}, async (context) => {
+      writeSync(1, `committed ${context.barrier.startId}\n`);
+      process.kill(process.pid, 'SIGKILL');
+      await new Promise(() => undefined);
+      throw new Error('unreachable');
+    }),
   });
-  await saga.drive(JSON.parse(trigger!), JSON.parse(plan!));
+  await saga.drive(JSON.parse(trigger!), startPlan, INVOCATION);
   writeSync(2, 'the saga returned: the adapter port was never reached\n');
   process.exit(3);
 };

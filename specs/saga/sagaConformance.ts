@@ -2,24 +2,31 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import {
+  ExecutionRefusedError,
   PreconditionError,
   SemanticConflictError,
   ValidationError,
   attemptIdsOf,
-  type AdapterResult,
-  type AdapterStart,
+  invocationPlanDigest,
+  outputDigestOf,
+  type AdapterGuarantees,
+  type AdapterReport,
+  type AdapterStartContext,
+  type InspectReport,
+  type InvocationPlan,
   type StartPlan,
-  type ToolAdapterPort,
+  type ToolAdapter,
   type ToolExecutionStartCommand,
   type ToolStepTrigger,
 } from '../../domain';
 import { buildScenario, type Scenario } from '../../domain/scenario';
 import type { RecoverableStartBarrierAuthority, StoredBarrier } from '../../application/authority';
-import { createToolStepSaga } from '../../application/saga';
+import { createToolStepSaga, openExecution, type ExecutionAuthority, type ToolStepSagaOptions } from '../../application/saga';
 import { rejects } from '../../testkit/rejects';
 
-// The orchestration saga (issue 5) against real authorities. The adapter port is the only test
-// double: it records each invocation and, when called, proves the start already committed by
+// The orchestration saga against real authorities. The adapter is the only test double here (the
+// real process, HTTP and MCP adapters have their own suite, specs/adapters): it meets the
+// contract, records each start and, when called, proves the start already committed by
 // reading the barrier through a separate read (another connection where the backend has one).
 
 export interface SagaBackend {
@@ -34,28 +41,47 @@ export interface SagaBackend {
   }>;
 }
 
-export const planOf = (c: ToolExecutionStartCommand): StartPlan => ({
+/** The tool input every saga spec admits: the plan's planDigest binds it (R11.3). */
+export const INVOCATION: InvocationPlan = { input: { note: 'an admitted tool input' } };
+
+export const planOf = (c: ToolExecutionStartCommand, over: { timeoutMs?: number } = {}): StartPlan => ({
   project: c.project,
   toolDefinition: c.toolDefinition,
   handlerBinding: c.handlerBinding,
-  admission: c.admission,
+  admission: { ...c.admission, planDigest: invocationPlanDigest(INVOCATION), ...(over.timeoutMs === undefined ? {} : { timeoutMs: over.timeoutMs }) },
   contracts: c.contracts,
 });
 
+export const SUCCEEDED: AdapterReport = { outcome: 'completed', code: 'tool_succeeded', ...outputDigestOf('done') };
 
-/** The one test double: records calls, checks the barrier is durable before "acting". */
-export class RecordingAdapter implements ToolAdapterPort {
-  readonly calls: AdapterStart[] = [];
+/** A minimal contracted adapter for the plan's execution class and reviewed adapter. */
+export const contractAdapterFor = (plan: StartPlan, guarantees: Partial<AdapterGuarantees> = {}, start: ToolAdapter['start'] = async () => SUCCEEDED): ToolAdapter => ({
+  declaration: { kind: plan.admission.executionClass, ref: plan.contracts.adapter, guarantees: { idempotentStart: false, enforcesTimeout: true, ...guarantees } },
+  start,
+});
+
+
+/** The one test double: meets the contract, records starts, checks the barrier is durable before "acting". */
+export class RecordingAdapter implements ToolAdapter {
+  readonly calls: AdapterStartContext[] = [];
   readonly sawCommitted: boolean[] = [];
+  readonly declaration: ToolAdapter['declaration'];
+  readonly inspect?: (startId: string) => Promise<InspectReport>;
   constructor(
     private readonly separateRead: (startId: string) => Promise<StoredBarrier | null>,
-    private readonly behave: (start: AdapterStart, n: number) => Promise<AdapterResult> = async () => ({ outcome: 'completed', reason: 'tool_succeeded' }),
-  ) {}
-  async invoke(start: AdapterStart): Promise<AdapterResult> {
-    const durable = await this.separateRead(start.barrier.startId);
-    this.sawCommitted.push(durable !== null && durable.barrierDigest === start.barrierDigest);
-    this.calls.push(start);
-    return this.behave(start, this.calls.length);
+    private readonly behave: (start: AdapterStartContext, n: number) => Promise<AdapterReport> = async () => SUCCEEDED,
+    options: { readonly guarantees?: Partial<AdapterGuarantees>; readonly inspect?: (startId: string) => Promise<InspectReport>; readonly plan?: StartPlan } = {},
+  ) {
+    const plan = options.plan ?? planOf(buildScenario().startCommand());
+    this.declaration = contractAdapterFor(plan, { idempotentStart: true, ...options.guarantees }).declaration;
+    if (options.inspect) this.inspect = options.inspect;
+  }
+  async start(context: AdapterStartContext, plan: InvocationPlan): Promise<AdapterReport> {
+    expect(plan).to.deep.equal(INVOCATION);
+    const durable = await this.separateRead(context.barrier.startId);
+    this.sawCommitted.push(durable !== null && durable.barrierDigest === context.barrierDigest);
+    this.calls.push(context);
+    return this.behave(context, this.calls.length);
   }
 }
 
@@ -64,11 +90,20 @@ export const sagaConformance = (backend: SagaBackend): void => {
     this.timeout(60_000);
     let env: Awaited<ReturnType<SagaBackend['open']>>;
     let a: RecoverableStartBarrierAuthority;
+    let execution: ExecutionAuthority;
     beforeEach(async () => {
       env = await backend.open();
       a = env.authority;
+      execution = openExecution(a, { execution: 'enabled' });
     });
-    afterEach(() => env.close());
+    afterEach(async () => {
+      await execution.close();
+      await env.close();
+    });
+    const createSaga = (o: Omit<ToolStepSagaOptions, 'execution'> & { execution?: ExecutionAuthority }) => {
+      const saga = createToolStepSaga({ execution, ...o });
+      return { drive: (trigger: unknown, plan: StartPlan) => saga.drive(trigger, plan, INVOCATION) };
+    };
 
     const ready = async (options: Parameters<typeof buildScenario>[0] = {}) => {
       const s = buildScenario(options);
@@ -79,19 +114,19 @@ export const sagaConformance = (backend: SagaBackend): void => {
       (s.approval
         ? { kind: 'approval_granted', runId: s.runId, stepRunId: s.stepRunId, stepRunVersion: 2, requestedAtMs: 1_790_000_000_000, approval: s.approval, ...over }
         : { kind: 'ready', runId: s.runId, stepRunId: s.stepRunId, stepRunVersion: 2, requestedAtMs: 1_790_000_000_000, ...over }) as ToolStepTrigger;
-    const adapter = (behave?: ConstructorParameters<typeof RecordingAdapter>[1]) => new RecordingAdapter(env.separateRead, behave);
+    const adapter = (behave?: ConstructorParameters<typeof RecordingAdapter>[1], options?: ConstructorParameters<typeof RecordingAdapter>[2]) => new RecordingAdapter(env.separateRead, behave, options);
 
     it('R3.8: ready -> prepare -> the adapter, once, only after the start committed -> the outcome recorded as a fact', async () => {
       const s = await ready();
       const port = adapter();
-      const result = await createToolStepSaga({ authority: a, adapter: port, sagaId: 'saga-7' }).drive(triggerOf(s), planOf(s.startCommand()));
+      const result = await createSaga({ adapter: port, sagaId: 'saga-7' }).drive(triggerOf(s), planOf(s.startCommand()));
       expect(result).to.include({ status: 'completed', prepared: 'created', invoked: true });
       expect(port.calls).to.have.length(1);
       expect(port.sawCommitted).to.deep.equal([true]);
       expect(port.calls[0]!.barrier).to.deep.equal(result.barrier.record);
       expect(result.barrier.record.startId).to.equal(attemptIdsOf(s.runId, s.stepRunId, 3).startId);
       if (result.status !== 'completed') throw new Error('unreachable');
-      expect(result.outcome).to.include({ outcome: 'completed', decidedBy: 'saga-7', reason: 'tool_succeeded', stepRunVersion: 4 });
+      expect(result.outcome).to.include({ outcome: 'completed', decidedBy: 'saga-7', reason: 'tool_succeeded', stepRunVersion: 4, outcomeDigest: SUCCEEDED.outputDigest });
       expect(await a.recovery.inDoubt()).to.deep.equal([]);
       expect((await a.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('completed');
       const types = (await a.runs.readStream(s.runId)).map((e) => e.event.type);
@@ -100,13 +135,14 @@ export const sagaConformance = (backend: SagaBackend): void => {
 
     it('R1.4.4: an approval_granted trigger starts from waiting_approval with the exact approval; a failing tool is recorded as failed', async () => {
       const s = await ready({ withApproval: true });
-      const port = adapter(async () => ({ outcome: 'failed', reason: 'tool_failed', outcomeDigest: s.startCommand().admission.actionDigest }));
-      const result = await createToolStepSaga({ authority: a, adapter: port }).drive(triggerOf(s), planOf(s.startCommand()));
+      const failed: AdapterReport = { outcome: 'failed', code: 'tool_failed', ...outputDigestOf('exit 2') };
+      const port = adapter(async () => failed);
+      const result = await createSaga({ adapter: port }).drive(triggerOf(s), planOf(s.startCommand()));
       expect(result).to.include({ status: 'failed', prepared: 'created' });
       expect(result.barrier.record.approval).to.deep.equal(s.approval);
       expect(result.barrier.record.attempt.fromStatus).to.equal('waiting_approval');
       expect(port.sawCommitted).to.deep.equal([true]);
-      expect(await a.recovery.outcome(result.barrier.record.startId)).to.include({ outcome: 'failed', outcomeDigest: s.startCommand().admission.actionDigest });
+      expect(await a.recovery.outcome(result.barrier.record.startId)).to.include({ outcome: 'failed', reason: 'tool_failed', outcomeDigest: failed.outputDigest });
     });
 
     describe('never when prepare fails', () => {
@@ -121,15 +157,15 @@ export const sagaConformance = (backend: SagaBackend): void => {
         const port = adapter();
         const base = planOf(s.startCommand());
         const plan = { ...base, admission: { ...base.admission, profile: 'https://example.org/x' } };
-        expect(await rejects(createToolStepSaga({ authority: a, adapter: port }).drive(triggerOf(s), plan))).to.be.instanceOf(ValidationError);
-        expect(await rejects(createToolStepSaga({ authority: a, adapter: port }).drive({ ...triggerOf(s), input: 'x' }, planOf(s.startCommand())))).to.be.instanceOf(ValidationError);
+        expect(await rejects(createSaga({ adapter: port }).drive(triggerOf(s), plan))).to.be.instanceOf(ValidationError);
+        expect(await rejects(createSaga({ adapter: port }).drive({ ...triggerOf(s), input: 'x' }, planOf(s.startCommand())))).to.be.instanceOf(ValidationError);
         await expectUntouched(s, port, 3);
       });
 
       it('R2.2: a precondition failure (stale version, wrong status, missing StepRun, other project) never reaches the adapter', async () => {
         const s = await ready();
         const port = adapter();
-        const saga = createToolStepSaga({ authority: a, adapter: port });
+        const saga = createSaga({ adapter: port });
         const plan = planOf(s.startCommand());
         for (const [trigger, p, reason] of [
           [triggerOf(s, { stepRunVersion: 1 }), plan, 'version_mismatch'],
@@ -147,7 +183,7 @@ export const sagaConformance = (backend: SagaBackend): void => {
       it('R4.3: a semantic conflict (another start holds the attempt; a racing replica with other content) never reaches the adapter', async () => {
         const s = await ready();
         const port = adapter();
-        const saga = createToolStepSaga({ authority: a, adapter: port });
+        const saga = createSaga({ adapter: port });
         // A replica already committed this attempt with its own trigger time: same ids, other content.
         const winner = await saga.drive(triggerOf(s, { requestedAtMs: 1 }), planOf(s.startCommand()));
         expect(port.calls).to.have.length(1);
@@ -169,7 +205,7 @@ export const sagaConformance = (backend: SagaBackend): void => {
       it('R4.2: a replayed trigger after the outcome was recorded is an exact replay: existing, no second invocation', async () => {
         const s = await ready();
         const port = adapter();
-        const saga = createToolStepSaga({ authority: a, adapter: port });
+        const saga = createSaga({ adapter: port });
         const first = await saga.drive(triggerOf(s), planOf(s.startCommand()));
         const length = (await a.runs.readStream(s.runId)).length;
         for (let i = 0; i < 3; i++) {
@@ -186,7 +222,7 @@ export const sagaConformance = (backend: SagaBackend): void => {
         const crashed = adapter(async () => {
           throw new Error('worker connection reset before the tool started');
         });
-        const saga = (port: RecordingAdapter) => createToolStepSaga({ authority: a, adapter: port });
+        const saga = (port: RecordingAdapter) => createSaga({ adapter: port });
         const first = await saga(crashed).drive(triggerOf(s), planOf(s.startCommand()));
         expect(first).to.include({ status: 'in_doubt', invoked: true });
         await a.recovery.resolve(first.barrier.record.startId, 'lost', { decidedBy: 'ops', reason: 'no_trace_of_tool' });
@@ -210,9 +246,9 @@ export const sagaConformance = (backend: SagaBackend): void => {
         const s = await ready();
         const flaky = adapter(async (_start, n) => {
           if (n === 1) throw new Error('adapter lost its connection');
-          return { outcome: 'completed', reason: 'tool_succeeded' };
+          return SUCCEEDED;
         });
-        const saga = createToolStepSaga({ authority: a, adapter: flaky });
+        const saga = createSaga({ adapter: flaky });
         const first = await saga.drive(triggerOf(s), planOf(s.startCommand()));
         expect(first).to.include({ status: 'in_doubt', prepared: 'created' });
         expect((await a.recovery.inDoubt()).map((e) => e.startId)).to.deep.equal([first.barrier.record.startId]);
@@ -225,11 +261,11 @@ export const sagaConformance = (backend: SagaBackend): void => {
 
       it('issue 5: an invalid adapter report records nothing and leaves the start in doubt', async () => {
         const s = await ready();
-        const port = adapter(async () => ({ outcome: 'completed', reason: 'see /var/log/tool.log' as never }));
-        const result = await createToolStepSaga({ authority: a, adapter: port }).drive(triggerOf(s), planOf(s.startCommand()));
+        const port = adapter(async () => ({ ...SUCCEEDED, code: 'see /var/log/tool.log' }) as unknown as AdapterReport);
+        const result = await createSaga({ adapter: port }).drive(triggerOf(s), planOf(s.startCommand()));
         expect(result).to.include({ status: 'in_doubt' });
         if (result.status !== 'in_doubt') throw new Error('unreachable');
-        expect(result.error.code).to.equal('VALIDATION_FAILED');
+        expect(result.error?.code).to.equal('VALIDATION_FAILED');
         expect(await a.recovery.inDoubt()).to.have.length(1);
       });
 
@@ -237,27 +273,28 @@ export const sagaConformance = (backend: SagaBackend): void => {
         const s = await ready();
         const port = adapter(async (start) => {
           await a.recovery.resolve(start.barrier.startId, 'lost', { decidedBy: 'oncall', reason: 'worker_lost' });
-          return { outcome: 'completed', reason: 'tool_succeeded' };
+          return SUCCEEDED;
         });
-        const result = await createToolStepSaga({ authority: a, adapter: port }).drive(triggerOf(s), planOf(s.startCommand()));
+        const result = await createSaga({ adapter: port }).drive(triggerOf(s), planOf(s.startCommand()));
         expect(result).to.include({ status: 'already_resolved', invoked: true });
         if (result.status !== 'already_resolved') throw new Error('unreachable');
         expect(result.outcome).to.include({ outcome: 'lost', decidedBy: 'oncall' });
       });
     });
 
-    it('issue 5: a crash between commit and invocation (saga process killed, port never reached) leaves an in-doubt start that recovery lists; a replay resumes it', async () => {
+    it('R11.2: a saga killed at the adapter (after commit, claim taken) leaves an in-doubt start; the next driver waits out the lease, inspects, and invokes once', async () => {
       const s = await ready();
-      const plan = planOf(s.startCommand());
+      const plan = planOf(s.startCommand(), { timeoutMs: 1000 });
       if (env.target === undefined) {
         // No second process can share an in-memory store: the saga is abandoned instead, stuck
-        // at the port forever (its process "killed" there), and a new saga instance takes over.
+        // in its adapter forever (its process "killed" there), and a new saga instance takes over.
         let reached!: () => void;
         const atPort = new Promise<void>((resolve) => (reached = resolve));
-        void createToolStepSaga({ authority: a, adapter: { invoke: () => (reached(), new Promise<never>(() => undefined)) } }).drive(triggerOf(s), plan);
+        const stuck = contractAdapterFor(plan, {}, () => (reached(), new Promise<never>(() => undefined)));
+        void createSaga({ adapter: stuck, leaseGraceMs: 0 }).drive(triggerOf(s), plan);
         await atPort;
       } else {
-          const child = spawnSync(process.execPath, ['--require', 'tsx/cjs', join(__dirname, 'crashChild.ts'), env.target.kind, env.target.location, JSON.stringify(triggerOf(s)), JSON.stringify(plan)], {
+        const child = spawnSync(process.execPath, ['--require', 'tsx/cjs', join(__dirname, 'crashChild.ts'), env.target.kind, env.target.location, JSON.stringify(triggerOf(s)), JSON.stringify(plan)], {
           cwd: join(__dirname, '..', '..'),
           encoding: 'utf8',
           timeout: 60_000,
@@ -265,15 +302,103 @@ export const sagaConformance = (backend: SagaBackend): void => {
         expect(child.signal, child.stderr).to.equal('SIGKILL');
         expect(child.stdout).to.contain('committed');
       }
+      const startId = attemptIdsOf(s.runId, s.stepRunId, 3).startId;
       const [doubt, ...more] = await a.recovery.inDoubt({ runId: s.runId });
       expect(more).to.have.length(0);
-      expect(doubt).to.include({ runId: s.runId, stepRunId: s.stepRunId, attempt: 3, startId: attemptIdsOf(s.runId, s.stepRunId, 3).startId });
+      expect(doubt).to.include({ runId: s.runId, stepRunId: s.stepRunId, attempt: 3, startId });
       expect((await a.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('running');
-      const port = adapter();
-      const resumed = await createToolStepSaga({ authority: a, adapter: port }).drive(triggerOf(s), plan);
-      expect(resumed).to.include({ status: 'completed', prepared: 'existing' });
+      expect((await execution.claims.history(startId)).map((c) => [c.generation, c.released])).to.deep.equal([[1, false]]);
+      const inspected: string[] = [];
+      const port = adapter(undefined, { guarantees: { idempotentStart: false }, inspect: async (id) => (inspected.push(id), { state: 'not_started' }) });
+      let resumed = await createSaga({ adapter: port }).drive(triggerOf(s), plan);
+      // The dead driver's lease (timeout + grace) runs out on the database clock; bounded wait.
+      for (let i = 0; i < 100 && resumed.status === 'claimed_elsewhere'; i++) {
+        await new Promise((r) => setTimeout(r, 100));
+        resumed = await createSaga({ adapter: port }).drive(triggerOf(s), plan);
+      }
+      expect(resumed).to.include({ status: 'completed', prepared: 'existing', invoked: true, via: 'start' });
+      expect(inspected).to.deep.equal([startId]);
       expect(port.calls).to.have.length(1);
       expect(await a.recovery.inDoubt()).to.deep.equal([]);
+      expect((await execution.claims.history(startId)).map((c) => [c.generation, c.released])).to.deep.equal([[1, false], [2, true]]);
+    });
+
+    describe('R11.2: one driver per attempt, inspect before invoking again', () => {
+      it('R11.2: two drivers racing one attempt: one invokes, the other reports the claim held (never a second invocation)', async () => {
+        const s = await ready();
+        let release!: () => void;
+        const gate = new Promise<void>((r) => (release = r));
+        const port = adapter(async () => (await gate, SUCCEEDED));
+        const first = createSaga({ adapter: port, sagaId: 'replica-a' }).drive(triggerOf(s), planOf(s.startCommand()));
+        while (port.calls.length === 0) await new Promise((r) => setTimeout(r, 5));
+        const second = await createSaga({ adapter: port, sagaId: 'replica-b' }).drive(triggerOf(s), planOf(s.startCommand()));
+        expect(second).to.include({ status: 'claimed_elsewhere', invoked: false, prepared: 'existing' });
+        if (second.status !== 'claimed_elsewhere') throw new Error('unreachable');
+        expect(second.holder.driverId).to.match(/^replica-a\./);
+        release();
+        expect(await first).to.include({ status: 'completed', invoked: true });
+        expect(port.calls).to.have.length(1);
+        expect(await createSaga({ adapter: port }).drive(triggerOf(s), planOf(s.startCommand()))).to.include({ status: 'already_resolved', invoked: false });
+      });
+
+      it('R11.2: after an unknown outcome, an adapter with inspect is asked first: succeeded is recorded without invoking again', async () => {
+        const s = await ready();
+        const port = adapter(async () => {
+          throw new Error('response lost after the tool acted');
+        }, { guarantees: { idempotentStart: false }, inspect: async () => ({ state: 'succeeded', ...outputDigestOf('late answer') }) });
+        const saga = createSaga({ adapter: port });
+        expect(await saga.drive(triggerOf(s), planOf(s.startCommand()))).to.include({ status: 'in_doubt', why: 'start_unknown', invoked: true });
+        const resumed = await saga.drive(triggerOf(s), planOf(s.startCommand()));
+        expect(resumed).to.include({ status: 'completed', via: 'inspect', invoked: false });
+        expect(port.calls).to.have.length(1);
+        expect(await a.recovery.outcome(resumed.barrier.record.startId)).to.include({ reason: 'inspected_succeeded', outcomeDigest: outputDigestOf('late answer').outputDigest });
+      });
+
+      it('R11.2: an adapter with neither inspect nor idempotent starts gets at-most-once: the attempt stays in doubt for manual recovery', async () => {
+        const s = await ready();
+        const port = adapter(async () => {
+          throw new Error('connection reset');
+        }, { guarantees: { idempotentStart: false } });
+        const saga = createSaga({ adapter: port });
+        const first = await saga.drive(triggerOf(s), planOf(s.startCommand()));
+        expect(first).to.include({ status: 'in_doubt', why: 'start_unknown' });
+        for (let i = 0; i < 2; i++) expect(await saga.drive(triggerOf(s), planOf(s.startCommand()))).to.include({ status: 'in_doubt', why: 'no_inspect', invoked: false });
+        expect(port.calls).to.have.length(1);
+        expect((await a.recovery.inDoubt()).map((d) => d.startId)).to.deep.equal([first.barrier.record.startId]);
+      });
+
+      it('R11.2: inspect saying running or unknown (without idempotent starts) never invokes again', async () => {
+        for (const state of ['running', 'unknown'] as const) {
+          const s = await ready();
+          const port = adapter(async () => {
+            throw new Error('timed out');
+          }, { guarantees: { idempotentStart: false }, inspect: async () => ({ state }) });
+          const saga = createSaga({ adapter: port });
+          await saga.drive(triggerOf(s), planOf(s.startCommand()));
+          expect(await saga.drive(triggerOf(s), planOf(s.startCommand()))).to.include({ status: 'in_doubt', why: `inspect_${state}`, invoked: false });
+          expect(port.calls).to.have.length(1);
+        }
+      });
+    });
+
+    describe('R11.3: execution stays gated', () => {
+      it('R11.3: without execution enabled, or with an adapter that does not meet the contract, nothing is invoked and nothing is written', async () => {
+        const s = await ready();
+        const port = adapter();
+        const plan = planOf(s.startCommand());
+        const refusals = [
+          await rejects(createToolStepSaga({ adapter: port } as unknown as ToolStepSagaOptions).drive(triggerOf(s), plan, INVOCATION)),
+          await rejects(Promise.resolve().then(() => openExecution(a, {} as never))),
+          await rejects(createSaga({ adapter: { start: port.start.bind(port) } as unknown as ToolAdapter }).drive(triggerOf(s), plan)),
+          await rejects(createSaga({ adapter: contractAdapterFor({ ...plan, contracts: { ...plan.contracts, adapter: { ...plan.contracts.adapter, id: 'unreviewed' } } }) }).drive(triggerOf(s), plan)),
+          await rejects(createToolStepSaga({ execution, adapter: port }).drive(triggerOf(s), plan, { input: 'not what admission saw' })),
+        ];
+        expect(refusals.map((e) => (e as ExecutionRefusedError).reason)).to.deep.equal(['execution_disabled', 'execution_disabled', 'adapter_contract_unmet', 'adapter_mismatch', 'plan_mismatch']);
+        for (const e of refusals) expect(e).to.be.instanceOf(ExecutionRefusedError);
+        expect(port.calls).to.have.length(0);
+        expect(await a.runs.readStream(s.runId)).to.have.length(3);
+        expect(await a.recovery.inDoubt()).to.deep.equal([]);
+      });
     });
   });
 };

@@ -3,14 +3,21 @@ import {
   ValidationError,
   attemptIdsOf,
   buildSagaStartCommand,
-  decodeAdapterResult,
+  ExecutionRefusedError,
+  assertMayExecute,
+  decodeAdapterReport,
+  decodeInspectReport,
   decodeStartCommand,
   decodeToolStepTrigger,
-  shouldInvoke,
+  firstStep,
+  invocationPlanDigest,
+  outputDigestOf,
+  stepAfterInspect,
   stepRunDigest,
+  type ToolAdapter,
 } from '../../domain';
 import { buildScenario } from '../../domain/scenario';
-import { planOf } from './sagaConformance';
+import { INVOCATION, contractAdapterFor, planOf } from './sagaConformance';
 
 // The saga's pure part: its message, the command it builds, the one rule of invocation.
 
@@ -43,20 +50,57 @@ describe('orchestration saga, pure part (domain/saga.ts)', () => {
     expect(c.stepRun.expectedDigest).to.equal(stepRunDigest(w.stepRun));
   });
 
-  it('R1.5: triggers and adapter reports are decoded strictly', () => {
+  it('R1.5, R11.1: triggers, adapter reports and inspect reports are decoded strictly (codes, digests and sizes only)', () => {
     expect(() => decodeToolStepTrigger({ ...trigger, extra: 1 })).to.throw(ValidationError);
     expect(() => decodeToolStepTrigger({ ...trigger, kind: 'approval_granted' })).to.throw(ValidationError);
-    expect(() => decodeAdapterResult({ outcome: 'lost', reason: 'other_see_note' })).to.throw(ValidationError);
-    expect(() => decodeAdapterResult({ outcome: 'completed', reason: 'other_see_note', output: 'secret' })).to.throw(ValidationError);
-    expect(decodeAdapterResult({ outcome: 'failed', reason: 'tool_failed' })).to.deep.equal({ outcome: 'failed', reason: 'tool_failed' });
+    const out = outputDigestOf('{"ok":true}');
+    expect(out.outputBytes).to.equal(11);
+    expect(decodeAdapterReport({ outcome: 'failed', code: 'tool_failed', ...out })).to.deep.equal({ outcome: 'failed', code: 'tool_failed', ...out });
+    expect(() => decodeAdapterReport({ outcome: 'lost', code: 'tool_failed', ...out })).to.throw(ValidationError);
+    expect(() => decodeAdapterReport({ outcome: 'completed', code: 'exited 0 see log', ...out })).to.throw(ValidationError);
+    expect(() => decodeAdapterReport({ outcome: 'completed', code: 'tool_succeeded', ...out, output: 'secret' })).to.throw(ValidationError);
+    expect(() => decodeInspectReport({ state: 'maybe' })).to.throw(ValidationError);
+    expect(decodeInspectReport({ state: 'not_started' })).to.deep.equal({ state: 'not_started' });
   });
 
-  it('issue 5: the adapter is invoked only while the attempt has no outcome fact', () => {
-    expect(shouldInvoke('created', null)).to.equal(true);
-    expect(shouldInvoke('existing', null)).to.equal(true);
-    for (const o of ['completed', 'failed', 'lost'] as const) {
-      expect(shouldInvoke('existing', o)).to.equal(false);
-      expect(shouldInvoke('created', o)).to.equal(false);
-    }
+  it('R11.2: the first driver invokes; a later one inspects, or invokes again only with idempotent starts, or stops in doubt', () => {
+    const claim = (generation: number) => ({ startId: 's', driverId: 'd', generation, leaseUntilMs: 0 });
+    const plain = contractAdapterFor(planOf(s.startCommand()), { idempotentStart: false });
+    const idem = contractAdapterFor(planOf(s.startCommand()), { idempotentStart: true });
+    const inspecting: ToolAdapter = { ...plain, inspect: async () => ({ state: 'unknown' }) };
+    expect(firstStep(claim(1), plain)).to.deep.equal({ kind: 'invoke' });
+    expect(firstStep(claim(2), plain)).to.deep.equal({ kind: 'in_doubt', why: 'no_inspect' });
+    expect(firstStep(claim(2), idem)).to.deep.equal({ kind: 'invoke' });
+    expect(firstStep(claim(3), inspecting)).to.deep.equal({ kind: 'inspect' });
+    const g = { idempotentStart: false, enforcesTimeout: true };
+    expect(stepAfterInspect('succeeded', g)).to.deep.equal({ kind: 'record', outcome: 'completed', code: 'inspected_succeeded' });
+    expect(stepAfterInspect('failed', g)).to.deep.equal({ kind: 'record', outcome: 'failed', code: 'inspected_failed' });
+    expect(stepAfterInspect('not_started', g)).to.deep.equal({ kind: 'invoke' });
+    expect(stepAfterInspect('running', { ...g, idempotentStart: true })).to.deep.equal({ kind: 'in_doubt', why: 'inspect_running' });
+    expect(stepAfterInspect('unknown', g)).to.deep.equal({ kind: 'in_doubt', why: 'inspect_unknown' });
+    expect(stepAfterInspect('unknown', { ...g, idempotentStart: true })).to.deep.equal({ kind: 'invoke' });
+  });
+
+  it('R11.3: execution is refused unless enabled explicitly and the adapter meets the contract for this barrier', () => {
+    const plan = planOf(s.startCommand());
+    const ok = contractAdapterFor(plan);
+    const refusal = (enabled: unknown, adapter: unknown, p = plan, invocation = INVOCATION) => {
+      try {
+        assertMayExecute(enabled, adapter, p, invocation);
+        return 'allowed';
+      } catch (e) {
+        expect(e).to.be.instanceOf(ExecutionRefusedError);
+        return (e as ExecutionRefusedError).reason;
+      }
+    };
+    expect(refusal(true, ok)).to.equal('allowed');
+    expect(invocationPlanDigest(INVOCATION)).to.equal(plan.admission.planDigest);
+    expect(refusal(undefined, ok)).to.equal('execution_disabled');
+    expect(refusal('yes', ok)).to.equal('execution_disabled');
+    expect(refusal(true, { invoke: async () => ({}) })).to.equal('adapter_contract_unmet');
+    expect(refusal(true, { ...ok, declaration: { ...ok.declaration, guarantees: { idempotentStart: true, enforcesTimeout: false } } })).to.equal('adapter_contract_unmet');
+    expect(refusal(true, { ...ok, declaration: { ...ok.declaration, kind: 'http' } })).to.equal('adapter_mismatch');
+    expect(refusal(true, { ...ok, declaration: { ...ok.declaration, ref: { ...ok.declaration.ref, id: 'other-adapter' } } })).to.equal('adapter_mismatch');
+    expect(refusal(true, ok, plan, { input: { other: true } })).to.equal('plan_mismatch');
   });
 });

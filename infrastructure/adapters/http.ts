@@ -1,0 +1,87 @@
+import { Identity, decodeOrThrow, type Ref } from '../../domain/codecs';
+import { INSPECT_STATES, outputDigestOf, type AdapterReport, type AdapterStartContext, type InspectReport, type InvocationPlan, type ToolAdapter } from '../../domain';
+
+// The HTTP adapter (R11.4): POSTs the tool input with `Idempotency-Key: <startId>`, bounded by
+// the barrier's timeout. A tool that honours the key makes a repeated start harmless; a tool
+// with a status endpoint lets `inspect` answer after a lost response, otherwise inspect says
+// `unknown`. Only the response's digest and size leave this file.
+
+export interface HttpAdapterOptions {
+  readonly ref: Ref;
+  /** The tool's endpoint (configuration of the reviewed adapter, never part of a record). */
+  readonly url: string;
+  /**
+   * `GET <statusUrl>/<startId>` answers 404 (never started) or 200 `{ "state": ... }` with one
+   * of not_started, running, succeeded, failed, unknown.
+   */
+  readonly statusUrl?: string;
+  /** The tool dedupes on Idempotency-Key (default true: say false for a tool that does not). */
+  readonly honoursIdempotencyKey?: boolean;
+  /** Response bytes digested at most (default 16 MiB); a longer body is an unknown outcome. */
+  readonly maxResponseBytes?: number;
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+/** Read at most `max` bytes of a body, refusing (not buffering) anything longer. */
+const readBounded = async (res: Response, max: number): Promise<Uint8Array> => {
+  const declared = Number(res.headers.get('content-length') ?? NaN);
+  if (declared > max) {
+    await res.body?.cancel().catch(() => undefined);
+    throw new Error(`response of ${declared} bytes is over the ${max}-byte bound`);
+  }
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  const reader = res.body?.getReader();
+  for (;;) {
+    const next = await reader?.read();
+    if (next === undefined || next.done) break;
+    size += next.value.byteLength;
+    if (size > max) {
+      await reader!.cancel().catch(() => undefined);
+      throw new Error(`response is over the ${max}-byte bound`);
+    }
+    chunks.push(next.value);
+  }
+  return Buffer.concat(chunks);
+};
+
+export const httpAdapter = (options: HttpAdapterOptions): ToolAdapter => {
+  const max = options.maxResponseBytes ?? 16 * 1024 * 1024;
+  const idempotent = options.honoursIdempotencyKey ?? true;
+
+  const start = async (context: AdapterStartContext, plan: InvocationPlan): Promise<AdapterReport> => {
+    const startId = decodeOrThrow(Identity, 'startId', context.barrier.startId);
+    // Any transport failure, timeout included, rejects: the outcome is unknown, not failed.
+    const res = await fetch(options.url, {
+      method: 'POST',
+      headers: { ...options.headers, 'content-type': 'application/json', 'idempotency-key': startId },
+      body: JSON.stringify(plan.input ?? null),
+      signal: AbortSignal.timeout(context.timeoutMs),
+    });
+    const body = await readBounded(res, max);
+    // A server error or a key still in flight (409) says nothing certain about the side effect.
+    if (res.status >= 500 || res.status === 409 || res.status === 408 || res.status === 429) throw new Error(`HTTP ${res.status}: outcome unknown`);
+    const out = outputDigestOf(body);
+    return res.ok ? { outcome: 'completed', code: 'tool_succeeded', ...out } : { outcome: 'failed', code: 'tool_failed', ...out };
+  };
+
+  const inspect = async (startIdInput: string): Promise<InspectReport> => {
+    const startId = decodeOrThrow(Identity, 'startId', startIdInput);
+    if (options.statusUrl === undefined) return { state: 'unknown' };
+    try {
+      const res = await fetch(`${options.statusUrl.replace(/\/$/, '')}/${encodeURIComponent(startId)}`, { headers: { ...options.headers }, signal: AbortSignal.timeout(10_000) });
+      if (res.status === 404) return { state: 'not_started' };
+      if (!res.ok) return { state: 'unknown' };
+      const json = JSON.parse(Buffer.from(await readBounded(res, 64 * 1024)).toString('utf8')) as { state?: unknown };
+      return (INSPECT_STATES as readonly unknown[]).includes(json.state) ? { state: json.state as InspectReport['state'] } : { state: 'unknown' };
+    } catch {
+      return { state: 'unknown' };
+    }
+  };
+
+  return {
+    declaration: { kind: 'http', ref: options.ref, guarantees: { idempotentStart: idempotent, enforcesTimeout: true } },
+    start,
+    ...(options.statusUrl === undefined ? {} : { inspect }),
+  };
+};

@@ -1,0 +1,68 @@
+import type { Pool } from 'pg';
+import { TransactionTimeoutError, type ClaimResult, type DriverClaims } from '../../domain';
+import { checked, claimedStartIdOf, decide, historyOf, releasable, type ClaimRow } from '../../application/driverClaimRules';
+import { isUniqueViolation } from './errors';
+
+// Driver claims (R11.2) in schema ql3 (migration pg-0034), on the authority's pool.
+
+const PG = {
+  rows: 'SELECT start_id, generation, kind, driver_id, lease_until_ms FROM ql3.adapter_driver_claims WHERE start_id = $1 ORDER BY generation, kind',
+  now: "SELECT (extract(epoch FROM transaction_timestamp()) * 1000)::bigint AS now_ms",
+  insert: 'INSERT INTO ql3.adapter_driver_claims (start_id, generation, kind, driver_id, at_ms, lease_until_ms) VALUES ($1, $2, $3, $4, $5, $6)',
+};
+
+/**
+ * Claims on the authority's pool. Each claim is one short transaction; two drivers that both
+ * read "free" race on the primary key (start, generation): the loser re-reads and finds the
+ * winner's live lease.
+ */
+export const postgresDriverClaims = (pool: Pool): DriverClaims => {
+  const tx = async <T>(body: (q: (text: string, values: unknown[]) => Promise<unknown[]>) => Promise<T>): Promise<T> => {
+    const client = await pool.connect();
+    try {
+      await client.query("BEGIN; SET LOCAL statement_timeout = '5s'; SET LOCAL lock_timeout = '2s'");
+      const result = await body(async (text, values) => (await client.query(text, values)).rows);
+      await client.query('COMMIT');
+      return result;
+    } catch (e) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw e;
+    } finally {
+      client.release();
+    }
+  };
+  const attempt = (c: ReturnType<typeof checked>) =>
+    tx(async (q): Promise<ClaimResult> => {
+      const [clock] = (await q(PG.now, [])) as { now_ms: string }[];
+      const t = Number(clock!.now_ms);
+      const d = decide((await q(PG.rows, [c.startId])) as ClaimRow[], t);
+      if (d.holder !== undefined) return { status: 'held', holder: d.holder };
+      await q(PG.insert, [c.startId, d.next, 'claim', c.driverId, t, t + c.leaseMs]);
+      return { status: 'claimed', claim: { startId: c.startId, driverId: c.driverId, generation: d.next, leaseUntilMs: t + c.leaseMs } };
+    });
+  return {
+    claim: async (startId, driverId, leaseMs) => {
+      const c = checked(startId, driverId, leaseMs);
+      // Bounded: a lost primary-key race is re-read once per racer that beat us.
+      for (let i = 0; i < 4; i++) {
+        try {
+          return await attempt(c);
+        } catch (e) {
+          if (!isUniqueViolation(e)) throw e;
+        }
+      }
+      throw new TransactionTimeoutError('lock', `driver claim on ${c.startId} lost its race four times`);
+    },
+    release: async (claim) => {
+      await tx(async (q) => {
+        const [clock] = (await q(PG.now, [])) as { now_ms: string }[];
+        if (releasable((await q(PG.rows, [claim.startId])) as ClaimRow[], claim)) await q(PG.insert, [claim.startId, claim.generation, 'release', claim.driverId, Number(clock!.now_ms), Number(clock!.now_ms)]);
+      }).catch((e: unknown) => {
+        // A release racing another release of the same generation: the generation is released.
+        if (!isUniqueViolation(e)) throw e;
+      });
+    },
+    history: async (startId) => historyOf((await pool.query<ClaimRow>(PG.rows, [claimedStartIdOf(startId)])).rows),
+    close: async () => undefined,
+  };
+};

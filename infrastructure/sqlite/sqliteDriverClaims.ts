@@ -1,0 +1,52 @@
+import type Database from 'better-sqlite3';
+import { TransactionTimeoutError, type ClaimResult, type DriverClaims } from '../../domain';
+import { checked, claimedStartIdOf, decide, historyOf, releasable, type ClaimRow } from '../../application/driverClaimRules';
+import { isSqliteError, loadBetterSqlite3 } from './connection';
+
+// Driver claims (R11.2) in the authority's SQLite file (migration 0060).
+
+const SQLITE = {
+  now: "SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER) AS now_ms",
+  rows: 'SELECT start_id, generation, kind, driver_id, lease_until_ms FROM adapter_driver_claims WHERE start_id = ? ORDER BY generation, kind',
+  insert: 'INSERT INTO adapter_driver_claims (start_id, generation, kind, driver_id, at_ms, lease_until_ms) VALUES (?, ?, ?, ?, ?, ?)',
+};
+
+/**
+ * Claims on the authority's SQLite file, through a connection of their own: the authority's
+ * one connection may be inside a start transaction, and a claim must never join it.
+ */
+export const sqliteDriverClaims = (path: string, busyTimeoutMs = 5000): DriverClaims => {
+  const db: Database.Database = new (loadBetterSqlite3())(path);
+  db.pragma(`busy_timeout = ${Math.trunc(busyTimeoutMs)}`);
+  db.pragma('foreign_keys = ON');
+  const s = { now: db.prepare(SQLITE.now), rows: db.prepare(SQLITE.rows), insert: db.prepare(SQLITE.insert) };
+  const now = () => (s.now.get() as { now_ms: number }).now_ms;
+  const immediate = <T>(body: () => T): T => {
+    try {
+      return db.transaction(body).immediate();
+    } catch (e) {
+      if (isSqliteError(e) && e.code.startsWith('SQLITE_BUSY')) throw new TransactionTimeoutError('busy', `driver claims are locked by another writer (${e.message})`);
+      throw e;
+    }
+  };
+  return {
+    claim: async (startId, driverId, leaseMs) => {
+      const c = checked(startId, driverId, leaseMs);
+      return immediate((): ClaimResult => {
+        const t = now();
+        const d = decide(s.rows.all(c.startId) as ClaimRow[], t);
+        if (d.holder !== undefined) return { status: 'held', holder: d.holder };
+        s.insert.run(c.startId, d.next, 'claim', c.driverId, t, t + c.leaseMs);
+        return { status: 'claimed', claim: { startId: c.startId, driverId: c.driverId, generation: d.next, leaseUntilMs: t + c.leaseMs } };
+      });
+    },
+    release: async (claim) => {
+      immediate(() => {
+        const t = now();
+        if (releasable(s.rows.all(claim.startId) as ClaimRow[], claim)) s.insert.run(claim.startId, claim.generation, 'release', claim.driverId, t, t);
+      });
+    },
+    history: async (startId) => historyOf(s.rows.all(claimedStartIdOf(startId)) as ClaimRow[]),
+    close: async () => void db.close(),
+  };
+};

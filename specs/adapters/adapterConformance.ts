@@ -1,0 +1,170 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { expect } from 'chai';
+import { writeFileSync } from 'node:fs';
+import { outputDigestOf, type ToolAdapter } from '../../domain';
+import { buildOnce, json, runCli } from '../cli/cliSuite';
+import { httpAdapter } from '../../infrastructure/adapters';
+import type { RecoverableStartBarrierAuthority } from '../../application/authority';
+import { createToolStepSaga, openExecution, type ExecutionAuthority } from '../../application/saga';
+import { adapterFor, executionClassOf, type AdapterConfig, type AdapterName } from '../../testkit/adapters/fixtures';
+import { ADAPTER_REFS, readyToolCall } from '../../testkit/adapters/toolCall';
+import { EffectsFile, startHttpTool, startMcpHttpTool, type HttpTool, type McpHttpTool, type ToolMode } from '../../testkit/adapters/tools';
+
+// The three real adapters (R11.4) over their real transports, each driving one tool call
+// through barrier, adapter and outcome on a real store: a shell command with a journal, an HTTP
+// server on 127.0.0.1, MCP servers over streamable HTTP and over stdio. The faults (lost
+// responses, kills, hangs, resets, races) are counted by the reliability phase; this suite
+// pins what each adapter does when it works, fails, times out and is inspected.
+
+export interface AdapterBackend {
+  readonly name: string;
+  open(): Promise<{ authority: RecoverableStartBarrierAuthority; cliArgs: readonly string[]; close(): Promise<void> }>;
+}
+
+/** Tool input with a marker: it must never reach a durable record (R1.5, R10.2). */
+const INPUT = { marker: 'tool-input-marker-6c1f', rows: [1, 2, 3] };
+
+export const adapterConformance = (backend: AdapterBackend): void => {
+  describe(`real adapters: ${backend.name}`, function () {
+    this.timeout(120_000);
+    let dir: string;
+    let env: Awaited<ReturnType<AdapterBackend['open']>>;
+    let execution: ExecutionAuthority;
+    let http: HttpTool;
+    let mcpHttp: McpHttpTool;
+    before(async () => {
+      dir = mkdtempSync(join(tmpdir(), 'qlb-adapter-spec-'));
+      env = await backend.open();
+      execution = openExecution(env.authority, { execution: 'enabled' });
+      http = await startHttpTool(dir);
+      mcpHttp = await startMcpHttpTool(dir);
+    });
+    after(async () => {
+      await http.close();
+      await mcpHttp.close();
+      await execution.close();
+      await env.close();
+      rmSync(dir, { recursive: true, force: true });
+    });
+
+    const effectsOf = (name: AdapterName): EffectsFile => (name === 'http' ? http.effects : name === 'mcp-http' ? mcpHttp.effects : new EffectsFile(join(dir, `${name}.effects`)));
+    const configOf = (name: AdapterName, mode: ToolMode): AdapterConfig => {
+      http.mode = mode;
+      mcpHttp.mode = mode;
+      return { name, dir, effectsPath: effectsOf(name).path, mode, ...(name === 'http' ? { url: http.url, statusUrl: http.statusUrl } : name === 'mcp-http' ? { url: mcpHttp.url } : {}) };
+    };
+    const driveOnce = async (name: AdapterName, mode: ToolMode, timeoutMs = 15_000, adapter?: ToolAdapter) => {
+      const call = await readyToolCall(env.authority, executionClassOf(name), INPUT, timeoutMs);
+      const result = await createToolStepSaga({ execution, adapter: adapter ?? adapterFor(configOf(name, mode)), sagaId: 'adapter-spec' }).drive(call.trigger, call.plan, call.invocation);
+      return { call, result, startId: result.barrier.record.startId };
+    };
+
+    for (const name of ['process', 'http', 'mcp-http', 'mcp-stdio'] as const) {
+      describe(name, () => {
+        it(`R11.1/R11.4: one tool call through barrier, ${name} adapter and outcome: the tool acts once, keyed by the start id; the outcome fact holds a code and a digest, never the input or output`, async () => {
+          const { call, result, startId } = await driveOnce(name, 'ok');
+          expect(result).to.include({ status: 'completed', prepared: 'created', invoked: true, via: 'start' });
+          if (result.status !== 'completed') throw new Error('unreachable');
+          // The tool's own count, keyed by what it received as the start id (env, header, _meta).
+          expect(effectsOf(name).count(startId)).to.equal(1);
+          if (name === 'http') expect(http.received.filter((k) => k === startId)).to.have.length(1);
+          const report = result.report as { outputDigest: string; outputBytes: number };
+          expect(report.outputBytes).to.be.greaterThan(0);
+          expect(result.outcome).to.include({ outcome: 'completed', reason: 'tool_succeeded', outcomeDigest: report.outputDigest, decidedBy: 'adapter-spec' });
+          const durable = JSON.stringify([await env.authority.runs.readStream(call.scenario.runId), await execution.claims.history(startId), await env.authority.recovery.history(call.scenario.runId, call.scenario.stepRunId)]);
+          expect(durable).to.not.contain(INPUT.marker);
+          expect((await execution.claims.history(startId)).map((c) => [c.generation, c.released])).to.deep.equal([[1, true]]);
+        });
+
+        it(`R11.1: a failing tool is a failed outcome (tool_failed); inspect answers not_started for a start it never saw and the recorded state for one it ran`, async () => {
+          const { result, startId } = await driveOnce(name, 'fail');
+          expect(result).to.include({ status: 'failed', invoked: true });
+          expect(await env.authority.recovery.outcome(startId)).to.include({ outcome: 'failed', reason: 'tool_failed' });
+          const adapter = adapterFor(configOf(name, 'ok'));
+          expect(adapter.inspect, 'this adapter offers inspect').to.be.a('function');
+          expect(await adapter.inspect!(startId)).to.include({ state: 'failed' });
+          expect(await adapter.inspect!('start-never-seen-by-this-tool')).to.include({ state: 'not_started' });
+          expect(effectsOf(name).count(startId)).to.equal(1);
+        });
+
+        it(`R11.4: a tool that hangs is bounded by the barrier's timeout: the ${name} adapter gives up, nothing is invoked twice`, async () => {
+          const { result, startId } = await driveOnce(name, 'hang', name === 'mcp-stdio' ? 5000 : 800);
+          // The process adapter knows it killed its tool (failed); the network adapters cannot know (in doubt).
+          if (name === 'process') expect(result).to.include({ status: 'failed' }) && expect(await env.authority.recovery.outcome(startId)).to.include({ reason: 'tool_timed_out' });
+          else expect(result).to.include({ status: 'in_doubt', why: 'start_unknown', invoked: true });
+          expect(effectsOf(name).count(startId)).to.equal(0);
+        });
+      });
+    }
+
+    it('R11.2: an HTTP tool without a status endpoint has no inspect; one that does not honour Idempotency-Key is not idempotent: after a lost response the attempt stays in doubt (at-most-once)', async () => {
+      const plain = httpAdapter({ ref: ADAPTER_REFS.http, url: http.url, honoursIdempotencyKey: false });
+      expect(plain.inspect).to.equal(undefined);
+      expect(plain.declaration.guarantees).to.deep.equal({ idempotentStart: false, enforcesTimeout: true });
+      http.mode = 'lose_response';
+      const { call, result, startId } = await driveOnce('http', 'lose_response', 5000, plain);
+      expect(result).to.include({ status: 'in_doubt', why: 'start_unknown' });
+      http.mode = 'ok';
+      const again = await createToolStepSaga({ execution, adapter: plain }).drive(call.trigger, call.plan, call.invocation);
+      expect(again).to.include({ status: 'in_doubt', why: 'no_inspect', invoked: false });
+      expect(http.effects.count(startId)).to.equal(1);
+      expect((await env.authority.recovery.inDoubt({ runId: call.scenario.runId })).map((d) => d.startId)).to.deep.equal([startId]);
+    });
+
+    it('R11.1: the process journal dedupes starts: a second start of the same start id never spawns the command again', async () => {
+      const { call, startId } = await driveOnce('process', 'ok');
+      const adapter = adapterFor(configOf('process', 'ok'));
+      const barrier = await env.authority.barriers.getByStartId(startId);
+      const report = await adapter.start({ barrier: barrier!.record, barrierDigest: barrier!.barrierDigest, committedAtMs: barrier!.committedAtMs, timeoutMs: 5000 }, call.invocation);
+      expect(report).to.include({ outcome: 'completed', code: 'tool_succeeded', ...outputDigestOf('') });
+      expect(effectsOf('process').count(startId)).to.equal(1);
+    });
+
+    it('R11.1 operator recovery: CLI in-doubt shows what each adapter\'s inspect says; CLI inspect START_ID asks the adapter and records nothing', async () => {
+      buildOnce();
+      // A process start whose report was lost after the tool exited, an HTTP start whose response was lost.
+      const processReal = adapterFor(configOf('process', 'ok'));
+      const lossy: ToolAdapter = { ...processReal, start: async (ctx, plan) => (await processReal.start(ctx, plan), Promise.reject(new Error('report lost'))) };
+      const p = await driveOnce('process', 'ok', 5000, lossy);
+      http.mode = 'lose_response';
+      const h = await driveOnce('http', 'lose_response', 5000, adapterFor(configOf('http', 'lose_response')));
+      expect([p.result.status, h.result.status]).to.deep.equal(['in_doubt', 'in_doubt']);
+      const registry = join(dir, 'adapters.json');
+      writeFileSync(registry, JSON.stringify({ [ADAPTER_REFS.process.id]: { kind: 'process', journalDir: join(dir, 'journal') }, [ADAPTER_REFS.http.id]: { kind: 'http', statusUrl: http.statusUrl } }));
+
+      const listed = json<{ startId: string; inspect: { state: string } }[]>(await runCli([...env.cliArgs, 'in-doubt', '--adapters', registry]));
+      const states = Object.fromEntries(listed.map((d) => [d.startId, d.inspect.state]));
+      expect(states[p.startId]).to.equal('succeeded');
+      expect(states[h.startId]).to.equal('succeeded');
+      const one = json<{ inDoubt: boolean; inspect: { state: string }; adapter: { id: string } }>(await runCli([...env.cliArgs, 'inspect', h.startId, '--adapters', registry]));
+      expect(one).to.deep.include({ inDoubt: true, inspect: { state: 'succeeded' }, adapter: ADAPTER_REFS.http });
+      // Nothing recorded by inspecting: the operator (or a replayed saga) decides.
+      expect(await env.authority.recovery.outcome(h.startId)).to.equal(null);
+      writeFileSync(registry, JSON.stringify({}));
+      expect(json<{ inspect: unknown }>(await runCli([...env.cliArgs, 'inspect', p.startId, '--adapters', registry])).inspect).to.deep.equal({ state: 'unavailable', why: 'adapter_not_configured' });
+      writeFileSync(registry, JSON.stringify({ x: { kind: 'ftp', host: 'h' } }));
+      expect((await runCli([...env.cliArgs, 'inspect', p.startId, '--adapters', registry])).code).to.equal(2);
+      writeFileSync(registry, JSON.stringify({}));
+      expect((await runCli([...env.cliArgs, 'inspect', 'start-unknown', '--adapters', registry])).code).to.equal(3);
+      // Resolve both from what inspect said: a replayed saga records it for them.
+      http.mode = 'ok';
+      for (const c of [p, h]) {
+        const adapter = adapterFor(configOf(c === p ? 'process' : 'http', 'ok'));
+        expect(await createToolStepSaga({ execution, adapter }).drive(c.call.trigger, c.call.plan, c.call.invocation)).to.include({ status: 'completed', via: 'inspect' });
+      }
+    });
+
+    it('R11.2/R6.4: driver claims are facts: the database refuses UPDATE and DELETE of a claim row', async () => {
+      const { startId } = await driveOnce('process', 'ok');
+      const a = env.authority as unknown as { backend: string; db?: { prepare(sql: string): { run(...p: unknown[]): unknown } }; pool?: { query(sql: string, p: unknown[]): Promise<unknown> } };
+      const attempts =
+        a.backend === 'sqlite'
+          ? ['UPDATE adapter_driver_claims SET lease_until_ms = 0 WHERE start_id = ?', 'DELETE FROM adapter_driver_claims WHERE start_id = ?'].map((sql) => Promise.resolve().then(() => a.db!.prepare(sql).run(startId)))
+          : ['UPDATE ql3.adapter_driver_claims SET lease_until_ms = 0 WHERE start_id = $1', 'DELETE FROM ql3.adapter_driver_claims WHERE start_id = $1'].map((sql) => a.pool!.query(sql, [startId]));
+      for (const attempt of attempts) expect(String(await attempt.then(() => 'changed', (e: unknown) => e))).to.contain('driver claims are facts');
+      expect((await execution.claims.history(startId)).map((c) => [c.generation, c.released])).to.deep.equal([[1, true]]);
+    });
+  });
+};

@@ -73,6 +73,8 @@ export interface RecoveryView {
   outcomeRows(startId: string): Promise<readonly StartOutcomeRow[]>;
   eventById(eventId: string): Promise<EventRow | undefined>;
   stepRunRow(runId: string, stepRunId: string): Promise<StepRunRow | undefined>;
+  /** Every StepRun row with status `running`, of one Project and/or Run when given. */
+  runningStepRuns(filter: Pick<InDoubtFilter, 'projectId' | 'runId'>): Promise<readonly StepRunRow[]>;
   // --- verify: counts, keyset pages, and the checks only the backend's SQL can do cheaply ---
   counts(): Promise<RecoveryCounts>;
   barrierIdsAfter(after: string, limit: number): Promise<readonly string[]>;
@@ -172,6 +174,36 @@ const attemptMismatch = async (v: RecoveryView, barrier: StoredBarrier, outcome:
   return undefined;
 };
 
+/** R9.3: a recovery answer is built only from a barrier and a StepRun that agree. */
+const requireAgreement = async (v: RecoveryView, barrier: StoredBarrier, outcome: StartOutcome | null): Promise<void> => {
+  const mismatch = await attemptMismatch(v, barrier, outcome);
+  if (mismatch !== undefined) throw new CorruptRecordError('start outcome', barrier.record.startId, mismatch);
+};
+
+/**
+ * R9.3: a running StepRun is an open attempt, so its barrier must exist and be the one the
+ * StepRun names; otherwise in-doubt and history would list nothing for a start that ran.
+ * Both sides are looked up: the replay index and the barrier's own attempt columns.
+ */
+const requireBarrierOfRunning = async (v: RecoveryView, row: StepRunRow): Promise<string> => {
+  const s = decodeStepRunRow(row);
+  const where = `${s.runId}/${s.stepRunId}`;
+  const attempt = { runId: s.runId, stepRunId: s.stepRunId, startedStepRunVersion: s.version };
+  const ids = [...new Set(await v.identityStartIds('attempt', attemptValue(s.runId, s.stepRunId, s.version), attempt))];
+  const startId = ids[0];
+  if (ids.length !== 1 || startId === undefined || startId !== s.lastStartId) {
+    throw new CorruptRecordError(
+      'step run',
+      where,
+      `running at version ${s.version} (start ${s.lastStartId ?? '(none)'}) but its attempt has ${ids.length === 0 ? 'no barrier' : `barrier(s) ${ids.join(', ')}`}`,
+    );
+  }
+  const barrier = await v.readBarrier(startId);
+  if (barrier === null) throw new CorruptRecordError('step run', where, `running, but the barrier of start ${startId} is missing`);
+  await requireAgreement(v, barrier, await outcomeOf(v, startId));
+  return startId;
+};
+
 const problemOf = (kind: VerifyProblem['kind'], record: string, e: unknown): VerifyProblem => {
   if (e instanceof CorruptRecordError) return { kind, record, problem: e.message };
   if (isStartBarrierError(e)) return { kind, record, problem: `${e.code}: ${e.message}` };
@@ -202,6 +234,10 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
           if (outcome !== null || mismatch !== undefined) throw new CorruptRecordError('start outcome', startId, mismatch ?? 'listed as in doubt but has an outcome');
           out.push(inDoubtStartOf(barrier, now));
         }
+        // The listing starts from barriers; a running StepRun whose barrier is gone must not
+        // make the answer "nothing in doubt" (R9.3).
+        const scope = { ...(q.projectId === undefined ? {} : { projectId: q.projectId }), ...(q.runId === undefined ? {} : { runId: q.runId }) };
+        for (const row of await v.runningStepRuns(scope)) await requireBarrierOfRunning(v, row);
         return out;
       });
     },
@@ -218,7 +254,16 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
           if (previous !== undefined && previous.attempt >= attempt) {
             throw new CorruptRecordError('attempt history', `${r[0]}/${r[1]}`, `attempt ${attempt} is bound to more than one barrier or out of order`);
           }
-          entries.push({ attempt, barrier, outcome: await outcomeOf(v, startId) });
+          const outcome = await outcomeOf(v, startId);
+          await requireAgreement(v, barrier, outcome);
+          entries.push({ attempt, barrier, outcome });
+        }
+        const row = await v.stepRunRow(r[0], r[1]);
+        if (row !== undefined && row.status === 'running') {
+          const open = await requireBarrierOfRunning(v, row);
+          if (!entries.some((e) => e.barrier.record.startId === open)) {
+            throw new CorruptRecordError('attempt history', `${r[0]}/${r[1]}`, `the running attempt ${open} is missing from the history`);
+          }
         }
         return entries;
       });
@@ -250,8 +295,10 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
     outcome: async (startId) => {
       const id = decodeOrThrow(Identity, 'startId', startId);
       return backend.snapshot(async (v) => {
-        await requireBarrier(v, id);
-        return outcomeOf(v, id);
+        const barrier = await requireBarrier(v, id);
+        const outcome = await outcomeOf(v, id);
+        await requireAgreement(v, barrier, outcome); // a finished StepRun without its outcome row fails closed
+        return outcome;
       });
     },
 

@@ -34,8 +34,10 @@ export interface StartUnitOfWork {
    * then fires for each step after it; false: one step at a time, the hook between them.
    */
   readonly writesAtOnce: boolean;
-  /** A verified read of a barrier and its facts (R5.3), for `existing`. */
+  /** A verified read of a barrier and its facts (R5.3), and its MAC when keyed (R9.4), for `existing`. */
   readBarrier(startId: string): Promise<StoredBarrier | null>;
+  /** With a deployment keyring: store the new barrier's MAC, in this transaction (R9.4). */
+  sealEvidence?(plan: StartWrite): Promise<void>;
 }
 
 export type StartTransactionResult = { outcome: 'created' | 'existing'; barrier: StoredBarrier };
@@ -74,10 +76,12 @@ export const runStartTransaction = async (
   const plan = planStartWrite(buildStartFacts(decoded, state), state, await uow.clockMs());
   if (uow.writesAtOnce) {
     await uow.writeStart(plan, START_WRITE_STEPS);
+    await uow.sealEvidence?.(plan);
     for (const step of START_WRITE_STEPS) await hook(step);
   } else {
     for (const step of START_WRITE_STEPS) {
       await uow.writeStart(plan, [step]);
+      if (step === 'barrier') await uow.sealEvidence?.(plan);
       await hook(step);
     }
   }

@@ -8,6 +8,7 @@ export type StartBarrierErrorCode =
   | 'CONCURRENCY_EXHAUSTED'
   | 'TRANSACTION_TIMEOUT'
   | 'CORRUPT_RECORD'
+  | 'STORE_UNAVAILABLE'
   | 'EXECUTION_REFUSED';
 
 export abstract class StartBarrierError extends Error {
@@ -172,6 +173,30 @@ export class CorruptRecordError extends StartBarrierError {
     readonly problem: string,
   ) {
     super(`corrupt ${recordKind} ${recordId}: ${problem}`);
+  }
+}
+
+export type UnavailableReason =
+  | 'connection_refused'
+  | 'connection_terminated'
+  | 'server_shutdown'
+  | 'connect_timeout'
+  | 'query_timeout'
+  | 'disk_full'
+  | 'read_only';
+
+/**
+ * The store cannot be reached or cannot take the write (R9.5): refused or lost connection, a
+ * server shutting down, a connect or client-side query bound exceeded, a full disk, read-only
+ * storage. Whether a write in flight committed is unknown; an exact replay answers it.
+ */
+export class StoreUnavailableError extends StartBarrierError {
+  readonly code = 'STORE_UNAVAILABLE' as const;
+  constructor(
+    readonly reason: UnavailableReason,
+    message: string,
+  ) {
+    super(`store unavailable (${reason}): ${message}`);
   }
 }
 

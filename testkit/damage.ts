@@ -47,8 +47,19 @@ export interface DamageSession {
    * given: a stray that claims the value for another start); `undo` puts both back.
    */
   duplicateIdentity(key: RowKey, startId?: string): Promise<{ undo: () => Promise<void> }>;
+  /** Delete one row; `undo` puts the same row back. */
+  remove(table: string, key: RowKey): Promise<{ undo: () => Promise<void> }>;
   close(): Promise<void>;
 }
+
+/** INSERT of one row as it was read (without its row key), columns quoted, values bound. */
+const reinsert = (table: string, row: Record<string, unknown>, overriding = ''): { sql: string; params: unknown[] } => {
+  const columns = Object.keys(row).filter((c) => c !== '_key');
+  return {
+    sql: `INSERT INTO ${table} (${columns.map((c) => `"${c}"`).join(', ')}) ${overriding}VALUES (${columns.map(() => '?').join(', ')})`,
+    params: columns.map((c) => row[c]),
+  };
+};
 
 /** SQLite: a copy of the file, triggers dropped, keys and checks off on this connection. */
 export const sqliteDamageSession = (source: string, copy: string): DamageSession => {
@@ -82,6 +93,13 @@ export const sqliteDamageSession = (source: string, copy: string): DamageSession
           await raw.exec('CREATE UNIQUE INDEX start_replay_identities_key ON start_replay_identities (identity, value)');
         },
       };
+    },
+    remove: async (table, key) => {
+      const [row] = await raw.all<Record<string, unknown>>(`SELECT * FROM ${table} WHERE rowid = ?`, [key]);
+      if (row === undefined) throw new Error(`${table}: no row ${key}`);
+      await raw.run(`DELETE FROM ${table} WHERE rowid = ?`, [key]);
+      const back = reinsert(table, row);
+      return { undo: () => raw.run(back.sql, back.params).then(() => undefined) };
     },
     close: () => raw.close(),
   };
@@ -128,6 +146,12 @@ export const postgresDamageSession = async (url: string): Promise<DamageSession>
             await raw.exec('CREATE UNIQUE INDEX start_replay_identities_key ON ql3.start_replay_identities (identity, value)');
           }),
       };
+    },
+    remove: async (table, key) => {
+      const [row] = await asReplica(() => raw.all<Record<string, unknown>>(`DELETE FROM ql3.${table} WHERE ctid = ?::tid RETURNING *`, [key]));
+      if (row === undefined) throw new Error(`${table}: no row ${key}`);
+      const back = reinsert(`ql3.${table}`, row, 'OVERRIDING SYSTEM VALUE '); // events.global_position is an identity column
+      return { undo: () => asReplica(() => raw.run(back.sql, back.params)).then(() => undefined) };
     },
     close: () => raw.close(),
   };

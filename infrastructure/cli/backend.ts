@@ -6,9 +6,11 @@ import { migratePostgres } from '../postgres/migrate';
 import { openPostgresStartBarrier } from '../postgres/postgresAuthority';
 import { openSqliteStartBarrier } from '../sqlite';
 import { migrateSqliteFile } from '../sqlite/fileIdentity';
+import { keyringFromEnvironment } from './keyring';
 
 // `--db PATH` (SQLite, the default backend) or `--postgres URL`; environment fallbacks for
-// scripts: QINGLONG_BARRIER_DB, QINGLONG_BARRIER_POSTGRES.
+// scripts: QINGLONG_BARRIER_DB, QINGLONG_BARRIER_POSTGRES; the deployment keyring from the
+// key file QINGLONG_BARRIER_KEYRING_FILE names (keyring.ts).
 
 export interface BackendOptions {
   readonly db?: string;
@@ -66,14 +68,17 @@ export const migrateBackend = async (options: BackendOptions): Promise<string[]>
 export const openBackend = async (options: BackendOptions, access: BackendAccess): Promise<RecoverableStartBarrierAuthority> => {
   const { db, postgres } = targetOf(options);
   const lockMs = lockTimeoutOf(options.lockTimeout);
+  const keys = keyringFromEnvironment();
+  const keyed = keys === undefined ? {} : { evidenceKeys: keys };
   if (postgres !== undefined) {
     return openPostgresStartBarrier({
       connectionString: postgres,
       migrate: access !== 'read' && (options.migrate ?? true),
       ...(lockMs === undefined ? {} : { timeouts: { lockMs } }),
+      ...keyed,
     });
   }
   if (db === undefined) throw usage('which database? give --db PATH (SQLite) or --postgres URL');
   if (access !== 'create' && !existsSync(db)) throw new NoDatabaseError(db);
-  return openSqliteStartBarrier({ path: db, ...(access === 'read' ? { readOnly: true } : {}), ...(lockMs === undefined ? {} : { busyTimeoutMs: lockMs }) });
+  return openSqliteStartBarrier({ path: db, ...(access === 'read' ? { readOnly: true } : {}), ...(lockMs === undefined ? {} : { busyTimeoutMs: lockMs }), ...keyed });
 };

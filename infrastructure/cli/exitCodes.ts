@@ -12,8 +12,11 @@ export const EXIT = {
   conflict: 4,
   corrupt: 5,
   concurrency: 6,
+  unavailable: 7,
 } as const;
 export type ExitCode = (typeof EXIT)[keyof typeof EXIT];
+
+const UNREACHABLE: ReadonlySet<ConnectionError['reason']> = new Set(['refused', 'host_not_found', 'timeout', 'unavailable']);
 
 /** Commander's own "errors" that are really successful help or version output. */
 const COMMANDER_OK = new Set(['commander.helpDisplayed', 'commander.help', 'commander.version']);
@@ -22,6 +25,9 @@ export const exitCodeOf = (e: unknown): ExitCode => {
   // A bad command line is bad input; help asked for is ok, help shown for a missing command is not.
   if (e instanceof CommanderError) return COMMANDER_OK.has(e.code) && e.exitCode === 0 ? EXIT.ok : EXIT.validation;
   if (e instanceof ConnectionError && e.reason === 'invalid_url') return EXIT.validation;
+  // A server that refuses, does not answer or is shutting down while we open: the same answer
+  // as when it goes away later (STORE_UNAVAILABLE, R9.5); a bad login or database stays 1.
+  if (e instanceof ConnectionError && UNREACHABLE.has(e.reason)) return EXIT.unavailable;
   if (!isStartBarrierError(e)) return EXIT.other;
   switch (e.code) {
     case 'VALIDATION_FAILED':
@@ -36,6 +42,8 @@ export const exitCodeOf = (e: unknown): ExitCode => {
     case 'CONCURRENCY_EXHAUSTED':
     case 'TRANSACTION_TIMEOUT':
       return EXIT.concurrency;
+    case 'STORE_UNAVAILABLE':
+      return EXIT.unavailable;
     default: {
       const _exhaustive: never = e.code;
       return _exhaustive;

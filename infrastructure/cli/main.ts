@@ -103,7 +103,8 @@ export const buildProgram = (): Command => {
       'after',
       `
 Exit codes: 0 ok, 2 validation, 3 precondition, 4 semantic conflict, 5 corrupt record,
-            6 concurrency or timeout, 1 anything else.`,
+            6 concurrency or timeout, 7 store unavailable, 1 anything else.
+Keyed evidence: QINGLONG_BARRIER_KEYRING_FILE names the deployment key file (never an argument).`,
     );
 
   program

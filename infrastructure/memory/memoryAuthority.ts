@@ -19,10 +19,12 @@ import {
 } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import { startEventPositions } from '../../projections/verifyRows';
-import { checkStartRows, checkedStoredEventOf } from '../../projections/checkRows';
+import { checkStartRows } from '../../projections/checkRows';
 import { outcomeRowOf } from '../../projections/outcomeRows';
 import type { AppendOutcome, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../../application/authority';
 import { createRecoveryApi } from '../../application/recoveryRules';
+import { createEvidenceKeyring, type EvidenceKeyring, type EvidenceKeyringOptions } from '../../application/evidenceKeys';
+import { agreedAttemptStart, wholeStream } from '../../projections/readChecks';
 import { createMemoryRecoveryView } from './memoryRecoveryView';
 import { copyTables, emptyTables, type Tables } from './tables';
 import { SerialExecutor } from '../../application/serialExecutor';
@@ -51,10 +53,12 @@ export interface MemoryStartBarrierOptions {
   readonly hooks?: { readonly onStartStep?: StartStepHook };
   /** The store's clock; defaults to Date.now (this backend has no database clock). */
   readonly clock?: () => number;
+  /** Keyed evidence (R9.4): seal new barriers, and verify every barrier read. */
+  readonly evidenceKeys?: EvidenceKeyringOptions;
 }
 
 export const openMemoryStartBarrier = async (options: MemoryStartBarrierOptions = {}): Promise<RecoverableStartBarrierAuthority> =>
-  new MemoryAuthority(options.hooks?.onStartStep, options.clock ?? Date.now);
+  new MemoryAuthority(options.hooks?.onStartStep, options.clock ?? Date.now, options.evidenceKeys === undefined ? undefined : createEvidenceKeyring(options.evidenceKeys));
 
 class MemoryAuthority implements RecoverableStartBarrierAuthority {
   readonly backend = 'memory' as const;
@@ -64,6 +68,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
   constructor(
     private readonly hook: StartStepHook | undefined,
     private readonly clock: () => number,
+    private readonly keys: EvidenceKeyring | undefined,
   ) {}
 
   private transact<T>(body: (t: Tables) => Promise<T>): Promise<T> {
@@ -105,7 +110,13 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
 
   private readBarrier(t: Tables, startId: string): StoredBarrier | null {
     const barrier = t.barriers.get(startId);
-    if (barrier === undefined) return null;
+    if (barrier === undefined) {
+      // No barrier under this id is an answer only if nothing else claims the start exists (R9.3).
+      if ([...t.identities.values()].some((r) => r.start_id === startId)) {
+        throw new CorruptRecordError('start barrier', startId, 'the replay index names this start but its barrier row is missing');
+      }
+      return null;
+    }
     let sequence = 0;
     try {
       sequence = Number((JSON.parse(barrier.barrier_json) as { runEvent?: { runEventSequence?: number } }).runEvent?.runEventSequence ?? 0);
@@ -114,7 +125,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     }
     const positions = startEventPositions(sequence);
     const stream = streamNameOf(barrier.run_id);
-    return checkStartRows({
+    const verified = checkStartRows({
       barrier,
       audit: t.audit.get(barrier.audit_event_id),
       trace: t.trace.get(barrier.trace_id),
@@ -123,6 +134,8 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
       events: t.events.filter((e) => e.stream_id === stream && positions.includes(e.stream_position)).sort((a, b) => a.stream_position - b.stream_position),
       identities: [...t.identities.values()].filter((r) => r.start_id === startId),
     });
+    const mac = t.macs.get(startId);
+    return this.keys === undefined ? verified : this.keys.verify(verified, mac === undefined ? [] : [mac]);
   }
 
   private startUow(t: Tables): StartUnitOfWork {
@@ -142,6 +155,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
       writeStart: async (plan, steps) => {
         for (const step of steps) this.writeStep(t, plan, step);
       },
+      ...(this.keys === undefined ? {} : { sealEvidence: async (plan: StartWrite) => insertUnique(t.macs, plan.startId, this.keys!.seal(plan.result), 'evidence MAC') }),
     };
   }
 
@@ -228,10 +242,14 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     getByStartId: async (startId: string) => this.readBarrier(this.tables, decodeStartIdArgs(startId)),
     getByStepRunAttempt: async (runIdArg: string, stepRunIdArg: string, version: number) => {
       const { runId, stepRunId, startedStepRunVersion: v } = decodeAttemptArgs(runIdArg, stepRunIdArg, version);
-      const row = this.tables.identities.get(identityKey('attempt', attemptValue(runId, stepRunId, v)));
-      if (row === undefined) return null;
-      const found = this.readBarrier(this.tables, row.start_id);
-      if (found === null) throw new CorruptRecordError('replay index', row.value, `names start ${row.start_id}, which has no barrier`);
+      const t = this.tables;
+      const attempt = attemptValue(runId, stepRunId, v);
+      const row = t.identities.get(identityKey('attempt', attempt));
+      const claimed = [...t.barriers.values()].filter((b) => b.run_id === runId && b.step_run_id === stepRunId && b.started_step_run_version === v);
+      const startId = agreedAttemptStart(attempt, row === undefined ? [] : [row.start_id], claimed.map((b) => b.start_id));
+      if (startId === undefined) return null;
+      const found = this.readBarrier(t, startId);
+      if (found === null) throw new CorruptRecordError('replay index', attempt, `names start ${startId}, which has no barrier`);
       return found;
     },
   };
@@ -249,7 +267,8 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     },
     readStream: async (runId: string): Promise<readonly StoredEvent[]> => {
       const stream = streamNameOf(runId);
-      return this.tables.events.flatMap((e, i) => (e.stream_id === stream ? [checkedStoredEventOf({ ...e, global_position: i + 1 })] : []));
+      const rows = this.tables.events.flatMap((e, i) => (e.stream_id === stream ? [{ ...e, global_position: i + 1 }] : []));
+      return wholeStream(stream, this.tables.streams.get(stream) ?? null, rows.sort((a, b) => a.stream_position - b.stream_position));
     },
   };
 

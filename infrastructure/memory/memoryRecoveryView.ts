@@ -45,6 +45,10 @@ export const createMemoryRecoveryView = (t: Tables, host: MemoryRecoveryHost): R
     },
     eventById: async (eventId) => t.events.find((e) => e.event_id === eventId),
     stepRunRow: async (runId, stepRunId) => t.stepRuns.get(`${runId}\u0000${stepRunId}`),
+    runningStepRuns: async (f) =>
+      byKey(t.stepRuns.values(), stepKey).filter(
+        (r) => r.status === 'running' && (f.projectId === undefined || r.project_id === f.projectId) && (f.runId === undefined || r.run_id === f.runId),
+      ),
 
     counts: async () => ({ barriers: t.barriers.size, outcomes: t.outcomes.size, runs: t.runs.size, stepRuns: t.stepRuns.size, events: t.events.length }),
     barrierIdsAfter: async (after, limit) => byKey(t.barriers.keys(), (k) => k).filter((k) => k > after).slice(0, limit),

@@ -1,6 +1,7 @@
 import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { AuditEventRow, AuditReceiptRow, BarrierRow, MutationRow, ReplayIdentityRow, RunRow, StepRunRow, TraceAnchorRow } from '../../projections/rows';
 import type { EventRow } from '../../projections/verifyRows';
+import type { EvidenceMacRow } from '../../application/evidenceKeys';
 
 // The in-memory tables: the same rows as the SQL tables, keyed as their unique indexes are.
 
@@ -18,6 +19,8 @@ export interface Tables {
   identities: Map<string, ReplayIdentityRow>;
   /** Recovery read model: outcome rows by start id. */
   outcomes: Map<string, StartOutcomeRow>;
+  /** Keyed evidence (R9.4): the MAC row of each sealed barrier, by start id. */
+  macs: Map<string, EvidenceMacRow>;
 }
 
 export const emptyTables = (): Tables => ({
@@ -33,6 +36,7 @@ export const emptyTables = (): Tables => ({
   barriers: new Map(),
   identities: new Map(),
   outcomes: new Map(),
+  macs: new Map(),
 });
 
 export const copyTables = (t: Tables): Tables => ({
@@ -48,5 +52,6 @@ export const copyTables = (t: Tables): Tables => ({
   barriers: new Map(t.barriers),
   identities: new Map(t.identities),
   outcomes: new Map(t.outcomes),
+  macs: new Map(t.macs),
 });
 

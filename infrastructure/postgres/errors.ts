@@ -1,5 +1,5 @@
 import type { DatabaseError } from 'pg';
-import { TransactionTimeoutError } from '../../domain';
+import { StoreUnavailableError, TransactionTimeoutError, type UnavailableReason } from '../../domain';
 
 // pg error codes are mapped here and never leave the adapter raw for the cases the protocol
 // knows: retryable serialization failures, timeouts, and unique violations (which are a
@@ -12,7 +12,31 @@ export const SQLSTATE = {
   lockNotAvailable: '55P03',
   queryCanceled: '57014',
   idleInTransactionTimeout: '25P03',
+  diskFull: '53100',
+  readOnlyTransaction: '25006',
 } as const;
+
+/** Node socket errors that mean the server cannot be reached or went away. */
+const SOCKET_CODES: Readonly<Record<string, UnavailableReason>> = {
+  ECONNREFUSED: 'connection_refused',
+  EHOSTUNREACH: 'connection_refused',
+  ENETUNREACH: 'connection_refused',
+  ENOTFOUND: 'connection_refused',
+  EAI_AGAIN: 'connection_refused',
+  ECONNRESET: 'connection_terminated',
+  EPIPE: 'connection_terminated',
+  ETIMEDOUT: 'connect_timeout',
+};
+
+/**
+ * The driver's own messages (pg and pg-pool raise plain Errors without a code for these): the
+ * client-side connect bound, the client-side query bound, and a connection that died.
+ */
+const DRIVER_MESSAGES: readonly (readonly [RegExp, UnavailableReason])[] = [
+  [/timeout exceeded when trying to connect|connection timeout|^timeout expired$/i, 'connect_timeout'],
+  [/^Query read timeout$/, 'query_timeout'],
+  [/Connection terminated|not queryable|Client was closed|connection error/i, 'connection_terminated'],
+];
 
 export const sqlStateOf = (e: unknown): string | undefined =>
   (typeof e === 'object' && e !== null && typeof (e as { code?: unknown }).code === 'string')
@@ -26,6 +50,31 @@ export const isRetryable = (e: unknown): boolean => {
 };
 
 export const isUniqueViolation = (e: unknown): e is DatabaseError => sqlStateOf(e) === SQLSTATE.uniqueViolation;
+
+/** Whether `e` means the server cannot be reached or stopped answering (never retried here). */
+export const unavailableReasonOf = (e: unknown): UnavailableReason | undefined => {
+  const code = sqlStateOf(e);
+  if (code !== undefined) {
+    if (code in SOCKET_CODES) return SOCKET_CODES[code];
+    if (code === '57P01' || code === '57P02' || code === '57P03') return 'server_shutdown';
+    if (code.startsWith('08') || code === '53300') return 'connection_refused';
+    if (code === SQLSTATE.diskFull) return 'disk_full';
+    if (code === SQLSTATE.readOnlyTransaction) return 'read_only';
+    return undefined;
+  }
+  if (!(e instanceof Error)) return undefined;
+  return DRIVER_MESSAGES.find(([pattern]) => pattern.test(e.message))?.[1];
+};
+
+/** Every driver error the protocol knows, typed: timeouts, then unavailability; others pass. */
+export const mapPgError = (e: unknown): unknown => {
+  const timeout = mapTimeout(e);
+  if (timeout !== e) return timeout;
+  const reason = unavailableReasonOf(e);
+  if (reason === undefined) return e;
+  const message = e instanceof Error ? e.message : String(e);
+  return new StoreUnavailableError(reason, `PostgreSQL did not answer the operation (${message}); whether a write in flight committed is unknown, an exact replay tells`);
+};
 
 /** Lock, statement and idle-in-transaction timeouts become the typed timeout; others pass. */
 export const mapTimeout = (e: unknown): unknown => {

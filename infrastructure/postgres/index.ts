@@ -22,3 +22,4 @@ export { MigrationError } from '../migrations';
 export { DriverMissingError, ConnectionError, type ConnectionFailure } from '../../application/openErrors';
 export { VERIFY_PHASES, type VerifyPhase, type VerifyProgressListener } from '../../application/verifyProgress';
 export type { PoolErrorHandler } from './pool';
+export type { EvidenceKey, EvidenceKeyringOptions } from '../../application/evidenceKeys';

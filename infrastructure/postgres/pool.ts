@@ -39,8 +39,18 @@ export interface OwnedPoolOptions {
   readonly connectionString?: string | undefined;
   readonly poolConfig?: PoolConfig | undefined;
   readonly onError?: PoolErrorHandler | undefined;
-  /** Session-level bounds for reads outside a transaction (the authority's timeouts). */
-  readonly session: { readonly statementMs: number; readonly lockMs: number; readonly idleInTransactionMs: number };
+  /**
+   * Session-level bounds for reads outside a transaction (the authority's timeouts), and the
+   * client-side bounds of R9.5: a connect that gets no answer, a statement whose answer never
+   * comes (a frozen or partitioned server).
+   */
+  readonly session: {
+    readonly statementMs: number;
+    readonly lockMs: number;
+    readonly idleInTransactionMs: number;
+    readonly connectMs: number;
+    readonly queryMs: number;
+  };
 }
 
 /** The authority's own pool: the caller's config, then the connection string and the authority's session timeouts. */
@@ -54,6 +64,9 @@ export const createOwnedPool = (options: OwnedPoolOptions): Pool => {
     statement_timeout: options.session.statementMs,
     lock_timeout: options.session.lockMs,
     idle_in_transaction_session_timeout: options.session.idleInTransactionMs,
+    connectionTimeoutMillis: options.session.connectMs,
+    query_timeout: options.session.queryMs,
+    keepAlive: true,
   });
   // Without a listener an idle connection's 'error' (server restart, failover,
   // pg_terminate_backend) would crash the process; it is never silently dropped either.

@@ -15,7 +15,8 @@ import type {
 } from '../../application/authority';
 import { decodeLifecycle, runLifecycleTransaction } from '../../application/lifecycleProtocol';
 import { runStartTransaction } from '../../application/startProtocol';
-import { isUniqueViolation } from './errors';
+import { createEvidenceKeyring, type EvidenceKeyring, type EvidenceKeyringOptions } from '../../application/evidenceKeys';
+import { isUniqueViolation, mapPgError } from './errors';
 import { lifecycleUnitOfWork } from './lifecycleWrite';
 import { assertSchemaCurrent, migratePostgres } from './migrate';
 import { postgresRecoveryOf } from './postgresRecoveryView';
@@ -23,7 +24,7 @@ import { loadRunState, readBarrier, readBarrierOfAttempt, readStream } from './r
 import * as SQL from './sql';
 import { resolveUniqueViolation, startUnitOfWork, type PostgresWriteMode } from './startWrite';
 import type { Queryable } from './query';
-import { PostgresTransactions, type PostgresTimeouts, type Tx } from './transactions';
+import { PostgresTransactions, type AttemptBudget, type PostgresTimeouts, type Tx } from './transactions';
 import { postgresDriverClaims } from './postgresDriverClaims';
 import type { DriverClaims } from '../../domain';
 
@@ -34,7 +35,7 @@ import type { DriverClaims } from '../../domain';
 export type { PostgresTimeouts } from './transactions';
 export type { PostgresWriteMode } from './startWrite';
 
-export const DEFAULT_TIMEOUTS: PostgresTimeouts = { statementMs: 5000, lockMs: 2000, idleInTransactionMs: 10_000 };
+export const DEFAULT_TIMEOUTS: PostgresTimeouts = { statementMs: 5000, lockMs: 2000, idleInTransactionMs: 10_000, connectMs: 5000, queryMs: 15_000 };
 export const DEFAULT_MAX_RETRIES = 3;
 
 interface CommonOptions {
@@ -46,8 +47,10 @@ interface CommonOptions {
   /** Apply pending migrations on open (default true). `false` only checks the schema is current. */
   readonly migrate?: boolean;
   readonly writeMode?: PostgresWriteMode;
-  /** Fault injection inside the start transaction (specs only). */
-  readonly hooks?: { readonly onStartStep?: StartStepHook };
+  /** Keyed evidence (R9.4): seal new barriers, and verify every barrier read. */
+  readonly evidenceKeys?: EvidenceKeyringOptions;
+  /** Fault injection inside the start transaction, and a count of transaction attempts (specs only). */
+  readonly hooks?: { readonly onStartStep?: StartStepHook; readonly onAttempt?: (attempt: number) => void };
   /** Errors the authority's own pool emits (idle connections the server closed); default: a process warning. */
   readonly onError?: PoolErrorHandler;
 }
@@ -87,13 +90,19 @@ export const openPostgresStartBarrier = async (options: PostgresStartBarrierOpti
     statementMs: validTimeout('statementMs', options.timeouts?.statementMs ?? DEFAULT_TIMEOUTS.statementMs),
     lockMs: validTimeout('lockMs', options.timeouts?.lockMs ?? DEFAULT_TIMEOUTS.lockMs),
     idleInTransactionMs: validTimeout('idleInTransactionMs', options.timeouts?.idleInTransactionMs ?? DEFAULT_TIMEOUTS.idleInTransactionMs),
+    connectMs: validTimeout('connectMs', options.timeouts?.connectMs ?? DEFAULT_TIMEOUTS.connectMs),
+    queryMs: validTimeout('queryMs', options.timeouts?.queryMs ?? DEFAULT_TIMEOUTS.queryMs),
   };
+  const keys = options.evidenceKeys === undefined ? undefined : createEvidenceKeyring(options.evidenceKeys);
   const maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
   if (!Number.isSafeInteger(maxRetries) || maxRetries < 0 || maxRetries > 3) {
     throw new RangeError(`maxRetries must be 0..3 (R5.2: at most three retries), got ${maxRetries}`);
   }
   const owned = options.pool === undefined;
-  // Our own pool also bounds the reads that run outside a transaction, at session level.
+  // Our own pool also bounds the reads that run outside a transaction, at session level, and
+  // bounds on the client side what the server cannot: a connect that gets no answer and a
+  // statement whose answer never comes (a frozen or partitioned server), R9.5. A pool the
+  // caller supplies keeps the caller's own bounds.
   const pool =
     options.pool ??
     createOwnedPool({ connectionString: options.connectionString, poolConfig: options.poolConfig, onError: options.onError, session: timeouts });
@@ -106,10 +115,10 @@ export const openPostgresStartBarrier = async (options: PostgresStartBarrierOpti
       client.release();
     }
   } catch (e) {
-    if (owned) await pool.end();
-    throw e;
+    if (owned) await pool.end().catch(() => undefined);
+    throw mapPgError(e);
   }
-  return new PostgresAuthority(pool, owned, timeouts, maxRetries, options.writeMode ?? 'batched', options.hooks?.onStartStep);
+  return new PostgresAuthority(pool, owned, timeouts, maxRetries, options.writeMode ?? 'batched', options.hooks?.onStartStep, options.hooks?.onAttempt, keys);
 };
 
 class PostgresAuthority implements PostgresStartBarrier {
@@ -124,17 +133,19 @@ class PostgresAuthority implements PostgresStartBarrier {
     maxRetries: number,
     readonly writeMode: PostgresWriteMode,
     private readonly hook: StartStepHook | undefined,
+    onAttempt: ((attempt: number) => void) | undefined,
+    private readonly keys: EvidenceKeyring | undefined,
   ) {
-    this.tx = new PostgresTransactions(pool, timeouts, maxRetries);
+    this.tx = new PostgresTransactions(pool, timeouts, maxRetries, onAttempt);
   }
 
   private assertOpen(): void {
     if (this.closed) throw new Error('the PostgreSQL start barrier authority is closed');
   }
 
-  private transaction<T>(runId: string, body: (tx: Tx) => Promise<T>): Promise<T> {
+  private transaction<T>(runId: string, body: (tx: Tx) => Promise<T>, budget?: AttemptBudget): Promise<T> {
     this.assertOpen();
-    return this.tx.transaction(runId, body);
+    return this.tx.transaction(runId, body, budget);
   }
 
   private read<T>(body: (q: Queryable) => Promise<T>): Promise<T> {
@@ -147,20 +158,21 @@ class PostgresAuthority implements PostgresStartBarrier {
       this.assertOpen();
       const decoded = decodeStartCommand(command); // bad input: typed error, no transaction opened
       const runId = decoded.command.stepRun.runId;
+      const budget = this.tx.budget(); // one budget for both transactions (R9.5)
       try {
-        return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, this.writeMode), decoded, this.hook));
+        return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, this.writeMode, this.keys), decoded, this.hook), budget);
       } catch (e) {
         if (!isUniqueViolation(e)) throw e;
-        return this.transaction(runId, (tx) => resolveUniqueViolation(tx, decoded, e));
+        return this.transaction(runId, (tx) => resolveUniqueViolation(tx, decoded, e, this.keys), budget);
       }
     },
     getByStartId: async (startId: string): Promise<StoredBarrier | null> => {
       const id = decodeStartIdArgs(startId);
-      return this.read((q) => readBarrier(q, id));
+      return this.read((q) => readBarrier(q, id, this.keys));
     },
     getByStepRunAttempt: async (runIdArg: string, stepRunIdArg: string, version: number): Promise<StoredBarrier | null> => {
       const { runId, stepRunId, startedStepRunVersion } = decodeAttemptArgs(runIdArg, stepRunIdArg, version);
-      return this.read((q) => readBarrierOfAttempt(q, runId, stepRunId, startedStepRunVersion));
+      return this.read((q) => readBarrierOfAttempt(q, runId, stepRunId, startedStepRunVersion, this.keys));
     },
   };
 

@@ -5,7 +5,7 @@ import { oneOf } from '../../domain/codecs';
 import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { RecoveryApi, VerifyProblem } from '../../application/authority';
 import { createRecoveryApi, type RecoveryView } from '../../application/recoveryRules';
-import { mapTimeout } from './errors';
+import { mapPgError, unavailableReasonOf } from './errors';
 import { IDENTITY_STORAGE, identityStartIdsSql } from './identities';
 import { createPostgresNoteStore } from './postgresNotes';
 import { bind, named, type NamedSql, type Params } from './named';
@@ -43,6 +43,9 @@ const IDENTITY_START_IDS = Object.fromEntries(
 const OUTCOME_ROWS = named('SELECT * FROM ql3.start_outcomes WHERE start_id = :start_id');
 const EVENT_BY_ID = named('SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ql3.events WHERE event_id = :event_id');
 const STEP_RUN = named('SELECT * FROM ql3.step_runs WHERE run_id = :run_id AND step_run_id = :step_run_id');
+const RUNNING_STEP_RUNS = named(`SELECT * FROM ql3.step_runs WHERE status = 'running'
+    AND (:project_id::text IS NULL OR project_id = :project_id::text) AND (:run_id::text IS NULL OR run_id = :run_id::text)
+  ORDER BY run_id, step_run_id`);
 const COUNTS = named(`SELECT (SELECT count(*) FROM ql3.tool_execution_start_barriers) AS barriers, (SELECT count(*) FROM ql3.start_outcomes) AS outcomes,
   (SELECT count(*) FROM ql3.runs) AS runs, (SELECT count(*) FROM ql3.step_runs) AS step_runs, (SELECT count(*) FROM ql3.events) AS events`);
 const BARRIER_IDS_AFTER = named('SELECT start_id FROM ql3.tool_execution_start_barriers WHERE start_id > :after ORDER BY start_id LIMIT :limit');
@@ -141,6 +144,7 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
     outcomeRows: (startId) => rowsOf(client, OUTCOME_ROWS, { start_id: startId }, StartOutcomeRowCodec, 'start outcome', startId) as Promise<StartOutcomeRow[]>,
     eventById: async (eventId) => (await rowsOf(client, EVENT_BY_ID, { event_id: eventId }, EventRowCodec, 'event', eventId))[0],
     stepRunRow: async (runId, stepRunId) => (await rowsOf(client, STEP_RUN, { run_id: runId, step_run_id: stepRunId }, StepRunRowCodec, 'step run', `${runId}/${stepRunId}`))[0],
+    runningStepRuns: (f) => rowsOf(client, RUNNING_STEP_RUNS, { project_id: f.projectId ?? null, run_id: f.runId ?? null }, StepRunRowCodec, 'step run', 'running'),
 
     counts: async () => {
       const [c] = await rowsOf(client, COUNTS, {}, CountsRow, 'counts', 'ql3');
@@ -184,7 +188,13 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
 
 /** Run `body` in one REPEATABLE READ READ ONLY transaction; timeouts become typed errors. */
 const snapshotOn = async <T>(authority: RecoveryHost, body: (view: RecoveryView) => Promise<T>): Promise<T> => {
-  const client = await authority.pool.connect();
+  let client: PoolClient;
+  try {
+    client = await authority.pool.connect();
+  } catch (e) {
+    throw mapPgError(e);
+  }
+  let broken: unknown;
   try {
     await client.query(BEGIN_SNAPSHOT);
     const [clock] = await rowsOf(client, SET_SNAPSHOT_TIMEOUT, { statement_timeout: String(authority.timeouts.statementMs) }, t.type({ now_ms: PgInt }), 'transaction clock', 'now');
@@ -193,10 +203,11 @@ const snapshotOn = async <T>(authority: RecoveryHost, body: (view: RecoveryView)
     await client.query('COMMIT');
     return result;
   } catch (e) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw mapTimeout(e);
+    if (unavailableReasonOf(e) !== undefined) broken = e; // ROLLBACK would only wait again
+    else await client.query('ROLLBACK').catch((rollbackError: unknown) => (broken = rollbackError));
+    throw mapPgError(e);
   } finally {
-    client.release();
+    client.release(broken === undefined ? undefined : true);
   }
 };
 

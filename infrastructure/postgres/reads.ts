@@ -1,14 +1,17 @@
 import { CorruptRecordError, noReplayHits, streamNameOf, type ReplayHit, type ReplayHits, type ReplayIdentity, type ReplayKeys, type RunState } from '../../domain';
 import { attemptValue, replayValuesOf } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
-import { checkStartRows, checkedStoredEventOf } from '../../projections/checkRows';
+import { checkStartRows } from '../../projections/checkRows';
+import { agreedAttemptStart, wholeStream } from '../../projections/readChecks';
 import type { StoredBarrier, StoredEvent } from '../../application/authority';
+import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { paramOf } from './identities';
 import { run, type Queryable } from './query';
 import {
   AuditEventRowCodec,
   AuditReceiptRowCodec,
   BarrierRowCodec,
+  EvidenceMacRowCodec,
   EventRowCodec,
   IdentityProbeRowCodec,
   MutationRowCodec,
@@ -60,7 +63,7 @@ export const lookupReplay = async (q: Queryable, keys: ReplayKeys): Promise<Repl
 };
 
 /** R5.3: one statement fetches every row a barrier binds; checkStartRows re-derives them all. */
-export const readBarrier = async (q: Queryable, startId: string): Promise<StoredBarrier | null> => {
+export const readBarrier = async (q: Queryable, startId: string, keys?: EvidenceKeyring): Promise<StoredBarrier | null> => {
   const [row] = await run<Record<string, unknown>>(q, SQL.READ_BARRIER, { start_id: startId });
   if (row === undefined) return null;
   const kind = 'start barrier';
@@ -72,7 +75,7 @@ export const readBarrier = async (q: Queryable, startId: string): Promise<Stored
     return null;
   }
   const identities = [...new Map(probes.map(({ row_id, ...r }) => [row_id, r])).values()];
-  return checkStartRows({
+  const verified = checkStartRows({
     barrier,
     audit: atMostOne(decodeRows(AuditEventRowCodec, row.audits, 'security audit event', startId), 'security audit event', startId),
     trace: atMostOne(decodeRows(TraceAnchorRowCodec, row.traces, 'trace anchor', startId), 'trace anchor', startId),
@@ -81,10 +84,13 @@ export const readBarrier = async (q: Queryable, startId: string): Promise<Stored
     events: decodeRows(EventRowCodec, row.events, 'event', startId),
     identities,
   });
+  if (keys === undefined) return verified;
+  const macs = (await run(q, SQL.SELECT_EVIDENCE_MACS, { start_id: startId })).map((r) => decodeRow(EvidenceMacRowCodec, r, 'evidence MAC', startId));
+  return keys.verify(verified, macs);
 };
 
 /** R5.4 lookup by attempt: the replay index and the barrier's own unique key must agree. */
-export const readBarrierOfAttempt = async (q: Queryable, runId: string, stepRunId: string, startedStepRunVersion: number): Promise<StoredBarrier | null> => {
+export const readBarrierOfAttempt = async (q: Queryable, runId: string, stepRunId: string, startedStepRunVersion: number, keys?: EvidenceKeyring): Promise<StoredBarrier | null> => {
   if (!Number.isSafeInteger(startedStepRunVersion) || startedStepRunVersion < 1) return null;
   const value = attemptValue(runId, stepRunId, startedStepRunVersion);
   const rows = await run<{ source: string; start_id: string }>(q, SQL.FIND_ATTEMPT, {
@@ -93,16 +99,14 @@ export const readBarrierOfAttempt = async (q: Queryable, runId: string, stepRunI
     step_run_id: stepRunId,
     started_step_run_version: startedStepRunVersion,
   });
-  const indexed = rows.filter((r) => r.source === 'index').map((r) => r.start_id);
-  const barriers = rows.filter((r) => r.source === 'barrier').map((r) => r.start_id);
-  if (indexed.length > 1) throw new CorruptRecordError('replay index', value, `attempt is bound to ${indexed.length} barriers`);
-  if (barriers.length > 1) throw new CorruptRecordError('start barrier', value, `${barriers.length} barriers claim this attempt`);
-  if (indexed.length === 0 && barriers.length === 0) return null;
-  if (indexed[0] !== barriers[0]) {
-    throw new CorruptRecordError('replay index', value, `the index names start ${indexed[0] ?? '(none)'} but the barrier table names ${barriers[0] ?? '(none)'}`);
-  }
-  const found = await readBarrier(q, indexed[0]!);
-  if (found === null) throw new CorruptRecordError('replay index', value, `attempt names start ${indexed[0]!}, which has no barrier`);
+  const startId = agreedAttemptStart(
+    value,
+    rows.filter((r) => r.source === 'index').map((r) => r.start_id),
+    rows.filter((r) => r.source === 'barrier').map((r) => r.start_id),
+  );
+  if (startId === undefined) return null;
+  const found = await readBarrier(q, startId, keys);
+  if (found === null) throw new CorruptRecordError('replay index', value, `attempt names start ${startId}, which has no barrier`);
   return found;
 };
 
@@ -111,10 +115,6 @@ export const readStream = async (q: Queryable, runId: string): Promise<readonly 
   const stream = streamNameOf(runId);
   const [row] = await run<{ stream_version: unknown; events: unknown }>(q, SQL.READ_STREAM, { stream_id: stream });
   const rows = decodeRows(EventRowCodec, row?.events ?? null, 'event', stream);
-  const version = row?.stream_version === null || row?.stream_version === undefined ? 0 : decodeRow(PgInt, row.stream_version, 'stream', stream);
-  if (version !== rows.length) throw new CorruptRecordError('stream', stream, `stream head is at version ${version} but it holds ${rows.length} events`);
-  return rows.map((r, i) => {
-    if (r.stream_position !== i + 1) throw new CorruptRecordError('stream', stream, `expected position ${i + 1}, found ${r.stream_position}`);
-    return checkedStoredEventOf(r);
-  });
+  const version = row?.stream_version === null || row?.stream_version === undefined ? null : decodeRow(PgInt, row.stream_version, 'stream', stream);
+  return wholeStream(stream, version, rows);
 };

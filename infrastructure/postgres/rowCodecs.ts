@@ -148,3 +148,6 @@ export const atMostOne = <A>(rows: readonly A[], kind: string, id: string): A | 
   if (rows.length > 1) throw new CorruptRecordError(kind, id, `${rows.length} rows share one key`);
   return rows[0];
 };
+
+/** Keyed evidence (R9.4): one MAC row; the keyring checks its form and value. */
+export const EvidenceMacRowCodec = t.type({ key_id: t.string, mac: t.string });

@@ -294,3 +294,7 @@ export const SELECT_APPLIED = named('SELECT name, checksum FROM ql3.schema_migra
 export const INSERT_APPLIED = named(`INSERT INTO ql3.schema_migrations (name, checksum, applied_at_ms)
   VALUES (:name, :checksum, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)`);
 export const RESET_ROLE = 'RESET ROLE';
+
+/** Keyed evidence (R9.4): the MAC row of one barrier, written and read only with a keyring. */
+export const INSERT_EVIDENCE_MAC = named('INSERT INTO ql3.start_evidence_macs (start_id, key_id, mac) VALUES (:start_id, :key_id, :mac)');
+export const SELECT_EVIDENCE_MACS = named('SELECT key_id, mac FROM ql3.start_evidence_macs WHERE start_id = :start_id');

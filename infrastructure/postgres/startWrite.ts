@@ -1,3 +1,4 @@
+import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { CompareAndSetLostError, SemanticConflictError, replayKeysOf, type DecodedStartCommand, type ReplayIdentity } from '../../domain';
 import { replayValuesOf } from '../../projections/rows';
 import { existingBarrierOf, type StartTransactionResult, type StartUnitOfWork } from '../../application/startProtocol';
@@ -36,13 +37,15 @@ const writeStart = async (q: Queryable, plan: StartWrite, steps: readonly StartW
   checkCounts(plan, await run(q, sql, SQL.startParams(plan, steps)));
 };
 
-export const startUnitOfWork = (tx: Tx, mode: PostgresWriteMode): StartUnitOfWork => ({
+export const startUnitOfWork = (tx: Tx, mode: PostgresWriteMode, keys?: EvidenceKeyring): StartUnitOfWork => ({
   lookupReplay: (keys) => lookupReplay(tx.client, keys),
   lockForStart: (runId, stepRunId) => loadRunState(tx.client, runId, stepRunId, true),
-  readBarrier: (startId) => readBarrier(tx.client, startId),
+  readBarrier: (startId) => readBarrier(tx.client, startId, keys),
   clockMs: async () => tx.nowMs,
   writesAtOnce: mode === 'batched',
   writeStart: (plan, steps) => writeStart(tx.client, plan, steps),
+  // one more statement, only when keyed: the unkeyed start keeps its round trips
+  ...(keys === undefined ? {} : { sealEvidence: async (plan: StartWrite) => void (await run(tx.client, SQL.INSERT_EVIDENCE_MAC, { start_id: plan.startId, ...keys.seal(plan.result) })) }),
 });
 
 /**
@@ -54,10 +57,11 @@ export const resolveUniqueViolation = async (
   tx: Tx,
   decoded: DecodedStartCommand,
   violation: { readonly constraint?: string | undefined; readonly detail?: string | undefined },
+  evidenceKeys?: EvidenceKeyring,
 ): Promise<StartTransactionResult> => {
   const c = decoded.command;
   const keys = replayKeysOf(c);
-  const existing = await existingBarrierOf({ readBarrier: (id) => readBarrier(tx.client, id) }, decoded, await lookupReplay(tx.client, keys));
+  const existing = await existingBarrierOf({ readBarrier: (id) => readBarrier(tx.client, id, evidenceKeys) }, decoded, await lookupReplay(tx.client, keys));
   if (existing !== null) return { outcome: 'existing', barrier: existing };
   const identity = identityOfViolation(violation) as ReplayIdentity | undefined;
   if (identity === undefined) {

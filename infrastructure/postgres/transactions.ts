@@ -1,6 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
 import { ConcurrencyExhaustedError } from '../../domain';
-import { SQLSTATE, isRetryable, mapTimeout, sqlStateOf } from './errors';
+import { SQLSTATE, isRetryable, mapPgError, sqlStateOf, unavailableReasonOf } from './errors';
 import { run, type Queryable } from './query';
 import { PgInt, decodeRow } from './rowCodecs';
 import * as SQL from './sql';
@@ -15,12 +15,25 @@ export interface PostgresTimeouts {
   readonly lockMs: number;
   /** idle_in_transaction_session_timeout: a stalled client loses its transaction (default 10000). */
   readonly idleInTransactionMs: number;
+  /** Client side: how long opening a connection may take before STORE_UNAVAILABLE (default 5000). */
+  readonly connectMs: number;
+  /**
+   * Client side: how long one statement may go unanswered before STORE_UNAVAILABLE and the
+   * connection is discarded (default 15000). The server's statement_timeout fires first on a
+   * live server; this bound is for a server that stopped answering (frozen, partitioned).
+   */
+  readonly queryMs: number;
 }
 
 /** What one transaction attempt hands its body: the connection and the clock read once (R3.10). */
 export interface Tx {
   readonly client: PoolClient;
   readonly nowMs: number;
+}
+
+/** How many transaction attempts one operation has made so far (R9.5: shared by all of them). */
+export interface AttemptBudget {
+  attempts: number;
 }
 
 export class PostgresTransactions {
@@ -31,26 +44,40 @@ export class PostgresTransactions {
     private readonly pool: Pool,
     private readonly timeouts: PostgresTimeouts,
     private readonly maxRetries: number,
+    private readonly onAttempt?: (attempt: number) => void,
   ) {
     this.beginText = SQL.beginConfigured(timeouts);
   }
 
+  /** A fresh budget: one operation's attempts, over all the transactions it runs. */
+  budget(): AttemptBudget {
+    return { attempts: 0 };
+  }
+
   /**
-   * One short SERIALIZABLE transaction, re-run from BEGIN at most `maxRetries` times and only
-   * after 40001/40P01 (R5.2). Timeouts become TransactionTimeoutError; a 23505 is passed up
-   * raw for the caller to resolve as a replay; everything else propagates as thrown.
+   * One short SERIALIZABLE transaction, re-run from BEGIN only after 40001/40P01 (R5.2), and
+   * only while the operation's budget lasts: at most `maxRetries` retries per operation in
+   * total, whatever number of transactions it opens (R9.5; a start that meets a unique
+   * violation answers it in a second transaction on the same budget). Timeouts become
+   * TransactionTimeoutError, a lost server StoreUnavailableError; a 23505 is passed up raw
+   * for the caller to resolve as a replay; everything else propagates as thrown.
    *
    * A retry first takes its turn on the Run (see `attempt`): the losers of one race were all
    * parked on the same row lock and woke together, and would otherwise meet there again.
    */
-  async transaction<T>(runId: string, body: (tx: Tx) => Promise<T>): Promise<T> {
+  async transaction<T>(runId: string, body: (tx: Tx) => Promise<T>, budget: AttemptBudget = this.budget()): Promise<T> {
     for (let attempt = 1; ; attempt++) {
+      if (budget.attempts > this.maxRetries) {
+        throw new ConcurrencyExhaustedError(budget.attempts, `no retry left for another transaction of this operation (at most ${this.maxRetries} retries in total)`);
+      }
+      budget.attempts++;
+      this.onAttempt?.(budget.attempts);
       try {
         return await this.attempt(body, runId, attempt > 1);
       } catch (e) {
-        if (!isRetryable(e)) throw mapTimeout(e);
-        if (attempt > this.maxRetries) {
-          throw new ConcurrencyExhaustedError(attempt, `${sqlStateOf(e)}: ${e instanceof Error ? e.message : String(e)}`);
+        if (!isRetryable(e)) throw mapPgError(e);
+        if (budget.attempts > this.maxRetries) {
+          throw new ConcurrencyExhaustedError(budget.attempts, `${sqlStateOf(e)}: ${e instanceof Error ? e.message : String(e)}`);
         }
       }
     }
@@ -61,7 +88,7 @@ export class PostgresTransactions {
     try {
       return await body(this.pool);
     } catch (e) {
-      throw mapTimeout(e);
+      throw mapPgError(e);
     }
   }
 
@@ -100,6 +127,9 @@ export class PostgresTransactions {
       turn = undefined; // committed and ended in one round trip
       return result;
     } catch (e) {
+      // A server that stopped answering would only make ROLLBACK wait for the bound again;
+      // discarding the connection ends the transaction just as well.
+      if (unavailableReasonOf(e) !== undefined) broken ??= e;
       if (broken === undefined) {
         try {
           await client.query(SQL.ROLLBACK);

@@ -1,8 +1,16 @@
-import { SemanticConflictError, TransactionTimeoutError, type ReplayIdentity } from '../../domain';
+import { CorruptRecordError, SemanticConflictError, StoreUnavailableError, TransactionTimeoutError, type ReplayIdentity } from '../../domain';
 import { isSqliteError } from './connection';
 import { identityOfUniqueColumn } from './identities';
 
-/** Driver errors never leave the adapter raw: busy is a timeout, a unique hit is a conflict. */
+// SQLite's primary result code is the part of the extended code before the first '_' suffix
+// group: SQLITE_READONLY_DBMOVED, SQLITE_IOERR_WRITE, SQLITE_CORRUPT_INDEX and the like.
+const primary = (code: string): string => /^SQLITE_[A-Z]+/.exec(code)?.[0] ?? code;
+
+/**
+ * Driver errors never leave the adapter raw: busy is a timeout, a unique hit is a conflict, a
+ * full disk or read-only storage is STORE_UNAVAILABLE (nothing was written), and a file SQLite
+ * itself finds malformed is CORRUPT_RECORD (R9.5).
+ */
 export const mapSqliteError = (e: unknown, startId?: string): unknown => {
   if (!isSqliteError(e)) return e;
   if (e.code === 'SQLITE_BUSY' || e.code === 'SQLITE_BUSY_TIMEOUT') return new TransactionTimeoutError('busy', `database is locked by another writer (${e.message})`);
@@ -11,5 +19,18 @@ export const mapSqliteError = (e: unknown, startId?: string): unknown => {
     const identity = identityOfUniqueColumn(column) as ReplayIdentity | undefined;
     if (identity !== undefined) return new SemanticConflictError(identity, column, undefined, `${identity} is already used by another record (${column})${startId ? ` while starting ${startId}` : ''}`);
   }
-  return e;
+  switch (primary(e.code)) {
+    case 'SQLITE_FULL':
+      return new StoreUnavailableError('disk_full', `the database or its disk is full; the transaction rolled back (${e.code})`);
+    case 'SQLITE_READONLY':
+      return new StoreUnavailableError('read_only', `the database is read-only; the transaction rolled back (${e.code})`);
+    case 'SQLITE_IOERR':
+    case 'SQLITE_CANTOPEN':
+      return new StoreUnavailableError('connection_refused', `the database file cannot be read or written (${e.code})`);
+    case 'SQLITE_CORRUPT':
+    case 'SQLITE_NOTADB':
+      return new CorruptRecordError('sqlite file', 'database', `SQLite reports a malformed database (${e.code})`);
+    default:
+      return e;
+  }
 };

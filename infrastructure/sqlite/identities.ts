@@ -44,3 +44,7 @@ export const identityStartIdsSql = (storage: IdentityStorage): string => {
 /** The identity a unique column guards (`table.column` from SQLite's error), if it is one. */
 export const identityOfUniqueColumn = (column: string, table: IdentityTable = IDENTITY_STORAGE): string | undefined =>
   Object.entries(table).find(([, s]) => s.unique.includes(column))?.[0];
+
+/** Rows of the replay index that name a start: by the start they bind, or as its startId value. */
+export const indexNamesStartSql = (): string =>
+  `SELECT count(*) AS n FROM start_replay_identities WHERE start_id = ? OR (identity = '${'startId' satisfies ReplayIdentity}' AND value = ?)`;

@@ -23,3 +23,4 @@ export type {
   VerifyProblem,
   VerifyReport,
 } from '../../application/authority';
+export type { EvidenceKey, EvidenceKeyringOptions } from '../../application/evidenceKeys';

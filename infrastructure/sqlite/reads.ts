@@ -11,11 +11,13 @@ import {
   type RunState,
   type StartBarrierRecord,
 } from '../../domain';
-import { replayValuesOf, type BarrierRow, type ReplayIdentityRow, type RunRow, type StepRunRow } from '../../projections/rows';
+import { attemptValue, replayValuesOf, type BarrierRow, type ReplayIdentityRow, type RunRow, type StepRunRow } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import { startEventPositions, type EventRow } from '../../projections/verifyRows';
-import { checkStartRows, checkedStoredEventOf } from '../../projections/checkRows';
+import { checkStartRows } from '../../projections/checkRows';
+import { agreedAttemptStart, wholeStream } from '../../projections/readChecks';
 import type { StoredBarrier, StoredEvent } from '../../application/authority';
+import type { EvidenceKeyring, EvidenceMacRow } from '../../application/evidenceKeys';
 import { IDENTITY_STORAGE } from './identities';
 import type { Statements } from './statements';
 
@@ -55,9 +57,14 @@ export const lookupReplay = (s: Statements, keys: ReplayKeys): ReplayHits => {
 };
 
 /** R5.3: every row a barrier binds, re-derived from the event log by checkStartRows. */
-export const readBarrier = (s: Statements, startId: string): StoredBarrier | null => {
+export const readBarrier = (s: Statements, startId: string, keys?: EvidenceKeyring): StoredBarrier | null => {
   const barrier = s.barrier.get(startId) as BarrierRow | undefined;
-  if (barrier === undefined) return null;
+  if (barrier === undefined) {
+    // No barrier under this id is an answer only if nothing else claims the start exists (R9.3).
+    const { n } = s.indexNamesStart.get(startId, startId) as { n: number };
+    if (n > 0) throw new CorruptRecordError('start barrier', startId, 'the replay index names this start but its barrier row is missing');
+    return null;
+  }
   let sequence = 0;
   let probes: string[] = [];
   try {
@@ -71,7 +78,7 @@ export const readBarrier = (s: Statements, startId: string): StoredBarrier | nul
   const events = sequence > 3 ? (s.streamEvents.all(streamNameOf(barrier.run_id), positions[0], positions[4]) as EventRow[]) : [];
   const identityRows = probes.length > 0 ? (s.identitiesOfStart.all(...probes, startId) as (ReplayIdentityRow & { row_id: number })[]) : [];
   const unique = [...new Map(identityRows.map((r) => [r.row_id, r])).values()].map(({ row_id: _, ...r }) => r);
-  return checkStartRows({
+  const verified = checkStartRows({
     barrier,
     audit: s.audit.get(barrier.audit_event_id) as never,
     trace: s.trace.get(barrier.trace_id) as never,
@@ -80,17 +87,27 @@ export const readBarrier = (s: Statements, startId: string): StoredBarrier | nul
     events,
     identities: unique,
   });
+  return keys === undefined ? verified : keys.verify(verified, s.evidenceMacs.all(startId) as EvidenceMacRow[]);
 };
 
-/** R5.4: the barrier of one attempt, through the replay index. */
-export const readBarrierOfAttempt = (s: Statements, attempt: string): StoredBarrier | null => {
-  const rows = s.attempt.all(attempt) as { start_id: string }[];
-  if (rows.length > 1) throw new CorruptRecordError('replay index', attempt, `attempt is bound to ${rows.length} barriers`);
-  if (rows.length === 0) return null;
-  const found = readBarrier(s, rows[0]!.start_id);
-  if (found === null) throw new CorruptRecordError('replay index', attempt, `attempt names start ${rows[0]!.start_id}, which has no barrier`);
+/** R5.4: the barrier of one attempt; the replay index and the barrier's own key must agree. */
+export const readBarrierOfAttempt = (s: Statements, runId: string, stepRunId: string, startedStepRunVersion: number, keys?: EvidenceKeyring): StoredBarrier | null => {
+  const attempt = attemptValue(runId, stepRunId, startedStepRunVersion);
+  const rows = s.attempt.all(attempt, runId, stepRunId, startedStepRunVersion) as { source: string; start_id: string }[];
+  const startId = agreedAttemptStart(
+    attempt,
+    rows.filter((r) => r.source === 'index').map((r) => r.start_id),
+    rows.filter((r) => r.source === 'barrier').map((r) => r.start_id),
+  );
+  if (startId === undefined) return null;
+  const found = readBarrier(s, startId, keys);
+  if (found === null) throw new CorruptRecordError('replay index', attempt, `attempt names start ${startId}, which has no barrier`);
   return found;
 };
 
-export const readStream = (s: Statements, runId: string): readonly StoredEvent[] =>
-  (s.streamEvents.all(streamNameOf(runId), 1, Number.MAX_SAFE_INTEGER) as (EventRow & { global_position: number })[]).map((r) => checkedStoredEventOf(r));
+/** Every event of `run-<runId>`, decoded, in order, whole and matching the stream head (R9.3). */
+export const readStream = (s: Statements, runId: string): readonly StoredEvent[] => {
+  const stream = streamNameOf(runId);
+  const head = s.streamVersion.get(stream) as { version: number } | undefined;
+  return wholeStream(stream, head?.version ?? null, s.streamEvents.all(stream, 1, Number.MAX_SAFE_INTEGER) as (EventRow & { global_position: number })[]);
+};

@@ -11,6 +11,11 @@ export const IN_DOUBT = `SELECT b.start_id FROM tool_execution_start_barriers b
   ORDER BY b.committed_at_ms, b.start_id
   LIMIT coalesce(@limit, -1)`;
 
+/** StepRuns whose attempt is open; recovery checks each against its barrier. */
+export const RUNNING_STEP_RUNS = `SELECT * FROM step_runs WHERE status = 'running'
+    AND (@project_id IS NULL OR project_id = @project_id) AND (@run_id IS NULL OR run_id = @run_id)
+  ORDER BY run_id, step_run_id`;
+
 export const ATTEMPT_START_IDS = `SELECT start_id FROM tool_execution_start_barriers
   WHERE run_id = ? AND step_run_id = ? ORDER BY started_step_run_version, start_id`;
 

@@ -1,5 +1,5 @@
 // SQL owned by the SQLite backend. Every value is a bound parameter.
-import { identitiesOfStartSql, lookupReplaySql } from './identities';
+import { identitiesOfStartSql, indexNamesStartSql, lookupReplaySql } from './identities';
 
 export const PRAGMAS = (synchronous: 'FULL' | 'NORMAL', busyTimeoutMs: number): string[] => [
   'journal_mode = WAL',
@@ -73,4 +73,12 @@ export const SELECT_AUDIT = 'SELECT * FROM security_audit_events WHERE audit_eve
 export const SELECT_TRACE = 'SELECT * FROM trace_anchors WHERE trace_id = ?';
 export const SELECT_RECEIPT = 'SELECT * FROM audit_receipts WHERE audit_receipt_id = ?';
 export const SELECT_MUTATION = 'SELECT * FROM step_run_mutations WHERE mutation_id = ?';
-export const SELECT_ATTEMPT = `SELECT start_id FROM start_replay_identities WHERE identity = 'attempt' AND value = ?`;
+/** An attempt's start, from both sides: the replay index and the barrier's attempt columns. */
+export const SELECT_ATTEMPT = `SELECT 'index' AS source, start_id FROM start_replay_identities WHERE identity = 'attempt' AND value = ?
+  UNION ALL SELECT 'barrier', start_id FROM tool_execution_start_barriers WHERE run_id = ? AND step_run_id = ? AND started_step_run_version = ?`;
+/** Whether the replay index still names a start whose barrier row is missing. */
+export const SELECT_INDEX_NAMES_START = indexNamesStartSql();
+
+/** Keyed evidence (R9.4): the MAC row of one barrier, written and read only with a keyring. */
+export const INSERT_EVIDENCE_MAC = 'INSERT INTO start_evidence_macs (start_id, key_id, mac) VALUES (?, ?, ?)';
+export const SELECT_EVIDENCE_MACS = 'SELECT key_id, mac FROM start_evidence_macs WHERE start_id = ?';

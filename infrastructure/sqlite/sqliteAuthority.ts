@@ -3,7 +3,7 @@ import { isCallerOwned, openSqliteConnection } from './connection';
 import type { SqliteDatabase } from './database';
 import { decodeStartCommand } from '../../domain';
 import { decodeAttemptArgs, decodeStartIdArgs } from '../../domain/readArgs';
-import { attemptValue, stepRunRowOf } from '../../projections/rows';
+import { stepRunRowOf } from '../../projections/rows';
 import type {
   AppendOutcome,
   PrepareResult,
@@ -19,6 +19,7 @@ import { SerialExecutor } from '../../application/serialExecutor';
 import { decodeLifecycle, runLifecycleTransaction } from '../../application/lifecycleProtocol';
 import { runStartTransaction } from '../../application/startProtocol';
 import { createRecoveryApi } from '../../application/recoveryRules';
+import { createEvidenceKeyring, type EvidenceKeyring, type EvidenceKeyringOptions } from '../../application/evidenceKeys';
 import * as SQL from './sql';
 import { mapSqliteError } from './errors';
 import { createRunEventStore } from './eventStore';
@@ -54,6 +55,8 @@ export interface SqliteStartBarrierSettings {
   readonly busyTimeoutMs?: number;
   /** Fault injection inside the start transaction (specs only). */
   readonly hooks?: { readonly onStartStep?: StartStepHook };
+  /** Keyed evidence (R9.4): seal new barriers, and verify every barrier read. */
+  readonly evidenceKeys?: EvidenceKeyringOptions;
 }
 
 export interface SqliteStartBarrier extends RecoverableStartBarrierAuthority {
@@ -69,9 +72,16 @@ export interface SqliteStartBarrier extends RecoverableStartBarrierAuthority {
 }
 
 export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions): Promise<SqliteStartBarrier> => {
+  const keys = options.evidenceKeys === undefined ? undefined : createEvidenceKeyring(options.evidenceKeys);
   // R10.3: a read-only authority never creates, migrates or changes the file.
   const readOnly = options.readOnly === true && options.path !== undefined;
-  const db = readOnly ? openReadOnlyBarrierFile(options.path!) : openSqliteConnection(options);
+  const open = () => (readOnly ? openReadOnlyBarrierFile(options.path!) : openSqliteConnection(options));
+  let db: ReturnType<typeof open>;
+  try {
+    db = open();
+  } catch (e) {
+    throw mapSqliteError(e);
+  }
   try {
     if (readOnly) {
       db.pragma(`busy_timeout = ${Math.trunc(options.busyTimeoutMs ?? 5000)}`);
@@ -82,7 +92,7 @@ export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions)
     if (!isCallerOwned(db)) db.close();
     throw mapSqliteError(e);
   }
-  return new SqliteAuthority(db, options.hooks?.onStartStep);
+  return new SqliteAuthority(db, options.hooks?.onStartStep, keys);
 };
 
 class SqliteAuthority implements SqliteStartBarrier {
@@ -94,6 +104,7 @@ class SqliteAuthority implements SqliteStartBarrier {
   constructor(
     readonly db: Database.Database,
     private readonly hook: StartStepHook | undefined,
+    private readonly keys: EvidenceKeyring | undefined,
   ) {
     this.s = prepareStatements(db);
     this.eventStore = createRunEventStore(this.s, { read: (body) => this.read(body), write: (body) => this.write(body) });
@@ -117,7 +128,11 @@ class SqliteAuthority implements SqliteStartBarrier {
         this.db.exec('COMMIT');
         return result;
       } catch (e) {
-        if (this.db.inTransaction) this.db.exec('ROLLBACK');
+        try {
+          if (this.db.inTransaction) this.db.exec('ROLLBACK');
+        } catch {
+          // SQLite may already have rolled back (SQLITE_FULL); the first error is the answer
+        }
         throw mapSqliteError(e, startId);
       }
     });
@@ -127,11 +142,15 @@ class SqliteAuthority implements SqliteStartBarrier {
   private read<T>(body: () => T): Promise<T> {
     return this.serial.run(async () => {
       this.assertOpen();
-      this.db.exec('BEGIN DEFERRED');
       try {
-        return body();
-      } finally {
-        if (this.db.inTransaction) this.db.exec('COMMIT');
+        this.db.exec('BEGIN DEFERRED');
+        try {
+          return body();
+        } finally {
+          if (this.db.inTransaction) this.db.exec('COMMIT');
+        }
+      } catch (e) {
+        throw mapSqliteError(e);
       }
     });
   }
@@ -144,11 +163,15 @@ class SqliteAuthority implements SqliteStartBarrier {
   private snapshot<T>(body: () => Promise<T>): Promise<T> {
     return this.serial.run(async () => {
       this.assertOpen();
-      this.db.exec('BEGIN DEFERRED');
       try {
-        return await body();
-      } finally {
-        if (this.db.inTransaction) this.db.exec('COMMIT');
+        this.db.exec('BEGIN DEFERRED');
+        try {
+          return await body();
+        } finally {
+          if (this.db.inTransaction) this.db.exec('COMMIT');
+        }
+      } catch (e) {
+        throw mapSqliteError(e);
       }
     });
   }
@@ -160,15 +183,15 @@ class SqliteAuthority implements SqliteStartBarrier {
   readonly barriers = {
     prepare: async (command: unknown): Promise<PrepareResult> => {
       const decoded = decodeStartCommand(command); // bad input: typed error, nothing opened
-      return this.write(() => runStartTransaction(startUnitOfWork(this.s), decoded, this.hook), decoded.command.startId);
+      return this.write(() => runStartTransaction(startUnitOfWork(this.s, this.keys), decoded, this.hook), decoded.command.startId);
     },
     getByStartId: async (startId: string): Promise<StoredBarrier | null> => {
       const id = decodeStartIdArgs(startId);
-      return this.read(() => readBarrier(this.s, id));
+      return this.read(() => readBarrier(this.s, id, this.keys));
     },
     getByStepRunAttempt: async (runIdArg: string, stepRunIdArg: string, version: number): Promise<StoredBarrier | null> => {
       const { runId, stepRunId, startedStepRunVersion } = decodeAttemptArgs(runIdArg, stepRunIdArg, version);
-      return this.read(() => readBarrierOfAttempt(this.s, attemptValue(runId, stepRunId, startedStepRunVersion)));
+      return this.read(() => readBarrierOfAttempt(this.s, runId, stepRunId, startedStepRunVersion, this.keys));
     },
   };
 
@@ -197,7 +220,7 @@ class SqliteAuthority implements SqliteStartBarrier {
 
   readonly recovery: RecoveryApi = createRecoveryApi({
     snapshot: (body) =>
-      this.snapshot(() => body((this.recoveryView ??= createSqliteRecoveryView({ db: this.db, readBarrier: (id) => readBarrier(this.s, id), nowMs: () => nowMsOf(this.s) })))),
+      this.snapshot(() => body((this.recoveryView ??= createSqliteRecoveryView({ db: this.db, readBarrier: (id) => readBarrier(this.s, id, this.keys), nowMs: () => nowMsOf(this.s) })))),
     handle: (command) => this.runs.handle(command),
     notes: createSqliteNoteStore(() => this.db, (body) => this.write(body)),
   });

@@ -35,6 +35,7 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
     outcomes: p(RSQL.OUTCOME_ROWS),
     event: p(RSQL.EVENT_BY_ID),
     stepRun: p(SQL.SELECT_STEP_RUN),
+    running: p(RSQL.RUNNING_STEP_RUNS),
     counts: p(RSQL.COUNTS),
     barrierIds: p(RSQL.BARRIER_IDS_AFTER),
     outcomeRows: p(RSQL.OUTCOME_ROWS_AFTER),
@@ -64,6 +65,7 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
     outcomeRows: async (startId) => s.outcomes.all(startId) as StartOutcomeRow[],
     eventById: async (eventId) => s.event.get(eventId) as EventRow | undefined,
     stepRunRow: async (runId, stepRunId) => s.stepRun.get(runId, stepRunId) as StepRunRow | undefined,
+    runningStepRuns: async (f) => s.running.all({ project_id: f.projectId ?? null, run_id: f.runId ?? null }) as StepRunRow[],
 
     counts: async () => {
       const c = s.counts.get() as { barriers: number; outcomes: number; runs: number; step_runs: number; events: number };

@@ -29,6 +29,9 @@ const STATEMENTS = {
   receipt: SQL.SELECT_RECEIPT,
   mutation: SQL.SELECT_MUTATION,
   attempt: SQL.SELECT_ATTEMPT,
+  indexNamesStart: SQL.SELECT_INDEX_NAMES_START,
+  insertEvidenceMac: SQL.INSERT_EVIDENCE_MAC,
+  evidenceMacs: SQL.SELECT_EVIDENCE_MACS,
 };
 
 export type Statements = { readonly [K in keyof typeof STATEMENTS]: Database.Statement };

@@ -1,3 +1,4 @@
+import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { randomUUID } from 'node:crypto';
 import { CompareAndSetLostError, canonicalJson, streamNameOf, type RunStreamEvent } from '../../domain';
 import { naturalEventIdOf, runRowOf, stepRunRowOf } from '../../projections/rows';
@@ -59,15 +60,23 @@ const writeStep = (s: Statements, plan: StartWrite, step: StartWriteStep): void 
   }
 };
 
-export const startUnitOfWork = (s: Statements): StartUnitOfWork => ({
+export const startUnitOfWork = (s: Statements, keys?: EvidenceKeyring): StartUnitOfWork => ({
   lookupReplay: async (keys) => lookupReplay(s, keys),
   lockForStart: async (runId, stepRunId) => loadRunState(s, runId, [stepRunId]),
-  readBarrier: async (startId) => readBarrier(s, startId),
+  readBarrier: async (startId) => readBarrier(s, startId, keys),
   clockMs: async () => nowMsOf(s),
   writesAtOnce: false,
   writeStart: async (plan, steps) => {
     for (const step of steps) writeStep(s, plan, step);
   },
+  ...(keys === undefined
+    ? {}
+    : {
+        sealEvidence: async (plan: StartWrite) => {
+          const mac = keys.seal(plan.result);
+          s.insertEvidenceMac.run(plan.startId, mac.key_id, mac.mac);
+        },
+      }),
 });
 
 const insertEvents = (s: Statements, stream: string, fromVersion: number, events: readonly RunStreamEvent[], committedAtMs: number): StoredEvent[] =>

@@ -59,7 +59,7 @@ const DB = 'barrier';
 
 /** The server went away, or is not there yet: not a verdict on the start. */
 const isConnectionFailure = (e: unknown): boolean => {
-  if (isStartBarrierError(e)) return false;
+  if (isStartBarrierError(e)) return e.code === 'STORE_UNAVAILABLE';
   const code = (e as { code?: unknown })?.code;
   if (typeof code === 'string' && (/^08/.test(code) || /^57P0/.test(code) || code === '25006' || /^E[A-Z]+$/.test(code))) return true;
   return /terminat|Connection|connect|ECONN|EPIPE|socket|shutting down|starting up|recovery/i.test(String((e as Error)?.message ?? e));

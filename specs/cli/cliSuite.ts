@@ -269,7 +269,7 @@ export const cliSuite = (backend: CliBackend): void => {
         expect(json<{ outcome: string }>(await cli(['prepare', '--command', '-'], JSON.stringify(ex.start))).outcome).to.equal('created');
       });
 
-      it('exit 0 for help; exit 1 for anything else (no such database)', async () => {
+      it('exit 0 for help; exit 1 for anything else (no such database); R9.5 exit 7 for an unreachable server', async () => {
         const help = await runCli(['--help']);
         expect(help.code).to.equal(0);
         expect(help.stdout).to.contain('Exit codes');
@@ -277,7 +277,8 @@ export const cliSuite = (backend: CliBackend): void => {
         expect(none.code).to.equal(1);
         expect(none.stderr).to.contain('no database');
         const unreachable = await runCli(['--postgres', 'postgres://postgres@127.0.0.1:1/nowhere', 'in-doubt']);
-        expect(unreachable.code).to.equal(1);
+        expect(unreachable.code).to.equal(7);
+        expect(unreachable.stderr).to.contain('CONNECTION_FAILED');
         expect((await runCli(['in-doubt'], undefined)).code).to.equal(2); // no backend named at all
       });
     });

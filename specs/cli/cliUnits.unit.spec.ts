@@ -8,6 +8,7 @@ import {
   PreconditionError,
   SemanticConflictError,
   TransactionTimeoutError,
+  StoreUnavailableError,
   ValidationError,
   decodeLifecycleCommand,
   decodeStartCommand,
@@ -29,7 +30,8 @@ describe('qinglong-barrier CLI parts', () => {
     expect(exitCodeOf(new Error('boom'))).to.equal(1);
     expect(exitCodeOf(new CommanderError(1, 'commander.unknownCommand', 'x'))).to.equal(2);
     expect(exitCodeOf(new CommanderError(0, 'commander.helpDisplayed', 'x'))).to.equal(0);
-    expect(EXIT).to.deep.equal({ ok: 0, other: 1, validation: 2, precondition: 3, conflict: 4, corrupt: 5, concurrency: 6 });
+    expect(exitCodeOf(new StoreUnavailableError('disk_full', 'x'))).to.equal(7);
+    expect(EXIT).to.deep.equal({ ok: 0, other: 1, validation: 2, precondition: 3, conflict: 4, corrupt: 5, concurrency: 6, unavailable: 7 });
   });
 
   it('issue 5: --older-than durations: 30s, 5m, 2h, 1d, 1h30m, 500ms; anything else is a validation error', () => {

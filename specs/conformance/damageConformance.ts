@@ -1,35 +1,36 @@
 import { expect } from 'chai';
 import { CorruptRecordError, REPLAY_IDENTITIES, SemanticConflictError, type ToolExecutionStartCommand } from '../../domain';
 import type { Scenario } from '../../domain/scenario';
-import type { StartBarrierAuthority } from '../../application/authority';
+import type { RecoverableStartBarrierAuthority } from '../../application/authority';
+import { buildOnce, runCli } from '../cli/cliSuite';
 import { mutateCell, type DamageSession } from '../../testkit/damage';
 import { rejects } from '../../testkit/rejects';
 import { setUp } from './startBarrierConformance';
 
-// R5.3 on every SQL backend from one source: the owner (triggers and foreign keys off) damages
-// one stored cell at a time through the shared damage session; every read fails closed with
-// CorruptRecordError, never a best guess, and a replayed prepare never answers from damaged
-// rows. Each cell is put back before the next one, and the store reads healthy again after.
+// R5.3 and R9.3 on every backend (memory, SQLite, PostgreSQL) from one source: the owner
+// (triggers and foreign keys off) changes one stored cell, deletes one row or duplicates one
+// identity at a time through the shared damage session; then every read path, API and CLI,
+// fails closed with CorruptRecordError (CLI exit 5), never null, never an empty list, never a
+// best guess, and a replayed prepare never answers from damaged rows. Each change is put back
+// before the next one, and the store reads healthy again after.
 
 export interface DamageStore {
   /** Reads the store the damage session writes. */
-  readonly authority: StartBarrierAuthority;
+  readonly authority: RecoverableStartBarrierAuthority;
   readonly damage: DamageSession;
+  /** The CLI's arguments naming this store (`--db PATH`, `--postgres URL`); none for memory. */
+  readonly cli?: readonly string[];
   close(): Promise<void>;
 }
 
 export interface DamageBackend {
   readonly name: string;
-  /**
-   * Whether a damaged key may make a barrier unreachable from one entry point (the read then
-   * answers null there and CorruptRecordError from another). PostgreSQL's barrier read also
-   * probes the replay index, so it never answers null for a start the index knows.
-   */
-  readonly damagedKeyMayReadAbsent: boolean;
   /** `table.column` cells the schema itself refuses to damage even with triggers off (CHECK). */
   readonly guarded: readonly string[];
+  /** Whether the replay index's unique key can be dropped to store a duplicate (not in memory, where it is the Map key). */
+  readonly duplicatesIdentities: boolean;
   /** A fresh store; `seed` writes into it before the damage session opens. */
-  open(seed: (authority: StartBarrierAuthority) => Promise<void>): Promise<DamageStore>;
+  open(seed: (authority: RecoverableStartBarrierAuthority) => Promise<void>): Promise<DamageStore>;
 }
 
 /** The barrier row and the four fact rows of a start, each with the column that names the start. */
@@ -44,6 +45,8 @@ export const damageSuite = (backend: DamageBackend): void => {
     let command: ToolExecutionStartCommand;
     let version: number;
     let sequence: number;
+    let f: Scenario;
+    let finished: ToolExecutionStartCommand;
 
     before(async () => {
       store = await backend.open(async (a) => {
@@ -53,6 +56,11 @@ export const damageSuite = (backend: DamageBackend): void => {
         version = record.attempt.startedStepRunVersion;
         sequence = record.runEvent.runEventSequence;
         await a.barriers.prepare(command); // a second, untouched read path
+        // a second Run whose start finished: its outcome row is a read model every read checks
+        f = await setUp(a);
+        finished = f.startCommand();
+        await a.barriers.prepare(finished);
+        await a.recovery.resolve(finished.startId, 'completed', { decidedBy: 'damage-suite', reason: 'tool_succeeded' });
       });
     });
     after(async () => {
@@ -62,24 +70,46 @@ export const damageSuite = (backend: DamageBackend): void => {
     const a = () => store.authority;
     const outcome = (p: Promise<unknown>) => p.then((v) => v, (e: unknown) => e);
 
-    /** Every read must fail closed; a replayed prepare must fail typed, never answer from damage. */
-    const expectFailsClosed = async (what: string, mayReadAbsent: boolean): Promise<void> => {
-      const reads = [await outcome(a().barriers.getByStartId(command.startId)), await outcome(a().barriers.getByStepRunAttempt(s.runId, s.stepRunId, version))];
-      expect(reads.some((r) => r instanceof CorruptRecordError), `${what}: ${String(reads)}`).to.equal(true);
-      for (const r of reads) expect(r instanceof CorruptRecordError || (mayReadAbsent && r === null), `${what}: ${String(r)}`).to.equal(true);
+    /** A read that must fail closed: CorruptRecordError, never a value, never null, never []. */
+    const expectCorrupt = async (what: string, read: Promise<unknown>): Promise<void> => {
+      const r = await outcome(read);
+      expect(r instanceof CorruptRecordError, `${what}: ${r instanceof Error ? r.message : JSON.stringify(r)?.slice(0, 200)}`).to.equal(true);
+    };
+
+    /** Every read path of the damaged start fails closed; a replayed prepare fails typed. */
+    const expectFailsClosed = async (what: string): Promise<void> => {
+      await expectCorrupt(`${what}: getByStartId`, a().barriers.getByStartId(command.startId));
+      await expectCorrupt(`${what}: getByStepRunAttempt`, a().barriers.getByStepRunAttempt(s.runId, s.stepRunId, version));
+      await expectCorrupt(`${what}: recovery.lookup`, a().recovery.lookup('startId', command.startId));
+      await expectCorrupt(`${what}: recovery.outcome`, a().recovery.outcome(command.startId));
+      await expectCorrupt(`${what}: recovery.history`, a().recovery.history(s.runId, s.stepRunId));
+      await expectCorrupt(`${what}: recovery.inDoubt`, a().recovery.inDoubt({ runId: s.runId }));
       const replay = await rejects(a().barriers.prepare(command));
       // a damaged digest in the index reads as a different command bound to that identity (R4.3)
       expect(replay instanceof CorruptRecordError || replay instanceof SemanticConflictError, `${what}: prepare ${replay.message}`).to.equal(true);
+    };
+
+    /** The CLI's read commands on the damaged store: exit 5 each (R9.3). */
+    const expectCliExit5 = async (what: string, commands: readonly (readonly string[])[]): Promise<void> => {
+      if (store.cli === undefined) return;
+      buildOnce();
+      for (const args of commands) {
+        const r = await runCli([...args, ...store.cli]);
+        expect(r.code, `${what}: ${args.join(' ')}: ${r.stdout.slice(0, 300)} ${r.stderr.slice(0, 300)}`).to.equal(5);
+      }
     };
 
     const expectHealthy = async (): Promise<void> => {
       expect((await a().barriers.getByStartId(command.startId))?.record.startId).to.equal(command.startId);
       expect((await a().barriers.getByStepRunAttempt(s.runId, s.stepRunId, version))?.record.startId).to.equal(command.startId);
       expect((await a().barriers.prepare(command)).outcome).to.equal('existing');
+      expect((await a().recovery.inDoubt({ runId: s.runId })).map((d) => d.startId)).to.deep.equal([command.startId]);
+      expect((await a().recovery.history(f.runId, f.stepRunId)).map((h) => h.outcome?.outcome)).to.deep.equal(['completed']);
+      expect((await a().runs.readStream(s.runId)).length).to.equal(sequence + 1);
     };
 
     /** Change every cell of one row alone, check every read, put it back. Returns the cells the schema refused. */
-    const sweep = async (table: string, where: string, params: readonly unknown[], columns: readonly string[] | undefined, mayReadAbsent: boolean, to: (value: unknown, column: string) => unknown = mutateCell) => {
+    const sweep = async (table: string, where: string, params: readonly unknown[], columns: readonly string[] | undefined, to: (value: unknown, column: string) => unknown = mutateCell) => {
       const [row] = await store.damage.rows(table, where, params);
       expect(row, `${table} ${where} ${String(params)}`).to.not.equal(undefined);
       const refused: string[] = [];
@@ -95,7 +125,7 @@ export const damageSuite = (backend: DamageBackend): void => {
           continue;
         }
         try {
-          await expectFailsClosed(`${table}.${column}`, mayReadAbsent);
+          await expectFailsClosed(`${table}.${column}`);
         } finally {
           const back = await store.damage.set(table, key, column, from);
           expect(back.applied, `${table}.${column} put back: ${back.reason ?? ''}`).to.equal(true);
@@ -109,7 +139,7 @@ export const damageSuite = (backend: DamageBackend): void => {
       let swept = 0;
       const refused: string[] = [];
       for (const table of START_TABLES) {
-        const r = await sweep(table, 'start_id = ?', [command.startId], undefined, backend.damagedKeyMayReadAbsent);
+        const r = await sweep(table, 'start_id = ?', [command.startId], undefined);
         swept += r.swept;
         refused.push(...r.refused);
       }
@@ -120,7 +150,7 @@ export const damageSuite = (backend: DamageBackend): void => {
 
     it('R5.3 every cell of the five event rows of the start, changed alone, is detected', async () => {
       for (let position = sequence - 3; position <= sequence + 1; position++) {
-        const r = await sweep('events', 'stream_id = ? AND stream_position = ?', [`run-${s.runId}`, position], EVENT_COLUMNS, false);
+        const r = await sweep('events', 'stream_id = ? AND stream_position = ?', [`run-${s.runId}`, position], EVENT_COLUMNS);
         expect(r.refused, `event @${position}`).to.deep.equal([]);
       }
       await expectHealthy();
@@ -131,14 +161,93 @@ export const damageSuite = (backend: DamageBackend): void => {
       const rotate = (value: unknown, column: string) =>
         column === 'identity' ? REPLAY_IDENTITIES[(REPLAY_IDENTITIES.indexOf(value as never) + 1) % REPLAY_IDENTITIES.length] : mutateCell(value);
       for (const identity of REPLAY_IDENTITIES) {
-        const r = await sweep('start_replay_identities', 'start_id = ? AND identity = ?', [command.startId, identity], undefined, backend.damagedKeyMayReadAbsent, rotate);
+        const r = await sweep('start_replay_identities', 'start_id = ? AND identity = ?', [command.startId, identity], undefined, rotate);
         expect(r.swept, identity).to.equal(4);
         expect(r.refused, identity).to.deep.equal([]);
       }
       await expectHealthy();
     });
 
-    it('R5.3 an identity bound to several rows (unique index dropped, row duplicated or claimed by another start) fails closed', async () => {
+    /** Delete the one row `where` selects, run `check`, put the row back. */
+    const without = async (table: string, where: string, params: readonly unknown[], check: (what: string) => Promise<void>): Promise<void> => {
+      const rows = await store.damage.rows(table, where, params);
+      expect(rows, `${table} ${where} ${String(params)}`).to.have.length(1);
+      const gone = await store.damage.remove(table, String(rows[0]!._key));
+      try {
+        await check(`${table} ${String(params)} deleted`);
+      } finally {
+        await gone.undo();
+      }
+    };
+
+    it('R9.3 each row of a start deleted alone (barrier, facts, events, identities) fails every read path closed', async () => {
+      for (const table of START_TABLES) await without(table, 'start_id = ?', [command.startId], expectFailsClosed);
+      for (let position = sequence - 3; position <= sequence + 1; position++) {
+        await without('events', 'stream_id = ? AND stream_position = ?', [`run-${s.runId}`, position], async (what) => {
+          await expectFailsClosed(what);
+          await expectCorrupt(`${what}: readStream`, a().runs.readStream(s.runId));
+        });
+      }
+      for (const identity of REPLAY_IDENTITIES) await without('start_replay_identities', 'start_id = ? AND identity = ?', [command.startId, identity], expectFailsClosed);
+      await expectHealthy();
+    });
+
+    it('R9.3 a running StepRun whose barrier row is gone: in-doubt and history raise CORRUPT_RECORD, never list nothing (CLI exit 5)', async () => {
+      await without('tool_execution_start_barriers', 'start_id = ?', [command.startId], async (what) => {
+        await expectCorrupt(`${what}: inDoubt()`, a().recovery.inDoubt());
+        await expectCorrupt(`${what}: inDoubt(project)`, a().recovery.inDoubt({ projectId: s.projectId }));
+        await expectCorrupt(`${what}: history`, a().recovery.history(s.runId, s.stepRunId));
+        await expectCliExit5(what, [['in-doubt'], ['history', s.runId, s.stepRunId], ['show', '--start-id', command.startId], ['verify']]);
+      });
+      await without('step_runs', 'run_id = ? AND step_run_id = ?', [s.runId, s.stepRunId], async (what) => {
+        await expectCorrupt(`${what}: inDoubt`, a().recovery.inDoubt({ runId: s.runId }));
+        await expectCorrupt(`${what}: history`, a().recovery.history(s.runId, s.stepRunId));
+      });
+      await expectHealthy();
+    });
+
+    it('R9.3 a finished StepRun whose outcome row is gone: show, history and outcome raise CORRUPT_RECORD (CLI exit 5)', async () => {
+      await without('start_outcomes', 'start_id = ?', [finished.startId], async (what) => {
+        await expectCorrupt(`${what}: outcome`, a().recovery.outcome(finished.startId));
+        await expectCorrupt(`${what}: history`, a().recovery.history(f.runId, f.stepRunId));
+        await expectCliExit5(what, [['show', '--start-id', finished.startId], ['history', f.runId, f.stepRunId]]);
+      });
+      await expectHealthy();
+    });
+
+    it('R9.3 every cell of the outcome row of a finished start, changed alone: outcome and history fail closed, verify reports it', async () => {
+      const [row] = await store.damage.rows('start_outcomes', 'start_id = ?', [finished.startId]);
+      let key = String(row!._key);
+      const columns = Object.keys(row!).filter((c) => c !== '_key');
+      expect(columns.length).to.be.greaterThan(10);
+      for (const column of columns) {
+        const damaged = await store.damage.set('start_outcomes', key, column, mutateCell(row![column]));
+        if (!damaged.applied) {
+          // the schema itself refuses it (PostgreSQL keeps CHECK constraints with triggers off)
+          expect(damaged.reason, `start_outcomes.${column}`).to.match(/check constraint/i);
+          continue;
+        }
+        key = damaged.key;
+        try {
+          await expectCorrupt(`start_outcomes.${column}: outcome`, a().recovery.outcome(finished.startId));
+          await expectCorrupt(`start_outcomes.${column}: history`, a().recovery.history(f.runId, f.stepRunId));
+          expect((await a().recovery.verify()).ok, `start_outcomes.${column}: verify`).to.equal(false);
+        } finally {
+          const back = await store.damage.set('start_outcomes', key, column, row![column]);
+          expect(back.applied).to.equal(true);
+          key = back.key;
+        }
+      }
+      await expectHealthy();
+    });
+
+    it('R9.3 a gap in a stream (one lifecycle event deleted) fails readStream closed', async () => {
+      await without('events', 'stream_id = ? AND stream_position = ?', [`run-${s.runId}`, 1], (what) => expectCorrupt(what, a().runs.readStream(s.runId)));
+      await expectHealthy();
+    });
+
+    // (not in memory: its replay index is the Map's key, there is no index to drop)
+    if (backend.duplicatesIdentities) it('R5.3 an identity bound to several rows (unique index dropped, row duplicated or claimed by another start) fails closed', async () => {
       for (const identity of REPLAY_IDENTITIES) {
         for (const claimedBy of [undefined, 'some-other-start']) {
           const what = `${identity} -> ${claimedBy ?? 'same start'}`;

@@ -4,7 +4,7 @@ import { damageSuite } from '../conformance/damageConformance';
 
 damageSuite({
   name: 'PostgreSQL',
-  damagedKeyMayReadAbsent: false,
+  duplicatesIdentities: true,
   // CHECK constraints hold even with triggers and foreign keys off
   guarded: ['step_run_mutations.to_status', 'step_run_mutations.from_version', 'step_run_mutations.to_version'],
   open: async (seed) => {
@@ -15,6 +15,7 @@ damageSuite({
     return {
       authority,
       damage,
+      cli: ['--postgres', db.url],
       close: async () => {
         await damage.close();
         await authority.close();

@@ -7,8 +7,7 @@ import { openFreshSqlite } from './support';
 
 damageSuite({
   name: 'SQLite',
-  // the barrier read follows the barrier's start id only: a damaged key can hide it from that entry point
-  damagedKeyMayReadAbsent: true,
+  duplicatesIdentities: true,
   // the damage session turns CHECK constraints off on its connection
   guarded: [],
   open: async (seed) => {
@@ -24,6 +23,7 @@ damageSuite({
     return {
       authority,
       damage,
+      cli: ['--db', copy],
       close: async () => {
         await authority.close();
         await damage.close();

@@ -1,0 +1,22 @@
+import { openMemoryStartBarrier, type Tables } from '../../infrastructure/memory/memoryAuthority';
+import { keyedEvidenceSuite } from '../conformance/keyedEvidenceConformance';
+
+// One store, several authorities: each new authority is pointed at the first one's tables.
+keyedEvidenceSuite({
+  name: 'in-memory',
+  create: async () => {
+    let shared: { tables: Tables } | undefined;
+    const replacer = (_: string, v: unknown) => (v instanceof Map ? [...v.entries()] : v instanceof Set ? [...v] : v);
+    return {
+      open: async (keys) => {
+        const a = await openMemoryStartBarrier(keys === undefined ? {} : { evidenceKeys: keys });
+        const inner = a as unknown as { tables: Tables };
+        if (shared === undefined) shared = inner;
+        else Object.defineProperty(inner, 'tables', { get: () => shared!.tables, set: (t: Tables) => void (shared!.tables = t) });
+        return a;
+      },
+      dump: async () => JSON.stringify(shared?.tables, replacer),
+      close: async () => undefined,
+    };
+  },
+});

@@ -1,0 +1,76 @@
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { expect } from 'chai';
+import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
+import { buildOnce, runCli } from '../cli/cliSuite';
+import { keyedEvidenceSuite } from '../conformance/keyedEvidenceConformance';
+import { setUp } from '../conformance/startBarrierConformance';
+import { freshDbPath, freshDir } from '../support/tmp';
+
+keyedEvidenceSuite({
+  name: 'SQLite',
+  create: async () => {
+    const path = freshDbPath('keyed');
+    return {
+      open: (keys) => openSqliteStartBarrier({ path, ...(keys === undefined ? {} : { evidenceKeys: keys }) }),
+      dump: async () => {
+        const db = new Database(path, { readonly: true });
+        try {
+          const tables = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[];
+          return JSON.stringify(tables.map(({ name }) => db.prepare(`SELECT * FROM "${name.replace(/"/g, '""')}"`).all()), (_, v: unknown) => (Buffer.isBuffer(v) ? v.toString('hex') : v));
+        } finally {
+          db.close();
+        }
+      },
+      close: async () => undefined,
+    };
+  },
+});
+
+describe('keyed evidence in the CLI (R9.4): the keyring comes from a key file named by QINGLONG_BARRIER_KEYRING_FILE', function () {
+  this.timeout(120_000);
+  const secret = Buffer.alloc(32, 0x4b);
+  const dir = freshDir('cli-keys');
+  const keyFile = join(dir, 'keys.json');
+  writeFileSync(keyFile, JSON.stringify({ active: 'k1', keys: { k1: secret.toString('base64') } }), { mode: 0o600 });
+  const env = { QINGLONG_BARRIER_KEYRING_FILE: keyFile };
+
+  it('R9.4 a start minted without the key: show and verify exit 5 with the key file, 0 without it; no key bytes on stdout or stderr', async () => {
+    buildOnce();
+    const path = join(dir, 'barrier.db');
+    const unkeyed = await openSqliteStartBarrier({ path });
+    const s = await setUp(unkeyed);
+    const minted = s.startCommand();
+    await unkeyed.barriers.prepare(minted);
+    await unkeyed.close();
+    const keyed = await openSqliteStartBarrier({ path, evidenceKeys: { active: { id: 'k1', secret } } });
+    const t = await setUp(keyed);
+    const sealed = t.startCommand();
+    await keyed.barriers.prepare(sealed);
+    await keyed.close();
+
+    const outputs: string[] = [];
+    const cli = async (args: string[], withKeys: boolean) => {
+      const r = await runCli([...args, '--db', path], undefined, withKeys ? env : {});
+      outputs.push(r.stdout, r.stderr);
+      return r.code;
+    };
+    expect(await cli(['show', '--start-id', minted.startId], true)).to.equal(5);
+    expect(await cli(['verify'], true)).to.equal(5);
+    expect(await cli(['show', '--start-id', sealed.startId], true)).to.equal(0);
+    expect(await cli(['show', '--start-id', minted.startId], false)).to.equal(0);
+    for (const encoded of [secret.toString('base64'), secret.toString('hex'), secret.toString('latin1')]) {
+      expect(outputs.some((o) => o.includes(encoded))).to.equal(false);
+    }
+  });
+
+  it('R9.4 a malformed key file is refused without quoting it', async () => {
+    buildOnce();
+    const broken = join(dir, 'broken.json');
+    writeFileSync(broken, `{"active":"k1","keys":{"k1":"${secret.toString('hex')}!"}}`);
+    const r = await runCli(['verify', '--db', join(dir, 'barrier.db')], undefined, { QINGLONG_BARRIER_KEYRING_FILE: broken });
+    expect(r.code).to.equal(2);
+    expect(r.stderr).to.not.contain(secret.toString('hex'));
+  });
+});

@@ -3,7 +3,9 @@ import { cpus, hostname, loadavg, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Command } from 'commander';
 import { DEFAULT, QUICK, type BenchContext } from './lib/context';
-import { figureTable, targetTable } from './lib/report';
+import { bytesTable, figureTable, targetTable } from './lib/report';
+import { floorTargets } from './lib/floorTargets';
+import { verificationCost } from './sqlite/verifyCost';
 import { sqliteSections } from './sqlite/sections';
 import { sqliteRss } from './sqlite/rss';
 import { postgresSections } from './postgres/sections';
@@ -16,13 +18,14 @@ const program = new Command()
   .name('bench')
   .option('--quick', 'tiny sizes: a smoke test of the harness, not a measurement')
   .option('--out <file>', 'where to write the JSON figures', 'bench-results/latest.json')
-  .option('--only <sections>', 'comma-separated subset: sqlite,scale,rss,postgres')
+  .option('--only <sections>', 'comma-separated subset: sqlite,scale,rss,postgres,verify')
   .option('--pg <url>', 'PostgreSQL admin URL (a fresh database is created and dropped per figure group)', process.env.SB_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres')
+  .option('--no-store-verify', 'skip recovery.verify() of the large seeded store (about 10 minutes at 10^6 barriers on 2 cores)')
   .option('--cache <dir>', 'where large seeded databases are kept between runs', 'bench-results/cache');
 
 const main = async (): Promise<void> => {
   program.parse();
-  const opts = program.opts<{ quick?: boolean; out: string; only?: string; pg: string; cache: string }>();
+  const opts = program.opts<{ quick?: boolean; out: string; only?: string; pg: string; cache: string; storeVerify: boolean }>();
   const sizes = opts.quick ? QUICK : DEFAULT;
   const only = opts.only ? new Set(opts.only.split(',')) : undefined;
   const wants = (s: string) => only === undefined || only.has(s);
@@ -36,6 +39,8 @@ const main = async (): Promise<void> => {
     targets: [],
     extra: {},
     floors: {},
+    bytes: [],
+    storeVerify: opts.storeVerify,
     log: (m) => process.stderr.write(`[bench ${((Date.now() - started) / 1000).toFixed(0).padStart(4)}s] ${m}\n`),
   };
   try {
@@ -43,11 +48,14 @@ const main = async (): Promise<void> => {
     if (wants('sqlite')) await sqliteSections(ctx, { stored: wants('scale'), stream: wants('scale') });
     else if (wants('scale')) await sqliteSections(ctx, { throughput: false, stored: true, stream: true });
     if (wants('rss')) await sqliteRss(ctx);
+    if (wants('verify')) await verificationCost(ctx);
+    ctx.targets.push(...floorTargets(ctx));
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }
   const elapsedS = (Date.now() - started) / 1000;
-  const command = `npm run bench${opts.quick ? ' -- --quick' : ''}${opts.only ? ` -- --only ${opts.only}` : ''}`;
+  const args = [...(opts.quick ? ['--quick'] : []), ...(opts.only ? ['--only', opts.only] : [])];
+  const command = `npm run bench${args.length > 0 ? ` -- ${args.join(' ')}` : ''}`;
   const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, load ${loadavg().map((l) => l.toFixed(2)).join(' ')}`;
   const markdown = [
     `### Start barrier bench${opts.quick ? ' (--quick: smoke test, not a measurement)' : ''}`,
@@ -57,6 +65,8 @@ const main = async (): Promise<void> => {
     '',
     figureTable(ctx.figures),
     '',
+    bytesTable(ctx.bytes),
+    '',
     targetTable(ctx.targets),
     '',
   ].join('\n');
@@ -64,7 +74,7 @@ const main = async (): Promise<void> => {
   mkdirSync(resolve(opts.out, '..'), { recursive: true });
   writeFileSync(
     opts.out,
-    `${JSON.stringify({ command, quick: sizes.quick, startedAt: new Date(started).toISOString(), elapsedS, machine, sizes, figures: ctx.figures, targets: ctx.targets, extra: ctx.extra, markdown }, null, 2)}\n`,
+    `${JSON.stringify({ command, quick: sizes.quick, startedAt: new Date(started).toISOString(), elapsedS, machine, sizes, figures: ctx.figures, bytes: ctx.bytes, targets: ctx.targets, extra: ctx.extra, markdown }, null, 2)}\n`,
   );
   ctx.log(`wrote ${opts.out}`);
 };

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { configure } from 'safe-stable-stringify';
 
 // RFC 8785 (JCS) for the plain JSON values we feed it (they passed `assertPlainJson`): keys
@@ -37,6 +37,8 @@ export const DIGEST_PATTERN = /^sha256:[0-9a-f]{64}$/;
  * starts with one, so the (tag, body) split is unambiguous.
  */
 export const digestCanonical = (tag: RecordTag, canonical: string): string =>
-  'sha256:' + createHash('sha256').update(tag, 'utf8').update('\u0000', 'utf8').update(canonical, 'utf8').digest('hex');
+  // One-shot hash of the same bytes: a third cheaper than a Hash object for texts this small,
+  // and every verified read digests seven of them.
+  'sha256:' + hash('sha256', `${tag}\u0000${canonical}`, 'hex');
 
 export const digestOf = (tag: RecordTag, value: unknown): string => digestCanonical(tag, canonicalJson(value));

@@ -122,7 +122,17 @@ export const strictObject = <P extends t.Props, O extends t.Props = Record<never
 ): StrictObjectC<P, O> => {
   const known = new Set([...Object.keys(required), ...Object.keys(optional)]);
   type A = RequiredOf<P> & OptionalOf<O>;
-  const is = (u: unknown): u is A => isPlainObject(u) && !isLeft(validate(u, [{ key: '', type: t.unknown, actual: u }]));
+  const requiredEntries = Object.entries(required);
+  const optionalEntries = Object.entries(optional);
+  // The same verdict as `validate`, without building a context per field: the check-only
+  // reads (checkRecords.ts) ask only whether a stored record is valid, never where it is not.
+  const is = (u: unknown): u is A => {
+    if (!isPlainObject(u)) return false;
+    for (const key of Object.keys(u)) if (!known.has(key)) return false;
+    for (const [key, codec] of requiredEntries) if (!(key in u) || !codec.is(u[key])) return false;
+    for (const [key, codec] of optionalEntries) if (key in u && !codec.is(u[key])) return false;
+    return true;
+  };
   const validate = (u: unknown, c: t.Context): t.Validation<A> => {
     if (!isPlainObject(u)) return fail(u, c, 'invalid_value', `expected an object (${name})`);
     const errors: t.Errors = [];
@@ -216,7 +226,8 @@ export const SafeText = refinedString('SafeText', (s) => {
 const ANNOTATION_KEY = /^[a-z][a-z0-9_.-]{0,63}$/;
 export const Annotations = new t.Type<Record<string, string>, Record<string, string>, unknown>(
   'Annotations',
-  (u): u is Record<string, string> => isPlainObject(u) && Object.entries(u).every(([k, v]) => ANNOTATION_KEY.test(k) && SafeText.is(v)),
+  (u): u is Record<string, string> =>
+    isPlainObject(u) && Object.keys(u).length <= 64 && Object.entries(u).every(([k, v]) => ANNOTATION_KEY.test(k) && !isForbiddenKey(k) && SafeText.is(v)),
   (u, c) => {
     if (!isPlainObject(u)) return fail(u, c, 'invalid_value', 'annotations must be an object of text');
     const entries = Object.entries(u);

@@ -137,6 +137,8 @@ const payloads = {
 
 type Payloads = typeof payloads;
 export type RunEventType = keyof Payloads;
+/** The strict codec of each event type, for checks that validate payloads themselves (checkRecords.ts). */
+export const PAYLOAD_CODECS: Payloads = payloads;
 export const RUN_EVENT_TYPES = Object.keys(payloads) as RunEventType[];
 export type PayloadOf<K extends RunEventType> = t.TypeOf<Payloads[K]>;
 export type RunStreamEvent = { [K in RunEventType]: Event<K, PayloadOf<K>> }[RunEventType];

@@ -1,9 +1,22 @@
 import { isDeepStrictEqual } from 'node:util';
-import type { SealedBarrier } from './barrier';
+import type { SealedBarrier, StartBarrierRecord } from './barrier';
 import { CorruptRecordError } from './errors';
 import type { EventOf, StartFacts } from './events';
 import { auditEventDigestOf, mutationDigestOf, receiptDigestOf, traceDigestOf } from './startDecider';
 import { stepRunDigest } from './state';
+
+/** The digest of the StepRun a barrier says its start left running, recomputed from the barrier alone. */
+export const startedStepRunDigestOf = (b: StartBarrierRecord): string =>
+  stepRunDigest({
+    runId: b.runId,
+    stepRunId: b.stepRunId,
+    projectId: b.projectId,
+    kind: 'tool',
+    status: 'running',
+    version: b.attempt.startedStepRunVersion,
+    toolDefinition: b.toolDefinition,
+    ...(b.approval ? { approval: b.approval } : {}),
+  });
 
 /**
  * R5.3: a stored barrier and the four facts it binds must agree field by field, and every
@@ -69,16 +82,7 @@ export const verifyStartFacts = (sealed: SealedBarrier, facts: StartFacts): void
   ) {
     bad('StepRun mutation does not match the barrier');
   }
-  const startedDigest = stepRunDigest({
-    runId: b.runId,
-    stepRunId: b.stepRunId,
-    projectId: b.projectId,
-    kind: 'tool',
-    status: 'running',
-    version: b.attempt.startedStepRunVersion,
-    toolDefinition: b.toolDefinition,
-    ...(b.approval ? { approval: b.approval } : {}),
-  });
+  const startedDigest = startedStepRunDigestOf(b);
   if (startedDigest !== b.attempt.startedStepRunDigest) bad('started StepRun digest does not recompute from the barrier');
 
   if (committed.data.barrierDigest !== sealed.barrierDigest || !isDeepStrictEqual(committed.data.barrier, b)) {

@@ -9,7 +9,8 @@ import {
   type StartOutcomeKind,
 } from '../domain';
 import type { InDoubtStart, StartOutcome, StoredBarrier } from '../application/authority';
-import { decodeEventRow, type EventRow } from './verifyRows';
+import type { EventRow } from './verifyRows';
+import { checkEventRow as decodeEventRow } from './checkRows';
 
 export { decodeEventRow };
 

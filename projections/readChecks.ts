@@ -1,5 +1,6 @@
 import { CorruptRecordError } from '../domain';
-import { storedEventOf, type EventRow } from './verifyRows';
+import type { EventRow } from './verifyRows';
+import { checkedStoredEventOf } from './checkRows';
 import type { StoredEvent } from '../application/authority';
 
 // Checks every backend's read paths share (R9.3): a stream must be whole, and the two indexes
@@ -12,7 +13,7 @@ export const wholeStream = (stream: string, headVersion: number | null, rows: re
   if (version !== rows.length) throw new CorruptRecordError('stream', stream, `stream head is at version ${version} but it holds ${rows.length} events`);
   return rows.map((r, i) => {
     if (Number(r.stream_position) !== i + 1) throw new CorruptRecordError('stream', stream, `expected position ${i + 1}, found ${r.stream_position}`);
-    return storedEventOf(r);
+    return checkedStoredEventOf(r);
   });
 };
 

@@ -7,7 +7,8 @@ import {
   type StartFacts,
 } from '../domain';
 import { runRowOf, startRowsOf, stepRunRowOf, type StartRows, type RunRow, type StepRunRow, type ReplayIdentityRow } from './rows';
-import { decodeEventRow, type EventRow } from './verifyRows';
+import type { EventRow } from './verifyRows';
+import { checkEventRow } from './checkRows';
 
 // Rebuild every inline projection from the event log alone. Specs compare the result with the
 // stored tables (the projections are exactly a function of the log); operators can use it to
@@ -31,7 +32,7 @@ export const rebuildProjections = (events: readonly EventRow[]): RebuiltProjecti
   const out: RebuiltProjections = { runs: [], stepRuns: [], audit: [], trace: [], receipts: [], mutations: [], barriers: [], identities: [] };
 
   for (const row of events) {
-    const event = decodeEventRow(row);
+    const event = checkEventRow(row);
     states.set(row.stream_id, evolve(states.get(row.stream_id) ?? initialRunState(), event));
     const batch = pending.get(row.stream_id) ?? [];
     if ((START_FACT_TYPES as readonly string[]).includes(event.type)) {

@@ -174,7 +174,7 @@ export const formatReport = (r: ReliabilityReport): string => {
       `  accepted                        ${f.accepted}`,
       `  prepare outcomes                ${outcomes}`,
       `  rows gained                     ${f.rowsGained.length === 0 ? 0 : f.rowsGained.join('; ')}`,
-      `  stored records fuzzed           ${f.records.cases} (changed ${f.records.changed}, detected ${f.records.detected})`,
+      `  stored records fuzzed           ${f.records.cases} (changed ${f.records.changed}, detected ${f.records.detected}, one-pass verifier as its oracle ${f.records.sameAsOracle})`,
       `  crashes                         ${f.crashes}`,
       '',
     );

@@ -1,5 +1,5 @@
 import type { Summary } from './measure';
-import type { Figure, Target } from './report';
+import type { BytesFigure, Figure, Target } from './report';
 
 /** Sizes of one bench run: `--quick` is a CI smoke test only; the default is the real run. */
 export interface Sizes {
@@ -72,5 +72,9 @@ export interface BenchContext {
   readonly extra: Record<string, unknown>;
   /** Commit floors measured so far, by key (`sqlite-NORMAL`, `pg-1`), for figures measured elsewhere. */
   readonly floors: Record<string, Summary>;
+  /** Bytes per start (table growth and WAL) beside the canonical bytes of the records. */
+  readonly bytes: BytesFigure[];
+  /** Run recovery.verify() over the whole large seeded store (`--no-store-verify` skips it). */
+  readonly storeVerify: boolean;
   log(message: string): void;
 }

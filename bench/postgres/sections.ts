@@ -13,6 +13,7 @@ import { lifecycleOf, seededRunOf, startWriteOf, trustedDecoded } from '../lib/s
 import { countingPool, createDatabase, type BenchDatabase, type PoolCounters } from './admin';
 import { BareStart, CREATE_FLOOR, floorTransaction, selectBarrier, seedLongRun, seedReadyRuns, seedStartedRuns } from './bulk';
 import { pgbenchInit, pgbenchRound } from './pgbench';
+import { canonicalBytesOfStart, leastOf, pgBytesAround, type BytesPerStart } from '../lib/bytes';
 
 // PostgreSQL: `prepare` at 1, 4, 8 and 16 clients on distinct Runs, side by side, round by
 // round, with the commit floor, a bare transaction writing the same rows, pgbench tpcb-like
@@ -126,6 +127,15 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
 
     const r: Record<string, RoundResult[]> = {};
     const push = (k: string, v: RoundResult) => (r[k] ??= []).push(v);
+    // Bytes per start, from the 1-client rounds (nothing else of ours writes meanwhile).
+    const bytes: Record<'product' | 'bare', BytesPerStart[]> = { product: [], bare: [] };
+    let canonical = 0;
+    const measured = async (key: 'product' | 'bare', pool: Pool, clients: number, total: number, round: () => Promise<RoundResult>): Promise<RoundResult> => {
+      if (clients !== 1) return round();
+      const { value, bytes: b } = await pgBytesAround(pool, total, round);
+      bytes[key].push(b);
+      return value;
+    };
     for (let round = 0; round < rounds; round++) {
       for (const clients of round % 2 === 0 ? pgClients : [...pgClients].reverse()) {
         ctx.log(`postgres round ${round + 1}/${rounds}, ${clients} clients`);
@@ -139,15 +149,26 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
         await product.pool.query('ANALYZE');
         const commands = scenarios.map((s) => s.startCommand());
         await warm(product.pool, clients);
-        push(`prepare-${clients}`, await runRound({ clients, opsPerClient: k, server: true, counters: counterFn(product.counters), op: (c, i) => tolerant(() => product.a.barriers.prepare(commands[c * k + i]!))() }));
+        push(
+          `prepare-${clients}`,
+          await measured('product', product.pool, clients, total, () =>
+            runRound({ clients, opsPerClient: k, server: true, counters: counterFn(product.counters), op: (c, i) => tolerant(() => product.a.barriers.prepare(commands[c * k + i]!))() }),
+          ),
+        );
 
         const bareScenarios = fresh('b', total);
         await seedReadyRuns(bare.pool, bareScenarios);
         await bare.pool.query('ANALYZE');
         const now = Date.now();
         const writes = bareScenarios.map((s) => startWriteOf(trustedDecoded(s.startCommand()), lifecycleOf(s).state, now));
+        canonical = writes.reduce((sum, w) => sum + canonicalBytesOfStart(w), 0) / writes.length;
         await warm(bare.pool, clients);
-        push(`bare-${clients}`, await runRound({ clients, opsPerClient: k, server: true, counters: counterFn(bare.counters), op: (c, i) => bareStart.run(bare.pool, writes[c * k + i]!) }));
+        push(
+          `bare-${clients}`,
+          await measured('bare', bare.pool, clients, total, () =>
+            runRound({ clients, opsPerClient: k, server: true, counters: counterFn(bare.counters), op: (c, i) => bareStart.run(bare.pool, writes[c * k + i]!) }),
+          ),
+        );
 
         push(`pgbench-${clients}`, await pgbenchRound(pgbenchDb.url, clients, pgbenchSeconds));
         push(`emmett-${clients}`, await peer.round(clients, k, `e${round}c${clients}`));
@@ -197,6 +218,11 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
       push('select', await runRound({ clients: 1, opsPerClient: replay.length, server: true, counters: counterFn(product.counters), op: (_c, i) => selectBarrier(product.pool, replay[i]!.startId) }));
     }
     ctx.extra.pgFailuresByCode = failures.byCode;
+    const starts1 = pgOpsFor(ctx.sizes, 1);
+    ctx.bytes.push(
+      { id: 'pg.bytes.prepare', label: 'PostgreSQL: prepare (new start); WAL is the cluster\'s, least of the rounds', ...leastOf(bytes.product), canonicalBytes: canonical, starts: starts1 },
+      { id: 'pg.bytes.bare', label: 'PostgreSQL: bare transaction, same rows; WAL as above', ...leastOf(bytes.bare), canonicalBytes: canonical, starts: starts1 },
+    );
     for (const p of [product, empty]) {
       await p.a.close();
       await p.pool.end();

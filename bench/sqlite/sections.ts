@@ -11,6 +11,8 @@ import { runRound, runSyncRound, summarize, type RoundResult, type Summary } fro
 import { target } from '../lib/report';
 import { lifecycleOf, startWriteOf, trustedDecoded } from '../lib/startRows';
 import { SqliteWriter } from './bulk';
+import { canonicalBytesOfStart, leastOf, sqliteBytesAround, type BytesPerStart } from '../lib/bytes';
+import { verifyWholeStore } from './verifyCost';
 import { cachedSeed, seedStartedRuns } from './seed';
 
 // SQLite: the product's `prepare` in FULL and NORMAL against a bare transaction writing the
@@ -47,7 +49,10 @@ const prepareRound = async (a: SqliteStartBarrier, commands: readonly ToolExecut
   runRound({ clients: 1, opsPerClient: commands.length, op: (_c, i) => a.barriers.prepare(commands[i]!) });
 
 export const sqliteSections = async (ctx: BenchContext, which: { throughput?: boolean; stored?: boolean; stream?: boolean } = {}): Promise<void> => {
-  if (which.throughput ?? true) await throughputAndReplay(ctx);
+  if (which.throughput ?? true) {
+    await throughputAndReplay(ctx);
+    await bytesPerStart(ctx);
+  }
   if (which.stored ?? true) await scaleStored(ctx);
   if (which.stream ?? true) await scaleStream(ctx);
 };
@@ -128,6 +133,41 @@ const throughputAndReplay = async (ctx: BenchContext): Promise<void> => {
   );
 };
 
+/**
+ * Bytes per start on SQLite FULL: database file growth and WAL frames appended, for `prepare`
+ * and for the bare transaction writing the same rows, beside the canonical bytes of the records.
+ */
+const bytesPerStart = async (ctx: BenchContext): Promise<void> => {
+  const n = ctx.sizes.quick ? 40 : 500;
+  const productPath = join(ctx.tmp, 'bytes-product.db');
+  const barePath = join(ctx.tmp, 'bytes-bare.db');
+  const { a, w } = await openProduct(productPath, 'FULL');
+  const b = await openBare(barePath, 'FULL');
+  const rounds: Record<'product' | 'bare', BytesPerStart[]> = { product: [], bare: [] };
+  let canonical = 0;
+  try {
+    for (let round = 0; round < ctx.sizes.rounds; round++) {
+      const scenarios = fresh('y', n);
+      w.readyRuns(scenarios);
+      const commands = scenarios.map((s) => s.startCommand());
+      rounds.product.push((await sqliteBytesAround(w.db, productPath, n, () => prepareRound(a, commands))).bytes);
+      const bareScenarios = fresh('q', n);
+      b.readyRuns(bareScenarios);
+      const now = Date.now();
+      const writes = bareScenarios.map((s) => startWriteOf(trustedDecoded(s.startCommand()), lifecycleOf(s).state, now));
+      canonical = writes.reduce((sum, x) => sum + canonicalBytesOfStart(x), 0) / writes.length;
+      rounds.bare.push((await sqliteBytesAround(b.db, barePath, n, async () => writes.forEach((x) => b.bareStart(x)))).bytes);
+    }
+  } finally {
+    await a.close();
+    b.db.close();
+  }
+  ctx.bytes.push(
+    { id: 'sqlite.bytes.prepare', label: 'SQLite FULL: prepare (new start)', ...leastOf(rounds.product), canonicalBytes: canonical, starts: n },
+    { id: 'sqlite.bytes.bare', label: 'SQLite FULL: bare transaction, same rows', ...leastOf(rounds.bare), canonicalBytes: canonical, starts: n },
+  );
+};
+
 /** Logs a seed every tenth of the way: Runs done of the total, the rate so far and since the last line. */
 const seedProgress = (ctx: BenchContext): ((done: number, total: number) => void) => {
   const t0 = performance.now();
@@ -173,6 +213,7 @@ const scaleStored = async (ctx: BenchContext): Promise<void> => {
       verified.push(startId);
     }
   }
+  const fmtN = (v: number) => (v >= 1e6 ? `10^${Math.log10(v).toFixed(0)}` : v.toLocaleString('en-US'));
   const stored: Record<string, number> = {};
   for (const d of dbs) stored[d.key] = (d.a.db.prepare('SELECT max(rowid) AS n FROM tool_execution_start_barriers').get() as { n: number }).n;
   const r: Record<string, RoundResult[]> = {};
@@ -183,10 +224,13 @@ const scaleStored = async (ctx: BenchContext): Promise<void> => {
       (r[d.key] ??= []).push(await prepareRound(d.a, scenarios.map((s) => s.startCommand())));
     }
   }
+  if (ctx.storeVerify) {
+    ctx.log(`sqlite scale: recovery.verify() of the ${fmtN(scaleLarge)}-barrier store`);
+    await verifyWholeStore(ctx, dbs[1]!.a, `SQLite: recovery.verify() of the ${fmtN(scaleLarge)}-barrier store`, 'sqlite.verify.large');
+  }
   for (const d of dbs) await d.a.close();
   const s = { small: summarize(r.small!), large: summarize(r.large!) };
   ctx.extra.sqliteScale = { storedAtStart: stored, verifiedSeededBarriers: verified, seed: { small: small.seedMs, large: { cached: large.cached, seedMs: large.seedMs } } };
-  const fmtN = (v: number) => (v >= 1e6 ? `10^${Math.log10(v).toFixed(0)}` : v.toLocaleString('en-US'));
   ctx.figures.push(
     { id: 'sqlite.scale.small', section: 'scale', label: `SQLite NORMAL: prepare with ${fmtN(scaleSmall)} barriers stored`, clients: 1, summary: s.small, ...floorOf(ctx) },
     { id: 'sqlite.scale.large', section: 'scale', label: `SQLite NORMAL: prepare with ${fmtN(scaleLarge)} barriers stored`, clients: 1, summary: s.large, ...floorOf(ctx), ...(large.cached ? { note: 'seeded from cache' } : {}) },

@@ -18,7 +18,8 @@ import {
   stepRunRowOf,
 } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
-import { startEventPositions, verifyStartRows } from '../../projections/verifyRows';
+import { startEventPositions } from '../../projections/verifyRows';
+import { checkStartRows } from '../../projections/checkRows';
 import { outcomeRowOf } from '../../projections/outcomeRows';
 import type { AppendOutcome, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../../application/authority';
 import { createRecoveryApi } from '../../application/recoveryRules';
@@ -124,7 +125,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     }
     const positions = startEventPositions(sequence);
     const stream = streamNameOf(barrier.run_id);
-    const verified = verifyStartRows({
+    const verified = checkStartRows({
       barrier,
       audit: t.audit.get(barrier.audit_event_id),
       trace: t.trace.get(barrier.trace_id),

@@ -1,7 +1,7 @@
 import { CorruptRecordError, noReplayHits, streamNameOf, type ReplayHit, type ReplayHits, type ReplayIdentity, type ReplayKeys, type RunState } from '../../domain';
 import { attemptValue, replayValuesOf } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
-import { verifyStartRows } from '../../projections/verifyRows';
+import { checkStartRows } from '../../projections/checkRows';
 import { agreedAttemptStart, wholeStream } from '../../projections/readChecks';
 import type { StoredBarrier, StoredEvent } from '../../application/authority';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
@@ -62,7 +62,7 @@ export const lookupReplay = async (q: Queryable, keys: ReplayKeys): Promise<Repl
   return hits;
 };
 
-/** R5.3: one statement fetches every row a barrier binds; verifyStartRows re-derives them all. */
+/** R5.3: one statement fetches every row a barrier binds; checkStartRows re-derives them all. */
 export const readBarrier = async (q: Queryable, startId: string, keys?: EvidenceKeyring): Promise<StoredBarrier | null> => {
   const [row] = await run<Record<string, unknown>>(q, SQL.READ_BARRIER, { start_id: startId });
   if (row === undefined) return null;
@@ -75,7 +75,7 @@ export const readBarrier = async (q: Queryable, startId: string, keys?: Evidence
     return null;
   }
   const identities = [...new Map(probes.map(({ row_id, ...r }) => [row_id, r])).values()];
-  const verified = verifyStartRows({
+  const verified = checkStartRows({
     barrier,
     audit: atMostOne(decodeRows(AuditEventRowCodec, row.audits, 'security audit event', startId), 'security audit event', startId),
     trace: atMostOne(decodeRows(TraceAnchorRowCodec, row.traces, 'trace anchor', startId), 'trace anchor', startId),

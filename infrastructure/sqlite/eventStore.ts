@@ -10,7 +10,8 @@ import {
   type ReadStreamResult,
 } from '@event-driven-io/emmett';
 import { ValidationError, type RunStreamEvent } from '../../domain';
-import { storedEventOf, type EventRow } from '../../projections/verifyRows';
+import type { EventRow } from '../../projections/verifyRows';
+import { checkedStoredEventOf } from '../../projections/checkRows';
 import type { RunEventStore, StoredEvent } from '../../application/authority';
 import { runAppendTransaction } from '../../application/lifecycleProtocol';
 import type { Statements } from './statements';
@@ -41,7 +42,7 @@ const readStream = (s: Statements, streamName: string, options?: ReadStreamOptio
   const to = Number(options?.to ?? (options?.maxCount !== undefined ? BigInt(from) + options.maxCount : BigInt(current)));
   const rows = s.streamEvents.all(streamName, from + 1, to) as (EventRow & { global_position: number })[];
   const events = rows.map((r) => {
-    const stored = storedEventOf(r);
+    const stored = checkedStoredEventOf(r);
     return {
       ...stored.event,
       kind: 'Event',

@@ -13,7 +13,8 @@ import {
 } from '../../domain';
 import { attemptValue, replayValuesOf, type BarrierRow, type ReplayIdentityRow, type RunRow, type StepRunRow } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
-import { startEventPositions, verifyStartRows, type EventRow } from '../../projections/verifyRows';
+import { startEventPositions, type EventRow } from '../../projections/verifyRows';
+import { checkStartRows } from '../../projections/checkRows';
 import { agreedAttemptStart, wholeStream } from '../../projections/readChecks';
 import type { StoredBarrier, StoredEvent } from '../../application/authority';
 import type { EvidenceKeyring, EvidenceMacRow } from '../../application/evidenceKeys';
@@ -55,7 +56,7 @@ export const lookupReplay = (s: Statements, keys: ReplayKeys): ReplayHits => {
   return hits;
 };
 
-/** R5.3: every row a barrier binds, re-derived from the event log by verifyStartRows. */
+/** R5.3: every row a barrier binds, re-derived from the event log by checkStartRows. */
 export const readBarrier = (s: Statements, startId: string, keys?: EvidenceKeyring): StoredBarrier | null => {
   const barrier = s.barrier.get(startId) as BarrierRow | undefined;
   if (barrier === undefined) {
@@ -77,7 +78,7 @@ export const readBarrier = (s: Statements, startId: string, keys?: EvidenceKeyri
   const events = sequence > 3 ? (s.streamEvents.all(streamNameOf(barrier.run_id), positions[0], positions[4]) as EventRow[]) : [];
   const identityRows = probes.length > 0 ? (s.identitiesOfStart.all(...probes, startId) as (ReplayIdentityRow & { row_id: number })[]) : [];
   const unique = [...new Map(identityRows.map((r) => [r.row_id, r])).values()].map(({ row_id: _, ...r }) => r);
-  const verified = verifyStartRows({
+  const verified = checkStartRows({
     barrier,
     audit: s.audit.get(barrier.audit_event_id) as never,
     trace: s.trace.get(barrier.trace_id) as never,

@@ -16,6 +16,7 @@ import {
 } from '../../domain';
 import { buildScenario } from '../../domain/scenario';
 import { verifyStartRows, type StoredStartRows } from '../../projections/verifyRows';
+import { checkStartRows } from '../../projections/checkRows';
 import { countChanges, tableCounts, type BackendName } from '../../testkit/rawSql';
 import { readStartRows } from '../../testkit/startRows';
 import { freshStore, withRaw, type AnyAuthority, type Store } from '../lib/stores';
@@ -52,7 +53,8 @@ export interface FuzzReport {
   readonly storeCalls: number;
   readonly storeOutcomes: Readonly<Record<string, number>>;
   readonly rowsGained: readonly string[];
-  readonly records: { readonly cases: number; readonly changed: number; readonly detected: number; readonly unchangedAccepted: number };
+  /** `sameAsOracle`: cases where the one-pass verifier of the read paths gave verifyStartRows' verdict, value and error. */
+  readonly records: { readonly cases: number; readonly changed: number; readonly detected: number; readonly unchangedAccepted: number; readonly sameAsOracle: number };
   readonly crashes: number;
   /** Milliseconds per phase. */
   readonly timings: Readonly<Record<string, number>>;
@@ -115,7 +117,7 @@ export const runFuzz = async (options: FuzzOptions): Promise<FuzzReport> => {
   const baseDigests = new Set(bases.map((b) => decodeStartCommand(b).commandDigest));
   const targets: Target[] = [];
   const rowsGained: string[] = [];
-  const records = { cases: 0, changed: 0, detected: 0, unchangedAccepted: 0 };
+  const records = { cases: 0, changed: 0, detected: 0, unchangedAccepted: 0, sameAsOracle: 0 };
 
   try {
     for (const backend of options.backends) {
@@ -261,6 +263,14 @@ export const runFuzz = async (options: FuzzOptions): Promise<FuzzReport> => {
         fail(`${label}: unchanged rows read back differently`);
       } else {
         records.unchangedAccepted++;
+      }
+      // The read paths verify in one pass (checkRows.ts); verifyStartRows is its oracle.
+      const oneCheck = attempt(() => checkStartRows(rc.rows));
+      const messageOf = (e: unknown) => (e instanceof Error ? `${e.constructor.name}: ${e.message}` : undefined);
+      if (messageOf(oneCheck.error) !== messageOf(outcome.error) || !isDeepStrictEqual(oneCheck.value, outcome.value)) {
+        fail(`${label}: the one-pass verifier answered ${messageOf(oneCheck.error) ?? 'valid'} where verifyStartRows answered ${messageOf(outcome.error) ?? 'valid'}`);
+      } else {
+        records.sameAsOracle++;
       }
 
       // The single-record decoders on the changed JSON text, where the change was to one.

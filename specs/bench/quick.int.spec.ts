@@ -49,16 +49,17 @@ describe('bench --quick (issue 6): the harness runs end to end', function () {
   it('prints the figure table and the target table in markdown', () => {
     expect(stdout).to.include('| figure | clients | ops/s | p50 ms | p99 ms |');
     expect(stdout).to.include('| target | measured | ratio | required | met |');
-    for (const label of ['SQLite FULL: prepare', 'SQLite NORMAL: bare transaction', 'PostgreSQL: prepare', 'pgbench tpcb-like', 'emmett-postgresql', 'exact replay']) {
+    expect(stdout).to.include('| bytes per start | starts | tables + indexes | WAL | canonical records | tables × canonical |');
+    for (const label of ['SQLite FULL: prepare', 'SQLite NORMAL: bare transaction', 'PostgreSQL: prepare', 'pgbench tpcb-like', 'emmett-postgresql', 'exact replay', 'Verification per barrier', 'recovery.verify()']) {
       expect(stdout).to.include(label);
     }
   });
 
   it('writes valid JSON with every figure and every target of the issue', () => {
-    const json = JSON.parse(readFileSync(out, 'utf8')) as { quick: boolean; figures: Figure[]; targets: Target[]; markdown: string };
+    const json = JSON.parse(readFileSync(out, 'utf8')) as { quick: boolean; figures: Figure[]; bytes: { id: string; tableBytes: number; walBytes: number; canonicalBytes: number }[]; targets: Target[]; markdown: string };
     expect(json.quick).to.equal(true);
     const ids = json.figures.map((f) => f.id);
-    for (const id of ['sqlite.prepare.FULL', 'sqlite.bare.NORMAL', 'sqlite.replay.FULL', 'sqlite.get.FULL', 'sqlite.scale.large', 'sqlite.stream.long', 'pg.contention', 'pg.replay', 'pg.select']) {
+    for (const id of ['sqlite.prepare.FULL', 'sqlite.bare.NORMAL', 'sqlite.replay.FULL', 'sqlite.get.FULL', 'sqlite.scale.large', 'sqlite.stream.long', 'pg.contention', 'pg.replay', 'pg.select', 'verify.check', 'verify.oracle', 'sqlite.verify.large']) {
       expect(ids).to.include(id);
     }
     for (const c of [1, 4, 8, 16]) {
@@ -71,6 +72,15 @@ describe('bench --quick (issue 6): the harness runs end to end', function () {
     const targets = json.targets.map((t) => t.id);
     for (const id of ['pg.pgbench', 'pg.replay', 'sqlite.replay', 'sqlite.full', 'sqlite.normal', 'scale.barriers', 'scale.stream', 'pg.emmett.8', 'rss.max', 'rss.growth']) {
       expect(targets).to.include(id);
+    }
+    // The targets of a start at the floor (ADR-0158's write): met or missed, each with its measurement.
+    for (const id of ['floor.pg.start.1', 'floor.pg.start.8', 'floor.pg.replay', 'floor.sqlite.replay', 'floor.sqlite.full', 'floor.verify', 'floor.bytes.pg', 'floor.bytes.sqlite']) {
+      expect(targets).to.include(id);
+    }
+    for (const id of ['pg.bytes.prepare', 'pg.bytes.bare', 'sqlite.bytes.prepare', 'sqlite.bytes.bare']) {
+      const b = json.bytes.find((x) => x.id === id);
+      expect(b, id).not.to.equal(undefined);
+      for (const v of [b!.tableBytes, b!.walBytes, b!.canonicalBytes]) expect(v, id).to.be.a('number').and.satisfy(Number.isFinite);
     }
     for (const t of json.targets) expect(t.met, t.id).to.be.a('boolean');
     expect(json.markdown).to.equal(stdout.slice(0, json.markdown.length));

@@ -35,7 +35,7 @@ interface ReportJson {
     invalidAtPath: number;
     rowsGained: unknown[];
     failures: unknown[];
-    records: { cases: number; changed: number; detected: number };
+    records: { cases: number; changed: number; detected: number; sameAsOracle: number };
   };
   readonly corruption: { backend: string; cellsTried: number; detected: number; undetected: unknown[]; cliRuns: number; cliExit5: number; failures: unknown[] }[];
   readonly forgery: { backend: string; attempts: number; refused: number; detected: number; accepted: number; outcomes: { name: string; outcome: string }[] }[];
@@ -103,6 +103,8 @@ describe('reliability harness, short form', function () {
     const r = report.fuzz!.records;
     expect(r.cases).to.equal(SHORT.fuzz.recordCases);
     expect(r.detected).to.equal(r.changed);
+    // the one-pass verifier every read path uses gave its oracle's verdict and error on each
+    expect(r.sameAsOracle).to.equal(r.cases);
   });
 
   it('R5.3 corruption sweep: every damaged cell is detected by the repository, by verify, and by the CLI (exit 5)', () => {

@@ -1,0 +1,151 @@
+import { cpus, loadavg } from 'node:os';
+import type { BenchContext } from './context';
+import type { Summary } from './measure';
+import { target, type Target } from './report';
+
+// How far a start stands from what it must write: the targets of "a start at the floor", each
+// a ratio between figures of this same run. A missed target says by how much and why, with the
+// measurement that shows it: round trips per start, or the CPU the figure's work took per start
+// against the cores this machine has (a CPU-bound ratio is a ratio of CPU per start).
+
+const CORES = cpus().length;
+
+const cpuUsPerOp = (s: Summary): number => (s.clientCpuMsPerOp + (s.serverCpuMsPerOp ?? 0)) * 1000;
+/** Cores kept busy by the figure's own client and server work. */
+const coresBusy = (s: Summary): number => (cpuUsPerOp(s) * s.opsPerSec) / 1e6;
+const us = (ms: number): string => `${(ms * 1000).toFixed(0)} µs`;
+const roundTrips = (s: Summary): number | undefined => s.perOp.roundTrips;
+
+/** Why a throughput ratio is what it is: CPU per start on both sides, and whether the cores were the limit. */
+const cpuWhy = (product: Summary, baseline: Summary, name: string): string => {
+  const busy = coresBusy(product);
+  const bound = busy >= 0.8 * CORES ? `CPU-bound (${busy.toFixed(1)} of ${CORES} cores busy), so starts/s follows CPU per start: ` : `${busy.toFixed(1)} of ${CORES} cores busy; `;
+  return `${bound}${cpuUsPerOp(product).toFixed(0)} µs of client + server CPU per start against ${cpuUsPerOp(baseline).toFixed(0)} µs for the ${name}`;
+};
+
+const roundTripWhy = (s: Summary, required: number): string | undefined => {
+  const rt = roundTrips(s);
+  return rt !== undefined && rt > required + 0.01 ? `${rt.toFixed(1)} round trips per start where the target is ${required}: each is a wait for the server and a wake-up on both sides` : undefined;
+};
+
+const join = (...parts: (string | undefined)[]): string => parts.filter((p) => p !== undefined).join('; ');
+
+export const floorTargets = (ctx: BenchContext): Target[] => {
+  const s = (id: string): Summary | undefined => ctx.figures.find((f) => f.id === id)?.summary;
+  const out: Target[] = [];
+
+  const prepare1 = s('pg.prepare.1');
+  const bare1 = s('pg.bare.1');
+  if (prepare1 && bare1) {
+    const rt = roundTrips(prepare1);
+    const ratio = prepare1.p50Ms / bare1.p50Ms;
+    const t = target({
+      id: 'floor.pg.start.1',
+      text: 'PostgreSQL new start, 1 client: p50 ≤ 1.2× the bare same-rows transaction; 2 round trips',
+      ratio,
+      required: 1.2,
+      lowerIsBetter: true,
+      detail: `p50 ${prepare1.p50Ms.toFixed(2)} vs ${bare1.p50Ms.toFixed(2)} ms; ${rt?.toFixed(1) ?? '–'} round trips/start`,
+      why: join(roundTripWhy(prepare1, 2), cpuWhy(prepare1, bare1, 'bare transaction')),
+    });
+    out.push(rt !== undefined && rt > 2.01 ? { ...t, met: false } : t);
+  }
+  const prepare8 = s('pg.prepare.8');
+  const bare8 = s('pg.bare.8');
+  if (prepare8 && bare8) {
+    out.push(
+      target({
+        id: 'floor.pg.start.8',
+        text: 'PostgreSQL new start, 8 clients: ≥ 0.9× the bare same-rows transaction',
+        ratio: prepare8.opsPerSec / bare8.opsPerSec,
+        required: 0.9,
+        detail: `${prepare8.opsPerSec.toFixed(0)} vs ${bare8.opsPerSec.toFixed(0)} starts/s`,
+        why: join(roundTripWhy(prepare8, 2), cpuWhy(prepare8, bare8, 'bare transaction')),
+      }),
+    );
+  }
+  const replay = s('pg.replay');
+  const select = s('pg.select');
+  if (replay && select) {
+    const rt = roundTrips(replay);
+    const t = target({
+      id: 'floor.pg.replay',
+      text: 'PostgreSQL exact replay: 1 round trip, p50 ≤ 5× one indexed SELECT',
+      ratio: replay.p50Ms / select.p50Ms,
+      required: 5,
+      lowerIsBetter: true,
+      detail: `p50 ${us(replay.p50Ms)} vs ${us(select.p50Ms)}; ${rt?.toFixed(1) ?? '–'} round trips`,
+      why: join(roundTripWhy(replay, 1), `${us(replay.clientCpuMsPerOp)} of client CPU per replay (verification included) against ${us(select.clientCpuMsPerOp)} per SELECT`),
+    });
+    out.push(rt !== undefined && rt > 1.01 ? { ...t, met: false } : t);
+  }
+  const sqliteReplay = s('sqlite.replay.FULL');
+  const get = s('sqlite.get.FULL');
+  if (sqliteReplay && get) {
+    out.push(
+      target({
+        id: 'floor.sqlite.replay',
+        text: 'SQLite exact replay p50 ≤ 15× one prepared get',
+        ratio: sqliteReplay.p50Ms / get.p50Ms,
+        required: 15,
+        lowerIsBetter: true,
+        detail: `${us(sqliteReplay.p50Ms)} vs ${us(get.p50Ms)}`,
+        why: `a replay decodes the command, looks up its seven identities and verifies the barrier with its five facts (${us(s('verify.check')?.clientCpuMsPerOp ?? Number.NaN)} of CPU alone, see "Verification"); a get returns one row unchecked`,
+      }),
+    );
+  }
+  const full = s('sqlite.prepare.FULL');
+  const bareFull = s('sqlite.bare.FULL');
+  if (full && bareFull) {
+    out.push(
+      target({
+        id: 'floor.sqlite.full',
+        text: 'SQLite FULL new start ≥ 0.9× the bare same-rows transaction',
+        ratio: full.opsPerSec / bareFull.opsPerSec,
+        required: 0.9,
+        detail: `${full.opsPerSec.toFixed(0)} vs ${bareFull.opsPerSec.toFixed(0)} starts/s`,
+        why: `${us(full.clientCpuMsPerOp)} of CPU per start against ${us(bareFull.clientCpuMsPerOp)} for the bare transaction (decode, decide, read back the heads, and the same fsync)`,
+      }),
+    );
+  }
+  const check = s('verify.check');
+  if (check) {
+    const oracle = s('verify.oracle');
+    const store = ctx.figures.find((f) => f.id === 'sqlite.verify.large');
+    out.push(
+      target({
+        id: 'floor.verify',
+        text: 'Verification ≤ 100 µs of CPU per barrier with its five facts',
+        ratio: check.clientCpuMsPerOp * 1000,
+        required: 100,
+        lowerIsBetter: true,
+        unit: ' µs',
+        detail: join(
+          `one pass ${us(check.clientCpuMsPerOp)}`,
+          oracle ? `previous verifier ${us(oracle.clientCpuMsPerOp)} (${(check.clientCpuMsPerOp / oracle.clientCpuMsPerOp).toFixed(2)}×)` : undefined,
+          store ? `${store.label}: ${store.summary.opsPerSec.toFixed(0)} barriers/s` : undefined,
+        ),
+        why: `CPU time on ${CORES} shared cores at load ${loadavg()[0]!.toFixed(1)}: other work on the machine slows the same instructions (the previous verifier, measured interleaved in the same run, shows by how much)`,
+      }),
+    );
+  }
+  for (const [id, label, bytesId] of [
+    ['floor.bytes.pg', 'PostgreSQL', 'pg.bytes.prepare'],
+    ['floor.bytes.sqlite', 'SQLite', 'sqlite.bytes.prepare'],
+  ] as const) {
+    const b = ctx.bytes.find((x) => x.id === bytesId);
+    if (b === undefined) continue;
+    out.push(
+      target({
+        id,
+        text: `Table growth per start ≤ 1.5× the canonical bytes of the records it commits (${label})`,
+        ratio: b.tableBytes / b.canonicalBytes,
+        required: 1.5,
+        lowerIsBetter: true,
+        detail: `${(b.tableBytes / 1024).toFixed(1)} KB of tables and indexes per start for ${(b.canonicalBytes / 1024).toFixed(1)} KB of records; ${(b.walBytes / 1024).toFixed(1)} KB of WAL`,
+        why: 'each record\'s canonical JSON is stored in the event log and again in its own table, with a unique index per identity beside the replay index (see the bytes table: the bare transaction writes the same)',
+      }),
+    );
+  }
+  return out;
+};

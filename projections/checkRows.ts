@@ -1,0 +1,103 @@
+import { START_FACT_TYPES, isRunEventType, streamNameOf, type RunStreamEvent, type StartFacts } from '../domain';
+import { barrierEventJsonOf, factsAgree, provenBarrier, provenPayload } from '../domain/checkRecords';
+import type { StoredBarrier, StoredEvent } from '../application/authority';
+import { naturalEventIdOf, startRowsOf } from './rows';
+import { decodeEventRow, startEventPositions, verifyStartRows, type EventRow, type StoredStartRows } from './verifyRows';
+
+// The verified reads of every backend (R5.3), at the cost of one pass: each check of
+// verifyStartRows and decodeEventRow asked once of the stored rows (checkRecords.ts says how).
+// A proof that does not go through hands the rows to those verifiers, the oracle, which decide
+// and name what is wrong: damaged rows fail with exactly the oracle's CorruptRecordError.
+
+/** Numbers by value: pg hands BIGINT back as text unless told otherwise (as verifyRows' sameRow). */
+const sameCell = (stored: unknown, want: unknown): boolean =>
+  Object.is(typeof want === 'number' && typeof stored === 'string' && /^-?\d+$/.test(stored) ? Number(stored) : stored, want);
+
+const sameRow = (stored: object | undefined, want: object): boolean => {
+  if (stored === undefined) return false;
+  const s = stored as Record<string, unknown>;
+  for (const k in want) if (!sameCell(s[k], (want as Record<string, unknown>)[k])) return false;
+  return true;
+};
+
+/** The barrier and its facts as verifyStartRows returns them, or undefined when the one pass cannot prove them. */
+export const provenStartRows = (rows: StoredStartRows): StoredBarrier | undefined => {
+  try {
+    return prove(rows);
+  } catch {
+    // Rows of an unexpected shape (a cell of the wrong type): the oracle says what is wrong.
+    return undefined;
+  }
+};
+
+const prove = (rows: StoredStartRows): StoredBarrier | undefined => {
+  const startId = rows.barrier.start_id;
+  const sealed = provenBarrier(startId, rows.barrier.barrier_json, rows.barrier.barrier_digest);
+  if (sealed === undefined) return undefined;
+  const b = sealed.record;
+  const stream = streamNameOf(b.runId);
+  const positions = startEventPositions(b.runEvent.runEventSequence);
+  const events = rows.events;
+  if (events.length !== 5) return undefined;
+  const committedAtMs = Number(rows.barrier.committed_at_ms);
+  for (let i = 0; i < 5; i++) {
+    const e = events[i]!;
+    if (e.stream_id !== stream || Number(e.stream_position) !== positions[i] || e.event_type !== START_FACT_TYPES[i] || Number(e.committed_at_ms) !== committedAtMs) return undefined;
+  }
+  const [e1, e2, e3, e4, e5] = events as [EventRow, EventRow, EventRow, EventRow, EventRow];
+  // The barrier event by its bytes: the only canonical text of { barrier, barrierDigest }.
+  if (e5.data_json !== barrierEventJsonOf(sealed)) return undefined;
+  const payloads = [e1, e2, e3, e4].map((e, i) => provenPayload(START_FACT_TYPES[i]!, e.data_json));
+  if (payloads.some((p) => p === undefined)) return undefined;
+  const facts = [
+    ...payloads.map((data, i) => ({ type: START_FACT_TYPES[i]!, data })),
+    { type: 'ToolExecutionStartBarrierCommitted', data: { barrier: b, barrierDigest: sealed.barrierDigest } },
+  ] as unknown as StartFacts;
+  const texts = { audit: e1.data_json, trace: e2.data_json, receipt: e3.data_json, mutation: e4.data_json };
+  if (!factsAgree(sealed, facts, texts)) return undefined;
+  for (let i = 0; i < 5; i++) if (events[i]!.event_id !== naturalEventIdOf(facts[i]!)) return undefined;
+
+  const expected = startRowsOf(facts, committedAtMs, { ...texts, barrier: sealed.canonical });
+  if (
+    !sameRow(rows.barrier, expected.barrier) ||
+    !sameRow(rows.audit, expected.audit) ||
+    !sameRow(rows.trace, expected.trace) ||
+    !sameRow(rows.receipt, expected.receipt) ||
+    !sameRow(rows.mutation, expected.mutation)
+  ) {
+    return undefined;
+  }
+  if (rows.identities.length !== expected.identities.length) return undefined;
+  for (const want of expected.identities) {
+    let found: object | undefined;
+    for (const r of rows.identities) {
+      if (r.identity !== want.identity || r.value !== want.value) continue;
+      if (found !== undefined) return undefined;
+      found = r;
+    }
+    if (!sameRow(found, want)) return undefined;
+  }
+  return { record: b, barrierDigest: sealed.barrierDigest, committedAtMs };
+};
+
+/** R5.3 on every read of a barrier: proven in one pass, or judged (and explained) by verifyStartRows. */
+export const checkStartRows = (rows: StoredStartRows): StoredBarrier => provenStartRows(rows) ?? verifyStartRows(rows);
+
+/** One stored event, proven in one pass, or undefined. */
+export const provenEventRow = (row: EventRow): RunStreamEvent | undefined => {
+  if (!isRunEventType(row.event_type)) return undefined;
+  const data = provenPayload(row.event_type, row.data_json);
+  return data === undefined ? undefined : ({ type: row.event_type, data } as RunStreamEvent);
+};
+
+/** Decode one stored event row strictly (R5.3): decodeEventRow's verdict and error, in one pass when it is good. */
+export const checkEventRow = (row: EventRow): RunStreamEvent => provenEventRow(row) ?? decodeEventRow(row);
+
+/** An event row read back as a `StoredEvent`, checked like any fact (R5.3). */
+export const checkedStoredEventOf = (row: EventRow & { global_position: number }): StoredEvent => ({
+  eventId: row.event_id,
+  streamPosition: Number(row.stream_position),
+  globalPosition: Number(row.global_position),
+  committedAtMs: Number(row.committed_at_ms),
+  event: checkEventRow(row),
+});

@@ -62,8 +62,8 @@ export const plainJsonIssues = (value: unknown, path = '', depth = 0, out: Valid
     out.push({ path: at, reason: 'forbidden_value', message: 'proxies are not JSON data' });
     return out;
   }
-  // One descriptor per key: Object.getOwnPropertyDescriptors + entries cost ~20 us per start
-  // command, half of this whole check (issue 6 profile).
+  // One descriptor per key, read once: Object.getOwnPropertyDescriptors + entries builds two
+  // arrays per object and dominated this check on the start path.
   let accessor = false;
   const obj = value as object; // the switch above returned for every non-object
   for (const k of Reflect.ownKeys(obj)) {

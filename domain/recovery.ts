@@ -8,8 +8,8 @@ import type { RunEventType } from './events';
 import type { LifecycleCommand } from './lifecycle';
 import type { AttemptKey } from './startDecider';
 
-// Recovery of starts whose outcome is unknown (issue 5, the ADR's follow-up "inspection and
-// manual recovery"). An outcome is a new fact appended to the Run stream, never an edit:
+// Recovery of starts whose outcome is unknown (the ADR's follow-up "inspection and manual
+// recovery"). An outcome is a new fact appended to the Run stream, never an edit:
 // `completed` and `failed` close the attempt, `lost` closes it and allows `lost -> ready` for a
 // new attempt at a new StepRun version (R4.4).
 

@@ -91,7 +91,6 @@ export const readBarrier = async (q: Queryable, startId: string, keys?: Evidence
 
 /** R5.4 lookup by attempt: the replay index and the barrier's own unique key must agree. */
 export const readBarrierOfAttempt = async (q: Queryable, runId: string, stepRunId: string, startedStepRunVersion: number, keys?: EvidenceKeyring): Promise<StoredBarrier | null> => {
-  if (!Number.isSafeInteger(startedStepRunVersion) || startedStepRunVersion < 1) return null;
   const value = attemptValue(runId, stepRunId, startedStepRunVersion);
   const rows = await run<{ source: string; start_id: string }>(q, SQL.FIND_ATTEMPT, {
     attempt: value,

@@ -1,4 +1,4 @@
-// What 0061 .. 0063 add, taken away again: a spec that rolls a store back to before them (as
+// What 0061 .. 0063 (and 0072, which builds on them) add, taken away again: a spec that rolls a store back to before them (as
 // written by the code before the chain and the history triggers) and lets the migrator upgrade
 // it. Their schema_migrations rows are deleted by the caller.
 export const UNDO_HISTORY_MIGRATIONS = `
@@ -6,6 +6,7 @@ export const UNDO_HISTORY_MIGRATIONS = `
   DROP TRIGGER runs_legal_move; DROP TRIGGER runs_no_delete; DROP TRIGGER step_runs_legal_move; DROP TRIGGER step_runs_no_delete;
   DROP TRIGGER events_start_whole; DROP TRIGGER security_audit_events_start_whole; DROP TRIGGER trace_anchors_start_whole;
   DROP TRIGGER audit_receipts_start_whole; DROP TRIGGER step_run_mutations_start_whole; DROP TRIGGER tool_execution_start_barriers_with_event;
+  DROP TRIGGER IF EXISTS events_step_run_from_head;
   DROP TABLE start_whole_at_commit;
   ALTER TABLE events DROP COLUMN chain_digest;
   DELETE FROM schema_migrations WHERE name >= '0061';

@@ -174,7 +174,11 @@ export type VerifyProblemKind =
   | 'mutation_without_barrier'
   | 'running_without_barrier'
   | 'in_doubt_mismatch'
-  | 'note';
+  | 'note'
+  /** The migration ledger or the capability rows are not what this code's migrations wrote. */
+  | 'schema'
+  /** A warning, never a problem: a note with text that no outcome binds (R10.2). */
+  | 'orphan_note';
 
 export interface VerifyProblem {
   readonly kind: VerifyProblemKind;
@@ -189,6 +193,8 @@ export interface VerifyReport {
   /** Resolution notes (R10.2): `purged` ones keep their digest bound, so they never fail verify. */
   readonly notes: { readonly present: number; readonly purged: number };
   readonly problems: readonly VerifyProblem[];
+  /** What is not damage but wants an operator (an orphan note still holding text); never fails verify. */
+  readonly warnings: readonly VerifyProblem[];
 }
 
 /** A person's note on an outcome (R10.2): the evidence binds its digest; the text can be purged. */

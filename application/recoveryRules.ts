@@ -362,7 +362,16 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
         await requireBarrier(v, id);
         return outcomeOf(v, id);
       });
-      if (outcome?.noteDigest === undefined) throw new PreconditionError('note_not_found', `the outcome of start ${id} binds no note`);
+      // An orphan (a resolve that stopped between its note and its outcome event) is purged too:
+      // it is no evidence, but its text is a person's words kept for nothing (R10.2).
+      const orphans = (await backend.notes.rows(id)).filter((r) => r.note_text !== null && r.note_digest !== outcome?.noteDigest);
+      for (const o of orphans) await backend.notes.purge(id, o.note_digest);
+      if (outcome?.noteDigest === undefined) {
+        const last = orphans[orphans.length - 1];
+        if (last === undefined) throw new PreconditionError('note_not_found', `the outcome of start ${id} binds no note`);
+        const row = (await backend.notes.rows(id)).find((r) => r.note_digest === last.note_digest);
+        return { startId: id, noteDigest: last.note_digest, status: 'purged', purgedAtMs: Number(row?.purged_at_ms) };
+      }
       const current = noteOf(id, outcome.noteDigest, await backend.notes.rows(id));
       if (current.status === 'purged') return current;
       await backend.notes.purge(id, outcome.noteDigest);
@@ -375,6 +384,9 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
       const problems: VerifyProblem[] = [];
       const checked = { barriers: 0, outcomes: 0, runs: 0, stepRuns: 0, events: 0 };
       const notes = { present: 0, purged: 0 };
+      const warnings: VerifyProblem[] = [];
+      /** `startId NUL noteDigest` of every note an outcome event binds. */
+      const boundNotes = new Set<string>();
       // What is stored, kept to compare with what the log derives (R9.2), after the event pass.
       const storedBarriers = new Set<string>();
       const storedOutcomeEvents = new Set<string>();
@@ -493,6 +505,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
               // R10.2: a note an outcome binds must be there, as text that matches, or purged
               if (isOutcomeEventType(e.type) && 'resolution' in e.data && e.data.resolution.noteDigest !== undefined) {
                 const { startId, resolution } = e.data as { startId: string; resolution: { noteDigest: string } };
+                boundNotes.add(`${startId}\u0000${resolution.noteDigest}`);
                 const n = noteOf(startId, resolution.noteDigest, await backend.notes.rows(startId));
                 if (n.status === 'purged') notes.purged++;
                 else notes.present++;
@@ -522,10 +535,19 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
         if (!storedOutcomeEvents.has(id)) problems.push({ kind: 'head', record: id, problem: 'the log records this outcome event but its start_outcomes row is missing' });
       }
 
+      // R10.2: a note no outcome binds is an orphan of a resolve that stopped between its note
+      // and its outcome event. It is not evidence and weakens none (nothing binds it), so it is
+      // a warning, not a difference: verify stays ok. One that still holds text is listed, for
+      // `purge-note`; a purged orphan (what a failed resolve leaves) is not.
+      for (const row of await backend.notes.all()) {
+        if (row.note_text === null || boundNotes.has(`${row.start_id}\u0000${row.note_digest}`)) continue;
+        warnings.push({ kind: 'orphan_note', record: row.start_id, problem: `resolution note ${row.note_digest} is bound by no outcome and still holds text: purge it (purge-note)` });
+      }
+
       progress.integrity(false);
       problems.push(...(await backend.snapshot((v) => v.integrityProblems())));
       progress.integrity(true);
-      return { ok: problems.length === 0, checked, notes, problems };
+      return { ok: problems.length === 0, checked, notes, problems, warnings };
     },
   };
   return recovery;

@@ -277,6 +277,7 @@ Keyed evidence: QINGLONG_BARRIER_KEYRING_FILE names the deployment key file (nev
           bar?.stop();
         }
         print(report);
+        if (report.warnings.length > 0) process.stderr.write(`${NAME}: ${report.warnings.length} warning(s), listed on stdout (not damage)\n`);
         if (!report.ok) {
           process.stderr.write(`${NAME}: CORRUPT_RECORD: ${report.problems.length} bad record(s), listed on stdout\n`);
           process.exitCode = EXIT.corrupt;

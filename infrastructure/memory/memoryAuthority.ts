@@ -280,6 +280,9 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     return (this.claims ??= memoryDriverClaims(() => this.clock()));
   }
 
+  /** The note side record; a field so a spec can play a resolve that stopped after its note. */
+  private readonly noteStore = createMemoryNoteStore(() => this.clock());
+
   readonly recovery: RecoveryApi = createRecoveryApi({
     snapshot: async (body) => {
       const tables = this.tables;
@@ -287,7 +290,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     },
     handle: (command) => this.runs.handle(command),
     clock: () => this.clock(),
-    notes: createMemoryNoteStore(() => this.clock()),
+    notes: this.noteStore,
   });
 
   async close(): Promise<void> {}

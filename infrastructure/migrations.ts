@@ -52,3 +52,29 @@ export const planMigrations = (known: readonly Migration[], applied: readonly Ap
   });
   return known.slice(applied.length);
 };
+
+/**
+ * `verify`'s reading of the ledger and the capability rows (R9.2): a changed name or checksum,
+ * a missing or extra row, or a capability other than the one the migrations set is a problem
+ * to report. An open refuses the same ledger (MigrationError); verify sees it without reopening.
+ */
+export const schemaProblems = (
+  dialect: 'sqlite' | 'postgres',
+  applied: readonly AppliedMigration[],
+  capabilities: readonly { readonly name: unknown; readonly version: unknown }[],
+): string[] => {
+  const problems: string[] = [];
+  try {
+    const pending = planMigrations(loadMigrations(dialect), applied);
+    if (pending.length > 0) problems.push(`schema_migrations lacks ${pending.map((m) => m.name).join(', ')}, which this store's schema holds`);
+  } catch (e) {
+    problems.push(`schema_migrations: ${(e as Error).message}`);
+  }
+  const expected = CAPABILITIES[dialect];
+  const found = capabilities.map((c) => `${String(c.name)}@${String(c.version)}`).sort();
+  if (found.join(',') !== expected) problems.push(`capabilities are ${found.join(', ') || '(none)'}, the migrations set ${expected}`);
+  return problems;
+};
+
+/** What the capability migrations (0056, pg-0030) leave in the table. */
+const CAPABILITIES = { sqlite: 'local-control-core@28', postgres: 'control-core@29' } as const;

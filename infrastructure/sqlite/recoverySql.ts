@@ -62,3 +62,5 @@ export const STREAM_HEADS = `SELECT * FROM (SELECT s.stream_id, s.stream_type, s
     (SELECT count(*) FROM events e WHERE e.stream_id = s.stream_id) AS n,
     (SELECT max(stream_position) FROM events e WHERE e.stream_id = s.stream_id) AS top
   FROM streams s) WHERE version <> n OR top IS NULL OR version <> top OR stream_type <> 'run'`;
+/** The capability rows, checked by verify against what the migrations set. */
+export const CAPABILITIES = 'SELECT name, version FROM capabilities ORDER BY name';

@@ -37,7 +37,19 @@ interface ReportJson {
     failures: unknown[];
     records: { cases: number; changed: number; detected: number; sameAsOracle: number };
   };
-  readonly corruption: { backend: string; cellsTried: number; detected: number; undetected: unknown[]; cliRuns: number; cliExit5: number; failures: unknown[] }[];
+  readonly corruption: {
+    backend: string;
+    cellsTried: number;
+    detected: number;
+    knownGapCells: number;
+    undetected: unknown[];
+    cliRuns: number;
+    cliExit5: number;
+    failures: unknown[];
+    tables: number;
+    columns: number;
+    columnsReached: number;
+  }[];
   readonly forgery: { backend: string; attempts: number; refused: number; detected: number; accepted: number; outcomes: { name: string; outcome: string }[] }[];
   readonly failover: (Outcomes & {
     timelines: { before: number; promoted: number };
@@ -63,15 +75,15 @@ describe('reliability harness, short form', function () {
     SHORT = report.sizes;
   });
 
-  it('R9.1/R9.2 forgery phase: every forgery with the runtime\'s credentials is refused by the database or reported by verify; accepted = 0 (PostgreSQL: all refused)', () => {
+  it('R9.1/R9.2 forgery phase: every forgery with the runtime\'s credentials is refused by the database or reported by verify; accepted = 0 (both backends: all refused)', () => {
     expect(report.forgery.map((f) => f.backend)).to.deep.equal(['sqlite', 'postgres']);
     for (const f of report.forgery) {
       expect(f.attempts, f.backend).to.be.greaterThan(0);
       expect(f.refused + f.detected, f.backend).to.equal(f.attempts);
       expect(f.accepted, `${f.backend}: ${JSON.stringify(f.outcomes.filter((o) => o.outcome === 'accepted'))}`).to.equal(0);
     }
-    const pg = report.forgery.find((f) => f.backend === 'postgres')!;
-    expect(pg.refused, JSON.stringify(pg.outcomes)).to.equal(pg.attempts);
+    // SQLite's triggers refuse every forgery of the list too (0072), like PostgreSQL's
+    for (const f of report.forgery) expect(f.refused, `${f.backend}: ${JSON.stringify(f.outcomes)}`).to.equal(f.attempts);
   });
 
   it('R3.9 crash soak: SIGKILLed workers leave every acknowledged start present, verified and whole, on SQLite and PostgreSQL', () => {
@@ -107,11 +119,15 @@ describe('reliability harness, short form', function () {
     expect(r.sameAsOracle).to.equal(r.cases);
   });
 
-  it('R5.3 corruption sweep: every damaged cell is detected by the repository, by verify, and by the CLI (exit 5)', () => {
+  it('R5.3/R9.2 corruption sweep over every table of the live schema: every damaged cell is detected by the repository, by verify, and by the CLI (exit 5), outside the listed known gaps', () => {
     expect(report.corruption.map((c) => c.backend)).to.deep.equal(['sqlite', 'postgres']);
     for (const c of report.corruption) {
       expect(c.cellsTried, c.backend).to.be.greaterThan(100);
-      expect(c.detected, c.backend).to.equal(c.cellsTried);
+      // every table of the live schema was swept (a table without a target is a failure below);
+      // misses are allowed only in the listed KNOWN_GAPS columns, counted apart
+      expect(c.tables, c.backend).to.be.greaterThan(10);
+      expect(c.columns - c.columnsReached, c.backend).to.be.lessThan(2);
+      expect(c.detected + c.knownGapCells, c.backend).to.equal(c.cellsTried);
       expect(c.undetected, c.backend).to.deep.equal([]);
       expect(c.cliExit5, c.backend).to.equal(c.cliRuns);
       expect(c.failures, c.backend).to.deep.equal([]);

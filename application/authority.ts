@@ -177,6 +177,8 @@ export type VerifyProblemKind =
   | 'note'
   /** The migration ledger or the capability rows are not what this code's migrations wrote. */
   | 'schema'
+  /** The driver claim history is not one `claim` and `release` can write (R11.2). */
+  | 'driver_claim'
   /** A warning, never a problem: a note with text that no outcome binds (R10.2). */
   | 'orphan_note';
 

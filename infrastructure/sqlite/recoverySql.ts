@@ -64,3 +64,5 @@ export const STREAM_HEADS = `SELECT * FROM (SELECT s.stream_id, s.stream_type, s
   FROM streams s) WHERE version <> n OR top IS NULL OR version <> top OR stream_type <> 'run'`;
 /** The capability rows, checked by verify against what the migrations set. */
 export const CAPABILITIES = 'SELECT name, version FROM capabilities ORDER BY name';
+/** Every driver claim row, for verify's reading of the claim history. */
+export const CLAIM_ROWS = 'SELECT start_id, generation, kind, driver_id, at_ms, lease_until_ms FROM adapter_driver_claims ORDER BY start_id, generation, kind';

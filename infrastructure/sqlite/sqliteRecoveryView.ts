@@ -4,6 +4,7 @@ import type { RunRow, StepRunRow } from '../../projections/rows';
 import type { EventRow } from '../../projections/verifyRows';
 import type { StoredBarrier, VerifyProblem } from '../../application/authority';
 import type { RecoveryView } from '../../application/recoveryRules';
+import { claimHistoryProblems, type StoredClaimRow } from '../../application/driverClaimRules';
 import { schemaProblems } from '../migrations';
 import * as RSQL from './recoverySql';
 import * as SQL from './sql';
@@ -104,6 +105,7 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
       for (const r of s.streamHeads.all() as { stream_id: string; version: number; n: number; top: number | null }[]) {
         problems.push({ kind: 'stream_head', record: r.stream_id, problem: `stream head is at version ${r.version} but holds ${r.n} events (last position ${r.top ?? 'none'})` });
       }
+      problems.push(...claimHistoryProblems(p(RSQL.CLAIM_ROWS).all() as StoredClaimRow[]));
       const ledger = p(SQL.SELECT_APPLIED).all() as { name: string; checksum: string }[];
       for (const problem of schemaProblems('sqlite', ledger, p(RSQL.CAPABILITIES).all() as { name: unknown; version: unknown }[])) problems.push({ kind: 'schema', record: 'schema', problem });
       return problems;

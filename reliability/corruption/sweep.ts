@@ -28,12 +28,9 @@ export type DamageKind = 'flip' | 'swap' | 'reformat';
  * entry when the product learns to detect it: the list only ever shrinks.
  */
 export const KNOWN_GAPS: Readonly<Record<string, string>> = {
-  'adapter_driver_claims.start_id': 'claim rows bind no digest; verify does not re-check the claim history yet',
-  'adapter_driver_claims.generation': 'claim rows bind no digest; verify does not re-check the claim history yet',
-  'adapter_driver_claims.kind': 'claim rows bind no digest; verify does not re-check the claim history yet',
-  'adapter_driver_claims.driver_id': 'claim rows bind no digest; verify does not re-check the claim history yet',
-  'adapter_driver_claims.at_ms': 'claim rows bind no digest; verify does not re-check the claim history yet',
-  'adapter_driver_claims.lease_until_ms': 'claim rows bind no digest; verify does not re-check the claim history yet',
+  'adapter_driver_claims.driver_id': 'verify re-checks the claim history, but nothing binds the driver of a claim not yet released',
+  'adapter_driver_claims.at_ms': 'verify re-checks the claim history, but a claim row binds no digest: its start time may move within its lease',
+  'adapter_driver_claims.lease_until_ms': 'verify re-checks the claim history, but a claim row binds no digest: its lease end may move within the longest lease',
   'resolution_notes.purged_at_ms': 'the purge time is bound by nothing (the note digest binds the text only)',
   'schema_migrations.applied_at_ms': 'when a migration ran is bound by nothing',
   'events.global_position': "the log's own ordinal: verify orders by it but a move that keeps each stream in order is invisible",

@@ -34,7 +34,6 @@ export const KNOWN_GAPS: Readonly<Record<string, string>> = {
   'resolution_notes.purged_at_ms': 'the purge time is bound by nothing (the note digest binds the text only)',
   'schema_migrations.applied_at_ms': 'when a migration ran is bound by nothing',
   'events.global_position': "the log's own ordinal: verify orders by it but a move that keeps each stream in order is invisible",
-  'start_outcomes.outcome_digest': 'the sweep\'s store has no outcome with a result digest (resolve records none)',
 };
 
 export interface SweepOptions {
@@ -103,7 +102,7 @@ const populate = async (a: AnyAuthority, n: number): Promise<{ ids: string[]; pr
     } finally {
       await claims.close();
     }
-    await a.recovery.resolve(first, 'completed', { decidedBy: 'sweep', reason: 'tool_succeeded', note: 'checked by the sweep' });
+    await a.recovery.resolve(first, 'completed', { decidedBy: 'sweep', reason: 'tool_succeeded', note: 'checked by the sweep', outcomeDigest: `sha256:${'5a'.repeat(32)}` });
     await a.recovery.resolve(second, 'failed', { decidedBy: 'sweep', reason: 'tool_failed', note: 'to be purged' });
     await a.recovery.purgeNote(second);
     ids.push(first, second);

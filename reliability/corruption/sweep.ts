@@ -260,7 +260,7 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
       const sequence = record.runEvent.runEventSequence;
       const stream = `run-${record.runId}`;
       const start = (table: string, where: string, params: readonly unknown[]): Group => ({ table, where, params, mode: (c) => (c === 'chain_digest' || c === 'global_position' ? 'log' : 'start') });
-      const log = (table: string, where: string, params: readonly unknown[], once = false): Group => ({ table, where, params, mode: () => 'log', once });
+      const byVerify = (table: string, where: string, params: readonly unknown[], once = false): Group => ({ table, where, params, mode: () => 'log', once });
       const ofRun = 'start_id IN (SELECT start_id FROM ' + session.raw.t('tool_execution_start_barriers') + ' WHERE run_id = ?) ORDER BY start_id';
       return [
         start('tool_execution_start_barriers', 'start_id = ?', [record.startId]),
@@ -271,16 +271,16 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
         start('events', 'stream_id = ? AND stream_position >= ? AND stream_position <= ? ORDER BY stream_position', [stream, sequence - 3, sequence + 1]),
         start('start_replay_identities', 'start_id = ? ORDER BY identity', [record.startId]),
         start('start_evidence_macs', 'start_id = ?', [record.startId]),
-        log('events', 'stream_id = ? AND (stream_position < ? OR stream_position > ?) ORDER BY stream_position', [stream, sequence - 3, sequence + 1]),
-        log('streams', 'stream_id = ?', [stream]),
-        log('runs', 'run_id = ?', [record.runId]),
-        log('step_runs', 'run_id = ? ORDER BY step_run_id', [record.runId]),
-        log('start_outcomes', 'run_id = ? ORDER BY start_id', [record.runId]),
-        log('resolution_notes', ofRun, [record.runId]),
-        log('adapter_driver_claims', ofRun.replace('ORDER BY start_id', 'ORDER BY start_id, generation, kind'), [record.runId]),
-        log('start_whole_at_commit', 'start_id = ?', [record.startId]),
-        log('schema_migrations', '1 = 1 ORDER BY name', [], true),
-        log('capabilities', '1 = 1 ORDER BY name', [], true),
+        byVerify('events', 'stream_id = ? AND (stream_position < ? OR stream_position > ?) ORDER BY stream_position', [stream, sequence - 3, sequence + 1]),
+        byVerify('streams', 'stream_id = ?', [stream]),
+        byVerify('runs', 'run_id = ?', [record.runId]),
+        byVerify('step_runs', 'run_id = ? ORDER BY step_run_id', [record.runId]),
+        byVerify('start_outcomes', 'run_id = ? ORDER BY start_id', [record.runId]),
+        byVerify('resolution_notes', ofRun, [record.runId]),
+        byVerify('adapter_driver_claims', ofRun.replace('ORDER BY start_id', 'ORDER BY start_id, generation, kind'), [record.runId]),
+        byVerify('start_whole_at_commit', 'start_id = ?', [record.startId]),
+        byVerify('schema_migrations', '1 = 1 ORDER BY name', [], true),
+        byVerify('capabilities', '1 = 1 ORDER BY name', [], true),
       ];
     };
     const schema = await session.schema();

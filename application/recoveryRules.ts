@@ -18,6 +18,7 @@ import {
 } from '../domain';
 import { EpochMillis, Identity, decodeOrThrow, integer, strictObject } from '../domain/codecs';
 import { attemptValue, replayValuesOf, type RunRow, type StepRunRow } from '../projections/rows';
+import { NOTE_PURGE_DIGEST_TAG, fieldsDigest } from '../projections/eventChain';
 import { decodeEventRow, inDoubtStartOf, verifyOutcomeRow, type StartOutcomeRow } from '../projections/outcomeRows';
 import { decodeRunRow, decodeStepRunRow } from '../projections/runState';
 import type { EventRow } from '../projections/verifyRows';
@@ -94,7 +95,19 @@ export interface NoteRow {
   readonly note_digest: string;
   readonly note_text: string | null;
   readonly purged_at_ms: number | string | null;
+  /** R9.2: binds the purge time (0073 / pg-0042); NULL while the note holds text. */
+  readonly purge_digest: string | null;
 }
+
+/** The digest a purge writes over the note's identity and its purge time. */
+export const purgeDigestOf = (startId: string, noteDigest: string, purgedAtMs: number | string): string =>
+  fieldsDigest(NOTE_PURGE_DIGEST_TAG, [startId, noteDigest, Number(purgedAtMs)]);
+
+/** A purged note whose purge time no longer matches its digest, or undefined. */
+export const purgeProblemOf = (row: NoteRow): string | undefined =>
+  row.note_text === null && row.purged_at_ms !== null && row.purge_digest !== purgeDigestOf(row.start_id, row.note_digest, row.purged_at_ms)
+    ? `resolution note ${row.note_digest}: its purge time ${String(row.purged_at_ms)} does not match purge_digest`
+    : undefined;
 
 /** The redactable side record of notes. Not evidence: its only change is a purge. */
 export interface NoteStore {
@@ -141,6 +154,8 @@ const noteOf = (startId: string, noteDigest: string, rows: readonly NoteRow[]): 
   if (row === undefined) throw new CorruptRecordError('resolution note', startId, `its outcome binds note ${noteDigest}, which is missing`);
   if (row.note_text === null) {
     if (row.purged_at_ms === null) throw new CorruptRecordError('resolution note', startId, 'note has neither text nor a purge time');
+    const damaged = purgeProblemOf(row);
+    if (damaged !== undefined) throw new CorruptRecordError('resolution note', startId, damaged);
     return { startId, noteDigest, status: 'purged', purgedAtMs: Number(row.purged_at_ms) };
   }
   if (noteDigestOf(row.note_text) !== noteDigest) throw new CorruptRecordError('resolution note', startId, 'note text does not match the digest its outcome binds');
@@ -540,6 +555,8 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
       // a warning, not a difference: verify stays ok. One that still holds text is listed, for
       // `purge-note`; a purged orphan (what a failed resolve leaves) is not.
       for (const row of await backend.notes.all()) {
+        const damaged = boundNotes.has(`${row.start_id}\u0000${row.note_digest}`) ? undefined : purgeProblemOf(row);
+        if (damaged !== undefined) problems.push({ kind: 'note', record: row.start_id, problem: damaged });
         if (row.note_text === null || boundNotes.has(`${row.start_id}\u0000${row.note_digest}`)) continue;
         warnings.push({ kind: 'orphan_note', record: row.start_id, problem: `resolution note ${row.note_digest} is bound by no outcome and still holds text: purge it (purge-note)` });
       }

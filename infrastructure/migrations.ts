@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { EMBEDDED_MIGRATIONS } from './migrationsSql.generated';
+import { LEDGER_DIGEST_TAG, fieldsDigest } from '../projections/eventChain';
 
 // Forward-only, checksummed migrations, shared by both backends. No runner on npm does both
 // a synchronous better-sqlite3 `BEGIN IMMEDIATE` and a pg advisory-locked transaction with
@@ -58,9 +59,17 @@ export const planMigrations = (known: readonly Migration[], applied: readonly Ap
  * a missing or extra row, or a capability other than the one the migrations set is a problem
  * to report. An open refuses the same ledger (MigrationError); verify sees it without reopening.
  */
+/** A ledger row as verify reads it: with when it was applied and the digest binding that (0073 / pg-0042). */
+export interface LedgerRow extends AppliedMigration {
+  readonly applied_at_ms: number | string;
+  readonly ledger_digest: string | null;
+}
+
+export const ledgerDigestOf = (r: Omit<LedgerRow, 'ledger_digest'>): string => fieldsDigest(LEDGER_DIGEST_TAG, [r.name, r.checksum, Number(r.applied_at_ms)]);
+
 export const schemaProblems = (
   dialect: 'sqlite' | 'postgres',
-  applied: readonly AppliedMigration[],
+  applied: readonly LedgerRow[],
   capabilities: readonly { readonly name: unknown; readonly version: unknown }[],
 ): string[] => {
   const problems: string[] = [];
@@ -69,6 +78,9 @@ export const schemaProblems = (
     if (pending.length > 0) problems.push(`schema_migrations lacks ${pending.map((m) => m.name).join(', ')}, which this store's schema holds`);
   } catch (e) {
     problems.push(`schema_migrations: ${(e as Error).message}`);
+  }
+  for (const r of applied) {
+    if (r.ledger_digest !== ledgerDigestOf(r)) problems.push(`schema_migrations row ${r.name}: its name, checksum and applied_at_ms ${String(r.applied_at_ms)} do not match ledger_digest`);
   }
   const expected = CAPABILITIES[dialect];
   const found = capabilities.map((c) => `${String(c.name)}@${String(c.version)}`).sort();

@@ -188,7 +188,6 @@ export const formatReport = (r: ReliabilityReport): string => {
         ['columns reached', ...r.corruption.map((c) => `${c.columnsReached} of ${c.columns}`)],
         ['cells tried', ...r.corruption.map((c) => c.cellsTried)],
         ['detected', ...r.corruption.map((c) => c.detected)],
-        ['known gaps (listed, undetected)', ...r.corruption.map((c) => c.knownGapCells)],
         ['  repository failed closed', ...r.corruption.map((c) => c.detectedByRepository)],
         ['  recovery.verify reported', ...r.corruption.map((c) => c.detectedByVerify)],
         ['  CLI verify exit 5', ...r.corruption.map((c) => `${c.cliExit5} of ${c.cliRuns}`)],

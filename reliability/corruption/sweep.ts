@@ -22,20 +22,6 @@ const CLI = join(ROOT, 'infrastructure', 'cli', 'main.ts');
 
 export type DamageKind = 'flip' | 'swap' | 'reformat';
 
-/**
- * Columns where the product does not yet detect a changed cell, each with why. A miss in one
- * of them is reported (knownGaps), not hidden; a miss anywhere else fails the sweep. Remove an
- * entry when the product learns to detect it: the list only ever shrinks.
- */
-export const KNOWN_GAPS: Readonly<Record<string, string>> = {
-  'adapter_driver_claims.driver_id': 'verify re-checks the claim history, but nothing binds the driver of a claim not yet released',
-  'adapter_driver_claims.at_ms': 'verify re-checks the claim history, but a claim row binds no digest: its start time may move within its lease',
-  'adapter_driver_claims.lease_until_ms': 'verify re-checks the claim history, but a claim row binds no digest: its lease end may move within the longest lease',
-  'resolution_notes.purged_at_ms': 'the purge time is bound by nothing (the note digest binds the text only)',
-  'schema_migrations.applied_at_ms': 'when a migration ran is bound by nothing',
-  'events.global_position': "the log's own ordinal: verify orders by it but a move that keeps each stream in order is invisible",
-};
-
 export interface SweepOptions {
   readonly backend: BackendName;
   /** Starts in the store. */
@@ -62,10 +48,6 @@ export interface SweepReport {
   readonly cliRuns: number;
   readonly cliExit5: number;
   readonly undetected: readonly string[];
-  /** Misses in a column of KNOWN_GAPS: tried and not detected, reported, not yet failing the sweep. */
-  readonly knownGaps: readonly string[];
-  /** Tried cells that fell in a KNOWN_GAPS column and were not detected. */
-  readonly knownGapCells: number;
   /** Tables and columns of the live schema, and how many of those columns a change reached. */
   readonly tables: number;
   readonly columns: number;
@@ -141,8 +123,6 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
   const scratch = mkdtempSync(join(tmpdir(), 'reliability-sweep-'));
   const failures: string[] = [];
   const missed: string[] = [];
-  const knownGaps: string[] = [];
-  let knownGapCells = 0;
   let tableCount = 0;
   let columnCount = 0;
   let columnsReached = 0;
@@ -199,8 +179,7 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
      * `log`: a cell of the Run's log or heads outside the start's reads (lifecycle events, the
      * chain link, the stream / Run / StepRun heads, outcome rows): verify must report it (R9.2).
      */
-    const probe = async (record: StartBarrierRecord, what: string, mode: 'start' | 'log' = 'start', cell = ''): Promise<boolean> => {
-      const undetected = KNOWN_GAPS[cell] === undefined ? missed : knownGaps;
+    const probe = async (record: StartBarrierRecord, what: string, mode: 'start' | 'log' = 'start'): Promise<boolean> => {
       const results: { via: string; value: unknown }[] = [];
       const settle = async (via: string, p: Promise<unknown>) => results.push({ via, value: await p.then((v) => v, (e: unknown) => e) });
       await settle('getByStartId', authority.barriers.getByStartId(record.startId));
@@ -221,13 +200,12 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
       if (byVerify) detectedByVerify++;
       const caught = mode === 'start' ? byRepository && byVerify : byVerify;
       if (caught) detected++;
-      else if (KNOWN_GAPS[cell] !== undefined) knownGapCells++;
-      if (!caught) undetected.push(`${what}: ${results.map((r) => `${r.via} -> ${r.value instanceof Error ? (r.value as { code?: string }).code ?? 'untyped' : r.value === null ? 'null' : 'ANSWERED'}`).join(', ')}; verify ${report.ok ? 'ok' : 'damage'}`);
+      if (!caught) missed.push(`${what}: ${results.map((r) => `${r.via} -> ${r.value instanceof Error ? (r.value as { code?: string }).code ?? 'untyped' : r.value === null ? 'null' : 'ANSWERED'}`).join(', ')}; verify ${report.ok ? 'ok' : 'damage'}`);
       if (caught && options.cliEvery > 0 && cellsTried % options.cliEvery === 0) {
         cliRuns++;
         const code = cli();
         if (code === 5) cliExit5++;
-        else undetected.push(`${what}: qinglong-barrier verify exited ${code}, expected 5`);
+        else missed.push(`${what}: qinglong-barrier verify exited ${code}, expected 5`);
       }
       return caught;
     };
@@ -321,7 +299,7 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
                 refusedBySchema++;
                 continue;
               }
-              await probe(b.record, what, group.mode(column), `${group.table}.${column}`);
+              await probe(b.record, what, group.mode(column));
               const restore = await session.set(group.table, change.key, column, value);
               if (!restore.applied) failures.push(`${what}: could not restore (${restore.reason})`);
               else row._key = restore.key;
@@ -346,9 +324,7 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
       for (const column of columns) {
         if (reached.get(table)?.has(column)) columnsReached++;
         if (!named.has(table) || reached.get(table)?.has(column)) continue;
-        const line = `no change reached ${table}.${column}: the store holds no value there for the sweep to damage`;
-        if (KNOWN_GAPS[`${table}.${column}`] === undefined) failures.push(line);
-        else knownGaps.push(line);
+        failures.push(`no change reached ${table}.${column}: the store holds no value there for the sweep to damage`);
       }
     }
     const after = await authority.recovery.verify();
@@ -370,12 +346,10 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
     cliRuns,
     cliExit5,
     undetected: missed,
-    knownGaps,
-    knownGapCells,
     tables: tableCount,
     columns: columnCount,
     columnsReached,
     failures,
   };
-  return { ...report, ok: failures.length === 0 && missed.length === 0 && cellsTried === detected + knownGapCells && cliRuns === cliExit5 };
+  return { ...report, ok: failures.length === 0 && missed.length === 0 && cellsTried === detected && cliRuns === cliExit5 };
 };

@@ -15,16 +15,15 @@ export type IdentityStorage =
 export type IdentityTable = Readonly<Record<string, IdentityStorage>>;
 
 export const IDENTITY_STORAGE: Readonly<Record<ReplayIdentity, IdentityStorage>> = {
+  // Each identity is enforced once, by start_replay_identities_key (pg-0050); the keys listed
+  // are the tables' own primary keys (foreign-key targets), which a reused id can also meet.
   startId: { column: 'start_id', constraints: ['tool_execution_start_barriers_pkey'] },
-  mutationId: { column: 'mutation_id', constraints: ['step_run_mutations_pkey', 'tool_execution_start_barriers_mutation_id_key'] },
-  runEventId: { column: 'run_event_id', constraints: ['step_run_mutations_run_event_id_key', 'tool_execution_start_barriers_run_event_id_key'] },
-  traceId: { column: 'trace_id', constraints: ['trace_anchors_pkey', 'audit_receipts_trace_id_key', 'tool_execution_start_barriers_trace_id_key'] },
-  auditEventId: {
-    column: 'audit_event_id',
-    constraints: ['security_audit_events_pkey', 'audit_receipts_audit_event_id_key', 'tool_execution_start_barriers_audit_event_id_key'],
-  },
-  auditReceiptId: { column: 'audit_receipt_id', constraints: ['audit_receipts_pkey', 'tool_execution_start_barriers_audit_receipt_id_key'] },
-  attempt: { attempt: ['run_id', 'step_run_id', 'started_step_run_version'], constraints: ['tool_execution_start_barriers_attempt_key'] },
+  mutationId: { column: 'mutation_id', constraints: ['step_run_mutations_pkey'] },
+  runEventId: { column: 'run_event_id', constraints: [] },
+  traceId: { column: 'trace_id', constraints: ['trace_anchors_pkey'] },
+  auditEventId: { column: 'audit_event_id', constraints: ['security_audit_events_pkey'] },
+  auditReceiptId: { column: 'audit_receipt_id', constraints: ['audit_receipts_pkey'] },
+  attempt: { attempt: ['run_id', 'step_run_id', 'started_step_run_version'], constraints: [] },
 };
 
 /** The bound parameter that carries an identity's value: `auditEventId` -> `:audit_event_id`. */

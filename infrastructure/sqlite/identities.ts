@@ -15,12 +15,14 @@ export type IdentityStorage =
 export type IdentityTable = Readonly<Record<string, IdentityStorage>>;
 
 export const IDENTITY_STORAGE: Readonly<Record<ReplayIdentity, IdentityStorage>> = {
+  // Each identity is enforced once, by start_replay_identities_key (0080); the columns listed
+  // are the tables' own primary keys (foreign-key targets) and the event id, which a reused id can also meet.
   startId: { column: 'start_id', unique: ['tool_execution_start_barriers.start_id'] },
-  mutationId: { column: 'mutation_id', unique: ['step_run_mutations.mutation_id', 'tool_execution_start_barriers.mutation_id'] },
-  runEventId: { column: 'run_event_id', unique: ['events.event_id', 'step_run_mutations.run_event_id', 'tool_execution_start_barriers.run_event_id'] },
-  traceId: { column: 'trace_id', unique: ['trace_anchors.trace_id', 'audit_receipts.trace_id', 'tool_execution_start_barriers.trace_id'] },
-  auditEventId: { column: 'audit_event_id', unique: ['security_audit_events.audit_event_id', 'audit_receipts.audit_event_id', 'tool_execution_start_barriers.audit_event_id'] },
-  auditReceiptId: { column: 'audit_receipt_id', unique: ['audit_receipts.audit_receipt_id', 'tool_execution_start_barriers.audit_receipt_id'] },
+  mutationId: { column: 'mutation_id', unique: ['step_run_mutations.mutation_id'] },
+  runEventId: { column: 'run_event_id', unique: ['events.event_id'] },
+  traceId: { column: 'trace_id', unique: ['trace_anchors.trace_id'] },
+  auditEventId: { column: 'audit_event_id', unique: ['security_audit_events.audit_event_id'] },
+  auditReceiptId: { column: 'audit_receipt_id', unique: ['audit_receipts.audit_receipt_id'] },
   attempt: { attempt: ['run_id', 'step_run_id', 'started_step_run_version'], unique: [] },
 };
 

@@ -5,6 +5,8 @@ import Database from 'better-sqlite3';
 import { expect } from 'chai';
 import { loadMigrations } from '../../infrastructure/migrations';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
+import { IDENTITY_START_IDS } from '../../infrastructure/sqlite/recoverySql';
+import { openFreshSqlite } from './support';
 import * as SQL from '../../infrastructure/sqlite/sql';
 import { eventChainDigest } from '../../projections/eventChain';
 import { freshDbPath } from '../support/tmp';
@@ -122,5 +124,19 @@ describe('each fact stored once on SQLite (0080)', function () {
     const again = new Database(path, { readonly: true });
     expect((again.prepare("SELECT count(*) AS n FROM schema_migrations WHERE name >= '0080'").get() as { n: number }).n).to.equal(0);
     again.close();
+  });
+
+  it('R6.4 every lookup of one identity stays an index probe with the repeated unique constraints gone (the recovery lookup reads keyed rows)', async () => {
+    const a = await openFreshSqlite();
+    try {
+      const db = a.db as unknown as Database.Database;
+      const args = { identity: 'x', key: 'x', run_id: 'x', step_run_id: 'x', version: 1 };
+      for (const [identity, sql] of Object.entries(IDENTITY_START_IDS)) {
+        const plan = (db.prepare(`EXPLAIN QUERY PLAN ${sql}`).all(args) as { detail: string }[]).map((r) => r.detail);
+        for (const step of plan) expect(step, `${identity}: ${plan.join(' / ')}`).to.not.match(/^SCAN /);
+      }
+    } finally {
+      await a.close();
+    }
   });
 });

@@ -8,7 +8,7 @@ import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { IDENTITY_START_IDS } from '../../infrastructure/sqlite/recoverySql';
 import { openFreshSqlite } from './support';
 import * as SQL from '../../infrastructure/sqlite/sql';
-import { eventChainDigest } from '../../projections/eventChain';
+import { registerMigrationFunctions } from '../../infrastructure/sqlite/fileIdentity';
 import { freshDbPath } from '../support/tmp';
 
 // Each fact stored once (0080): an old store, written by the code of its time (the legacy
@@ -39,16 +39,7 @@ const uniqueKeysOf = (db: Database.Database, table: string): string[] =>
 
 /** Applies the migrations before `before` as the migrator does (one transaction, recorded). */
 const migrateUpTo = (db: Database.Database, before: string): void => {
-  db.function('ql3_event_chain', { deterministic: true, directOnly: true }, (previous, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms) =>
-    eventChainDigest(String(previous), {
-      stream_id: String(stream_id),
-      stream_position: String(stream_position),
-      event_id: String(event_id),
-      event_type: String(event_type),
-      data_json: String(data_json),
-      committed_at_ms: String(committed_at_ms),
-    }),
-  );
+  registerMigrationFunctions(db);
   db.pragma('foreign_keys = ON');
   db.exec(SQL.MIGRATIONS_TABLE);
   const applied = new Set((db.prepare(SQL.SELECT_APPLIED).all() as { name: string }[]).map((r) => r.name));

@@ -22,7 +22,7 @@ import { assertSchemaCurrent, migratePostgres } from './migrate';
 import { postgresRecoveryOf } from './postgresRecoveryView';
 import { loadRunState, readBarrier, readBarrierOfAttempt, readStream } from './reads';
 import * as SQL from './sql';
-import { existingOfRead, prepareInRoundTrips, readStart } from './startRoundTrips';
+import { existingOfRead, prepareInRoundTrips, readStart, stateOfRead } from './startRoundTrips';
 import { lookupBeforeBegin, resolveUniqueViolation, startUnitOfWork, type LookupBeforeBegin, type PostgresWriteMode } from './startWrite';
 import type { Queryable } from './query';
 import { PostgresTransactions, type AttemptBudget, type BeforeBegin, type PostgresTimeouts, type Tx } from './transactions';
@@ -185,7 +185,7 @@ class PostgresAuthority implements PostgresStartBarrier {
       const first = await this.read((q) => readStart(q as Pool, decoded));
       const existing = await existingOfRead(first, decoded, this.keys);
       if (existing !== null) return { outcome: 'existing', barrier: existing };
-      let fresh: LookupBeforeBegin | undefined = { hits: first.hits, runVersion: first.state.run?.version ?? null };
+      let fresh: LookupBeforeBegin | undefined = { hits: first.hits, runVersion: stateOfRead(first, decoded).run?.version ?? null };
       const keys = replayKeysOf(decoded.command);
       const lookup = async (q: Queryable): Promise<LookupBeforeBegin> => {
         const hits = fresh ?? (await lookupBeforeBegin(q, keys, runId)); // again after a wait or a retry

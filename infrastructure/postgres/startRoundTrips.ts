@@ -44,12 +44,15 @@ export interface RoundTripContext {
   readonly hook: StartStepHook | undefined;
 }
 
-/** What the first round trip read: the replay hits, the Run state, and the row itself. */
+/** What the first round trip read: the replay hits, and the row itself (its Run state is decoded only for a new start). */
 export interface StartRead {
   readonly hits: ReplayHits;
-  readonly state: RunState;
   readonly row: Record<string, unknown>;
 }
+
+/** The Run state of round trip 1 (R3.2, read without a lock; the write's compare-and-set checks it still holds). */
+export const stateOfRead = (read: StartRead, decoded: DecodedStartCommand): RunState =>
+  runStateOfRow(read.row as unknown as RunStateColumns, decoded.command.stepRun.runId, decoded.command.stepRun.stepRunId);
 
 /** Round trip 1: READ_START, decoded (R3.1, R3.2 without a lock). */
 export const readStart = async (q: PoolClient | Pool, decoded: DecodedStartCommand): Promise<StartRead> => {
@@ -68,7 +71,7 @@ export const readStart = async (q: PoolClient | Pool, decoded: DecodedStartComma
   for (const r of decodeRows(ReplayIdentityRowCodec, row.hits, 'replay index', c.startId)) {
     hits[r.identity] = [...hits[r.identity], { startId: r.start_id, commandDigest: r.command_digest }];
   }
-  return { hits, state: runStateOfRow(row as unknown as RunStateColumns, c.stepRun.runId, c.stepRun.stepRunId), row };
+  return { hits, row };
 };
 
 /** R4.2 from round trip 1 alone: the stored barrier, verified with its MAC when keyed; null: a new start. */
@@ -157,7 +160,8 @@ export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: Decode
       ctx.tx.spend(budget);
       try {
         await ctx.hook?.('lookup');
-        const plan = planStartWrite(buildStartFacts(decoded, read.state), read.state, PENDING_CLOCK);
+        const state = stateOfRead(read, decoded);
+        const plan = planStartWrite(buildStartFacts(decoded, state), state, PENDING_CLOCK);
         return { outcome: 'created', barrier: await write(client, ctx, plan, open) };
       } catch (e) {
         if (open.value && broken === undefined && unavailableReasonOf(e) === undefined) {

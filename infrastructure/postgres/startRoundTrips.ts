@@ -29,8 +29,8 @@ import type { AttemptBudget, PostgresTimeouts, PostgresTransactions } from './tr
 // When another writer of the Run was first (its turn busy, or the Run moved since the read),
 // nothing was written: the start waits for the turn (bounded by lock_timeout) and decides
 // again on a fresh read. That is the Run's writers taking turns, not a retry: it spends
-// nothing of the budget, and is bounded in time instead (lock_timeout over all the waits of
-// one start, R9.5). 40001/40P01 are retried on the operation's budget (at most three retries,
+// nothing of the budget, and is bounded in time instead (lock_timeout without the Run moving,
+// R9.5). 40001/40P01 are retried on the operation's budget (at most three retries,
 // R9.5), a 23505 is answered by a fresh lookup (R4.2, R4.3) on the same budget.
 //
 // With a fault-injection hook (specs), the same statements run with the transaction held
@@ -150,7 +150,11 @@ export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: Decode
   };
   client.on('error', onError);
   const open = { value: false };
-  let turnDeadline: number | undefined;
+  // Waiting for the turn is bounded like a lock wait: lock_timeout without the Run moving.
+  // A Run that moved meanwhile had another writer commit: that is the queue advancing, so the
+  // bound starts again from there (a holder that never lets go still ends in the timeout).
+  let waiting: { readonly version: number | undefined; readonly deadline: number } | undefined;
+  let expected: number | undefined;
   let resynced = false;
   try {
     for (;;) {
@@ -161,6 +165,8 @@ export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: Decode
       try {
         await ctx.hook?.('lookup');
         const state = stateOfRead(read, decoded);
+        expected = state.run?.version;
+        if (waiting !== undefined && expected !== waiting.version) waiting = undefined;
         const plan = planStartWrite(buildStartFacts(decoded, state), state, PENDING_CLOCK);
         return { outcome: 'created', barrier: await write(client, ctx, plan, open) };
       } catch (e) {
@@ -172,9 +178,9 @@ export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: Decode
         if (lost !== undefined) {
           budget.attempts--; // the Run's writers taking turns: no attempt spent (header)
           const now = Date.now();
-          turnDeadline ??= now + ctx.timeouts.lockMs;
-          if (now >= turnDeadline) throw new TransactionTimeoutError('lock', `the turn of Run ${runId} did not come within lock_timeout (${ctx.timeouts.lockMs} ms); nothing was written`);
-          if (lost === 'busy') await run(client, SQL.AWAIT_RUN_TURN, { run_id: runId, lock_timeout_ms: Math.max(1, turnDeadline - now) });
+          waiting ??= { version: expected, deadline: now + ctx.timeouts.lockMs };
+          if (now >= waiting.deadline) throw new TransactionTimeoutError('lock', `the turn of Run ${runId} did not come within lock_timeout (${ctx.timeouts.lockMs} ms); nothing was written`);
+          if (lost === 'busy') await run(client, SQL.AWAIT_RUN_TURN, { run_id: runId, lock_timeout_ms: Math.max(1, waiting.deadline - now) });
           continue;
         }
         if (!resynced && PREPARED_OUT_OF_STEP.has(sqlStateOf(e) ?? '')) {

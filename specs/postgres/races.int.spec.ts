@@ -353,9 +353,10 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     expect((await main.barriers.prepare(command)).outcome).to.equal('created');
   });
 
-  it('R5.2 writers of one Run take turns: 8 concurrent starts of different StepRuns of one Run need no retry budget', async () => {
+  it('R5.2 writers of one Run take turns: 8 clients, 4 starts each of different StepRuns of one Run, need no retry budget and never fail each other', async () => {
     const s = await setUp();
-    const ids = Array.from({ length: 8 }, (_, i) => `${s.stepRunId}-t${i}`);
+    const perClient = 4;
+    const ids = Array.from({ length: 8 * perClient }, (_, i) => `${s.stepRunId}-t${i}`);
     for (const id of ids) {
       await main.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: id, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } });
       await main.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId: id, requestedAtMs: 1 } });
@@ -368,8 +369,15 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
         return { ...raw, stepRun: { ...raw.stepRun, stepRunId: id } };
       }),
     );
-    const results = await Promise.all(commands.map((c, i) => racers[i]!.barriers.prepare(c)));
-    expect(results.map((r) => r.outcome)).to.deep.equal(Array(8).fill('created'));
+    const results = await Promise.all(
+      racers.map(async (racer, c) => {
+        const outcomes: string[] = [];
+        for (let i = 0; i < perClient; i++) outcomes.push((await racer.barriers.prepare(commands[c * perClient + i]!)).outcome);
+        return outcomes;
+      }),
+    );
+    expect(results.flat()).to.deep.equal(Array(8 * perClient).fill('created'));
+    expect(await main.runs.readStream(s.runId)).to.have.length(3 + ids.length * (2 + 5)); // the scenario's 3, then 2 lifecycle and 5 start events per StepRun
   });
 
   it('R3.5 R9.5 a writer of the Run commits between a start\'s read and its write: the turn\'s compare-and-set refuses the stale decision before any write, and the start decides again on a fresh read, spending no retry', async () => {

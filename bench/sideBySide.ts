@@ -125,15 +125,18 @@ const main = async (): Promise<void> => {
     '',
     `${cpus().length} cores, load ${loadavg().map((l) => l.toFixed(2)).join(' ')}, ${rounds} interleaved rounds of ${ops} ops, medians.`,
     '',
-    '| workload | baseline ops/s | candidate ops/s | ratio | baseline p50 ms | candidate p50 ms | p50 ratio | round trips/op (b → c) |',
-    '|---|---:|---:|---:|---:|---:|---:|---|',
+    '| workload | baseline ops/s | candidate ops/s | ratio | baseline p50 ms | candidate p50 ms | p50 ratio | round trips/op (b → c) | client CPU µs/op (b → c) | server CPU µs/op (b → c) |',
+    '|---|---:|---:|---:|---:|---:|---:|---|---|---|',
   ];
   for (const w of workloads) {
     const b = summarize(results.get(`${w}|baseline`) ?? []);
     const c = summarize(results.get(`${w}|candidate`) ?? []);
     const ratio = c.opsPerSec / b.opsPerSec;
     const rt = `${(b.perOp['roundTrips'] ?? 0).toFixed(1)} → ${(c.perOp['roundTrips'] ?? 0).toFixed(1)}`;
-    lines.push(`| ${w} | ${b.opsPerSec.toFixed(0)} | ${c.opsPerSec.toFixed(0)} | ${ratio.toFixed(2)}x | ${b.p50Ms.toFixed(3)} | ${c.p50Ms.toFixed(3)} | ${(c.p50Ms / b.p50Ms).toFixed(2)}x | ${w.startsWith('pg') ? rt : ''} |`);
+    const us = (ms: number | null | undefined) => (ms === undefined || ms === null ? '–' : (ms * 1000).toFixed(0));
+    const cpu = `${us(b.clientCpuMsPerOp)} → ${us(c.clientCpuMsPerOp)}`;
+    const server = w.startsWith('pg') ? `${us(b.serverCpuMsPerOp)} → ${us(c.serverCpuMsPerOp)}` : '';
+    lines.push(`| ${w} | ${b.opsPerSec.toFixed(0)} | ${c.opsPerSec.toFixed(0)} | ${ratio.toFixed(2)}x | ${b.p50Ms.toFixed(3)} | ${c.p50Ms.toFixed(3)} | ${(c.p50Ms / b.p50Ms).toFixed(2)}x | ${w.startsWith('pg') ? rt : ''} | ${cpu} | ${server} |`);
   }
   const perRound = workloads.map((w) => {
     const b = results.get(`${w}|baseline`) ?? [];
@@ -173,19 +176,19 @@ const runWorkload = async (w: Workload, a: Open, ops: number): Promise<RoundResu
       const ss: Scenario[] = [];
       for (let i = 0; i < clients * per; i++) ss.push(await readyScenario(a.pg));
       await Promise.all(Array.from({ length: clients }, () => a.pool.query('SELECT 1')));
-      return runRound({ clients, opsPerClient: per, op: (c, i) => a.pg.barriers.prepare(ss[c * per + i]!.startCommand()), counters });
+      return runRound({ clients, opsPerClient: per, op: (c, i) => a.pg.barriers.prepare(ss[c * per + i]!.startCommand()), counters, server: [a.db.name] });
     }
     case 'pg-replay': {
       const s = await readyScenario(a.pg);
       const cmd = s.startCommand();
       await a.pg.barriers.prepare(cmd);
-      return runRound({ clients: 1, opsPerClient: ops, op: () => a.pg.barriers.prepare(cmd), counters });
+      return runRound({ clients: 1, opsPerClient: ops, op: () => a.pg.barriers.prepare(cmd), counters, server: [a.db.name] });
     }
     case 'pg-select': {
       const s = await readyScenario(a.pg);
       const cmd = s.startCommand();
       await a.pg.barriers.prepare(cmd);
-      return runRound({ clients: 1, opsPerClient: ops, op: () => selectBarrier(a.pool as unknown as Pool, cmd.startId), counters });
+      return runRound({ clients: 1, opsPerClient: ops, op: () => selectBarrier(a.pool as unknown as Pool, cmd.startId), counters, server: [a.db.name] });
     }
     case 'pg-one-run-8': {
       // 8 clients starting different StepRuns of one Run (the Run's writers take turns).
@@ -199,7 +202,7 @@ const runWorkload = async (w: Workload, a: Open, ops: number): Promise<RoundResu
           a.failures.count++;
           a.failures.last = e instanceof Error ? e.message : String(e);
         });
-      return runRound({ clients: 8, opsPerClient: per, op, counters });
+      return runRound({ clients: 8, opsPerClient: per, op, counters, server: [a.db.name] });
     }
   }
 };

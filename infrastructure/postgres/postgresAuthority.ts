@@ -160,9 +160,10 @@ class PostgresAuthority implements PostgresStartBarrier {
       const decoded = decodeStartCommand(command); // bad input: typed error, no transaction opened
       const budget = this.tx.budget(); // one budget for every attempt of this start (R9.5)
       if (this.writeMode === 'batched') {
-        return prepareInRoundTrips({ pool: this.pool, timeouts: this.timeouts, tx: this.tx, keys: this.keys, hook: this.hook }, decoded, budget);
+        const underTurn = (d: DecodedStartCommand, b: AttemptBudget) => this.prepareInTransaction(d, b, 'batched');
+        return prepareInRoundTrips({ pool: this.pool, timeouts: this.timeouts, tx: this.tx, keys: this.keys, hook: this.hook, underTurn }, decoded, budget);
       }
-      return this.prepareStepwise(decoded, budget);
+      return this.prepareInTransaction(decoded, budget, 'stepwise');
     },
     getByStartId: async (startId: string): Promise<StoredBarrier | null> => {
       const id = decodeStartIdArgs(startId);
@@ -175,11 +176,13 @@ class PostgresAuthority implements PostgresStartBarrier {
   };
 
   /**
-   * `stepwise`: the statement-per-step transaction with the fault hook between the steps. Its
-   * first read is the batched path's (startRoundTrips.ts), so an exact replay (R4.2) or drift
-   * (R4.3) is answered from it in one round trip, without a transaction or the Run's turn.
+   * A start in a transaction that takes the Run's turn first and decides under it: `stepwise`
+   * (one statement per step, the fault hook between them), and a `batched` start that lost the
+   * turn in its two round trips (startRoundTrips.ts). Its first read is the two-round-trip
+   * path's, so an exact replay (R4.2) or drift (R4.3) is answered from it in one round trip,
+   * without a transaction or the Run's turn.
    */
-  private async prepareStepwise(decoded: DecodedStartCommand, budget: AttemptBudget): Promise<PrepareResult> {
+  private async prepareInTransaction(decoded: DecodedStartCommand, budget: AttemptBudget, mode: PostgresWriteMode): Promise<PrepareResult> {
     const runId = decoded.command.stepRun.runId;
     try {
       const first = await this.read((q) => readStart(q as Pool, decoded));
@@ -192,7 +195,7 @@ class PostgresAuthority implements PostgresStartBarrier {
         fresh = undefined;
         return hits;
       };
-      return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, this.writeMode, this.keys), decoded, this.hook), lookup, budget);
+      return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, mode, this.keys), decoded, this.hook), lookup, budget);
     } catch (e) {
       if (!isUniqueViolation(e)) throw e;
       return this.transaction(runId, (tx) => resolveUniqueViolation(tx.client, decoded, e, this.keys), undefined, budget);

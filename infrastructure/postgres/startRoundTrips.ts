@@ -1,5 +1,5 @@
 import type { Pool, PoolClient } from 'pg';
-import { TransactionTimeoutError, buildStartFacts, replayKeysOf, streamNameOf, type DecodedStartCommand, type ReplayHit, type ReplayHits, type ReplayIdentity, noReplayHits, type RunState } from '../../domain';
+import { buildStartFacts, replayKeysOf, streamNameOf, type DecodedStartCommand, type ReplayHit, type ReplayHits, type ReplayIdentity, noReplayHits, type RunState } from '../../domain';
 import type { PrepareResult, StartStepHook, StoredBarrier } from '../../application/authority';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { existingBarrierOf } from '../../application/startProtocol';
@@ -27,11 +27,13 @@ import type { AttemptBudget, PostgresTimeouts, PostgresTransactions } from './tr
 //    when configured, all one implicit transaction that commits when the query ends.
 //
 // When another writer of the Run was first (its turn busy, or the Run moved since the read),
-// nothing was written: the start waits for the turn (bounded by lock_timeout) and decides
-// again on a fresh read. That is the Run's writers taking turns, not a retry: it spends
-// nothing of the budget, and is bounded in time instead (lock_timeout without the Run moving,
-// R9.5). 40001/40P01 are retried on the operation's budget (at most three retries,
-// R9.5), a 23505 is answered by a fresh lookup (R4.2, R4.3) on the same budget.
+// nothing was written, and the start goes on under the turn (`underTurn`: the transaction that
+// takes the Run's turn first, waiting for it outside any transaction, bounded by lock_timeout
+// per wait, and decides while holding it), so writers that keep meeting on one Run decide each
+// start once instead of once per lost race. That is the Run's writers taking turns, not a
+// retry: it spends nothing of the budget. 40001/40P01 are retried on the operation's budget (at
+// most three retries, R9.5), a 23505 is answered by a fresh lookup (R4.2, R4.3) on the same
+// budget.
 //
 // With a fault-injection hook (specs), the same statements run with the transaction held
 // open between them (BEGIN .. turn, hook, write, hooks, COMMIT) so that a hook can abort it.
@@ -42,6 +44,12 @@ export interface RoundTripContext {
   readonly tx: PostgresTransactions;
   readonly keys: EvidenceKeyring | undefined;
   readonly hook: StartStepHook | undefined;
+  /**
+   * A start that lost the Run's turn goes on under the turn: the transaction that takes the turn
+   * first, waiting for it outside, and decides while holding it (transactions.ts). A Run whose
+   * writers keep meeting then decides each start once, not once per lost race.
+   */
+  readonly underTurn: (decoded: DecodedStartCommand, budget: AttemptBudget) => Promise<PrepareResult>;
 }
 
 /** What the first round trip read: the replay hits, and the row itself (its Run state is decoded only for a new start). */
@@ -150,11 +158,6 @@ export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: Decode
   };
   client.on('error', onError);
   const open = { value: false };
-  // Waiting for the turn is bounded like a lock wait: lock_timeout without the Run moving.
-  // A Run that moved meanwhile had another writer commit: that is the queue advancing, so the
-  // bound starts again from there (a holder that never lets go still ends in the timeout).
-  let waiting: { readonly version: number | undefined; readonly deadline: number } | undefined;
-  let expected: number | undefined;
   let resynced = false;
   try {
     for (;;) {
@@ -165,8 +168,6 @@ export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: Decode
       try {
         await ctx.hook?.('lookup');
         const state = stateOfRead(read, decoded);
-        expected = state.run?.version;
-        if (waiting !== undefined && expected !== waiting.version) waiting = undefined;
         const plan = planStartWrite(buildStartFacts(decoded, state), state, PENDING_CLOCK);
         return { outcome: 'created', barrier: await write(client, ctx, plan, open) };
       } catch (e) {
@@ -174,14 +175,10 @@ export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: Decode
           open.value = false;
           await client.query(SQL.ROLLBACK);
         }
-        const lost = turnLost(e);
-        if (lost !== undefined) {
+        if (turnLost(e) !== undefined) {
           budget.attempts--; // the Run's writers taking turns: no attempt spent (header)
-          const now = Date.now();
-          waiting ??= { version: expected, deadline: now + ctx.timeouts.lockMs };
-          if (now >= waiting.deadline) throw new TransactionTimeoutError('lock', `the turn of Run ${runId} did not come within lock_timeout (${ctx.timeouts.lockMs} ms); nothing was written`);
-          if (lost === 'busy') await run(client, SQL.AWAIT_RUN_TURN, { run_id: runId, lock_timeout_ms: Math.max(1, waiting.deadline - now) });
-          continue;
+          break; // on under the turn, once this connection is back in the pool
+
         }
         if (!resynced && PREPARED_OUT_OF_STEP.has(sqlStateOf(e) ?? '')) {
           budget.attempts--; // nothing ran: the connection's session was not what this module recorded
@@ -213,4 +210,5 @@ export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: Decode
     client.off('error', onError);
     client.release(broken instanceof Error ? broken : broken === undefined ? undefined : true);
   }
+  return ctx.underTurn(decoded, budget);
 };

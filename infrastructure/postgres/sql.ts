@@ -44,12 +44,12 @@ const RUN_STATE_CTES = `run AS (SELECT run_id, project_id, snapshot_id, snapshot
   stream AS (SELECT version FROM ql3.streams WHERE stream_id = :stream_id),
   step AS (SELECT run_id, step_run_id, project_id, kind, status, version, digest, state_json
              FROM ql3.step_runs WHERE run_id = :run_id AND step_run_id = :step_run_id)`;
-const RUN_STATE_COLUMNS = `(SELECT row_to_json(run) FROM run) AS run,
-       (SELECT version FROM stream) AS stream_version,
-       (SELECT row_to_json(step) FROM step) AS step_run`;
+const runStateColumns = (gate: string) => `(SELECT row_to_json(run) FROM run${gate}) AS run,
+       (SELECT version FROM stream${gate}) AS stream_version,
+       (SELECT row_to_json(step) FROM step${gate}) AS step_run`;
 export const READ_RUN_STATE = named(`WITH
   ${RUN_STATE_CTES}
-SELECT ${RUN_STATE_COLUMNS}`);
+SELECT ${runStateColumns('')}`);
 
 // ------------------------------------------------------------------ R3.3 .. R3.7 as CTE steps
 
@@ -244,16 +244,17 @@ SELECT
 
 /**
  * The first round trip of a start (startRoundTrips.ts), one statement and one snapshot, no lock:
- * the replay lookup of R3.1, the Run, its stream head and the StepRun (what the decision of
- * R3.2 needs), and, only when the lookup found a hit, every row a read of this start's barrier
- * re-verifies, with its MAC row (R5.3, R9.4), so that an exact replay needs no second one.
+ * the replay lookup of R3.1; when it found nothing, the Run, its stream head and the StepRun
+ * (what the decision of R3.2 needs); when it found a hit (a replay or a conflict, never a new
+ * start), every row a read of this start's barrier re-verifies, with its MAC row (R5.3, R9.4),
+ * so that an exact replay needs no second round trip.
  */
 export const READ_START = named(`WITH
   lookup AS (${lookupReplaySql()}),
   ${RUN_STATE_CTES},
   ${barrierCtes(' AND EXISTS (SELECT 1 FROM lookup)')}
 SELECT (SELECT json_agg(lookup) FROM lookup) AS hits,
-  ${RUN_STATE_COLUMNS},
+  ${runStateColumns(' WHERE NOT EXISTS (SELECT 1 FROM lookup)')},
   ${BARRIER_READ_COLUMNS},
   (SELECT json_agg(m) FROM ql3.start_evidence_macs m WHERE m.start_id = :start_id AND EXISTS (SELECT 1 FROM b)) AS macs`);
 

@@ -52,7 +52,7 @@ export interface RoundTripContext {
   readonly underTurn: (decoded: DecodedStartCommand, budget: AttemptBudget) => Promise<PrepareResult>;
 }
 
-/** What the first round trip read: the replay hits, and the row itself (its Run state is decoded only for a new start). */
+/** What the first round trip read: the replay hits, and the row itself (it holds the Run state only when there are no hits: a new start). */
 export interface StartRead {
   readonly hits: ReplayHits;
   readonly row: Record<string, unknown>;

@@ -117,14 +117,10 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
       }
       return null;
     }
-    let sequence = 0;
-    try {
-      sequence = Number((JSON.parse(barrier.barrier_json) as { runEvent?: { runEventSequence?: number } }).runEvent?.runEventSequence ?? 0);
-    } catch {
-      // reported by verifyStartRows
-    }
-    const positions = startEventPositions(sequence);
+    // As the SQL backends: the five events around the RunEvent the barrier names.
     const stream = streamNameOf(barrier.run_id);
+    const anchor = t.events.find((e) => e.event_id === barrier.run_event_id && e.stream_id === stream);
+    const positions = anchor === undefined ? [] : startEventPositions(anchor.stream_position);
     const verified = checkStartRows({
       barrier,
       audit: t.audit.get(barrier.audit_event_id),

@@ -2,18 +2,16 @@ import {
   CorruptRecordError,
   REPLAY_IDENTITIES,
   noReplayHits,
-  replayKeysOfBarrier,
   streamNameOf,
   type ReplayHit,
   type ReplayHits,
   type ReplayIdentity,
   type ReplayKeys,
   type RunState,
-  type StartBarrierRecord,
 } from '../../domain';
-import { attemptValue, replayValuesOf, type BarrierRow, type ReplayIdentityRow, type RunRow, type StepRunRow } from '../../projections/rows';
+import { attemptValue, replayKeysOfBarrierRow, replayValuesOf, type BarrierRow, type ReplayIdentityRow, type RunRow, type StepRunRow } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
-import { startEventPositions, type EventRow } from '../../projections/verifyRows';
+import type { EventRow } from '../../projections/verifyRows';
 import { checkStartRows } from '../../projections/checkRows';
 import { agreedAttemptStart, wholeStream } from '../../projections/readChecks';
 import type { StoredBarrier, StoredEvent } from '../../application/authority';
@@ -65,18 +63,10 @@ export const readBarrier = (s: Statements, startId: string, keys?: EvidenceKeyri
     if (n > 0) throw new CorruptRecordError('start barrier', startId, 'the replay index names this start but its barrier row is missing');
     return null;
   }
-  let sequence = 0;
-  let probes: string[] = [];
-  try {
-    const b = JSON.parse(barrier.barrier_json) as StartBarrierRecord;
-    sequence = Number(b.runEvent?.runEventSequence ?? 0);
-    probes = probeValuesOf(replayKeysOfBarrier(b));
-  } catch {
-    // verifyStartRows reports the undecodable barrier with its own message.
-  }
-  const positions = startEventPositions(sequence);
-  const events = sequence > 3 ? (s.streamEvents.all(streamNameOf(barrier.run_id), positions[0], positions[4]) as EventRow[]) : [];
-  const identityRows = probes.length > 0 ? (s.identitiesOfStart.all(...probes, startId) as (ReplayIdentityRow & { row_id: number })[]) : [];
+  // The five events around the RunEvent the barrier names hold the one copy of every record's
+  // JSON (0080); the probes are the identity values the barrier mirrors.
+  const events = s.startEvents.all(barrier.run_event_id, streamNameOf(barrier.run_id)) as EventRow[];
+  const identityRows = s.identitiesOfStart.all(...probeValuesOf(replayKeysOfBarrierRow(barrier)), startId) as (ReplayIdentityRow & { row_id: number })[];
   const unique = [...new Map(identityRows.map((r) => [r.row_id, r])).values()].map(({ row_id: _, ...r }) => r);
   const verified = checkStartRows({
     barrier,

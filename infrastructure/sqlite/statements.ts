@@ -25,6 +25,7 @@ const STATEMENTS = {
   insertBarrier: SQL.INSERT_BARRIER,
   insertIdentity: SQL.INSERT_IDENTITY,
   barrier: SQL.SELECT_BARRIER,
+  startEvents: SQL.SELECT_START_EVENTS,
   audit: SQL.SELECT_AUDIT,
   trace: SQL.SELECT_TRACE,
   receipt: SQL.SELECT_RECEIPT,

@@ -104,7 +104,7 @@ describe('recovery read models on SQLite: atomicity, upgrade, damage', function 
     // Evidence of a start that never moved a StepRun.
     a.db.exec('DROP TRIGGER security_audit_events_no_delete');
     a.db
-      .prepare('INSERT INTO security_audit_events SELECT ?, ?, run_id, step_run_id, audit_event_digest, event_json, committed_at_ms FROM security_audit_events WHERE start_id = ?')
+      .prepare('INSERT INTO security_audit_events SELECT ?, ?, run_id, step_run_id, audit_event_digest, committed_at_ms FROM security_audit_events WHERE start_id = ?')
       .run('audit-ghost', 'start-ghost', ghostly.startId);
     // A StepRun that says running at an attempt that has no barrier (self-consistent row).
     const s = (await a.runs.getStepRun(lying.s.runId, lying.s.stepRunId))!;

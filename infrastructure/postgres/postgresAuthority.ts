@@ -21,6 +21,7 @@ import { lifecycleUnitOfWork } from './lifecycleWrite';
 import { assertSchemaCurrent, migratePostgres } from './migrate';
 import { postgresRecoveryOf } from './postgresRecoveryView';
 import { loadRunState, readBarrier, readBarrierOfAttempt, readStream } from './reads';
+import { postgresSealer, type PostgresSealer } from './seals';
 import * as SQL from './sql';
 import { lookupBeforeBegin, resolveUniqueViolation, startUnitOfWork, type LookupBeforeBegin, type PostgresWriteMode } from './startWrite';
 import type { Queryable } from './query';
@@ -137,7 +138,10 @@ class PostgresAuthority implements PostgresStartBarrier {
     private readonly keys: EvidenceKeyring | undefined,
   ) {
     this.tx = new PostgresTransactions(pool, timeouts, maxRetries, onAttempt);
+    this.sealer = keys === undefined ? undefined : postgresSealer(keys);
   }
+
+  private readonly sealer: PostgresSealer | undefined;
 
   private assertOpen(): void {
     if (this.closed) throw new Error('the PostgreSQL start barrier authority is closed');
@@ -174,7 +178,7 @@ class PostgresAuthority implements PostgresStartBarrier {
           fresh = undefined;
           return hits;
         };
-        return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, this.writeMode, this.keys), decoded, this.hook), lookup, budget);
+        return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, this.writeMode, this.keys, this.sealer), decoded, this.hook), lookup, budget);
       } catch (e) {
         if (!isUniqueViolation(e)) throw e;
         return this.transaction(runId, (tx) => resolveUniqueViolation(tx, decoded, e, this.keys), undefined, budget);
@@ -198,7 +202,7 @@ class PostgresAuthority implements PostgresStartBarrier {
       const attempt = () =>
         this.transaction(decoded.data.runId, (tx) => {
           events = [];
-          return runLifecycleTransaction(lifecycleUnitOfWork(tx, events), decoded);
+          return runLifecycleTransaction(lifecycleUnitOfWork(tx, events, this.sealer), decoded);
         });
       // A concurrent creator won (CreateRun, CreateStepRun): re-decide on fresh state, which
       // turns the race into the typed precondition the decider raises (run_exists, ...).
@@ -213,7 +217,7 @@ class PostgresAuthority implements PostgresStartBarrier {
         const s = (await loadRunState(q, runId, stepRunId)).stepRuns[stepRunId];
         return s === undefined ? null : { ...s, digest: stepRunRowOf(s).digest };
       }),
-    readStream: (runId: string): Promise<readonly StoredEvent[]> => this.read((q) => readStream(q, runId)),
+    readStream: (runId: string): Promise<readonly StoredEvent[]> => this.read((q) => readStream(q, runId, this.keys)),
   };
 
   /** Recovery read models and operator resolutions, in REPEATABLE READ snapshots. */
@@ -221,7 +225,7 @@ class PostgresAuthority implements PostgresStartBarrier {
     return postgresDriverClaims(this.pool);
   }
 
-  readonly recovery: RecoveryApi = postgresRecoveryOf(this);
+  readonly recovery: RecoveryApi = postgresRecoveryOf(this, () => this.keys);
 
   async close(): Promise<void> {
     if (this.closed) return;

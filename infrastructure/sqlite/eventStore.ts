@@ -15,7 +15,7 @@ import { checkedStoredEventOf } from '../../projections/checkRows';
 import type { RunEventStore, StoredEvent } from '../../application/authority';
 import { runAppendTransaction } from '../../application/lifecycleProtocol';
 import type { Statements } from './statements';
-import { lifecycleUnitOfWork } from './writes';
+import { lifecycleUnitOfWork, type Sealer } from './writes';
 
 // The Run streams as emmett's `EventStore`, with a transactional session (`withSession`), so
 // emmett's `CommandHandler` can drive orchestration's lifecycle in one `BEGIN IMMEDIATE`.
@@ -52,9 +52,9 @@ const readStream = (s: Statements, streamName: string, options?: ReadStreamOptio
   return { currentStreamVersion: BigInt(current), events, streamExists: current > 0 };
 };
 
-const append = async (s: Statements, streamName: string, events: { type: string; data: unknown }[], options?: AppendToStreamOptions): Promise<AppendToStreamResultWithGlobalPosition> => {
+const append = async (s: Statements, streamName: string, events: { type: string; data: unknown }[], options: AppendToStreamOptions | undefined, seal: Sealer | undefined): Promise<AppendToStreamResultWithGlobalPosition> => {
   const stored: StoredEvent[] = [];
-  const { before, after } = await runAppendTransaction(lifecycleUnitOfWork(s, stored), runIdOfStream(streamName), events, options?.expectedStreamVersion);
+  const { before, after } = await runAppendTransaction(lifecycleUnitOfWork(s, stored, seal), runIdOfStream(streamName), events, options?.expectedStreamVersion);
   return {
     nextExpectedStreamVersion: BigInt(after.run!.version),
     createdNewStream: before.run === null,
@@ -66,7 +66,7 @@ const append = async (s: Statements, streamName: string, events: { type: string;
  * Every expected-version mode is enforced; start facts can only be appended by
  * `barriers.prepare`. `session`: already inside a transaction (withSession's callback).
  */
-export const createRunEventStore = (s: Statements, tx: SqliteTransactions, session = false): RunEventStore => {
+export const createRunEventStore = (s: Statements, tx: SqliteTransactions, session = false, seal?: Sealer): RunEventStore => {
   const read = <T>(body: () => T): Promise<T> => (session ? Promise.resolve().then(body) : tx.read(body));
   const write = <T>(body: () => Promise<T>): Promise<T> => (session ? body() : tx.write(body));
   const store: RunEventStore = {
@@ -76,12 +76,12 @@ export const createRunEventStore = (s: Statements, tx: SqliteTransactions, sessi
       return { currentStreamVersion: result.currentStreamVersion, streamExists: result.streamExists, state: result.events.reduce(options.evolve, options.initialState()) };
     }) as unknown as RunEventStore['aggregateStream'],
     appendToStream: ((streamName: string, events: { type: string; data: unknown }[], options?: AppendToStreamOptions) =>
-      write(() => append(s, streamName, events, options))) as unknown as RunEventStore['appendToStream'],
+      write(() => append(s, streamName, events, options, seal))) as unknown as RunEventStore['appendToStream'],
     streamExists: (streamName: string) => read(() => currentVersion(s, streamName) > 0),
     withSession: <T>(callback: (session: EventStoreSession<EventStore<ReadEventMetadataWithGlobalPosition>>) => Promise<T>): Promise<T> =>
       session
         ? callback({ eventStore: store, close: async () => undefined })
-        : tx.write(() => callback({ eventStore: createRunEventStore(s, tx, true), close: async () => undefined })),
+        : tx.write(() => callback({ eventStore: createRunEventStore(s, tx, true, seal), close: async () => undefined })),
   };
   return store;
 };

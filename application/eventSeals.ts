@@ -162,7 +162,7 @@ export const checkSealedSpan = (keys: EvidenceKeyring, streamId: string, span: S
       close(p - 1);
       sealed++;
       sawSealed = true;
-    } else if (!sawSealed && (origin.kind === 'none' || (origin.kind === 'from' && Number(e.global_position) < origin.globalPosition && Number(e.committed_at_ms) < origin.ms))) {
+    } else if (!sawSealed && (origin.kind === 'none' || (origin.kind === 'from' && Number(e.global_position) < origin.globalPosition && Number(e.committed_at_ms) <= origin.ms))) {
       legacy++;
     } else {
       open ??= p;

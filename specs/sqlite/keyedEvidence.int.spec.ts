@@ -4,11 +4,12 @@ import Database from 'better-sqlite3';
 import { expect } from 'chai';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { buildOnce, runCli } from '../cli/cliSuite';
-import { keyedEvidenceSuite } from '../conformance/keyedEvidenceConformance';
+import { keyedEvidenceSuite, type KeyedBackend } from '../conformance/keyedEvidenceConformance';
+import { keyedLifecycleSuite } from '../conformance/keyedLifecycleConformance';
 import { setUp } from '../conformance/startBarrierConformance';
 import { freshDbPath, freshDir } from '../support/tmp';
 
-keyedEvidenceSuite({
+const backend: KeyedBackend = {
   name: 'SQLite',
   create: async () => {
     const path = freshDbPath('keyed');
@@ -26,7 +27,9 @@ keyedEvidenceSuite({
       close: async () => undefined,
     };
   },
-});
+};
+keyedEvidenceSuite(backend);
+keyedLifecycleSuite(backend);
 
 describe('keyed evidence in the CLI (R9.4): the keyring comes from a key file named by QINGLONG_BARRIER_KEYRING_FILE', function () {
   this.timeout(120_000);

@@ -7,7 +7,7 @@ import { run } from './query';
 import { loadRunState } from './reads';
 import { PgInt, decodeRow } from './rowCodecs';
 import * as SQL from './sql';
-import { INSERT_SEALED_EVENTS, sealParams, type PostgresSealer } from './seals';
+import { INSERT_SEALED_EVENTS, sealParams, type PostgresSealer } from './postgresSeals';
 import type { Tx } from './transactions';
 
 // Lifecycle appends on PostgreSQL: the events alone. The heads they move and the outcome read

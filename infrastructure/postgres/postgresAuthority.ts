@@ -21,7 +21,7 @@ import { lifecycleUnitOfWork } from './lifecycleWrite';
 import { assertSchemaCurrent, migratePostgres } from './migrate';
 import { postgresRecoveryOf } from './postgresRecoveryView';
 import { loadRunState, readBarrier, readBarrierOfAttempt, readStream } from './reads';
-import { postgresSealer, type PostgresSealer } from './seals';
+import { postgresSealer, type PostgresSealer } from './postgresSeals';
 import * as SQL from './sql';
 import { lookupBeforeBegin, resolveUniqueViolation, startUnitOfWork, type LookupBeforeBegin, type PostgresWriteMode } from './startWrite';
 import type { Queryable } from './query';

@@ -8,7 +8,7 @@ import { createRecoveryApi, type RecoveryView } from '../../application/recovery
 import { mapPgError, unavailableReasonOf } from './errors';
 import { IDENTITY_STORAGE, identityStartIdsSql } from './identities';
 import { createPostgresNoteStore } from './postgresNotes';
-import { readSealedSpan } from './seals';
+import { readSealedSpan } from './postgresSeals';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { bind, named, type NamedSql, type Params } from './named';
 import { EventRowCodec, PgInt, RunRowCodec, StepRunRowCodec, decodeRow } from './rowCodecs';

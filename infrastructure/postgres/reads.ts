@@ -7,7 +7,7 @@ import type { StoredBarrier, StoredEvent } from '../../application/authority';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { requireSealedSpan } from '../../application/eventSeals';
 import { paramOf } from './identities';
-import { readSealedSpan } from './seals';
+import { readSealedSpan } from './postgresSeals';
 import { run, type Queryable } from './query';
 import {
   AuditEventRowCodec,

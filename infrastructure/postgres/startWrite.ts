@@ -1,6 +1,6 @@
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { startEventCells } from '../../application/eventSeals';
-import { INSERT_START_SEALS, sealParams, type PostgresSealer } from './seals';
+import { INSERT_START_SEALS, sealParams, type PostgresSealer } from './postgresSeals';
 import { CompareAndSetLostError, SemanticConflictError, replayKeysOf, noReplayHits, type DecodedStartCommand, type ReplayHit, type ReplayHits, type ReplayIdentity, type ReplayKeys } from '../../domain';
 import { PgInt, ReplayIdentityRowCodec, decodeRow } from './rowCodecs';
 import { paramOf } from './identities';

@@ -20,7 +20,7 @@ import type { StoredBarrier, StoredEvent } from '../../application/authority';
 import type { EvidenceKeyring, EvidenceMacRow } from '../../application/evidenceKeys';
 import { requireSealedSpan } from '../../application/eventSeals';
 import { IDENTITY_STORAGE } from './identities';
-import { readSealedSpan } from './seals';
+import { readSealedSpan } from './sqliteSeals';
 import type { Statements } from './statements';
 
 // The SQLite reads, synchronous on the authority's one connection, always inside one of its

@@ -29,7 +29,7 @@ import { loadRunState, readBarrier, readBarrierOfAttempt, readStream } from './r
 import { createSqliteRecoveryView } from './sqliteRecoveryView';
 import { nowMsOf, prepareStatements, type Statements } from './statements';
 import { lifecycleUnitOfWork, startUnitOfWork, type Sealer } from './writes';
-import { readSealedSpan, sqliteSealer } from './seals';
+import { readSealedSpan, sqliteSealer } from './sqliteSeals';
 import { sqliteDriverClaims } from './sqliteDriverClaims';
 import type { DriverClaims } from '../../domain';
 

@@ -68,6 +68,27 @@ describe('keyed evidence in the CLI (R9.4): the keyring comes from a key file na
     }
   });
 
+  it('R9.4 a StepRunCompleted appended without the key: show, history and verify exit 5 with the key file (verify names the stream position), 0 without it', async () => {
+    buildOnce();
+    const path = join(dir, 'lifecycle.db');
+    const keyed = await openSqliteStartBarrier({ path, evidenceKeys: { active: { id: 'k1', secret } } });
+    const t = await setUp(keyed);
+    const command = t.startCommand();
+    await keyed.barriers.prepare(command);
+    await keyed.close();
+    const forger = await openSqliteStartBarrier({ path });
+    await forger.runs.handle({ type: 'CompleteStepRun', data: { runId: t.runId, stepRunId: t.stepRunId, decidedBy: 'orchestrator', reason: 'tool_succeeded', requestedAtMs: 2 } });
+    await forger.close();
+    const cli = (args: string[], withKeys: boolean) => runCli([...args, '--db', path], undefined, withKeys ? env : {});
+    expect((await cli(['show', '--start-id', command.startId], true)).code).to.equal(5);
+    expect((await cli(['history', t.runId, t.stepRunId], true)).code).to.equal(5);
+    const verify = await cli(['verify'], true);
+    expect(verify.code).to.equal(5);
+    expect(verify.stdout + verify.stderr).to.contain(`run-${t.runId}@${t.lifecycle.length + 6}`);
+    expect((await cli(['show', '--start-id', command.startId], false)).code).to.equal(0);
+    expect((await cli(['verify'], false)).code).to.equal(0);
+  });
+
   it('R9.4 a malformed key file is refused without quoting it', async () => {
     buildOnce();
     const broken = join(dir, 'broken.json');

@@ -60,13 +60,13 @@ const judge = async (target: KeyedForgeryTarget, t: { s: Scenario; startId: stri
   } catch (e) {
     return { outcome: 'refused', reason: e instanceof Error ? e.message : String(e) };
   }
-  const reads: [string, Promise<unknown>][] = [
-    ['readStream', target.keyed.runs.readStream(t.s.runId)],
-    ['recovery.outcome', target.keyed.recovery.outcome(t.startId)],
-    ['recovery.history', target.keyed.recovery.history(t.s.runId, t.s.stepRunId)],
+  const reads: [string, () => Promise<unknown>][] = [
+    ['readStream', () => target.keyed.runs.readStream(t.s.runId)],
+    ['recovery.outcome', () => target.keyed.recovery.outcome(t.startId)],
+    ['recovery.history', () => target.keyed.recovery.history(t.s.runId, t.s.stepRunId)],
   ];
   const accepted: string[] = [];
-  for (const [name, read] of reads) if (!((await read.then(() => undefined, (e: unknown) => e)) instanceof CorruptRecordError)) accepted.push(name);
+  for (const [name, read] of reads) if (!((await read().then(() => undefined, (e: unknown) => e)) instanceof CorruptRecordError)) accepted.push(name);
   const prefix = t.s.runId.slice('run-'.length);
   const found = (await target.keyed.recovery.verify()).problems.filter((p) => p.kind === 'event_seal' && p.record.includes(prefix));
   if (found.length === 0) accepted.push('verify');

@@ -25,11 +25,14 @@ const insertLifecycleEvents = async (tx: Tx, stream: string, from: number, event
     data,
   };
   // keyed (R9.4): the seal of these events goes in with them, in the same statement
-  const cells = events.map((e, i) => ({ stream_id: stream, stream_position: from + i + 1, event_id: ids[i]!, event_type: e.type, data_json: data[i]!, committed_at_ms: tx.nowMs }));
+  const sealed = async () => {
+    const cells = events.map((e, i) => ({ stream_id: stream, stream_position: from + i + 1, event_id: ids[i]!, event_type: e.type, data_json: data[i]!, committed_at_ms: tx.nowMs }));
+    return sealParams(await sealer!(tx, stream, cells));
+  };
   const rows =
     sealer === undefined || events.length === 0
       ? await run(tx.client, SQL.INSERT_EVENTS, params)
-      : await run(tx.client, INSERT_SEALED_EVENTS, { ...params, ...sealParams(await sealer(tx, stream, cells)) });
+      : await run(tx.client, INSERT_SEALED_EVENTS, { ...params, ...(await sealed()) });
   const byPosition = new Map(rows.map((r) => [decodeRow(PgInt, r.stream_position, 'event', stream), decodeRow(PgInt, r.global_position, 'event', stream)]));
   return events.map((event, i) => {
     const streamPosition = from + i + 1;

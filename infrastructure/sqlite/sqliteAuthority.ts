@@ -110,7 +110,7 @@ class SqliteAuthority implements SqliteStartBarrier {
   ) {
     this.s = prepareStatements(db);
     this.seal = keys === undefined ? undefined : sqliteSealer(this.s, keys);
-    this.eventStore = createRunEventStore(this.s, { read: (body) => this.read(body), write: (body) => this.write(body) }, false, this.seal);
+    this.eventStore = createRunEventStore(this.s, { read: (body) => this.read(body), write: (body) => this.write(body) }, false, this.seal, keys);
   }
 
   readonly eventStore: RunEventStore;

@@ -2,6 +2,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { expect } from 'chai';
+import { CorruptRecordError } from '../../domain';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { buildOnce, runCli } from '../cli/cliSuite';
 import { keyedEvidenceSuite, type KeyedBackend } from '../conformance/keyedEvidenceConformance';
@@ -30,6 +31,36 @@ const backend: KeyedBackend = {
 };
 keyedEvidenceSuite(backend);
 keyedLifecycleSuite(backend);
+
+describe('keyed evidence in the emmett EventStore on SQLite (R9.4)', () => {
+  it('R9.4 appendToStream seals what it appends; readStream and aggregateStream refuse an event appended without the key', async () => {
+    const path = freshDbPath('keyed-event-store');
+    const keys = { active: { id: 'k1', secret: Buffer.alloc(32, 0x4b) } };
+    const keyed = await openSqliteStartBarrier({ path, evidenceKeys: keys });
+    const forger = await openSqliteStartBarrier({ path });
+    try {
+      const s = await setUp(keyed);
+      const stream = `run-${s.runId}`;
+      const r = await keyed.barriers.prepare(s.startCommand());
+      const startId = r.barrier.record.startId;
+      const lost = { type: 'StepRunLost', data: { runId: s.runId, stepRunId: s.stepRunId, startId, stepRunVersion: 4, resolution: { decidedBy: 'orchestrator', reason: 'lease_expired' }, occurredAtMs: 12 } };
+      const version = BigInt((await keyed.runs.readStream(s.runId)).length);
+      await keyed.eventStore.appendToStream(stream, [lost], { expectedStreamVersion: version });
+      expect((await keyed.eventStore.readStream(stream)).events).to.have.length(Number(version) + 1);
+      expect((await keyed.recovery.verify()).problems).to.deep.equal([]);
+      const ready = { type: 'StepRunReady', data: { runId: s.runId, stepRunId: s.stepRunId, stepRunVersion: 5, occurredAtMs: 13 } };
+      await forger.eventStore.appendToStream(stream, [ready], { expectedStreamVersion: version + 1n });
+      const refused = await keyed.eventStore.readStream(stream).then(() => undefined, (e: unknown) => e);
+      expect(refused).to.be.instanceOf(CorruptRecordError);
+      const folded = await keyed.eventStore.aggregateStream(stream, { evolve: (n: number) => n + 1, initialState: () => 0 }).then(() => undefined, (e: unknown) => e);
+      expect(folded).to.be.instanceOf(CorruptRecordError);
+      expect((await forger.eventStore.readStream(stream)).events).to.have.length(Number(version) + 2); // no keyring: today's behaviour
+    } finally {
+      await keyed.close();
+      await forger.close();
+    }
+  });
+});
 
 describe('keyed evidence in the CLI (R9.4): the keyring comes from a key file named by QINGLONG_BARRIER_KEYRING_FILE', function () {
   this.timeout(120_000);

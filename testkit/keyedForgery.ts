@@ -4,7 +4,7 @@ import type { EvidenceKeyringOptions } from '../application/evidenceKeys';
 import type { RecoverableStartBarrierAuthority } from '../application/authority';
 import { openPostgresStartBarrier } from '../infrastructure/postgres';
 import { openSqliteStartBarrier } from '../infrastructure/sqlite';
-import type { ForgeryOutcome, ForgeryTally, Judgement } from './forgery';
+import { tallyOf, type ForgeryTally, type Judgement } from './forgery';
 import type { BackendName } from './rawSql';
 
 // R9.4 forgeries against a store with a deployment keyring: the forger holds the runtime's
@@ -103,6 +103,5 @@ export const KEYED_FORGERIES: readonly { readonly name: string; attempt(target: 
 export const tryKeyedForgeries = async (target: KeyedForgeryTarget): Promise<ForgeryTally> => {
   const outcomes: ({ name: string } & Judgement)[] = [];
   for (const f of KEYED_FORGERIES) outcomes.push({ name: f.name, ...(await f.attempt(target)) });
-  const count = (o: ForgeryOutcome) => outcomes.filter((x) => x.outcome === o).length;
-  return { attempts: outcomes.length, refused: count('refused'), detected: count('detected'), accepted: count('accepted'), outcomes };
+  return tallyOf(outcomes);
 };

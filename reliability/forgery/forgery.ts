@@ -1,4 +1,4 @@
-import { tryForgeries, type ForgeryTally } from '../../testkit/forgery';
+import { tallyOf, tryForgeries, type ForgeryTally } from '../../testkit/forgery';
 import { postgresForgeryTarget, sqliteForgeryTarget } from '../../testkit/forgeryTargets';
 import { openKeyedForgeryTarget, tryKeyedForgeries } from '../../testkit/keyedForgery';
 import type { BackendName } from '../../testkit/rawSql';
@@ -27,13 +27,7 @@ export const runForgery = async (options: { readonly backend: BackendName; reado
     try {
       const plain = await tryForgeries(opened.target);
       const withKey = await tryKeyedForgeries(keyed.target);
-      const tally: ForgeryTally = {
-        attempts: plain.attempts + withKey.attempts,
-        refused: plain.refused + withKey.refused,
-        detected: plain.detected + withKey.detected,
-        accepted: plain.accepted + withKey.accepted,
-        outcomes: [...plain.outcomes, ...withKey.outcomes],
-      };
+      const tally = tallyOf([...plain.outcomes, ...withKey.outcomes]);
       for (const o of tally.outcomes) options.log?.(`  ${options.backend}: ${o.outcome.padEnd(8)} ${o.name}`);
       const failures = tally.outcomes.filter((o) => o.outcome === 'accepted').map((o) => `${options.backend} forgery accepted: ${o.name}`);
       return { backend: options.backend, ...tally, ok: failures.length === 0, failures };

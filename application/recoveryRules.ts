@@ -257,6 +257,13 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
         // make the answer "nothing in doubt" (R9.3).
         const scope = { ...(q.projectId === undefined ? {} : { projectId: q.projectId }), ...(q.runId === undefined ? {} : { runId: q.runId }) };
         for (const row of await v.runningStepRuns(scope)) await requireBarrierOfRunning(v, row, backend.keyring?.());
+        // R9.4: an outcome appended without the key would take its start off this list; for one
+        // Run the whole stream's seals are one read (a store-wide listing leaves that to verify)
+        const keys = backend.keyring?.();
+        if (keys !== undefined && q.runId !== undefined) {
+          const stream = streamNameOf(q.runId);
+          requireSealedSpan(keys, stream, await v.sealedSpan(stream, 1, Number.MAX_SAFE_INTEGER), 1, Number.MAX_SAFE_INTEGER);
+        }
         return out;
       });
     },

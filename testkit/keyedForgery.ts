@@ -64,6 +64,7 @@ const judge = async (target: KeyedForgeryTarget, t: { s: Scenario; startId: stri
     ['readStream', () => target.keyed.runs.readStream(t.s.runId)],
     ['recovery.outcome', () => target.keyed.recovery.outcome(t.startId)],
     ['recovery.history', () => target.keyed.recovery.history(t.s.runId, t.s.stepRunId)],
+    ['recovery.inDoubt of its Run', () => target.keyed.recovery.inDoubt({ runId: t.s.runId })],
   ];
   const accepted: string[] = [];
   for (const [name, read] of reads) if (!((await read().then(() => undefined, (e: unknown) => e)) instanceof CorruptRecordError)) accepted.push(name);

@@ -58,6 +58,7 @@ export const keyedLifecycleSuite = (backend: KeyedLifecycleBackend): void => {
       await failsClosed(`${what}: readStream`, a.runs.readStream(t.s.runId));
       await failsClosed(`${what}: recovery.outcome`, a.recovery.outcome(t.startId));
       await failsClosed(`${what}: recovery.history`, a.recovery.history(t.s.runId, t.s.stepRunId));
+      await failsClosed(`${what}: recovery.inDoubt of its Run`, a.recovery.inDoubt({ runId: t.s.runId }));
       const report = await a.recovery.verify();
       expect(report.ok, `${what}: verify`).to.equal(false);
       const seals = report.problems.filter((p) => p.kind === 'event_seal' && p.record.startsWith(`run-${t.s.runId}@`));

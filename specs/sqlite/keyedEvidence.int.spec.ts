@@ -62,6 +62,26 @@ describe('keyed evidence in the emmett EventStore on SQLite (R9.4)', () => {
   });
 });
 
+describe('R9.4 the seal tables on SQLite are append-only', () => {
+  it('R9.4 UPDATE and DELETE of run_event_macs and run_event_seal_origins are refused by their triggers', async () => {
+    const path = freshDbPath('keyed-append-only');
+    const keyed = await openSqliteStartBarrier({ path, evidenceKeys: { active: { id: 'k1', secret: Buffer.alloc(32, 0x21) } } });
+    const s = await setUp(keyed);
+    await keyed.barriers.prepare(s.startCommand());
+    await keyed.close();
+    const db = new Database(path);
+    try {
+      for (const table of ['run_event_macs', 'run_event_seal_origins']) {
+        expect((db.prepare(`SELECT count(*) AS n FROM ${table}`).get() as { n: number }).n, table).to.be.greaterThan(0);
+        expect(() => db.exec(`UPDATE ${table} SET key_id = 'k2'`), table).to.throw('event seals are immutable');
+        expect(() => db.exec(`DELETE FROM ${table}`), table).to.throw('event seals are immutable');
+      }
+    } finally {
+      db.close();
+    }
+  });
+});
+
 describe('keyed evidence in the CLI (R9.4): the keyring comes from a key file named by QINGLONG_BARRIER_KEYRING_FILE', function () {
   this.timeout(120_000);
   const secret = Buffer.alloc(32, 0x4b);

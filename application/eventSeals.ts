@@ -50,8 +50,13 @@ export interface SealFinding {
   readonly problem: string;
 }
 
+/**
+ * Every cell the writer decides; committed_at_ms is left out because PostgreSQL stamps it in
+ * the statement itself (R3.10), after the seal is made. The chain binds it (R9.2), and a
+ * writer with INSERT rights alone cannot change a stored event.
+ */
 const rangeInput = (streamId: string, from: number, to: number, events: readonly ChainedCells[]): string =>
-  `${RANGE_TAG}\n${streamId}\n${from}\n${to}\n${events.reduce((previous, e) => eventChainDigest(previous, e), '')}`;
+  `${RANGE_TAG}\n${streamId}\n${from}\n${to}\n${events.reduce((previous, e) => eventChainDigest(previous, { ...e, committed_at_ms: 0 }), '')}`;
 
 const originInput = (fromGlobalPosition: number, fromMs: number): string => `${ORIGIN_TAG}\n${fromGlobalPosition}\n${fromMs}`;
 

@@ -26,7 +26,7 @@ import type { Tx } from './transactions';
 export type PostgresWriteMode = 'batched' | 'stepwise';
 
 /** Every CTE reports its row count; a compare-and-set that matched nothing aborts (R5.2). */
-const checkCounts = (plan: StartWrite, rows: readonly Record<string, unknown>[]): void => {
+export const checkCounts = (plan: StartWrite, rows: readonly Record<string, unknown>[]): void => {
   for (const [name, value] of Object.entries(rows[0] ?? {})) {
     const expected = SQL.expectedCountOf(plan, name);
     if (value === expected) continue;
@@ -98,14 +98,14 @@ export const startUnitOfWork = (tx: Tx, mode: PostgresWriteMode, keys?: Evidence
  * (R4.2, R4.3), never a version conflict and never the raw 23505.
  */
 export const resolveUniqueViolation = async (
-  tx: Tx,
+  q: Queryable,
   decoded: DecodedStartCommand,
   violation: { readonly constraint?: string | undefined; readonly detail?: string | undefined },
   evidenceKeys?: EvidenceKeyring,
 ): Promise<StartTransactionResult> => {
   const c = decoded.command;
   const keys = replayKeysOf(c);
-  const existing = await existingBarrierOf({ readBarrier: (id) => readBarrier(tx.client, id, evidenceKeys) }, decoded, await lookupReplay(tx.client, keys));
+  const existing = await existingBarrierOf({ readBarrier: (id) => readBarrier(q, id, evidenceKeys) }, decoded, await lookupReplay(q, keys));
   if (existing !== null) return { outcome: 'existing', barrier: existing };
   const identity = identityOfViolation(violation) as ReplayIdentity | undefined;
   if (identity === undefined) {

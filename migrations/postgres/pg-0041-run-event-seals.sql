@@ -1,7 +1,7 @@
 -- Keyed evidence over the whole Run stream (R9.4). With a deployment key, every transaction
 -- that appends Run events (a start, a lifecycle command, a resolution) stores one row here:
 -- HMAC-SHA-256 under the key, over the stream positions from..to it appended and every cell
--- of those events, with the key id. One row per transaction, not per event: the row is what a
+-- of those events but committed_at_ms (stamped by the database; the chain binds it), with the key id. One row per transaction, not per event: the row is what a
 -- forger cannot make, and a range that must tile the stream leaves no event unaccounted for,
 -- at one insert per transaction (a start's seal goes in the statement that writes its
 -- barrier's MAC). The MAC is over what the writer itself inserts (the transaction clock is

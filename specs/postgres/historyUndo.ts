@@ -1,11 +1,11 @@
-// What pg-0035 .. pg-0039 add, taken away again: a spec that rolls a store back to before them
+// What pg-0035 .. pg-0039 (and pg-0045, the start's turn function) add, taken away again: a spec that rolls a store back to before them
 // (as written by the code before the chain and the event trigger) and lets the migrator
 // upgrade it. Their schema_migrations rows are deleted by the caller.
 export const UNDO_HISTORY_MIGRATIONS = `
   DROP TRIGGER events_append_run_event ON ql3.events;
   DROP TRIGGER events_whole_start ON ql3.events;
   DROP FUNCTION ql3.append_run_event(), ql3.require_whole_start(), ql3.refuse_history(text), ql3.step_run_json(jsonb, boolean),
-    ql3.tagged_digest(text, text), ql3.take_run_turn(text), ql3.await_run_turn(text, integer),
+    ql3.tagged_digest(text, text), ql3.take_run_turn(text), ql3.await_run_turn(text, integer), ql3.take_start_turn(text, bigint),
     ql3.event_chain_digest(text, text, bigint, text, text, text, bigint);
   DROP FUNCTION ql3.purge_resolution_note(text, text);
   ALTER TABLE ql3.events DROP COLUMN chain_digest;

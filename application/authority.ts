@@ -174,7 +174,9 @@ export type VerifyProblemKind =
   | 'mutation_without_barrier'
   | 'running_without_barrier'
   | 'in_doubt_mismatch'
-  | 'note';
+  | 'note'
+  /** With a keyring: an event not covered by a valid seal of the deployment key, or a seal that does not verify (R9.4). */
+  | 'event_seal';
 
 export interface VerifyProblem {
   readonly kind: VerifyProblemKind;
@@ -188,6 +190,11 @@ export interface VerifyReport {
   readonly checked: { readonly barriers: number; readonly outcomes: number; readonly runs: number; readonly stepRuns: number; readonly events: number };
   /** Resolution notes (R10.2): `purged` ones keep their digest bound, so they never fail verify. */
   readonly notes: { readonly present: number; readonly purged: number };
+  /**
+   * With a keyring only (R9.4): events covered by a valid seal, and legacy events (written before
+   * the first keyed writer's seal origin), which read without a seal and never fail verify.
+   */
+  readonly seals?: { readonly sealed: number; readonly legacy: number };
   readonly problems: readonly VerifyProblem[];
 }
 

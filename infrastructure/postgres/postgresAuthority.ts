@@ -21,6 +21,7 @@ import { lifecycleUnitOfWork } from './lifecycleWrite';
 import { assertSchemaCurrent, migratePostgres } from './migrate';
 import { postgresRecoveryOf } from './postgresRecoveryView';
 import { loadRunState, readBarrier, readBarrierOfAttempt, readStream } from './reads';
+import { postgresSealer, type PostgresSealer } from './postgresSeals';
 import * as SQL from './sql';
 import { existingOfRead, prepareInRoundTrips, readStart, stateOfRead } from './startRoundTrips';
 import { lookupBeforeBegin, resolveUniqueViolation, startUnitOfWork, type LookupBeforeBegin, type PostgresWriteMode } from './startWrite';
@@ -138,7 +139,10 @@ class PostgresAuthority implements PostgresStartBarrier {
     private readonly keys: EvidenceKeyring | undefined,
   ) {
     this.tx = new PostgresTransactions(pool, timeouts, maxRetries, onAttempt);
+    this.sealer = keys === undefined ? undefined : postgresSealer(keys);
   }
+
+  private readonly sealer: PostgresSealer | undefined;
 
   private assertOpen(): void {
     if (this.closed) throw new Error('the PostgreSQL start barrier authority is closed');
@@ -195,7 +199,7 @@ class PostgresAuthority implements PostgresStartBarrier {
         fresh = undefined;
         return hits;
       };
-      return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, mode, this.keys), decoded, this.hook), lookup, budget);
+      return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, mode, this.keys, this.sealer), decoded, this.hook), lookup, budget);
     } catch (e) {
       if (!isUniqueViolation(e)) throw e;
       return this.transaction(runId, (tx) => resolveUniqueViolation(tx.client, decoded, e, this.keys), undefined, budget);
@@ -210,7 +214,7 @@ class PostgresAuthority implements PostgresStartBarrier {
       const attempt = () =>
         this.transaction(decoded.data.runId, (tx) => {
           events = [];
-          return runLifecycleTransaction(lifecycleUnitOfWork(tx, events), decoded);
+          return runLifecycleTransaction(lifecycleUnitOfWork(tx, events, this.sealer), decoded);
         });
       // A concurrent creator won (CreateRun, CreateStepRun): re-decide on fresh state, which
       // turns the race into the typed precondition the decider raises (run_exists, ...).
@@ -225,7 +229,7 @@ class PostgresAuthority implements PostgresStartBarrier {
         const s = (await loadRunState(q, runId, stepRunId)).stepRuns[stepRunId];
         return s === undefined ? null : { ...s, digest: stepRunRowOf(s).digest };
       }),
-    readStream: (runId: string): Promise<readonly StoredEvent[]> => this.read((q) => readStream(q, runId)),
+    readStream: (runId: string): Promise<readonly StoredEvent[]> => this.read((q) => readStream(q, runId, this.keys)),
   };
 
   /** Recovery read models and operator resolutions, in REPEATABLE READ snapshots. */
@@ -233,7 +237,7 @@ class PostgresAuthority implements PostgresStartBarrier {
     return postgresDriverClaims(this.pool);
   }
 
-  readonly recovery: RecoveryApi = postgresRecoveryOf(this);
+  readonly recovery: RecoveryApi = postgresRecoveryOf(this, () => this.keys);
 
   async close(): Promise<void> {
     if (this.closed) return;

@@ -5,7 +5,9 @@ import { checkStartRows } from '../../projections/checkRows';
 import { agreedAttemptStart, wholeStream } from '../../projections/readChecks';
 import type { StoredBarrier, StoredEvent } from '../../application/authority';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
+import { requireSealedSpan } from '../../application/eventSeals';
 import { paramOf } from './identities';
+import { readSealedSpan } from './postgresSeals';
 import { run, type Queryable } from './query';
 import {
   AuditEventRowCodec,
@@ -134,10 +136,13 @@ export const readBarrierOfAttempt = async (q: Queryable, runId: string, stepRunI
 };
 
 /** Every event of `run-<runId>`, decoded, in order, and matching the stream head. */
-export const readStream = async (q: Queryable, runId: string): Promise<readonly StoredEvent[]> => {
+export const readStream = async (q: Queryable, runId: string, keys?: EvidenceKeyring): Promise<readonly StoredEvent[]> => {
   const stream = streamNameOf(runId);
   const [row] = await run<{ stream_version: unknown; events: unknown }>(q, SQL.READ_STREAM, { stream_id: stream });
   const rows = decodeRows(EventRowCodec, row?.events ?? null, 'event', stream);
   const version = row?.stream_version === null || row?.stream_version === undefined ? null : decodeRow(PgInt, row.stream_version, 'stream', stream);
-  return wholeStream(stream, version, rows);
+  const events = wholeStream(stream, version, rows);
+  // R9.4: with a keyring every event is sealed, or legacy (before the seal origin)
+  if (keys !== undefined && events.length > 0) requireSealedSpan(keys, stream, await readSealedSpan(q, stream, 1, events.length), 1, events.length);
+  return events;
 };

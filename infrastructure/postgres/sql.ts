@@ -207,7 +207,8 @@ export const startParams = (plan: StartWrite, steps: readonly StartWriteStep[]):
 
 // ------------------------------------------------------------------ lifecycle appends
 
-export const INSERT_EVENTS = named(`${insertEvents('').replace('RETURNING 1', 'RETURNING global_position, stream_position, event_id')}`);
+export const INSERT_EVENTS_SQL = insertEvents('').replace('RETURNING 1', 'RETURNING global_position, stream_position, event_id');
+export const INSERT_EVENTS = named(INSERT_EVENTS_SQL);
 
 // ------------------------------------------------------------------ reads (R5.3 on every one)
 

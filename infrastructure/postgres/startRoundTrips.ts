@@ -12,6 +12,8 @@ import { macRowsOfRead, runStateOfRow, verifyBarrierRow, type RunStateColumns } 
 import { PENDING_CLOCK, PREPARED_OUT_OF_STEP, resyncPrepared, roundTripText, setLocalTimeouts, type Part } from './roundTripSql';
 import { PgInt, ReplayIdentityRowCodec, decodeRow, decodeRows } from './rowCodecs';
 import * as SQL from './sql';
+import { INSERT_START_SEALS, sealParams } from './postgresSeals';
+import { sealEvents, startEventCells } from '../../application/eventSeals';
 import { checkCounts, resolveUniqueViolation } from './startWrite';
 import type { AttemptBudget, PostgresTimeouts, PostgresTransactions } from './transactions';
 
@@ -100,7 +102,8 @@ const partsOf = (plan: StartWrite, keys: EvidenceKeyring | undefined): { turn: P
   turn: { sql: SQL.TAKE_START_TURN, params: { run_id: plan.runId, expected_version: plan.runCas.expected } },
   writes: [
     { sql: SQL.START_BATCHED_STATEMENT, params: SQL.startParams(plan, START_WRITE_STEPS) },
-    ...(keys === undefined ? [] : [{ sql: SQL.INSERT_EVIDENCE_MAC, params: { start_id: plan.startId, ...keys.seal(plan.result) } }]),
+    // keyed (R9.4): the barrier's MAC and the seal of the start's five events, one statement
+    ...(keys === undefined ? [] : [{ sql: INSERT_START_SEALS, params: { start_id: plan.startId, ...keys.seal(plan.result), ...sealParams(sealEvents(keys, plan.streamId, startEventCells(plan))) } }]),
   ],
 });
 

@@ -16,7 +16,9 @@ import { checkStartRows } from '../../projections/checkRows';
 import { agreedAttemptStart, wholeStream } from '../../projections/readChecks';
 import type { StoredBarrier, StoredEvent } from '../../application/authority';
 import type { EvidenceKeyring, EvidenceMacRow } from '../../application/evidenceKeys';
+import { requireSealedSpan } from '../../application/eventSeals';
 import { IDENTITY_STORAGE } from './identities';
+import { readSealedSpan } from './sqliteSeals';
 import type { Statements } from './statements';
 
 // The SQLite reads, synchronous on the authority's one connection, always inside one of its
@@ -96,8 +98,10 @@ export const readBarrierOfAttempt = (s: Statements, runId: string, stepRunId: st
 };
 
 /** Every event of `run-<runId>`, decoded, in order, whole and matching the stream head (R9.3). */
-export const readStream = (s: Statements, runId: string): readonly StoredEvent[] => {
+export const readStream = (s: Statements, runId: string, keys?: EvidenceKeyring): readonly StoredEvent[] => {
   const stream = streamNameOf(runId);
   const head = s.streamVersion.get(stream) as { version: number } | undefined;
-  return wholeStream(stream, head?.version ?? null, s.streamEvents.all(stream, 1, Number.MAX_SAFE_INTEGER) as (EventRow & { global_position: number })[]);
+  const events = wholeStream(stream, head?.version ?? null, s.streamEvents.all(stream, 1, Number.MAX_SAFE_INTEGER) as (EventRow & { global_position: number })[]);
+  if (keys !== undefined && events.length > 0) requireSealedSpan(keys, stream, readSealedSpan(s, stream, 1, events.length), 1, events.length);
+  return events;
 };

@@ -91,3 +91,14 @@ export const SELECT_INDEX_NAMES_START = indexNamesStartSql();
 /** Keyed evidence (R9.4): the MAC row of one barrier, written and read only with a keyring. */
 export const INSERT_EVIDENCE_MAC = 'INSERT INTO start_evidence_macs (start_id, key_id, mac) VALUES (?, ?, ?)';
 export const SELECT_EVIDENCE_MACS = 'SELECT key_id, mac FROM start_evidence_macs WHERE start_id = ?';
+
+/** Keyed evidence over the Run stream (R9.4, application/eventSeals.ts): written and read only with a keyring. */
+export const INSERT_EVENT_MAC = `INSERT INTO run_event_macs (stream_id, from_position, to_position, key_id, mac)
+  VALUES (@stream_id, @from_position, @to_position, @key_id, @mac)`;
+/** Every seal that overlaps positions from..to of one stream (a forged extra one included). */
+export const SELECT_EVENT_MACS_OVER = `SELECT stream_id, from_position, to_position, key_id, mac FROM run_event_macs
+  WHERE stream_id = ? AND from_position <= ? AND to_position >= ? ORDER BY from_position`;
+export const SELECT_SEAL_ORIGINS = 'SELECT key_id, from_global_position, from_ms, mac FROM run_event_seal_origins ORDER BY key_id';
+export const INSERT_SEAL_ORIGIN = `INSERT INTO run_event_seal_origins (key_id, from_global_position, from_ms, mac)
+  VALUES (@key_id, @from_global_position, @from_ms, @mac) ON CONFLICT DO NOTHING`;
+export const NEXT_GLOBAL_POSITION = 'SELECT coalesce(max(global_position), 0) + 1 AS next FROM events';

@@ -49,7 +49,7 @@ describe('recovery read models on PostgreSQL: atomicity, upgrade, grants, damage
     await db.admin((c) =>
       c.query(`${UNDO_HISTORY_MIGRATIONS}
         DROP TABLE ql3.start_outcomes; DROP TRIGGER events_project_start_outcome ON ql3.events; DROP FUNCTION ql3.project_start_outcome();
-        DROP INDEX ql3.step_run_mutations_start; DROP TABLE ql3.adapter_driver_claims; DROP TABLE ql3.start_evidence_macs;
+        DROP INDEX ql3.step_run_mutations_start; DROP TABLE ql3.adapter_driver_claims; DROP TABLE ql3.start_evidence_macs; DROP TABLE ql3.run_event_macs, ql3.run_event_seal_origins;
         DELETE FROM ql3.schema_migrations WHERE name >= 'pg-0031'`),
     );
     a = await openPostgresStartBarrier({ connectionString: db.url });

@@ -71,7 +71,11 @@ describe('reliability harness, short form', function () {
       expect(f.accepted, `${f.backend}: ${JSON.stringify(f.outcomes.filter((o) => o.outcome === 'accepted'))}`).to.equal(0);
     }
     const pg = report.forgery.find((f) => f.backend === 'postgres')!;
-    expect(pg.refused, JSON.stringify(pg.outcomes)).to.equal(pg.attempts);
+    // R9.4: a legal event appended without the key passes the database's history checks; the keyed reads and verify catch it
+    const keyed = pg.outcomes.filter((o) => o.name.startsWith('keyed: '));
+    expect(keyed.length, JSON.stringify(pg.outcomes)).to.be.greaterThan(0);
+    expect(keyed.every((o) => o.outcome === 'detected'), JSON.stringify(keyed)).to.equal(true);
+    expect(pg.refused, JSON.stringify(pg.outcomes)).to.equal(pg.attempts - keyed.length);
   });
 
   it('R3.9 crash soak: SIGKILLed workers leave every acknowledged start present, verified and whole, on SQLite and PostgreSQL', () => {

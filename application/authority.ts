@@ -175,6 +175,8 @@ export type VerifyProblemKind =
   | 'running_without_barrier'
   | 'in_doubt_mismatch'
   | 'note'
+  /** With a keyring: an event not covered by a valid seal of the deployment key, or a seal that does not verify (R9.4). */
+  | 'event_seal'
   /** The migration ledger or the capability rows are not what this code's migrations wrote. */
   | 'schema'
   /** The driver claim history is not one `claim` and `release` can write (R11.2). */
@@ -194,6 +196,11 @@ export interface VerifyReport {
   readonly checked: { readonly barriers: number; readonly outcomes: number; readonly runs: number; readonly stepRuns: number; readonly events: number };
   /** Resolution notes (R10.2): `purged` ones keep their digest bound, so they never fail verify. */
   readonly notes: { readonly present: number; readonly purged: number };
+  /**
+   * With a keyring only (R9.4): events covered by a valid seal, and legacy events (written before
+   * the first keyed writer's seal origin), which read without a seal and never fail verify.
+   */
+  readonly seals?: { readonly sealed: number; readonly legacy: number };
   readonly problems: readonly VerifyProblem[];
   /** What is not damage but wants an operator (an orphan note still holding text); never fails verify. */
   readonly warnings: readonly VerifyProblem[];

@@ -31,9 +31,16 @@ export interface EvidenceMacRow {
   readonly mac: string;
 }
 
+/** What a stored MAC is, checked against what it should bind: the key id alone decides `unknown_key`. */
+export type MacCheck = 'valid' | 'unknown_key' | 'mismatch';
+
 export interface EvidenceKeyring {
   readonly activeKeyId: string;
   readonly keyIds: readonly string[];
+  /** A MAC under the active key over a tagged input string (the Run stream's seals, eventSeals.ts). */
+  macOf(input: string): EvidenceMacRow;
+  /** Checks a stored MAC over the same input under the key its id names, in constant time. */
+  check(row: EvidenceMacRow, input: string): MacCheck;
   /** The MAC row of a new barrier, under the active key. */
   seal(barrier: StoredBarrier): EvidenceMacRow;
   /** The MAC check of the read paths: the barrier, or CorruptRecordError naming only key ids. */
@@ -41,6 +48,8 @@ export interface EvidenceKeyring {
 }
 
 const KEY_ID = /^[A-Za-z0-9._-]{1,64}$/;
+/** A stored key id as an error may quote it: a stored value of any other form is not echoed. */
+export const printableKeyId = (id: string): string => (KEY_ID.test(id) ? id : 'malformed');
 export const MIN_KEY_BYTES = 32;
 const MAC_TAG = 'qinglong/start-barrier-evidence-mac@v1';
 
@@ -58,22 +67,27 @@ export const createEvidenceKeyring = (options: EvidenceKeyringOptions): Evidence
     secrets.set(key.id, Buffer.from(key.secret)); // a copy: the caller may wipe theirs
   }
   const activeKeyId = options.active.id;
-  const macUnder = (keyId: string, b: StoredBarrier): Buffer => createHmac('sha256', secrets.get(keyId)!).update(macInput(b), 'utf8').digest();
+  const macUnder = (keyId: string, input: string): Buffer => createHmac('sha256', secrets.get(keyId)!).update(input, 'utf8').digest();
+  const check = (row: EvidenceMacRow, input: string): MacCheck => {
+    if (!secrets.has(row.key_id)) return 'unknown_key';
+    const stored = /^[0-9a-f]{64}$/.test(row.mac) ? Buffer.from(row.mac, 'hex') : Buffer.alloc(0);
+    const expected = macUnder(row.key_id, input);
+    return stored.length === expected.length && timingSafeEqual(stored, expected) ? 'valid' : 'mismatch';
+  };
   const keyring: EvidenceKeyring = {
     activeKeyId,
     keyIds: [...secrets.keys()],
-    seal: (b) => ({ key_id: activeKeyId, mac: macUnder(activeKeyId, b).toString('hex') }),
+    macOf: (input) => ({ key_id: activeKeyId, mac: macUnder(activeKeyId, input).toString('hex') }),
+    check,
+    seal: (b) => ({ key_id: activeKeyId, mac: macUnder(activeKeyId, macInput(b)).toString('hex') }),
     verify: (b, rows) => {
       const startId = b.record.startId;
       if (rows.length === 0) throw new CorruptRecordError('start barrier', startId, 'it carries no evidence MAC, and this store requires keyed evidence (R9.4)');
       if (rows.length > 1) throw new CorruptRecordError('start barrier', startId, `${rows.length} evidence MACs for one barrier`);
       const row = rows[0]!;
-      if (!secrets.has(row.key_id)) throw new CorruptRecordError('start barrier', startId, `its evidence MAC names a key id this keyring does not hold (${KEY_ID.test(row.key_id) ? row.key_id : 'malformed'})`);
-      const stored = /^[0-9a-f]{64}$/.test(row.mac) ? Buffer.from(row.mac, 'hex') : Buffer.alloc(0);
-      const expected = macUnder(row.key_id, b);
-      if (stored.length !== expected.length || !timingSafeEqual(stored, expected)) {
-        throw new CorruptRecordError('start barrier', startId, `its evidence MAC does not verify under key ${row.key_id} (R9.4)`);
-      }
+      const result = check(row, macInput(b));
+      if (result === 'unknown_key') throw new CorruptRecordError('start barrier', startId, `its evidence MAC names a key id this keyring does not hold (${printableKeyId(row.key_id)})`);
+      if (result === 'mismatch') throw new CorruptRecordError('start barrier', startId, `its evidence MAC does not verify under key ${row.key_id} (R9.4)`);
       return b;
     },
   };

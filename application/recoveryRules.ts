@@ -10,6 +10,7 @@ import {
   noteDigestOf,
   isStartBarrierError,
   resolutionCommandOf,
+  streamNameOf,
   type AttemptKey,
   replayKeysOfBarrier,
   type ReplayIdentity,
@@ -22,6 +23,8 @@ import { NOTE_PURGE_DIGEST_TAG, fieldsDigest } from '../projections/eventChain';
 import { decodeEventRow, inDoubtStartOf, verifyOutcomeRow, type StartOutcomeRow } from '../projections/outcomeRows';
 import { decodeRunRow, decodeStepRunRow } from '../projections/runState';
 import type { EventRow } from '../projections/verifyRows';
+import type { EvidenceKeyring } from './evidenceKeys';
+import { checkSealedSpan, requireSealedSpan, type SealedSpan } from './eventSeals';
 import { LogDerivation, type LoggedEventRow } from '../projections/logDerivation';
 import type {
   AppendOutcome,
@@ -87,6 +90,8 @@ export interface RecoveryView {
   eventRowsAfter(afterGlobalPosition: number, limit: number): Promise<readonly (LoggedEventRow & { global_position: number | string })[]>;
   /** Foreign keys, duplicates, orphaned evidence and mutations, stream heads. */
   integrityProblems(): Promise<readonly VerifyProblem[]>;
+  /** Keyed evidence (R9.4): the seal origins, the seals overlapping from..to of one stream, and the events they span. */
+  sealedSpan(streamId: string, from: number, to: number): Promise<SealedSpan>;
 }
 
 /** A resolution note as stored (R10.2): text until purged, then NULL with the purge time. */
@@ -129,6 +134,8 @@ export interface RecoveryBackend {
   handle(command: unknown): Promise<AppendOutcome>;
   /** Business time for a resolution that names none (never the commit time). */
   clock?: () => number;
+  /** The deployment keyring (R9.4), if any: outcome events must then be sealed, and `verify` checks every seal. */
+  keyring?: () => EvidenceKeyring | undefined;
 }
 
 const PAGE = 200;
@@ -139,13 +146,23 @@ const InDoubtQueryCodec = strictObject('InDoubtQuery', {}, { projectId: Identity
 
 const identityValueOf = (b: StartBarrierRecord, identity: ReplayIdentity): string => replayValuesOf(replayKeysOfBarrier(b))[identity];
 
-/** The outcome fact of one start, verified against its event, or null while in doubt. */
-const outcomeOf = async (v: RecoveryView, startId: string): Promise<StartOutcome | null> => {
+/**
+ * The outcome fact of one start, verified against its event, or null while in doubt. With a
+ * keyring the event must also carry the deployment key's seal (R9.4): an outcome appended by
+ * INSERT rights alone fails closed.
+ */
+const outcomeOf = async (v: RecoveryView, startId: string, keys: EvidenceKeyring | undefined): Promise<StartOutcome | null> => {
   const rows = await v.outcomeRows(startId);
   if (rows.length > 1) throw new CorruptRecordError('start outcome', startId, `${rows.length} outcome rows for one start`);
   const row = rows[0];
   if (row === undefined) return null;
-  return verifyOutcomeRow(row, await v.eventById(row.event_id));
+  const event = await v.eventById(row.event_id);
+  const outcome = verifyOutcomeRow(row, event);
+  if (keys !== undefined && event !== undefined) {
+    const p = Number(event.stream_position);
+    requireSealedSpan(keys, event.stream_id, await v.sealedSpan(event.stream_id, p, p), p, p);
+  }
+  return outcome;
 };
 
 /** The note a digest binds, verified: its text must hash to the digest, or it is purged. */
@@ -202,7 +219,7 @@ const requireAgreement = async (v: RecoveryView, barrier: StoredBarrier, outcome
  * StepRun names; otherwise in-doubt and history would list nothing for a start that ran.
  * Both sides are looked up: the replay index and the barrier's own attempt columns.
  */
-const requireBarrierOfRunning = async (v: RecoveryView, row: StepRunRow): Promise<string> => {
+const requireBarrierOfRunning = async (v: RecoveryView, row: StepRunRow, keys: EvidenceKeyring | undefined): Promise<string> => {
   const s = decodeStepRunRow(row);
   const where = `${s.runId}/${s.stepRunId}`;
   const attempt = { runId: s.runId, stepRunId: s.stepRunId, startedStepRunVersion: s.version };
@@ -217,7 +234,7 @@ const requireBarrierOfRunning = async (v: RecoveryView, row: StepRunRow): Promis
   }
   const barrier = await v.readBarrier(startId);
   if (barrier === null) throw new CorruptRecordError('step run', where, `running, but the barrier of start ${startId} is missing`);
-  await requireAgreement(v, barrier, await outcomeOf(v, startId));
+  await requireAgreement(v, barrier, await outcomeOf(v, startId, keys));
   return startId;
 };
 
@@ -246,7 +263,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
           const barrier = await v.readBarrier(startId);
           if (barrier === null) throw new CorruptRecordError('start barrier', startId, 'listed as in doubt but unreadable');
           // The listing says "no outcome row"; re-check through the same path reads use.
-          const outcome = await outcomeOf(v, startId);
+          const outcome = await outcomeOf(v, startId, backend.keyring?.());
           const mismatch = await attemptMismatch(v, barrier, outcome);
           if (outcome !== null || mismatch !== undefined) throw new CorruptRecordError('start outcome', startId, mismatch ?? 'listed as in doubt but has an outcome');
           out.push(inDoubtStartOf(barrier, now));
@@ -254,7 +271,14 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
         // The listing starts from barriers; a running StepRun whose barrier is gone must not
         // make the answer "nothing in doubt" (R9.3).
         const scope = { ...(q.projectId === undefined ? {} : { projectId: q.projectId }), ...(q.runId === undefined ? {} : { runId: q.runId }) };
-        for (const row of await v.runningStepRuns(scope)) await requireBarrierOfRunning(v, row);
+        for (const row of await v.runningStepRuns(scope)) await requireBarrierOfRunning(v, row, backend.keyring?.());
+        // R9.4: an outcome appended without the key would take its start off this list; for one
+        // Run the whole stream's seals are one read (a store-wide listing leaves that to verify)
+        const keys = backend.keyring?.();
+        if (keys !== undefined && q.runId !== undefined) {
+          const stream = streamNameOf(q.runId);
+          requireSealedSpan(keys, stream, await v.sealedSpan(stream, 1, Number.MAX_SAFE_INTEGER), 1, Number.MAX_SAFE_INTEGER);
+        }
         return out;
       });
     },
@@ -271,13 +295,13 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
           if (previous !== undefined && previous.attempt >= attempt) {
             throw new CorruptRecordError('attempt history', `${r[0]}/${r[1]}`, `attempt ${attempt} is bound to more than one barrier or out of order`);
           }
-          const outcome = await outcomeOf(v, startId);
+          const outcome = await outcomeOf(v, startId, backend.keyring?.());
           await requireAgreement(v, barrier, outcome);
           entries.push({ attempt, barrier, outcome });
         }
         const row = await v.stepRunRow(r[0], r[1]);
         if (row !== undefined && row.status === 'running') {
-          const open = await requireBarrierOfRunning(v, row);
+          const open = await requireBarrierOfRunning(v, row, backend.keyring?.());
           if (!entries.some((e) => e.barrier.record.startId === open)) {
             throw new CorruptRecordError('attempt history', `${r[0]}/${r[1]}`, `the running attempt ${open} is missing from the history`);
           }
@@ -313,7 +337,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
       const id = decodeOrThrow(Identity, 'startId', startId);
       return backend.snapshot(async (v) => {
         const barrier = await requireBarrier(v, id);
-        const outcome = await outcomeOf(v, id);
+        const outcome = await outcomeOf(v, id, backend.keyring?.());
         await requireAgreement(v, barrier, outcome); // a finished StepRun without its outcome row fails closed
         return outcome;
       });
@@ -330,7 +354,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
           `start ${req.startId} is already resolved as ${existing.outcome} by ${existing.decidedBy}; outcomes are facts, not edits (retry with a new attempt instead)`,
         );
       };
-      const before = await backend.snapshot(async (v) => ({ barrier: await requireBarrier(v, req.startId), outcome: await outcomeOf(v, req.startId) }));
+      const before = await backend.snapshot(async (v) => ({ barrier: await requireBarrier(v, req.startId), outcome: await outcomeOf(v, req.startId, backend.keyring?.()) }));
       if (before.outcome !== null) return settled(before.outcome);
       const b = before.barrier.record;
       // R10.2: the note goes to its side record first; the event then binds its digest. If the
@@ -349,14 +373,14 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
       try {
         await backend.handle(command);
       } catch (e) {
-        const after = await backend.snapshot((v) => outcomeOf(v, req.startId)).catch(() => null);
+        const after = await backend.snapshot((v) => outcomeOf(v, req.startId, backend.keyring?.())).catch(() => null);
         await dropOrphanNote(after);
         // Lost a race with another resolver: the winner's fact decides, exactly as a replay would.
         if (!(e instanceof PreconditionError)) throw e;
         if (after === null) throw e;
         return settled(after);
       }
-      const recorded = await backend.snapshot((v) => outcomeOf(v, req.startId));
+      const recorded = await backend.snapshot((v) => outcomeOf(v, req.startId, backend.keyring?.()));
       if (recorded === null) throw new CorruptRecordError('start outcome', req.startId, 'the outcome event was appended but not projected');
       return { status: 'recorded', outcome: recorded };
     },
@@ -365,7 +389,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
       const id = decodeOrThrow(Identity, 'startId', startId);
       const outcome = await backend.snapshot(async (v) => {
         await requireBarrier(v, id);
-        return outcomeOf(v, id);
+        return outcomeOf(v, id, backend.keyring?.());
       });
       if (outcome?.noteDigest === undefined) return null;
       return noteOf(id, outcome.noteDigest, await backend.notes.rows(id));
@@ -375,7 +399,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
       const id = decodeOrThrow(Identity, 'startId', startId);
       const outcome = await backend.snapshot(async (v) => {
         await requireBarrier(v, id);
-        return outcomeOf(v, id);
+        return outcomeOf(v, id, backend.keyring?.());
       });
       // An orphan (a resolve that stopped between its note and its outcome event) is purged too:
       // it is no evidence, but its text is a person's words kept for nothing (R10.2).
@@ -402,6 +426,8 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
       const warnings: VerifyProblem[] = [];
       /** `startId NUL noteDigest` of every note an outcome event binds. */
       const boundNotes = new Set<string>();
+      const keys = backend.keyring?.();
+      const seals = { sealed: 0, legacy: 0 };
       // What is stored, kept to compare with what the log derives (R9.2), after the event pass.
       const storedBarriers = new Set<string>();
       const storedOutcomeEvents = new Set<string>();
@@ -420,7 +446,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
               if (barrier === null) throw new CorruptRecordError('start barrier', startId, 'listed but unreadable');
               let outcome: StartOutcome | null = null;
               try {
-                outcome = await outcomeOf(v, startId);
+                outcome = await outcomeOf(v, startId, backend.keyring?.());
               } catch (e) {
                 problems.push(problemOf('outcome', startId, e));
                 continue;
@@ -447,6 +473,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
             storedOutcomeEvents.add(row.event_id);
             try {
               verifyOutcomeRow(row, await v.eventById(row.event_id));
+              // the outcome event's seal is the stream pass's finding, reported once there
             } catch (e) {
               problems.push(problemOf('outcome', row.start_id, e));
             }
@@ -468,6 +495,15 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
               decodeRunRow(row, row.stream_version);
             } catch (e) {
               problems.push(problemOf('run', row.run_id, e));
+            }
+            if (keys !== undefined) {
+              // R9.4: every event of the stream sealed, or legacy (before the seal origin)
+              const stream = streamNameOf(row.run_id);
+              const to = row.stream_version === null ? Number.MAX_SAFE_INTEGER : Number(row.stream_version);
+              const found = checkSealedSpan(keys, stream, await v.sealedSpan(stream, 1, to), 1, to);
+              for (const f of found.findings) problems.push({ kind: 'event_seal', ...f });
+              seals.sealed += found.sealed;
+              seals.legacy += found.legacy;
             }
           }
           return page;
@@ -564,7 +600,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
       progress.integrity(false);
       problems.push(...(await backend.snapshot((v) => v.integrityProblems())));
       progress.integrity(true);
-      return { ok: problems.length === 0, checked, notes, problems, warnings };
+      return { ok: problems.length === 0, checked, notes, ...(keys === undefined ? {} : { seals }), problems, warnings };
     },
   };
   return recovery;

@@ -5,7 +5,12 @@ import { Command } from 'commander';
 import { buildScenario, type Scenario } from '../domain/scenario';
 import { median } from './lib/stats';
 import { runRound, summarize, type RoundResult } from './lib/measure';
+import type { Pool } from 'pg';
 import { countingPool, createDatabase, type BenchDatabase } from './postgres/admin';
+import { seedLongRun, selectBarrier } from './postgres/bulk';
+import { longRunOf } from './lib/longRun';
+
+let hotRuns = 0;
 
 // `npm run bench:compare -- --baseline DIR`: the same start workloads against two built
 // checkouts of this package (a baseline, e.g. the main a change started from, and this one),
@@ -54,7 +59,7 @@ const readyScenario = async (a: Authority): Promise<Scenario> => {
   return s;
 };
 
-type Workload = 'sqlite-start' | 'sqlite-replay' | 'pg-start-1' | 'pg-start-8' | 'pg-replay';
+type Workload = 'sqlite-start' | 'sqlite-replay' | 'pg-start-1' | 'pg-start-8' | 'pg-replay' | 'pg-select' | 'pg-one-run-8';
 
 interface Open {
   readonly sqlite: Authority;
@@ -62,6 +67,8 @@ interface Open {
   readonly db: BenchDatabase;
   readonly pool: { end(): Promise<void>; query(sql: string): Promise<unknown> };
   readonly counters: { roundTrips: number; retries: number };
+  /** prepare calls that failed in the PostgreSQL start workloads (the round goes on; each is counted). */
+  readonly failures: { count: number; last?: string };
 }
 
 const program = new Command()
@@ -70,7 +77,7 @@ const program = new Command()
   .option('--candidate <dir>', 'the checkout measured against the baseline', '.')
   .option('--rounds <n>', 'interleaved rounds (medians are reported)', '5')
   .option('--ops <n>', 'operations per workload and round', '200')
-  .option('--only <list>', `comma-separated subset of sqlite-start,sqlite-replay,pg-start-1,pg-start-8,pg-replay`)
+  .option('--only <list>', `comma-separated subset of sqlite-start,sqlite-replay,pg-start-1,pg-start-8,pg-replay,pg-select,pg-one-run-8`)
   .option('--pg <url>', 'PostgreSQL admin URL', process.env.SB_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
 
 const main = async (): Promise<void> => {
@@ -78,7 +85,7 @@ const main = async (): Promise<void> => {
   const o = program.opts<{ baseline: string; candidate: string; rounds: string; ops: string; only?: string; pg: string }>();
   const rounds = Number(o.rounds);
   const ops = Number(o.ops);
-  const all: Workload[] = ['sqlite-start', 'sqlite-replay', 'pg-start-1', 'pg-start-8', 'pg-replay'];
+  const all: Workload[] = ['sqlite-start', 'sqlite-replay', 'pg-start-1', 'pg-start-8', 'pg-replay', 'pg-select', 'pg-one-run-8'];
   const workloads = o.only ? all.filter((w) => o.only!.split(',').includes(w)) : all;
   const subjects = [subjectOf('baseline', resolve(o.baseline)), subjectOf('candidate', resolve(o.candidate))];
   const tmp = mkdtempSync(join(tmpdir(), 'start-barrier-compare-'));
@@ -89,7 +96,7 @@ const main = async (): Promise<void> => {
     for (const s of subjects) {
       const db = await createDatabase(o.pg);
       const { pool, counters } = countingPool(db.url, 8, { idleTimeoutMillis: 2000 });
-      opened.set(s.label, { sqlite: await s.sqlite(join(tmp, `${s.label}.db`)), pg: await s.postgres(pool), db, pool, counters });
+      opened.set(s.label, { sqlite: await s.sqlite(join(tmp, `${s.label}.db`)), pg: await s.postgres(pool), db, pool, counters, failures: { count: 0 } });
     }
     for (let r = 0; r < rounds; r++) {
       // Alternate which checkout goes first, so neither always runs on a warmer machine.
@@ -118,23 +125,42 @@ const main = async (): Promise<void> => {
     '',
     `${cpus().length} cores, load ${loadavg().map((l) => l.toFixed(2)).join(' ')}, ${rounds} interleaved rounds of ${ops} ops, medians.`,
     '',
-    '| workload | baseline ops/s | candidate ops/s | ratio | baseline p50 ms | candidate p50 ms | p50 ratio | round trips/op (b → c) |',
-    '|---|---:|---:|---:|---:|---:|---:|---|',
+    '| workload | baseline ops/s | candidate ops/s | ratio | baseline p50 ms | candidate p50 ms | p50 ratio | round trips/op (b → c) | client CPU µs/op (b → c) | server CPU µs/op (b → c) |',
+    '|---|---:|---:|---:|---:|---:|---:|---|---|---|',
   ];
   for (const w of workloads) {
     const b = summarize(results.get(`${w}|baseline`) ?? []);
     const c = summarize(results.get(`${w}|candidate`) ?? []);
     const ratio = c.opsPerSec / b.opsPerSec;
     const rt = `${(b.perOp['roundTrips'] ?? 0).toFixed(1)} → ${(c.perOp['roundTrips'] ?? 0).toFixed(1)}`;
-    lines.push(`| ${w} | ${b.opsPerSec.toFixed(0)} | ${c.opsPerSec.toFixed(0)} | ${ratio.toFixed(2)}x | ${b.p50Ms.toFixed(3)} | ${c.p50Ms.toFixed(3)} | ${(c.p50Ms / b.p50Ms).toFixed(2)}x | ${w.startsWith('pg') ? rt : ''} |`);
+    const us = (ms: number | null | undefined) => (ms === undefined || ms === null ? '–' : (ms * 1000).toFixed(0));
+    const cpu = `${us(b.clientCpuMsPerOp)} → ${us(c.clientCpuMsPerOp)}`;
+    const server = w.startsWith('pg') ? `${us(b.serverCpuMsPerOp)} → ${us(c.serverCpuMsPerOp)}` : '';
+    lines.push(`| ${w} | ${b.opsPerSec.toFixed(0)} | ${c.opsPerSec.toFixed(0)} | ${ratio.toFixed(2)}x | ${b.p50Ms.toFixed(3)} | ${c.p50Ms.toFixed(3)} | ${(c.p50Ms / b.p50Ms).toFixed(2)}x | ${w.startsWith('pg') ? rt : ''} | ${cpu} | ${server} |`);
   }
   const perRound = workloads.map((w) => {
     const b = results.get(`${w}|baseline`) ?? [];
     const c = results.get(`${w}|candidate`) ?? [];
     return `${w}: per-round ratios ${c.map((x, i) => (x.opsPerSec / (b[i]?.opsPerSec ?? NaN)).toFixed(2)).join(' ')} (median ${median(c.map((x, i) => x.opsPerSec / (b[i]?.opsPerSec ?? NaN))).toFixed(2)})`;
   });
-  process.stdout.write(`${lines.join('\n')}\n\n${perRound.join('\n')}\n`);
+  // Exact replay against one indexed SELECT round trip, each checkout on its own database.
+  const versusSelect = workloads.includes('pg-replay') && workloads.includes('pg-select')
+    ? subjects.map((s) => {
+        const replay = summarize(results.get(`pg-replay|${s.label}`) ?? []).p50Ms;
+        const select = summarize(results.get(`pg-select|${s.label}`) ?? []).p50Ms;
+        return `${s.label}: exact replay p50 ${replay.toFixed(3)} ms = ${(replay / select).toFixed(2)}x one indexed SELECT (${select.toFixed(3)} ms)`;
+      })
+    : [];
+  const failed = [...opened.entries()].map(([label, a]) => `${label}: ${a.failures.count} failed prepare calls${a.failures.count > 0 ? ` (${a.failures.last})` : ''}`);
+  process.stdout.write(`${lines.join('\n')}\n\n${perRound.join('\n')}\n${[...versusSelect, ...failed].join('\n')}\n`);
 };
+
+/** A start that fails (CONCURRENCY_EXHAUSTED on a small fresh table, a turn not coming) is counted, and the round goes on. */
+const counted = (a: Open, p: Promise<unknown>): Promise<unknown> =>
+  p.catch((e: unknown) => {
+    a.failures.count++;
+    a.failures.last = e instanceof Error ? e.message : String(e);
+  });
 
 const runWorkload = async (w: Workload, a: Open, ops: number): Promise<RoundResult> => {
   const counters = () => ({ roundTrips: a.counters.roundTrips, retries: a.counters.retries });
@@ -157,13 +183,28 @@ const runWorkload = async (w: Workload, a: Open, ops: number): Promise<RoundResu
       const ss: Scenario[] = [];
       for (let i = 0; i < clients * per; i++) ss.push(await readyScenario(a.pg));
       await Promise.all(Array.from({ length: clients }, () => a.pool.query('SELECT 1')));
-      return runRound({ clients, opsPerClient: per, op: (c, i) => a.pg.barriers.prepare(ss[c * per + i]!.startCommand()), counters });
+      return runRound({ clients, opsPerClient: per, op: (c, i) => counted(a, a.pg.barriers.prepare(ss[c * per + i]!.startCommand())), counters, server: [a.db.name] });
     }
     case 'pg-replay': {
       const s = await readyScenario(a.pg);
       const cmd = s.startCommand();
       await a.pg.barriers.prepare(cmd);
-      return runRound({ clients: 1, opsPerClient: ops, op: () => a.pg.barriers.prepare(cmd), counters });
+      return runRound({ clients: 1, opsPerClient: ops, op: () => a.pg.barriers.prepare(cmd), counters, server: [a.db.name] });
+    }
+    case 'pg-select': {
+      const s = await readyScenario(a.pg);
+      const cmd = s.startCommand();
+      await a.pg.barriers.prepare(cmd);
+      return runRound({ clients: 1, opsPerClient: ops, op: () => selectBarrier(a.pool as unknown as Pool, cmd.startId), counters, server: [a.db.name] });
+    }
+    case 'pg-one-run-8': {
+      // 8 clients starting different StepRuns of one Run (the Run's writers take turns).
+      const per = Math.max(1, Math.round(ops / 8));
+      const long = longRunOf(`hot${++hotRuns}-${process.pid}`, 2 * 8 * per + 1);
+      await seedLongRun(a.pool as unknown as Pool, long);
+      const cmds = long.ready.map((s, i) => s.startCommand(undefined, `s${i}-v3`));
+      await Promise.all(Array.from({ length: 8 }, () => a.pool.query('SELECT 1')));
+      return runRound({ clients: 8, opsPerClient: per, op: (c, i) => counted(a, a.pg.barriers.prepare(cmds[c * per + i]!)), counters, server: [a.db.name] });
     }
   }
 };

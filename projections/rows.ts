@@ -42,7 +42,6 @@ export interface AuditEventRow {
   run_id: string;
   step_run_id: string;
   audit_event_digest: string;
-  event_json: string;
   committed_at_ms: number;
 }
 export interface TraceAnchorRow {
@@ -52,7 +51,6 @@ export interface TraceAnchorRow {
   run_id: string;
   step_run_id: string;
   trace_digest: string;
-  anchor_json: string;
   committed_at_ms: number;
 }
 export interface AuditReceiptRow {
@@ -61,7 +59,6 @@ export interface AuditReceiptRow {
   trace_id: string;
   start_id: string;
   receipt_digest: string;
-  receipt_json: string;
   committed_at_ms: number;
 }
 /** The StepRun mutation ledger (R3.6): one row per StepRun move made by a start. */
@@ -78,16 +75,17 @@ export interface MutationRow {
   run_event_sequence: number;
   mutation_digest: string;
   started_step_run_digest: string;
-  mutation_json: string;
   requested_at_ms: number;
   committed_at_ms: number;
 }
-/** Barrier read model: canonical JSON as TEXT, its digest, and mirror columns (R5.3). */
+/**
+ * Barrier read model: its digest and mirror columns (R5.3). The canonical JSON of the barrier,
+ * as of every fact, is stored once, in the data of its event.
+ */
 export interface BarrierRow {
   start_id: string;
   command_digest: string;
   barrier_digest: string;
-  barrier_json: string;
   project_id: string;
   run_id: string;
   step_run_id: string;
@@ -124,6 +122,17 @@ export const replayValuesOf = (keys: ReplayKeys): Readonly<Record<ReplayIdentity
     }),
   ) as Record<ReplayIdentity, string>;
 
+/** The R4.1 keys a barrier row mirrors: the probes of its read (a damaged mirror finds other rows, and fails the check). */
+export const replayKeysOfBarrierRow = (b: BarrierRow): ReplayKeys => ({
+  startId: b.start_id,
+  mutationId: b.mutation_id,
+  runEventId: b.run_event_id,
+  traceId: b.trace_id,
+  auditEventId: b.audit_event_id,
+  auditReceiptId: b.audit_receipt_id,
+  attempt: { runId: b.run_id, stepRunId: b.step_run_id, startedStepRunVersion: Number(b.started_step_run_version) },
+});
+
 export const runRowOf = (run: RunHead): RunRow => ({
   run_id: run.runId,
   project_id: run.projectId,
@@ -150,6 +159,8 @@ export interface StartRows {
   mutation: MutationRow;
   barrier: BarrierRow;
   identities: ReplayIdentityRow[];
+  /** The canonical JSON of the four fact payloads and of the barrier record: stored once, in their events. */
+  json: KnownStartJson;
 }
 
 /** Canonical JSON already known for the fact data and the barrier record (a verified read has it). */
@@ -172,6 +183,13 @@ export const startRowsOf = (facts: StartFacts, committedAtMs: number, known?: Kn
   const m: EventOf<'StepRunStarted'>['data'] = started.data;
   const key = { start_id: b.startId, command_digest: b.commandDigest };
   const identities = replayValuesOf(replayKeysOfBarrier(b));
+  const json: KnownStartJson = known ?? {
+    audit: canonicalJson(audit.data),
+    trace: canonicalJson(trace.data),
+    receipt: canonicalJson(receipt.data),
+    mutation: canonicalJson(m),
+    barrier: canonicalJson(b),
+  };
   return {
     audit: {
       audit_event_id: audit.data.auditEventId,
@@ -179,7 +197,6 @@ export const startRowsOf = (facts: StartFacts, committedAtMs: number, known?: Kn
       run_id: b.runId,
       step_run_id: b.stepRunId,
       audit_event_digest: audit.data.auditEventDigest,
-      event_json: known?.audit ?? canonicalJson(audit.data),
       committed_at_ms: committedAtMs,
     },
     trace: {
@@ -189,7 +206,6 @@ export const startRowsOf = (facts: StartFacts, committedAtMs: number, known?: Kn
       run_id: b.runId,
       step_run_id: b.stepRunId,
       trace_digest: trace.data.traceDigest,
-      anchor_json: known?.trace ?? canonicalJson(trace.data),
       committed_at_ms: committedAtMs,
     },
     receipt: {
@@ -198,7 +214,6 @@ export const startRowsOf = (facts: StartFacts, committedAtMs: number, known?: Kn
       trace_id: receipt.data.traceId,
       start_id: b.startId,
       receipt_digest: receipt.data.receiptDigest,
-      receipt_json: known?.receipt ?? canonicalJson(receipt.data),
       committed_at_ms: committedAtMs,
     },
     mutation: {
@@ -214,7 +229,6 @@ export const startRowsOf = (facts: StartFacts, committedAtMs: number, known?: Kn
       run_event_sequence: m.runEventSequence,
       mutation_digest: m.mutationDigest,
       started_step_run_digest: m.startedStepRunDigest,
-      mutation_json: known?.mutation ?? canonicalJson(m),
       requested_at_ms: m.occurredAtMs,
       committed_at_ms: committedAtMs,
     },
@@ -222,7 +236,6 @@ export const startRowsOf = (facts: StartFacts, committedAtMs: number, known?: Kn
       start_id: b.startId,
       command_digest: b.commandDigest,
       barrier_digest: committed.data.barrierDigest,
-      barrier_json: known?.barrier ?? canonicalJson(b),
       project_id: b.projectId,
       run_id: b.runId,
       step_run_id: b.stepRunId,
@@ -240,21 +253,25 @@ export const startRowsOf = (facts: StartFacts, committedAtMs: number, known?: Kn
       committed_at_ms: committedAtMs,
     },
     identities: REPLAY_IDENTITIES.map((identity) => ({ identity, value: identities[identity], ...key })),
+    json,
   };
 };
 
 /**
- * The canonical JSON of the five start events' data, taken from the fact rows that already
- * hold it (the same objects), so a start canonicalises each fact once. The barrier event's
+ * The canonical JSON of the five start events' data (the one place it is stored), as
+ * startRowsOf canonicalised it, so a start canonicalises each fact once. The barrier event's
  * data is `{ barrier, barrierDigest }`: its keys are already in canonical (UTF-16) order.
  */
 export const startEventJsonOf = (rows: StartRows): [string, string, string, string, string] => [
-  rows.audit.event_json,
-  rows.trace.anchor_json,
-  rows.receipt.receipt_json,
-  rows.mutation.mutation_json,
-  `{"barrier":${rows.barrier.barrier_json},"barrierDigest":${JSON.stringify(rows.barrier.barrier_digest)}}`,
+  rows.json.audit,
+  rows.json.trace,
+  rows.json.receipt,
+  rows.json.mutation,
+  barrierEventJson(rows.json.barrier, rows.barrier.barrier_digest),
 ];
+
+/** The barrier event's data `{ barrier, barrierDigest }` from the barrier's canonical text: its keys are in canonical order. */
+export const barrierEventJson = (barrierJson: string, barrierDigest: string): string => `{"barrier":${barrierJson},"barrierDigest":${JSON.stringify(barrierDigest)}}`;
 
 /**
  * Start facts get deterministic event ids, so a damaged id is caught on read. StepRunStarted

@@ -33,7 +33,7 @@ export interface StoredStartRows {
   trace: TraceAnchorRow | undefined;
   receipt: AuditReceiptRow | undefined;
   mutation: MutationRow | undefined;
-  /** The five event rows at positions runEventSequence-3 .. runEventSequence+1. */
+  /** The five event rows at positions runEventSequence-3 .. runEventSequence+1; their data is the one copy of each record's JSON. */
   events: readonly EventRow[];
   /** Every replay-index row naming this start. */
   identities: readonly ReplayIdentityRow[];
@@ -75,17 +75,38 @@ const sameRow = (stored: object, expected: object): string | undefined => {
   return undefined;
 };
 
+/** The barrier record inside the barrier event's data `{ barrier, barrierDigest }`, as canonical text. */
+const barrierTextOfEvent = (startId: string, event: EventRow): string => {
+  const none = (): never => {
+    throw new CorruptRecordError('start barrier', startId, 'the barrier event holds no barrier record');
+  };
+  let data: unknown;
+  try {
+    data = JSON.parse(event.data_json);
+  } catch {
+    return none();
+  }
+  if (data === null || typeof data !== 'object' || Array.isArray(data) || !Object.hasOwn(data, 'barrier')) return none();
+  try {
+    return canonicalJson((data as { barrier: unknown }).barrier);
+  } catch {
+    return none();
+  }
+};
+
 export const verifyStartRows = (rows: StoredStartRows): StoredBarrier => {
   const startId = rows.barrier.start_id;
   const bad = (problem: string): never => {
     throw new CorruptRecordError('start barrier', startId, problem);
   };
-  const sealed = verifyStoredBarrier(startId, rows.barrier.barrier_json, rows.barrier.barrier_digest);
+  if (rows.events.length !== 5) bad(`expected the 5 start facts in the event log, found ${rows.events.length}`);
+  // The barrier's canonical JSON is stored once, in its event; decodeEventRow below proves
+  // that event's bytes canonical, so the record is read from it as canonical text here.
+  const sealed = verifyStoredBarrier(startId, barrierTextOfEvent(startId, rows.events[4]!), rows.barrier.barrier_digest);
   const b = sealed.record;
   const stream = streamNameOf(b.runId);
   const positions = startEventPositions(b.runEvent.runEventSequence);
 
-  if (rows.events.length !== 5) bad(`expected the 5 start facts in the event log, found ${rows.events.length}`);
   const decoded = rows.events.map((e, i) => {
     const where = `${e.stream_id}@${e.stream_position}`;
     if (e.stream_id !== stream || Number(e.stream_position) !== positions[i]) bad(`start fact ${i + 1} is not at ${stream}@${positions[i]}`);

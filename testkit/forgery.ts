@@ -270,10 +270,15 @@ export interface ForgeryTally {
   readonly outcomes: readonly ({ readonly name: string } & Judgement)[];
 }
 
+/** The counts of a list of judged forgeries. */
+export const tallyOf = (outcomes: readonly ({ readonly name: string } & Judgement)[]): ForgeryTally => {
+  const count = (o: ForgeryOutcome) => outcomes.filter((x) => x.outcome === o).length;
+  return { attempts: outcomes.length, refused: count('refused'), detected: count('detected'), accepted: count('accepted'), outcomes };
+};
+
 /** Every forgery against one target, in order. */
 export const tryForgeries = async (target: ForgeryTarget): Promise<ForgeryTally> => {
   const outcomes: ({ name: string } & Judgement)[] = [];
   for (const f of FORGERIES) outcomes.push({ name: f.name, ...(await f.attempt(target)) });
-  const count = (o: ForgeryOutcome) => outcomes.filter((x) => x.outcome === o).length;
-  return { attempts: outcomes.length, refused: count('refused'), detected: count('detected'), accepted: count('accepted'), outcomes };
+  return tallyOf(outcomes);
 };

@@ -8,8 +8,9 @@ export const readStartRows = async (raw: RawSql, startId: string): Promise<Store
   const one = async (sql: string, key: unknown) => (await raw.all(sql, [key]))[0];
   const barrier = (await one(`SELECT * FROM ${t('tool_execution_start_barriers')} WHERE start_id = ?`, startId)) as StoredStartRows['barrier'] | undefined;
   if (barrier === undefined) throw new Error(`no barrier ${startId}`);
-  const sequence = (JSON.parse(barrier.barrier_json) as { runEvent: { runEventSequence: number } }).runEvent.runEventSequence;
-  const positions = startEventPositions(sequence);
+  // The RunEvent the barrier names anchors its five events, which hold every record's JSON.
+  const anchor = (await one(`SELECT stream_position FROM ${t('events')} WHERE event_id = ?`, barrier.run_event_id)) as { stream_position: number | string } | undefined;
+  const positions = startEventPositions(Number(anchor?.stream_position ?? 0));
   return {
     barrier,
     audit: (await one(`SELECT * FROM ${t('security_audit_events')} WHERE audit_event_id = ?`, barrier.audit_event_id)) as StoredStartRows['audit'],

@@ -17,7 +17,7 @@ export interface BytesPerStart {
 
 /** The canonical JSON of the five records a start commits: barrier, audit event, trace anchor, receipt, mutation. */
 export const canonicalBytesOfStart = (w: StartWrite): number =>
-  [w.rows.barrier.barrier_json, w.rows.audit.event_json, w.rows.trace.anchor_json, w.rows.receipt.receipt_json, w.rows.mutation.mutation_json].reduce((n, j) => n + utf8Length(j), 0);
+  [w.rows.json.barrier, w.rows.json.audit, w.rows.json.trace, w.rows.json.receipt, w.rows.json.mutation].reduce((n, j) => n + utf8Length(j), 0);
 
 /** Per start, from totals over `starts`. */
 export const perStart = (b: BytesPerStart): { tableBytes: number; walBytes: number } => ({ tableBytes: b.tableBytes / b.starts, walBytes: b.walBytes / b.starts });

@@ -24,15 +24,15 @@ const ticksOf = (pid: string): number | undefined => {
   return Number(f[11]) + Number(f[12]);
 };
 
-/** CPU ms so far of every server process that counts for us, by pid. */
-const ourServerProcesses = (): Map<string, number> => {
+/** CPU ms so far of every server process that counts for us, by pid (only these databases' backends, when given). */
+const ourServerProcesses = (databases?: readonly string[]): Map<string, number> => {
   const out = new Map<string, number>();
   for (const pid of readdirSync('/proc')) {
     if (!/^\d+$/.test(pid)) continue;
     const title = read(`/proc/${pid}/cmdline`);
     if (title === undefined || !title.startsWith('postgres')) continue;
     const clean = title.replace(/\0/g, ' ').trim();
-    if (!clean.includes('sbbench_') && !SHARED.test(clean)) continue;
+    if (databases !== undefined ? !databases.some((d) => clean.includes(` ${d} `)) : !clean.includes('sbbench_') && !SHARED.test(clean)) continue;
     const ticks = ticksOf(pid);
     if (ticks !== undefined) out.set(pid, ticks * TICK_MS);
   }
@@ -49,13 +49,16 @@ export class ServerCpu {
   private readonly last = new Map<string, number>();
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(pollMs?: number) {
-    this.first = ourServerProcesses();
+  constructor(
+    pollMs?: number,
+    private readonly databases?: readonly string[],
+  ) {
+    this.first = ourServerProcesses(databases);
     if (pollMs !== undefined) this.timer = setInterval(() => this.poll(), pollMs);
   }
 
   private poll(): void {
-    for (const [pid, ms] of ourServerProcesses()) this.last.set(pid, ms);
+    for (const [pid, ms] of ourServerProcesses(this.databases)) this.last.set(pid, ms);
   }
 
   stop(): number {

@@ -24,8 +24,8 @@ export interface LoopOptions {
   readonly opsPerClient: number;
   /** Runs one operation; `client` in [0, clients), `i` in [0, opsPerClient). */
   readonly op: (client: number, i: number) => Promise<unknown> | unknown;
-  /** Sample PostgreSQL server CPU around the round. */
-  readonly server?: boolean;
+  /** Sample PostgreSQL server CPU around the round (only these databases' backends, when named). */
+  readonly server?: boolean | readonly string[];
   readonly counters?: () => Counters;
 }
 
@@ -51,7 +51,7 @@ const roundResult = (latencies: Float64Array, elapsedMs: number, clientMs: numbe
 export const runRound = async (o: LoopOptions): Promise<RoundResult> => {
   const latencies = new Float64Array(o.clients * o.opsPerClient);
   const c0 = o.counters?.() ?? {};
-  const server = o.server === true ? new ServerCpu() : undefined;
+  const server = o.server === true ? new ServerCpu() : Array.isArray(o.server) ? new ServerCpu(undefined, o.server) : undefined;
   const client0 = clientCpuMs();
   const t0 = performance.now();
   await Promise.all(

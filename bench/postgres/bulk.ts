@@ -91,6 +91,13 @@ export const seedLongRun = async (pool: Pool, long: LongRun, committedAtMs = Dat
 export class BareStart {
   private text: string | undefined;
   private order: ((w: StartWrite) => unknown[])[] = [];
+  /** `before-stored-once`: the rows with their JSON copies, for the tables as they were before pg-0050. */
+  constructor(private readonly schema: 'current' | 'before-stored-once' = 'current') {}
+  private rowOf(w: StartWrite, key: 'audit' | 'trace' | 'receipt' | 'mutation' | 'barrier'): Row {
+    if (this.schema === 'current') return w.rows[key] as unknown as Row;
+    const column = { audit: 'event_json', trace: 'anchor_json', receipt: 'receipt_json', mutation: 'mutation_json', barrier: 'barrier_json' }[key];
+    return { ...(w.rows[key] as unknown as Row), [column]: w.rows.json[key] };
+  }
 
   private compile(w: StartWrite): string {
     const parts: string[] = [];
@@ -103,8 +110,8 @@ export class BareStart {
     };
     const eventCols = add('e', 'events', w.events as unknown as Row[]);
     const single = (key: 'audit' | 'trace' | 'receipt' | 'mutation' | 'barrier', table: string) => {
-      const cols = add(key, table, [w.rows[key] as unknown as Row]);
-      this.order.push((x) => columnsOf([x.rows[key] as unknown as Row], cols));
+      const cols = add(key, table, [this.rowOf(w, key)]);
+      this.order.push((x) => columnsOf([this.rowOf(x, key)], cols));
     };
     this.order.push((x) => columnsOf(x.events as unknown as Row[], eventCols));
     single('audit', 'security_audit_events');
@@ -129,7 +136,7 @@ export class BareStart {
     const params = this.order.flatMap((f) => f(w));
     // Prepared by name, as the product's start statements are: parse and plan once.
     await inTransaction(pool, async (c) => {
-      await c.query({ name: 'bench_bare_start', text: this.text!, values: params });
+      await c.query({ name: `bench_bare_start_${this.schema}`, text: this.text!, values: params });
     });
   }
 }

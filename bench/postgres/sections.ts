@@ -11,6 +11,7 @@ import { runRound, summarize, type RoundResult, type Summary } from '../lib/meas
 import { target, type Figure } from '../lib/report';
 import { lifecycleOf, seededRunOf, startWriteOf, trustedDecoded } from '../lib/startRows';
 import { countingPool, createDatabase, type BenchDatabase, type PoolCounters } from './admin';
+import { PG_ADD_JSON_COPIES, PG_RESTORE_REPEATED_KEYS } from '../../testkit/beforeStoredOnce';
 import { BareStart, CREATE_FLOOR, floorTransaction, selectBarrier, seedLongRun, seedReadyRuns, seedStartedRuns } from './bulk';
 import { pgbenchInit, pgbenchRound } from './pgbench';
 import { canonicalBytesOfStart, leastOf, pgBytesAround, type BytesPerStart } from '../lib/bytes';
@@ -117,6 +118,14 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
     const bare = countingPool(bareDb.url, maxClients, poolOptions);
     pools.push(bare.pool);
     await bare.pool.query(CREATE_FLOOR);
+    // The same bare transaction on the start tables as they were before each fact was stored
+    // once (pg-0050): a fixed baseline (testkit/beforeStoredOnce.ts), so the schema's gain shows.
+    const beforeDb = await createDatabase(adminUrl);
+    dbs.push(beforeDb);
+    await (await openPostgresStartBarrier({ connectionString: beforeDb.url })).close();
+    const before = countingPool(beforeDb.url, maxClients, poolOptions);
+    pools.push(before.pool);
+    await before.pool.query(`${PG_ADD_JSON_COPIES} ${PG_RESTORE_REPEATED_KEYS}`);
     const pgbenchDb = await createDatabase(adminUrl);
     dbs.push(pgbenchDb);
     await pgbenchInit(pgbenchDb.url, ctx.sizes.quick ? 1 : maxClients);
@@ -124,13 +133,14 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
     dbs.push(emmettDb);
     peer = new EmmettPeer(emmettDb.url, maxClients);
     const bareStart = new BareStart();
+    const bareStartBefore = new BareStart('before-stored-once');
 
     const r: Record<string, RoundResult[]> = {};
     const push = (k: string, v: RoundResult) => (r[k] ??= []).push(v);
     // Bytes per start, from the 1-client rounds (nothing else of ours writes meanwhile).
-    const bytes: Record<'product' | 'bare', BytesPerStart[]> = { product: [], bare: [] };
+    const bytes: Record<'product' | 'bare' | 'before', BytesPerStart[]> = { product: [], bare: [], before: [] };
     let canonical = 0;
-    const measured = async (key: 'product' | 'bare', pool: Pool, clients: number, total: number, round: () => Promise<RoundResult>): Promise<RoundResult> => {
+    const measured = async (key: 'product' | 'bare' | 'before', pool: Pool, clients: number, total: number, round: () => Promise<RoundResult>): Promise<RoundResult> => {
       if (clients !== 1) return round();
       const { value, bytes: b } = await pgBytesAround(pool, total, round);
       bytes[key].push(b);
@@ -167,6 +177,17 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
           `bare-${clients}`,
           await measured('bare', bare.pool, clients, total, () =>
             runRound({ clients, opsPerClient: k, server: true, counters: counterFn(bare.counters), op: (c, i) => bareStart.run(bare.pool, writes[c * k + i]!) }),
+          ),
+        );
+        const beforeScenarios = fresh('o', total);
+        await seedReadyRuns(before.pool, beforeScenarios);
+        await before.pool.query('ANALYZE');
+        const beforeWrites = beforeScenarios.map((s) => startWriteOf(trustedDecoded(s.startCommand()), lifecycleOf(s).state, now));
+        await warm(before.pool, clients);
+        push(
+          `bare-before-${clients}`,
+          await measured('before', before.pool, clients, total, () =>
+            runRound({ clients, opsPerClient: k, server: true, counters: counterFn(before.counters), op: (c, i) => bareStartBefore.run(before.pool, beforeWrites[c * k + i]!) }),
           ),
         );
 
@@ -222,6 +243,7 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
     ctx.bytes.push(
       { id: 'pg.bytes.prepare', label: 'PostgreSQL: prepare (new start); WAL is the cluster\'s, least of the rounds', ...leastOf(bytes.product), canonicalBytes: canonical, starts: starts1 },
       { id: 'pg.bytes.bare', label: 'PostgreSQL: bare transaction, same rows; WAL as above', ...leastOf(bytes.bare), canonicalBytes: canonical, starts: starts1 },
+      { id: 'pg.bytes.bare-before', label: 'PostgreSQL: bare transaction, schema before each fact was stored once', ...leastOf(bytes.before), canonicalBytes: canonical, starts: starts1 },
     );
     for (const p of [product, empty]) {
       await p.a.close();
@@ -244,6 +266,7 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
         fig(`pg.floor.${c}`, 'PostgreSQL: commit floor (BEGIN; INSERT; COMMIT)', c, floor, floor),
         fig(`pg.pgbench.${c}`, `pgbench tpcb-like (-j 1, scale ${ctx.sizes.quick ? 1 : maxClients})`, c, `pgbench-${c}`, floor),
         fig(`pg.bare.${c}`, 'PostgreSQL: bare transaction, same rows, no checks', c, `bare-${c}`, floor),
+        fig(`pg.bare-before.${c}`, 'PostgreSQL: bare transaction, same rows, schema before each fact was stored once', c, `bare-before-${c}`, floor),
         fig(`pg.emmett.${c}`, 'emmett-postgresql 0.42: append the same 5 events, expected version', c, `emmett-${c}`, floor),
         fig(`pg.prepare.${c}`, `PostgreSQL: prepare (new start, distinct Runs, ${ctx.sizes.pgHistory.toLocaleString('en-US')} stored)`, c, `prepare-${c}`, floor),
       );

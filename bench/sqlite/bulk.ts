@@ -6,6 +6,7 @@ import { eventRowsOf, lifecycleOf, type EventRowIn, type StartWrite } from '../l
 import type { LongRun } from '../lib/longRun';
 import { FIELD_SEPARATOR, SEED_ROW_KINDS, STREAM } from './seedRows';
 import * as SQL from './sql';
+import * as BEFORE from '../../testkit/beforeStoredOnce';
 
 const STREAM_CODE = 48 + STREAM;
 const SEPARATOR_CODE = FIELD_SEPARATOR.charCodeAt(0);
@@ -14,12 +15,26 @@ const SEPARATOR_CODE = FIELD_SEPARATOR.charCodeAt(0);
 // Seeding writes exactly the rows the product would have written (derived by the domain), in
 // large transactions, so setup stays far cheaper than what is measured.
 
+/** Which start tables a writer fills: the product's own, or the fixed baseline from before each fact was stored once. */
+export type StartSchema = 'current' | 'before-stored-once';
+
 export class SqliteWriter {
   private readonly s: Record<keyof typeof SQL, Database.Statement | undefined>;
   private seedKinds: { table: string; stmt: Database.Statement; integer: boolean[]; width: number }[] | undefined;
-  constructor(readonly db: Database.Database) {
+  private readonly before: Record<'INSERT_AUDIT' | 'INSERT_TRACE' | 'INSERT_RECEIPT' | 'INSERT_MUTATION' | 'INSERT_BARRIER', Database.Statement> | undefined;
+  constructor(
+    readonly db: Database.Database,
+    readonly schema: StartSchema = 'current',
+  ) {
     db.exec(SQL.CREATE_FLOOR);
-    const entries = Object.entries(SQL).filter(([k]) => k !== 'CREATE_FLOOR').map(([k, sql]) => [k, db.prepare(sql)]);
+    if (schema === 'before-stored-once') {
+      db.exec(BEFORE.SCHEMA_BEFORE_STORED_ONCE);
+      const { INSERT_AUDIT, INSERT_TRACE, INSERT_RECEIPT, INSERT_MUTATION, INSERT_BARRIER } = BEFORE;
+      this.before = Object.fromEntries(Object.entries({ INSERT_AUDIT, INSERT_TRACE, INSERT_RECEIPT, INSERT_MUTATION, INSERT_BARRIER }).map(([k, sql]) => [k, db.prepare(sql)])) as never;
+    }
+    const entries = Object.entries(SQL)
+      .filter(([k]) => k !== 'CREATE_FLOOR' && !(this.before !== undefined && k in this.before))
+      .map(([k, sql]) => [k, db.prepare(sql)]);
     this.s = Object.fromEntries(entries) as Record<keyof typeof SQL, Database.Statement>;
   }
 
@@ -109,6 +124,16 @@ export class SqliteWriter {
   }
 
   private startRows(w: StartWrite): void {
+    if (this.before !== undefined) {
+      const { rows } = w;
+      this.before.INSERT_AUDIT.run({ ...rows.audit, event_json: rows.json.audit });
+      this.before.INSERT_TRACE.run({ ...rows.trace, anchor_json: rows.json.trace });
+      this.before.INSERT_RECEIPT.run({ ...rows.receipt, receipt_json: rows.json.receipt });
+      this.before.INSERT_MUTATION.run({ ...rows.mutation, mutation_json: rows.json.mutation });
+      this.before.INSERT_BARRIER.run({ ...rows.barrier, barrier_json: rows.json.barrier });
+      for (const i of rows.identities) this.st('INSERT_IDENTITY').run(i);
+      return;
+    }
     this.st('INSERT_AUDIT').run(w.rows.audit);
     this.st('INSERT_TRACE').run(w.rows.trace);
     this.st('INSERT_RECEIPT').run(w.rows.receipt);

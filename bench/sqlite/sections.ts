@@ -10,7 +10,7 @@ import { longRunOf } from '../lib/longRun';
 import { runRound, runSyncRound, summarize, type RoundResult, type Summary } from '../lib/measure';
 import { target } from '../lib/report';
 import { lifecycleOf, startWriteOf, trustedDecoded } from '../lib/startRows';
-import { SqliteWriter } from './bulk';
+import { SqliteWriter, type StartSchema } from './bulk';
 import { canonicalBytesOfStart, leastOf, sqliteBytesAround, type BytesPerStart } from '../lib/bytes';
 import { verifyWholeStore } from './verifyCost';
 import { cachedSeed, seedStartedRuns } from './seed';
@@ -35,11 +35,11 @@ const openProduct = async (path: string, sync: Sync): Promise<{ a: SqliteStartBa
 };
 
 /** A migrated database driven by hand (no authority): the bare baseline. */
-const openBare = async (path: string, sync: Sync): Promise<SqliteWriter> => {
+const openBare = async (path: string, sync: Sync, schema: StartSchema = 'current'): Promise<SqliteWriter> => {
   await (await openSqliteStartBarrier({ path, synchronous: sync })).close();
   const db = new Database(path);
   for (const p of PRAGMAS(sync, 5000)) db.pragma(p);
-  return new SqliteWriter(db);
+  return new SqliteWriter(db, schema);
 };
 
 /** The NORMAL commit floor of the throughput section, when it ran in this process. */
@@ -62,9 +62,11 @@ const throughputAndReplay = async (ctx: BenchContext): Promise<void> => {
   const modes: Sync[] = ['FULL', 'NORMAL'];
   const product = new Map<Sync, { a: SqliteStartBarrier; w: SqliteWriter }>();
   const bare = new Map<Sync, SqliteWriter>();
+  const bareBefore = new Map<Sync, SqliteWriter>();
   for (const m of modes) {
     product.set(m, await openProduct(join(ctx.tmp, `product-${m}.db`), m));
     bare.set(m, await openBare(join(ctx.tmp, `bare-${m}.db`), m));
+    bareBefore.set(m, await openBare(join(ctx.tmp, `bare-before-${m}.db`), m, 'before-stored-once'));
   }
   const r: Record<string, RoundResult[]> = {};
   const push = (k: string, v: RoundResult) => (r[k] ??= []).push(v);
@@ -88,11 +90,18 @@ const throughputAndReplay = async (ctx: BenchContext): Promise<void> => {
       const now = Date.now();
       const writes = bareScenarios.map((s) => startWriteOf(trustedDecoded(s.startCommand()), lifecycleOf(s).state, now));
       push(`bare-${m}`, await runRound({ clients: 1, opsPerClient: n, op: (_c, i) => b.bareStart(writes[i]!) }));
+
+      const o = bareBefore.get(m)!;
+      const beforeScenarios = fresh('o', n);
+      o.readyRuns(beforeScenarios);
+      const beforeWrites = beforeScenarios.map((s) => startWriteOf(trustedDecoded(s.startCommand()), lifecycleOf(s).state, now));
+      push(`bare-before-${m}`, await runRound({ clients: 1, opsPerClient: n, op: (_c, i) => o.bareStart(beforeWrites[i]!) }));
     }
   }
   for (const m of modes) {
     await product.get(m)!.a.close();
     bare.get(m)!.db.close();
+    bareBefore.get(m)!.db.close();
   }
   const s = Object.fromEntries(Object.entries(r).map(([k, v]) => [k, summarize(v)]));
   for (const m of modes) {
@@ -101,6 +110,14 @@ const throughputAndReplay = async (ctx: BenchContext): Promise<void> => {
     ctx.figures.push(
       { id: `sqlite.floor.${m}`, section: 'sqlite', label: `SQLite ${m}: commit floor (BEGIN IMMEDIATE; INSERT; COMMIT)`, clients: 1, summary: floor, floor },
       { id: `sqlite.bare.${m}`, section: 'sqlite', label: `SQLite ${m}: bare transaction, same rows, no checks`, clients: 1, summary: s[`bare-${m}`]!, floor },
+      {
+        id: `sqlite.bare-before.${m}`,
+        section: 'sqlite',
+        label: `SQLite ${m}: bare transaction, same rows, schema before each fact was stored once`,
+        clients: 1,
+        summary: s[`bare-before-${m}`]!,
+        floor,
+      },
       { id: `sqlite.prepare.${m}`, section: 'sqlite', label: `SQLite ${m}: prepare (new start)`, clients: 1, summary: s[`prepare-${m}`]!, floor },
       { id: `sqlite.replay.${m}`, section: 'sqlite', label: `SQLite ${m}: prepare, exact replay`, clients: 1, summary: s[`replay-${m}`]!, floor },
       { id: `sqlite.get.${m}`, section: 'sqlite', label: `SQLite ${m}: one prepared get (barrier by start_id)`, clients: 1, summary: s[`get-${m}`]! },
@@ -143,7 +160,9 @@ const bytesPerStart = async (ctx: BenchContext): Promise<void> => {
   const barePath = join(ctx.tmp, 'bytes-bare.db');
   const { a, w } = await openProduct(productPath, 'FULL');
   const b = await openBare(barePath, 'FULL');
-  const rounds: Record<'product' | 'bare', BytesPerStart[]> = { product: [], bare: [] };
+  const beforePath = join(ctx.tmp, 'bytes-bare-before.db');
+  const o = await openBare(beforePath, 'FULL', 'before-stored-once');
+  const rounds: Record<'product' | 'bare' | 'before', BytesPerStart[]> = { product: [], bare: [], before: [] };
   let canonical = 0;
   try {
     for (let round = 0; round < ctx.sizes.rounds; round++) {
@@ -157,14 +176,20 @@ const bytesPerStart = async (ctx: BenchContext): Promise<void> => {
       const writes = bareScenarios.map((s) => startWriteOf(trustedDecoded(s.startCommand()), lifecycleOf(s).state, now));
       canonical = writes.reduce((sum, x) => sum + canonicalBytesOfStart(x), 0) / writes.length;
       rounds.bare.push((await sqliteBytesAround(b.db, barePath, n, async () => writes.forEach((x) => b.bareStart(x)))).bytes);
+      const beforeScenarios = fresh('r', n);
+      o.readyRuns(beforeScenarios);
+      const beforeWrites = beforeScenarios.map((s) => startWriteOf(trustedDecoded(s.startCommand()), lifecycleOf(s).state, now));
+      rounds.before.push((await sqliteBytesAround(o.db, beforePath, n, async () => beforeWrites.forEach((x) => o.bareStart(x)))).bytes);
     }
   } finally {
     await a.close();
     b.db.close();
+    o.db.close();
   }
   ctx.bytes.push(
     { id: 'sqlite.bytes.prepare', label: 'SQLite FULL: prepare (new start)', ...leastOf(rounds.product), canonicalBytes: canonical, starts: n },
     { id: 'sqlite.bytes.bare', label: 'SQLite FULL: bare transaction, same rows', ...leastOf(rounds.bare), canonicalBytes: canonical, starts: n },
+    { id: 'sqlite.bytes.bare-before', label: 'SQLite FULL: bare transaction, schema before each fact was stored once', ...leastOf(rounds.before), canonicalBytes: canonical, starts: n },
   );
 };
 

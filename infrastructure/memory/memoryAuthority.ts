@@ -26,6 +26,8 @@ import { createRecoveryApi } from '../../application/recoveryRules';
 import { createEvidenceKeyring, type EvidenceKeyring, type EvidenceKeyringOptions } from '../../application/evidenceKeys';
 import { agreedAttemptStart, wholeStream } from '../../projections/readChecks';
 import { createMemoryRecoveryView } from './memoryRecoveryView';
+import { memorySealedSpan, sealMemoryEvents } from './memorySeals';
+import { appendedEventCells, requireSealedSpan, startEventCells } from '../../application/eventSeals';
 import { copyTables, emptyTables, type Tables } from './tables';
 import { SerialExecutor } from '../../application/serialExecutor';
 import { decodeLifecycle, runLifecycleTransaction, type LifecycleUnitOfWork } from '../../application/lifecycleProtocol';
@@ -117,14 +119,10 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
       }
       return null;
     }
-    let sequence = 0;
-    try {
-      sequence = Number((JSON.parse(barrier.barrier_json) as { runEvent?: { runEventSequence?: number } }).runEvent?.runEventSequence ?? 0);
-    } catch {
-      // reported by verifyStartRows
-    }
-    const positions = startEventPositions(sequence);
+    // As the SQL backends: the five events around the RunEvent the barrier names.
     const stream = streamNameOf(barrier.run_id);
+    const anchor = t.events.find((e) => e.event_id === barrier.run_event_id && e.stream_id === stream);
+    const positions = anchor === undefined ? [] : startEventPositions(anchor.stream_position);
     const verified = checkStartRows({
       barrier,
       audit: t.audit.get(barrier.audit_event_id),
@@ -155,7 +153,14 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
       writeStart: async (plan, steps) => {
         for (const step of steps) this.writeStep(t, plan, step);
       },
-      ...(this.keys === undefined ? {} : { sealEvidence: async (plan: StartWrite) => insertUnique(t.macs, plan.startId, this.keys!.seal(plan.result), 'evidence MAC') }),
+      ...(this.keys === undefined
+        ? {}
+        : {
+            sealEvidence: async (plan: StartWrite) => {
+              insertUnique(t.macs, plan.startId, this.keys!.seal(plan.result), 'evidence MAC');
+              sealMemoryEvents(this.keys!, t, plan.streamId, startEventCells(plan), plan.committedAtMs);
+            },
+          }),
     };
   }
 
@@ -222,7 +227,9 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
           this.casStream(t, stream, from, run.version);
         }
         t.runs.set(run.runId, runRowOf(run));
-        const appended = this.insertEvents(t, stream, from, events, this.clock());
+        const now = this.clock();
+        const appended = this.insertEvents(t, stream, from, events, now);
+        if (this.keys !== undefined) sealMemoryEvents(this.keys, t, stream, appendedEventCells(stream, appended), now);
         collect.push(...appended);
         // Recovery read model, inline: swapped in with the events or not at all.
         for (const e of appended) {
@@ -268,7 +275,9 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     readStream: async (runId: string): Promise<readonly StoredEvent[]> => {
       const stream = streamNameOf(runId);
       const rows = this.tables.events.flatMap((e, i) => (e.stream_id === stream ? [{ ...e, global_position: i + 1 }] : []));
-      return wholeStream(stream, this.tables.streams.get(stream) ?? null, rows.sort((a, b) => a.stream_position - b.stream_position));
+      const events = wholeStream(stream, this.tables.streams.get(stream) ?? null, rows.sort((a, b) => a.stream_position - b.stream_position));
+      if (this.keys !== undefined && events.length > 0) requireSealedSpan(this.keys, stream, memorySealedSpan(this.tables, stream, 1, events.length), 1, events.length);
+      return events;
     },
   };
 
@@ -289,6 +298,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
       return body(createMemoryRecoveryView(tables, { readBarrier: (id) => this.readBarrier(tables, id), nowMs: () => this.clock() }));
     },
     handle: (command) => this.runs.handle(command),
+    keyring: () => this.keys,
     clock: () => this.clock(),
     notes: this.noteStore,
   });

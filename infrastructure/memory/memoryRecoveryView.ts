@@ -3,6 +3,7 @@ import type { StoredBarrier, VerifyProblem } from '../../application/authority';
 import type { RecoveryView } from '../../application/recoveryRules';
 import { IDENTITY_STORAGE, barrierHolds } from './identities';
 import type { Tables } from './tables';
+import { memorySealedSpan } from './memorySeals';
 
 // The in-memory side of the recovery read models: the same view as SQLite's, over the
 // tables of one committed state (a transaction swaps in a new state, so this one is stable).
@@ -19,6 +20,7 @@ export const createMemoryRecoveryView = (t: Tables, host: MemoryRecoveryHost): R
   const stepKey = (r: StepRunRow) => `${r.run_id}\u0000${r.step_run_id}`;
   return {
     nowMs: async () => host.nowMs(),
+    sealedSpan: async (streamId, from, to) => memorySealedSpan(t, streamId, from, to),
     inDoubtStartIds: async (f) =>
       barriers()
         .filter((b) => !t.outcomes.has(b.start_id))

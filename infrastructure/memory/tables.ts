@@ -2,6 +2,7 @@ import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { AuditEventRow, AuditReceiptRow, BarrierRow, MutationRow, ReplayIdentityRow, RunRow, StepRunRow, TraceAnchorRow } from '../../projections/rows';
 import type { EventRow } from '../../projections/verifyRows';
 import type { EvidenceMacRow } from '../../application/evidenceKeys';
+import type { EventMacRow, SealOriginRow } from '../../application/eventSeals';
 
 // The in-memory tables: the same rows as the SQL tables, keyed as their unique indexes are.
 
@@ -21,6 +22,9 @@ export interface Tables {
   outcomes: Map<string, StartOutcomeRow>;
   /** Keyed evidence (R9.4): the MAC row of each sealed barrier, by start id. */
   macs: Map<string, EvidenceMacRow>;
+  /** Keyed evidence over the Run stream: seals by stream and first position, origins by key id. */
+  eventMacs: Map<string, EventMacRow>;
+  sealOrigins: Map<string, SealOriginRow>;
 }
 
 export const emptyTables = (): Tables => ({
@@ -37,6 +41,8 @@ export const emptyTables = (): Tables => ({
   identities: new Map(),
   outcomes: new Map(),
   macs: new Map(),
+  eventMacs: new Map(),
+  sealOrigins: new Map(),
 });
 
 export const copyTables = (t: Tables): Tables => ({
@@ -53,5 +59,7 @@ export const copyTables = (t: Tables): Tables => ({
   identities: new Map(t.identities),
   outcomes: new Map(t.outcomes),
   macs: new Map(t.macs),
+  eventMacs: new Map(t.eventMacs),
+  sealOrigins: new Map(t.sealOrigins),
 });
 

@@ -16,6 +16,8 @@ export const SQLSTATE = {
   readOnlyTransaction: '25006',
   /** Raised by the event trigger (pg-0036): the insert would make an illegal history (R9.1). */
   historyRefused: 'Q3H01',
+  /** Raised by ql3.take_start_turn (pg-0045) before any write: another writer of the Run was first. */
+  turnLost: 'Q3T01',
 } as const;
 
 /** Node socket errors that mean the server cannot be reached or went away. */

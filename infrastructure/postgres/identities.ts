@@ -7,24 +7,31 @@ import { identityOfEventId } from '../../projections/rows';
 // table; a new identity is one entry here plus the migration that adds its column and index.
 
 export type IdentityStorage =
-  /** A value the barrier mirrors in one column. */
-  | { readonly column: string; readonly constraints: readonly string[] }
+  /**
+   * A value the barrier mirrors in one column. `via`: the keyed rows the recovery lookup reads
+   * it from (a table or subquery with this column and start_id), when the barrier's own column
+   * has no index (each identity is unique in the replay index alone); the barrier by default.
+   */
+  | { readonly column: string; readonly constraints: readonly string[]; readonly via?: string }
   /** The attempt (run, StepRun, started version): three barrier columns, one key in the index. */
   | { readonly attempt: readonly ['run_id', 'step_run_id', 'started_step_run_version']; readonly constraints: readonly string[] };
 
 export type IdentityTable = Readonly<Record<string, IdentityStorage>>;
 
 export const IDENTITY_STORAGE: Readonly<Record<ReplayIdentity, IdentityStorage>> = {
+  // Each identity is enforced once, by start_replay_identities_key (pg-0050); the keys listed
+  // are the tables' own primary keys (foreign-key targets), which a reused id can also meet.
   startId: { column: 'start_id', constraints: ['tool_execution_start_barriers_pkey'] },
-  mutationId: { column: 'mutation_id', constraints: ['step_run_mutations_pkey', 'tool_execution_start_barriers_mutation_id_key'] },
-  runEventId: { column: 'run_event_id', constraints: ['step_run_mutations_run_event_id_key', 'tool_execution_start_barriers_run_event_id_key'] },
-  traceId: { column: 'trace_id', constraints: ['trace_anchors_pkey', 'audit_receipts_trace_id_key', 'tool_execution_start_barriers_trace_id_key'] },
-  auditEventId: {
-    column: 'audit_event_id',
-    constraints: ['security_audit_events_pkey', 'audit_receipts_audit_event_id_key', 'tool_execution_start_barriers_audit_event_id_key'],
+  mutationId: { column: 'mutation_id', constraints: ['step_run_mutations_pkey'], via: 'ql3.step_run_mutations' },
+  runEventId: {
+    column: 'run_event_id',
+    constraints: [],
+    via: "(SELECT event_id AS run_event_id, data_json::json ->> 'startId' AS start_id FROM ql3.events WHERE event_type = 'StepRunStarted') e",
   },
-  auditReceiptId: { column: 'audit_receipt_id', constraints: ['audit_receipts_pkey', 'tool_execution_start_barriers_audit_receipt_id_key'] },
-  attempt: { attempt: ['run_id', 'step_run_id', 'started_step_run_version'], constraints: ['tool_execution_start_barriers_attempt_key'] },
+  traceId: { column: 'trace_id', constraints: ['trace_anchors_pkey'], via: 'ql3.trace_anchors' },
+  auditEventId: { column: 'audit_event_id', constraints: ['security_audit_events_pkey'], via: 'ql3.security_audit_events' },
+  auditReceiptId: { column: 'audit_receipt_id', constraints: ['audit_receipts_pkey'], via: 'ql3.audit_receipts' },
+  attempt: { attempt: ['run_id', 'step_run_id', 'started_step_run_version'], constraints: [] },
 };
 
 /** The bound parameter that carries an identity's value: `auditEventId` -> `:audit_event_id`. */
@@ -49,7 +56,8 @@ export const barrierProbesSql = (table: IdentityTable = IDENTITY_STORAGE): strin
 export const identityStartIdsSql = (storage: IdentityStorage): string => {
   const byIndex = `SELECT start_id FROM ql3.start_replay_identities WHERE identity = :identity AND value = :key`;
   const where = 'column' in storage ? `${storage.column} = :key` : 'run_id = :run_id AND step_run_id = :step_run_id AND started_step_run_version = :version::bigint';
-  return `${byIndex} UNION ALL SELECT start_id FROM ql3.tool_execution_start_barriers WHERE ${where}`;
+  const rows = ('column' in storage ? storage.via : undefined) ?? 'ql3.tool_execution_start_barriers';
+  return `${byIndex} UNION ALL SELECT start_id FROM ${rows} WHERE ${where}`;
 };
 
 const EVENT_ID_DETAIL = /\(event_id\)=\(([^)]*)\)/;

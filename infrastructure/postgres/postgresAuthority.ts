@@ -1,6 +1,6 @@
 import type { Pool, PoolConfig } from 'pg';
 import { connectTyped, createOwnedPool, type PoolErrorHandler } from './pool';
-import { classifyReplay, decodeStartCommand, replayKeysOf } from '../../domain';
+import { decodeStartCommand, replayKeysOf, type DecodedStartCommand } from '../../domain';
 import { decodeAttemptArgs, decodeStartIdArgs } from '../../domain/readArgs';
 import { stepRunRowOf } from '../../projections/rows';
 import type {
@@ -14,14 +14,16 @@ import type {
   StoredEvent,
 } from '../../application/authority';
 import { decodeLifecycle, runLifecycleTransaction } from '../../application/lifecycleProtocol';
-import { existingBarrierOf, runStartTransaction } from '../../application/startProtocol';
+import { runStartTransaction } from '../../application/startProtocol';
 import { createEvidenceKeyring, type EvidenceKeyring, type EvidenceKeyringOptions } from '../../application/evidenceKeys';
 import { isUniqueViolation, mapPgError } from './errors';
 import { lifecycleUnitOfWork } from './lifecycleWrite';
 import { assertSchemaCurrent, migratePostgres } from './migrate';
 import { postgresRecoveryOf } from './postgresRecoveryView';
 import { loadRunState, readBarrier, readBarrierOfAttempt, readStream } from './reads';
+import { postgresSealer, type PostgresSealer } from './postgresSeals';
 import * as SQL from './sql';
+import { existingOfRead, prepareInRoundTrips, readStart, stateOfRead } from './startRoundTrips';
 import { lookupBeforeBegin, resolveUniqueViolation, startUnitOfWork, type LookupBeforeBegin, type PostgresWriteMode } from './startWrite';
 import type { Queryable } from './query';
 import { PostgresTransactions, type AttemptBudget, type BeforeBegin, type PostgresTimeouts, type Tx } from './transactions';
@@ -137,7 +139,10 @@ class PostgresAuthority implements PostgresStartBarrier {
     private readonly keys: EvidenceKeyring | undefined,
   ) {
     this.tx = new PostgresTransactions(pool, timeouts, maxRetries, onAttempt);
+    this.sealer = keys === undefined ? undefined : postgresSealer(keys);
   }
+
+  private readonly sealer: PostgresSealer | undefined;
 
   private assertOpen(): void {
     if (this.closed) throw new Error('the PostgreSQL start barrier authority is closed');
@@ -157,28 +162,12 @@ class PostgresAuthority implements PostgresStartBarrier {
     prepare: async (command: unknown): Promise<PrepareResult> => {
       this.assertOpen();
       const decoded = decodeStartCommand(command); // bad input: typed error, no transaction opened
-      const runId = decoded.command.stepRun.runId;
-      const budget = this.tx.budget(); // one budget for both transactions (R9.5)
-      try {
-        const keys = replayKeysOf(decoded.command);
-        // R3.1 first, outside any transaction (startWrite.ts): a replay (R4.2) or drift (R4.3)
-        // is answered from immutable rows without a transaction or the Run's turn.
-        const first = await this.read((q) => lookupBeforeBegin(q, keys, runId));
-        if (classifyReplay(decoded, first.hits).kind !== 'new') {
-          const existing = await this.read((q) => existingBarrierOf({ readBarrier: (id) => readBarrier(q, id, this.keys) }, decoded, first.hits));
-          if (existing !== null) return { outcome: 'existing', barrier: existing };
-        }
-        let fresh: LookupBeforeBegin | undefined = first;
-        const lookup = async (q: Queryable): Promise<LookupBeforeBegin> => {
-          const hits = fresh ?? (await lookupBeforeBegin(q, keys, runId)); // again after a wait or a retry
-          fresh = undefined;
-          return hits;
-        };
-        return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, this.writeMode, this.keys), decoded, this.hook), lookup, budget);
-      } catch (e) {
-        if (!isUniqueViolation(e)) throw e;
-        return this.transaction(runId, (tx) => resolveUniqueViolation(tx, decoded, e, this.keys), undefined, budget);
+      const budget = this.tx.budget(); // one budget for every attempt of this start (R9.5)
+      if (this.writeMode === 'batched') {
+        const underTurn = (d: DecodedStartCommand, b: AttemptBudget) => this.prepareInTransaction(d, b, 'batched');
+        return prepareInRoundTrips({ pool: this.pool, timeouts: this.timeouts, tx: this.tx, keys: this.keys, hook: this.hook, underTurn }, decoded, budget);
       }
+      return this.prepareInTransaction(decoded, budget, 'stepwise');
     },
     getByStartId: async (startId: string): Promise<StoredBarrier | null> => {
       const id = decodeStartIdArgs(startId);
@@ -190,6 +179,33 @@ class PostgresAuthority implements PostgresStartBarrier {
     },
   };
 
+  /**
+   * A start in a transaction that takes the Run's turn first and decides under it: `stepwise`
+   * (one statement per step, the fault hook between them), and a `batched` start that lost the
+   * turn in its two round trips (startRoundTrips.ts). Its first read is the two-round-trip
+   * path's, so an exact replay (R4.2) or drift (R4.3) is answered from it in one round trip,
+   * without a transaction or the Run's turn.
+   */
+  private async prepareInTransaction(decoded: DecodedStartCommand, budget: AttemptBudget, mode: PostgresWriteMode): Promise<PrepareResult> {
+    const runId = decoded.command.stepRun.runId;
+    try {
+      const first = await this.read((q) => readStart(q as Pool, decoded));
+      const existing = await existingOfRead(first, decoded, this.keys);
+      if (existing !== null) return { outcome: 'existing', barrier: existing };
+      let fresh: LookupBeforeBegin | undefined = { hits: first.hits, runVersion: stateOfRead(first, decoded).run?.version ?? null };
+      const keys = replayKeysOf(decoded.command);
+      const lookup = async (q: Queryable): Promise<LookupBeforeBegin> => {
+        const hits = fresh ?? (await lookupBeforeBegin(q, keys, runId)); // again after a wait or a retry
+        fresh = undefined;
+        return hits;
+      };
+      return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, mode, this.keys, this.sealer), decoded, this.hook), lookup, budget);
+    } catch (e) {
+      if (!isUniqueViolation(e)) throw e;
+      return this.transaction(runId, (tx) => resolveUniqueViolation(tx.client, decoded, e, this.keys), undefined, budget);
+    }
+  }
+
   readonly runs = {
     handle: async (command: unknown): Promise<AppendOutcome> => {
       this.assertOpen();
@@ -198,7 +214,7 @@ class PostgresAuthority implements PostgresStartBarrier {
       const attempt = () =>
         this.transaction(decoded.data.runId, (tx) => {
           events = [];
-          return runLifecycleTransaction(lifecycleUnitOfWork(tx, events), decoded);
+          return runLifecycleTransaction(lifecycleUnitOfWork(tx, events, this.sealer), decoded);
         });
       // A concurrent creator won (CreateRun, CreateStepRun): re-decide on fresh state, which
       // turns the race into the typed precondition the decider raises (run_exists, ...).
@@ -213,7 +229,7 @@ class PostgresAuthority implements PostgresStartBarrier {
         const s = (await loadRunState(q, runId, stepRunId)).stepRuns[stepRunId];
         return s === undefined ? null : { ...s, digest: stepRunRowOf(s).digest };
       }),
-    readStream: (runId: string): Promise<readonly StoredEvent[]> => this.read((q) => readStream(q, runId)),
+    readStream: (runId: string): Promise<readonly StoredEvent[]> => this.read((q) => readStream(q, runId, this.keys)),
   };
 
   /** Recovery read models and operator resolutions, in REPEATABLE READ snapshots. */
@@ -221,7 +237,7 @@ class PostgresAuthority implements PostgresStartBarrier {
     return postgresDriverClaims(this.pool);
   }
 
-  readonly recovery: RecoveryApi = postgresRecoveryOf(this);
+  readonly recovery: RecoveryApi = postgresRecoveryOf(this, () => this.keys);
 
   async close(): Promise<void> {
     if (this.closed) return;

@@ -11,6 +11,8 @@ import { mapPgError, unavailableReasonOf } from './errors';
 import { SELECT_LEDGER } from './sql';
 import { IDENTITY_STORAGE, identityStartIdsSql } from './identities';
 import { createPostgresNoteStore } from './postgresNotes';
+import { readSealedSpan } from './postgresSeals';
+import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { bind, named, type NamedSql, type Params } from './named';
 import { EventRowCodec, PgInt, RunRowCodec, StepRunRowCodec, decodeRow } from './rowCodecs';
 import type { PostgresStartBarrier } from './postgresAuthority';
@@ -138,6 +140,7 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
   const ids = async (sql: NamedSql, params: Params, where: string) => (await rowsOf(client, sql, params, StartIdRow, 'start barrier', where)).map((r) => r.start_id);
   return {
     nowMs: async () => nowMs,
+    sealedSpan: (streamId, from, to) => readSealedSpan(client, streamId, from, to),
     inDoubtStartIds: (f) =>
       ids(IN_DOUBT, { project_id: f.projectId ?? null, run_id: f.runId ?? null, cutoff_ms: f.committedAtOrBeforeMs ?? null, limit: f.limit ?? null }, 'in doubt'),
     attemptStartIds: (runId, stepRunId) => ids(ATTEMPT_START_IDS, { run_id: runId, step_run_id: stepRunId }, `${runId}/${stepRunId}`),
@@ -222,9 +225,10 @@ const snapshotOn = async <T>(authority: RecoveryHost, body: (view: RecoveryView)
 };
 
 /** The recovery surface over a PostgreSQL authority (its schema must include the outcome read model). */
-export const postgresRecoveryOf = (authority: RecoveryHost): RecoveryApi =>
+export const postgresRecoveryOf = (authority: RecoveryHost, keyring?: () => EvidenceKeyring | undefined): RecoveryApi =>
   createRecoveryApi({
     snapshot: (body) => snapshotOn(authority, body),
     handle: (command) => authority.runs.handle(command as LifecycleCommand),
+    ...(keyring === undefined ? {} : { keyring }),
     notes: createPostgresNoteStore(() => authority.pool),
   });

@@ -5,7 +5,9 @@ import { checkStartRows } from '../../projections/checkRows';
 import { agreedAttemptStart, wholeStream } from '../../projections/readChecks';
 import type { StoredBarrier, StoredEvent } from '../../application/authority';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
+import { requireSealedSpan } from '../../application/eventSeals';
 import { paramOf } from './identities';
+import { readSealedSpan } from './postgresSeals';
 import { run, type Queryable } from './query';
 import {
   AuditEventRowCodec,
@@ -31,11 +33,22 @@ import * as SQL from './sql';
 
 /** The Run head, its stream head and one StepRun (inside a write, under the Run's turn: R3.2). */
 export const loadRunState = async (q: Queryable, runId: string, stepRunId: string | undefined): Promise<RunState> => {
-  const [row] = await run<{ run: unknown; stream_version: unknown; step_run: unknown }>(q, SQL.READ_RUN_STATE, {
+  const [row] = await run<RunStateColumns>(q, SQL.READ_RUN_STATE, {
     run_id: runId,
     stream_id: streamNameOf(runId),
     step_run_id: stepRunId ?? null,
   });
+  return runStateOfRow(row, runId, stepRunId);
+};
+
+export interface RunStateColumns {
+  readonly run: unknown;
+  readonly stream_version: unknown;
+  readonly step_run: unknown;
+}
+
+/** The Run state of a READ_RUN_STATE (or READ_START) row, each column decoded. */
+export const runStateOfRow = (row: RunStateColumns | undefined, runId: string, stepRunId: string | undefined): RunState => {
   if (row === undefined || row.run === null) {
     if (row !== undefined && (row.stream_version !== null || row.step_run !== null)) {
       throw new CorruptRecordError('run', runId, 'the stream or a StepRun exists but the run head is missing');
@@ -66,6 +79,19 @@ export const lookupReplay = async (q: Queryable, keys: ReplayKeys): Promise<Repl
 export const readBarrier = async (q: Queryable, startId: string, keys?: EvidenceKeyring): Promise<StoredBarrier | null> => {
   const [row] = await run<Record<string, unknown>>(q, SQL.READ_BARRIER, { start_id: startId });
   if (row === undefined) return null;
+  const verified = verifyBarrierRow(row, startId);
+  if (keys === undefined || verified === null) return verified;
+  return keys.verify(verified, await macRowsOf(q, startId));
+};
+
+const macRowsOf = async (q: Queryable, startId: string) =>
+  (await run(q, SQL.SELECT_EVIDENCE_MACS, { start_id: startId })).map((r) => decodeRow(EvidenceMacRowCodec, r, 'evidence MAC', startId));
+
+/**
+ * The barrier columns of one read (READ_BARRIER, or the start's first round trip, READ_START),
+ * verified: null when no barrier row and nothing else names the start, else every row checked.
+ */
+export const verifyBarrierRow = (row: Record<string, unknown>, startId: string): StoredBarrier | null => {
   const kind = 'start barrier';
   const barrier = atMostOne(decodeRows(BarrierRowCodec, row.barriers, kind, startId), kind, startId);
   const probes = decodeRows(IdentityProbeRowCodec, row.identities, 'replay index', startId);
@@ -75,7 +101,7 @@ export const readBarrier = async (q: Queryable, startId: string, keys?: Evidence
     return null;
   }
   const identities = [...new Map(probes.map(({ row_id, ...r }) => [row_id, r])).values()];
-  const verified = checkStartRows({
+  return checkStartRows({
     barrier,
     audit: atMostOne(decodeRows(AuditEventRowCodec, row.audits, 'security audit event', startId), 'security audit event', startId),
     trace: atMostOne(decodeRows(TraceAnchorRowCodec, row.traces, 'trace anchor', startId), 'trace anchor', startId),
@@ -84,10 +110,10 @@ export const readBarrier = async (q: Queryable, startId: string, keys?: Evidence
     events: decodeRows(EventRowCodec, row.events, 'event', startId),
     identities,
   });
-  if (keys === undefined) return verified;
-  const macs = (await run(q, SQL.SELECT_EVIDENCE_MACS, { start_id: startId })).map((r) => decodeRow(EvidenceMacRowCodec, r, 'evidence MAC', startId));
-  return keys.verify(verified, macs);
 };
+
+/** The MAC rows a READ_START row carries (json), for the keyring's check (R9.4). */
+export const macRowsOfRead = (row: Record<string, unknown>, startId: string) => decodeRows(EvidenceMacRowCodec, row.macs, 'evidence MAC', startId);
 
 /** R5.4 lookup by attempt: the replay index and the barrier's own unique key must agree. */
 export const readBarrierOfAttempt = async (q: Queryable, runId: string, stepRunId: string, startedStepRunVersion: number, keys?: EvidenceKeyring): Promise<StoredBarrier | null> => {
@@ -110,10 +136,13 @@ export const readBarrierOfAttempt = async (q: Queryable, runId: string, stepRunI
 };
 
 /** Every event of `run-<runId>`, decoded, in order, and matching the stream head. */
-export const readStream = async (q: Queryable, runId: string): Promise<readonly StoredEvent[]> => {
+export const readStream = async (q: Queryable, runId: string, keys?: EvidenceKeyring): Promise<readonly StoredEvent[]> => {
   const stream = streamNameOf(runId);
   const [row] = await run<{ stream_version: unknown; events: unknown }>(q, SQL.READ_STREAM, { stream_id: stream });
   const rows = decodeRows(EventRowCodec, row?.events ?? null, 'event', stream);
   const version = row?.stream_version === null || row?.stream_version === undefined ? null : decodeRow(PgInt, row.stream_version, 'stream', stream);
-  return wholeStream(stream, version, rows);
+  const events = wholeStream(stream, version, rows);
+  // R9.4: with a keyring every event is sealed, or legacy (before the seal origin)
+  if (keys !== undefined && events.length > 0) requireSealedSpan(keys, stream, await readSealedSpan(q, stream, 1, events.length), 1, events.length);
+  return events;
 };

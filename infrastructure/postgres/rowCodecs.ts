@@ -52,7 +52,6 @@ export const AuditEventRowCodec = t.type({
   run_id: t.string,
   step_run_id: t.string,
   audit_event_digest: t.string,
-  event_json: t.string,
   committed_at_ms: PgInt,
 });
 
@@ -63,7 +62,6 @@ export const TraceAnchorRowCodec = t.type({
   run_id: t.string,
   step_run_id: t.string,
   trace_digest: t.string,
-  anchor_json: t.string,
   committed_at_ms: PgInt,
 });
 
@@ -73,7 +71,6 @@ export const AuditReceiptRowCodec = t.type({
   trace_id: t.string,
   start_id: t.string,
   receipt_digest: t.string,
-  receipt_json: t.string,
   committed_at_ms: PgInt,
 });
 
@@ -90,7 +87,6 @@ export const MutationRowCodec = t.type({
   run_event_sequence: PgInt,
   mutation_digest: t.string,
   started_step_run_digest: t.string,
-  mutation_json: t.string,
   requested_at_ms: PgInt,
   committed_at_ms: PgInt,
 });
@@ -99,7 +95,6 @@ export const BarrierRowCodec = t.type({
   start_id: t.string,
   command_digest: t.string,
   barrier_digest: t.string,
-  barrier_json: t.string,
   project_id: t.string,
   run_id: t.string,
   step_run_id: t.string,

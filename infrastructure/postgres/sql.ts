@@ -40,27 +40,29 @@ export const LOOKUP_REPLAY_AT_VERSION = named(`SELECT v.run_version, l.identity,
  * only the event trigger moves these rows, so a plain read is the locked state (R3.2, R5.2).
  * The scalar subqueries each return NULL when their row does not exist.
  */
-export const READ_RUN_STATE = named(`WITH
-  run AS (SELECT run_id, project_id, snapshot_id, snapshot_digest, version FROM ql3.runs WHERE run_id = :run_id),
+const RUN_STATE_CTES = `run AS (SELECT run_id, project_id, snapshot_id, snapshot_digest, version FROM ql3.runs WHERE run_id = :run_id),
   stream AS (SELECT version FROM ql3.streams WHERE stream_id = :stream_id),
   step AS (SELECT run_id, step_run_id, project_id, kind, status, version, digest, state_json
-             FROM ql3.step_runs WHERE run_id = :run_id AND step_run_id = :step_run_id)
-SELECT (SELECT row_to_json(run) FROM run) AS run,
-       (SELECT version FROM stream) AS stream_version,
-       (SELECT row_to_json(step) FROM step) AS step_run`);
+             FROM ql3.step_runs WHERE run_id = :run_id AND step_run_id = :step_run_id)`;
+const runStateColumns = (gate: string) => `(SELECT row_to_json(run) FROM run${gate}) AS run,
+       (SELECT version FROM stream${gate}) AS stream_version,
+       (SELECT row_to_json(step) FROM step${gate}) AS step_run`;
+export const READ_RUN_STATE = named(`WITH
+  ${RUN_STATE_CTES}
+SELECT ${runStateColumns('')}`);
 
 // ------------------------------------------------------------------ R3.3 .. R3.7 as CTE steps
 
 const cols = <R>(columns: readonly (keyof R & string)[]) => columns;
-export const AUDIT_COLUMNS = cols<AuditEventRow>(['audit_event_id', 'start_id', 'run_id', 'step_run_id', 'audit_event_digest', 'event_json', 'committed_at_ms']);
-export const TRACE_COLUMNS = cols<TraceAnchorRow>(['trace_id', 'span_id', 'start_id', 'run_id', 'step_run_id', 'trace_digest', 'anchor_json', 'committed_at_ms']);
-export const RECEIPT_COLUMNS = cols<AuditReceiptRow>(['audit_receipt_id', 'audit_event_id', 'trace_id', 'start_id', 'receipt_digest', 'receipt_json', 'committed_at_ms']);
+export const AUDIT_COLUMNS = cols<AuditEventRow>(['audit_event_id', 'start_id', 'run_id', 'step_run_id', 'audit_event_digest', 'committed_at_ms']);
+export const TRACE_COLUMNS = cols<TraceAnchorRow>(['trace_id', 'span_id', 'start_id', 'run_id', 'step_run_id', 'trace_digest', 'committed_at_ms']);
+export const RECEIPT_COLUMNS = cols<AuditReceiptRow>(['audit_receipt_id', 'audit_event_id', 'trace_id', 'start_id', 'receipt_digest', 'committed_at_ms']);
 export const MUTATION_COLUMNS = cols<MutationRow>([
   'mutation_id', 'run_event_id', 'start_id', 'run_id', 'step_run_id', 'from_status', 'to_status', 'from_version', 'to_version',
-  'run_event_sequence', 'mutation_digest', 'started_step_run_digest', 'mutation_json', 'requested_at_ms', 'committed_at_ms',
+  'run_event_sequence', 'mutation_digest', 'started_step_run_digest', 'requested_at_ms', 'committed_at_ms',
 ]);
 export const BARRIER_COLUMNS = cols<BarrierRow>([
-  'start_id', 'command_digest', 'barrier_digest', 'barrier_json', 'project_id', 'run_id', 'step_run_id', 'started_step_run_version',
+  'start_id', 'command_digest', 'barrier_digest', 'project_id', 'run_id', 'step_run_id', 'started_step_run_version',
   'started_step_run_digest', 'mutation_id', 'mutation_digest', 'run_event_id', 'trace_id', 'trace_digest', 'audit_event_id',
   'audit_receipt_id', 'audit_receipt_digest', 'adapter_id', 'committed_at_ms',
 ]);
@@ -205,7 +207,8 @@ export const startParams = (plan: StartWrite, steps: readonly StartWriteStep[]):
 
 // ------------------------------------------------------------------ lifecycle appends
 
-export const INSERT_EVENTS = named(`${insertEvents('').replace('RETURNING 1', 'RETURNING global_position, stream_position, event_id')}`);
+export const INSERT_EVENTS_SQL = insertEvents('').replace('RETURNING 1', 'RETURNING global_position, stream_position, event_id');
+export const INSERT_EVENTS = named(INSERT_EVENTS_SQL);
 
 // ------------------------------------------------------------------ reads (R5.3 on every one)
 
@@ -216,8 +219,7 @@ export const INSERT_EVENTS = named(`${insertEvents('').replace('RETURNING 1', 'R
  * index lookup, so the read stays constant-cost). A row found by two probes comes back twice
  * with the same ctid and is counted once. Rows travel as json (text-exact, never jsonb).
  */
-export const READ_BARRIER = named(`WITH
-  b AS (SELECT * FROM ql3.tool_execution_start_barriers WHERE start_id = :start_id),
+const barrierCtes = (gate: string) => `b AS (SELECT * FROM ql3.tool_execution_start_barriers WHERE start_id = :start_id${gate}),
   anchor AS (SELECT e.stream_id, e.stream_position FROM ql3.events e JOIN b ON e.event_id = b.run_event_id),
   keys (identity, value) AS (
     ${barrierProbesSql()}),
@@ -226,9 +228,8 @@ export const READ_BARRIER = named(`WITH
       FROM ql3.start_replay_identities i WHERE i.start_id = :start_id
     UNION ALL
     SELECT i.ctid::text, i.identity, i.value, i.start_id, i.command_digest
-      FROM keys k JOIN ql3.start_replay_identities i ON i.identity = k.identity AND i.value = k.value)
-SELECT
-  (SELECT json_agg(b) FROM b) AS barriers,
+      FROM keys k JOIN ql3.start_replay_identities i ON i.identity = k.identity AND i.value = k.value)`;
+const BARRIER_READ_COLUMNS = `(SELECT json_agg(b) FROM b) AS barriers,
   (SELECT json_agg(a) FROM ql3.security_audit_events a WHERE a.audit_event_id IN (SELECT audit_event_id FROM b)) AS audits,
   (SELECT json_agg(t) FROM ql3.trace_anchors t WHERE t.trace_id IN (SELECT trace_id FROM b)) AS traces,
   (SELECT json_agg(r) FROM ql3.audit_receipts r WHERE r.audit_receipt_id IN (SELECT audit_receipt_id FROM b)) AS receipts,
@@ -236,7 +237,30 @@ SELECT
   (SELECT json_agg(e ORDER BY e.stream_position)
      FROM anchor JOIN ql3.events e ON e.stream_id = anchor.stream_id
                                   AND e.stream_position BETWEEN anchor.stream_position - 3 AND anchor.stream_position + 1) AS events,
-  (SELECT json_agg(identities) FROM identities) AS identities`);
+  (SELECT json_agg(identities) FROM identities) AS identities`;
+export const READ_BARRIER = named(`WITH
+  ${barrierCtes('')}
+SELECT
+  ${BARRIER_READ_COLUMNS}`);
+
+/**
+ * The first round trip of a start (startRoundTrips.ts), one statement and one snapshot, no lock:
+ * the replay lookup of R3.1; when it found nothing, the Run, its stream head and the StepRun
+ * (what the decision of R3.2 needs); when it found a hit (a replay or a conflict, never a new
+ * start), every row a read of this start's barrier re-verifies, with its MAC row (R5.3, R9.4),
+ * so that an exact replay needs no second round trip.
+ */
+export const READ_START = named(`WITH
+  lookup AS (${lookupReplaySql()}),
+  ${RUN_STATE_CTES},
+  ${barrierCtes(' AND EXISTS (SELECT 1 FROM lookup)')}
+SELECT (SELECT json_agg(lookup) FROM lookup) AS hits,
+  ${runStateColumns(' WHERE NOT EXISTS (SELECT 1 FROM lookup)')},
+  ${BARRIER_READ_COLUMNS},
+  (SELECT json_agg(m) FROM ql3.start_evidence_macs m WHERE m.start_id = :start_id AND EXISTS (SELECT 1 FROM b)) AS macs`);
+
+/** R3.2, R3.5: the Run turn and the Run version the start was decided on, in the write round trip (pg-0045). */
+export const TAKE_START_TURN = named('SELECT ql3.take_start_turn(:run_id, :expected_version::bigint) AS now_ms');
 
 /** R5.4 lookup by attempt: the replay index and the barrier's own unique key must agree. */
 export const FIND_ATTEMPT = named(`SELECT 'index' AS source, i.start_id FROM ql3.start_replay_identities i WHERE i.identity = 'attempt' AND i.value = :attempt

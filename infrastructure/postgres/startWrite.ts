@@ -1,4 +1,6 @@
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
+import { startEventCells } from '../../application/eventSeals';
+import { INSERT_START_SEALS, sealParams, type PostgresSealer } from './postgresSeals';
 import { CompareAndSetLostError, SemanticConflictError, replayKeysOf, noReplayHits, type DecodedStartCommand, type ReplayHit, type ReplayHits, type ReplayIdentity, type ReplayKeys } from '../../domain';
 import { PgInt, ReplayIdentityRowCodec, decodeRow } from './rowCodecs';
 import { paramOf } from './identities';
@@ -24,7 +26,7 @@ import type { Tx } from './transactions';
 export type PostgresWriteMode = 'batched' | 'stepwise';
 
 /** Every CTE reports its row count; a compare-and-set that matched nothing aborts (R5.2). */
-const checkCounts = (plan: StartWrite, rows: readonly Record<string, unknown>[]): void => {
+export const checkCounts = (plan: StartWrite, rows: readonly Record<string, unknown>[]): void => {
   for (const [name, value] of Object.entries(rows[0] ?? {})) {
     const expected = SQL.expectedCountOf(plan, name);
     if (value === expected) continue;
@@ -68,7 +70,7 @@ export const lookupBeforeBegin = async (q: Queryable, keys: ReplayKeys, runId: s
  * the Run is at the version it had then (no writer of this Run committed in between; replay
  * identities are immutable); otherwise the lookup runs again, inside the transaction.
  */
-export const startUnitOfWork = (tx: Tx, mode: PostgresWriteMode, keys?: EvidenceKeyring): StartUnitOfWork => ({
+export const startUnitOfWork = (tx: Tx, mode: PostgresWriteMode, keys?: EvidenceKeyring, sealer?: PostgresSealer): StartUnitOfWork => ({
   lookupReplay: async (replayKeys) => {
     const before = tx.before as LookupBeforeBegin | undefined;
     return before !== undefined && before.runVersion === tx.turnVersion ? before.hits : lookupReplay(tx.client, replayKeys);
@@ -78,8 +80,16 @@ export const startUnitOfWork = (tx: Tx, mode: PostgresWriteMode, keys?: Evidence
   clockMs: async () => tx.nowMs,
   writesAtOnce: mode === 'batched',
   writeStart: (plan, steps) => writeStart(tx.client, plan, steps),
-  // one more statement, only when keyed: the unkeyed start keeps its round trips
-  ...(keys === undefined ? {} : { sealEvidence: async (plan: StartWrite) => void (await run(tx.client, SQL.INSERT_EVIDENCE_MAC, { start_id: plan.startId, ...keys.seal(plan.result) })) }),
+  // one more statement, only when keyed: the unkeyed start keeps its round trips. It stores the
+  // barrier's MAC and the seal of the start's five events together (R9.4).
+  ...(keys === undefined || sealer === undefined
+    ? {}
+    : {
+        sealEvidence: async (plan: StartWrite) => {
+          const seal = await sealer(tx, plan.streamId, startEventCells(plan));
+          await run(tx.client, INSERT_START_SEALS, { start_id: plan.startId, ...keys.seal(plan.result), ...sealParams(seal) });
+        },
+      }),
 });
 
 /**
@@ -88,14 +98,14 @@ export const startUnitOfWork = (tx: Tx, mode: PostgresWriteMode, keys?: Evidence
  * (R4.2, R4.3), never a version conflict and never the raw 23505.
  */
 export const resolveUniqueViolation = async (
-  tx: Tx,
+  q: Queryable,
   decoded: DecodedStartCommand,
   violation: { readonly constraint?: string | undefined; readonly detail?: string | undefined },
   evidenceKeys?: EvidenceKeyring,
 ): Promise<StartTransactionResult> => {
   const c = decoded.command;
   const keys = replayKeysOf(c);
-  const existing = await existingBarrierOf({ readBarrier: (id) => readBarrier(tx.client, id, evidenceKeys) }, decoded, await lookupReplay(tx.client, keys));
+  const existing = await existingBarrierOf({ readBarrier: (id) => readBarrier(q, id, evidenceKeys) }, decoded, await lookupReplay(q, keys));
   if (existing !== null) return { outcome: 'existing', barrier: existing };
   const identity = identityOfViolation(violation) as ReplayIdentity | undefined;
   if (identity === undefined) {

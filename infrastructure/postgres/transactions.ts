@@ -84,25 +84,37 @@ export class PostgresTransactions {
    */
   async transaction<T>(runId: string, body: (tx: Tx) => Promise<T>, beforeBegin?: BeforeBegin, budget: AttemptBudget = this.budget()): Promise<T> {
     for (;;) {
-      if (budget.attempts > this.maxRetries) {
-        throw new ConcurrencyExhaustedError(budget.attempts, `no retry left for another transaction of this operation (at most ${this.maxRetries} retries in total)`);
-      }
-      budget.attempts++;
-      this.onAttempt?.(budget.attempts);
-      const attempt = budget.attempts;
+      this.spend(budget);
       try {
         return await this.attempt(body, runId, beforeBegin);
       } catch (e) {
         if (!isRetryable(e)) throw mapPgError(e);
-        if (budget.attempts > this.maxRetries) {
-          throw new ConcurrencyExhaustedError(budget.attempts, `${sqlStateOf(e)}: ${e instanceof Error ? e.message : String(e)}`);
-        }
-        // Writers of different Runs still meet on shared B-tree pages (SSI locks pages, and on a
-        // small table every probe and insert share one leaf). There is no gate to queue behind,
-        // so racers that failed together spread their retries over a random, growing pause.
-        await sleep(Math.random() * RETRY_PAUSE_MS * 4 ** (attempt - 1));
+        await this.afterRetryable(budget, e);
       }
     }
+  }
+
+  /** One more attempt of the operation (counted, reported), or CONCURRENCY_EXHAUSTED when none is left (R9.5). */
+  spend(budget: AttemptBudget): void {
+    if (budget.attempts > this.maxRetries) {
+      throw new ConcurrencyExhaustedError(budget.attempts, `no retry left for another transaction of this operation (at most ${this.maxRetries} retries in total)`);
+    }
+    budget.attempts++;
+    this.onAttempt?.(budget.attempts);
+  }
+
+  /**
+   * After a retryable failure (40001/40P01): CONCURRENCY_EXHAUSTED when the budget is spent,
+   * else a pause before the next attempt. Writers of different Runs still meet on shared B-tree
+   * pages (SSI locks pages, and on a small table every probe and insert share one leaf). There
+   * is no gate to queue behind, so racers that failed together spread their retries over a
+   * random, growing pause.
+   */
+  async afterRetryable(budget: AttemptBudget, e: unknown): Promise<void> {
+    if (budget.attempts > this.maxRetries) {
+      throw new ConcurrencyExhaustedError(budget.attempts, `${sqlStateOf(e)}: ${e instanceof Error ? e.message : String(e)}`);
+    }
+    await sleep(Math.random() * RETRY_PAUSE_MS * 4 ** (budget.attempts - 1));
   }
 
   /** Reads outside a transaction: one statement, one snapshot, timeouts mapped. */

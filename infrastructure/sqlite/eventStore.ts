@@ -15,7 +15,10 @@ import { checkedStoredEventOf } from '../../projections/checkRows';
 import type { RunEventStore, StoredEvent } from '../../application/authority';
 import { runAppendTransaction } from '../../application/lifecycleProtocol';
 import type { Statements } from './statements';
-import { lifecycleUnitOfWork } from './writes';
+import { lifecycleUnitOfWork, type Sealer } from './writes';
+import type { EvidenceKeyring } from '../../application/evidenceKeys';
+import { requireSealedSpan } from '../../application/eventSeals';
+import { readSealedSpan } from './sqliteSeals';
 
 // The Run streams as emmett's `EventStore`, with a transactional session (`withSession`), so
 // emmett's `CommandHandler` can drive orchestration's lifecycle in one `BEGIN IMMEDIATE`.
@@ -34,13 +37,15 @@ const runIdOfStream = (streamName: string): string => {
 
 const currentVersion = (s: Statements, streamName: string): number => (s.streamVersion.get(streamName) as { version: number } | undefined)?.version ?? 0;
 
-const readStream = (s: Statements, streamName: string, options?: ReadStreamOptions): ReadStreamResult<RunStreamEvent, ReadEventMetadataWithGlobalPosition> => {
+const readStream = (s: Statements, streamName: string, options: ReadStreamOptions | undefined, keys: EvidenceKeyring | undefined): ReadStreamResult<RunStreamEvent, ReadEventMetadataWithGlobalPosition> => {
   runIdOfStream(streamName);
   const current = currentVersion(s, streamName);
   assertExpectedVersionMatchesCurrent(BigInt(current), options?.expectedStreamVersion, 0n);
   const from = Number(options?.from ?? 0n);
   const to = Number(options?.to ?? (options?.maxCount !== undefined ? BigInt(from) + options.maxCount : BigInt(current)));
   const rows = s.streamEvents.all(streamName, from + 1, to) as (EventRow & { global_position: number })[];
+  // R9.4: with a keyring the events read are sealed, or legacy (before the seal origin)
+  if (keys !== undefined && rows.length > 0) requireSealedSpan(keys, streamName, readSealedSpan(s, streamName, from + 1, to), from + 1, to);
   const events = rows.map((r) => {
     const stored = checkedStoredEventOf(r);
     return {
@@ -52,9 +57,9 @@ const readStream = (s: Statements, streamName: string, options?: ReadStreamOptio
   return { currentStreamVersion: BigInt(current), events, streamExists: current > 0 };
 };
 
-const append = async (s: Statements, streamName: string, events: { type: string; data: unknown }[], options?: AppendToStreamOptions): Promise<AppendToStreamResultWithGlobalPosition> => {
+const append = async (s: Statements, streamName: string, events: { type: string; data: unknown }[], options: AppendToStreamOptions | undefined, seal: Sealer | undefined): Promise<AppendToStreamResultWithGlobalPosition> => {
   const stored: StoredEvent[] = [];
-  const { before, after } = await runAppendTransaction(lifecycleUnitOfWork(s, stored), runIdOfStream(streamName), events, options?.expectedStreamVersion);
+  const { before, after } = await runAppendTransaction(lifecycleUnitOfWork(s, stored, seal), runIdOfStream(streamName), events, options?.expectedStreamVersion);
   return {
     nextExpectedStreamVersion: BigInt(after.run!.version),
     createdNewStream: before.run === null,
@@ -66,22 +71,22 @@ const append = async (s: Statements, streamName: string, events: { type: string;
  * Every expected-version mode is enforced; start facts can only be appended by
  * `barriers.prepare`. `session`: already inside a transaction (withSession's callback).
  */
-export const createRunEventStore = (s: Statements, tx: SqliteTransactions, session = false): RunEventStore => {
+export const createRunEventStore = (s: Statements, tx: SqliteTransactions, session = false, seal?: Sealer, keys?: EvidenceKeyring): RunEventStore => {
   const read = <T>(body: () => T): Promise<T> => (session ? Promise.resolve().then(body) : tx.read(body));
   const write = <T>(body: () => Promise<T>): Promise<T> => (session ? body() : tx.write(body));
   const store: RunEventStore = {
-    readStream: ((streamName: string, options?: ReadStreamOptions) => read(() => readStream(s, streamName, options))) as RunEventStore['readStream'],
+    readStream: ((streamName: string, options?: ReadStreamOptions) => read(() => readStream(s, streamName, options, keys))) as RunEventStore['readStream'],
     aggregateStream: (async (streamName: string, options: { evolve: (s: unknown, e: unknown) => unknown; initialState: () => unknown; read?: ReadStreamOptions }) => {
-      const result = await read(() => readStream(s, streamName, options.read));
+      const result = await read(() => readStream(s, streamName, options.read, keys));
       return { currentStreamVersion: result.currentStreamVersion, streamExists: result.streamExists, state: result.events.reduce(options.evolve, options.initialState()) };
     }) as unknown as RunEventStore['aggregateStream'],
     appendToStream: ((streamName: string, events: { type: string; data: unknown }[], options?: AppendToStreamOptions) =>
-      write(() => append(s, streamName, events, options))) as unknown as RunEventStore['appendToStream'],
+      write(() => append(s, streamName, events, options, seal))) as unknown as RunEventStore['appendToStream'],
     streamExists: (streamName: string) => read(() => currentVersion(s, streamName) > 0),
     withSession: <T>(callback: (session: EventStoreSession<EventStore<ReadEventMetadataWithGlobalPosition>>) => Promise<T>): Promise<T> =>
       session
         ? callback({ eventStore: store, close: async () => undefined })
-        : tx.write(() => callback({ eventStore: createRunEventStore(s, tx, true), close: async () => undefined })),
+        : tx.write(() => callback({ eventStore: createRunEventStore(s, tx, true, seal, keys), close: async () => undefined })),
   };
   return store;
 };

@@ -89,10 +89,11 @@ export const assertBarrierOrEmpty = (db: Database.Database, path: string): void 
   if (objects.length > 0 && !objects.some((o) => o.name === 'schema_migrations')) throw notABarrier(path, 'it holds tables of another application');
 };
 
-/** Applies what is pending in one `BEGIN IMMEDIATE`; the header's user_version follows the last one. */
-export const migrateSqlite = (db: Database.Database): string[] => {
-  // The chain back-fill (0061) computes links in SQL; SQLite has no sha256 of its own. The
-  // function exists on the migrator's connection only: no trigger can call it (directOnly).
+/**
+ * The chain back-fill (0061) computes links in SQL; SQLite has no sha256 of its own. The
+ * function exists on the migrator's connection only: no trigger can call it (directOnly).
+ */
+export const registerMigrationFunctions = (db: Database.Database): void => {
   db.function('ql3_event_chain', { deterministic: true, directOnly: true }, (previous, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms) =>
     eventChainDigest(String(previous), {
       stream_id: String(stream_id),
@@ -107,6 +108,11 @@ export const migrateSqlite = (db: Database.Database): string[] => {
   db.function('ql3_fields_digest', { deterministic: true, directOnly: true, varargs: true }, (tag, ...fields) =>
     fieldsDigest(String(tag), fields.map((f) => String(f))),
   );
+};
+
+/** Applies what is pending in one `BEGIN IMMEDIATE`; the header's user_version follows the last one. */
+export const migrateSqlite = (db: Database.Database): string[] => {
+  registerMigrationFunctions(db);
   db.exec(SQL.MIGRATIONS_TABLE);
   const known = loadMigrations('sqlite');
   db.exec('BEGIN IMMEDIATE');

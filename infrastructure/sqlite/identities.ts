@@ -7,20 +7,30 @@ import type { ReplayIdentity } from '../../domain';
 // here plus the migration that adds its column and index.
 
 export type IdentityStorage =
-  /** A value the barrier mirrors in one column. */
-  | { readonly column: string; readonly unique: readonly string[] }
+  /**
+   * A value the barrier mirrors in one column. `via`: the keyed rows the recovery lookup reads
+   * it from (a table or subquery with this column and start_id), when the barrier's own column
+   * has no index (each identity is unique in the replay index alone); the barrier by default.
+   */
+  | { readonly column: string; readonly unique: readonly string[]; readonly via?: string }
   /** The attempt (run, StepRun, started version): three barrier columns, one key in the index. */
   | { readonly attempt: readonly ['run_id', 'step_run_id', 'started_step_run_version']; readonly unique: readonly string[] };
 
 export type IdentityTable = Readonly<Record<string, IdentityStorage>>;
 
 export const IDENTITY_STORAGE: Readonly<Record<ReplayIdentity, IdentityStorage>> = {
+  // Each identity is enforced once, by start_replay_identities_key (0080); the columns listed
+  // are the tables' own primary keys (foreign-key targets) and the event id, which a reused id can also meet.
   startId: { column: 'start_id', unique: ['tool_execution_start_barriers.start_id'] },
-  mutationId: { column: 'mutation_id', unique: ['step_run_mutations.mutation_id', 'tool_execution_start_barriers.mutation_id'] },
-  runEventId: { column: 'run_event_id', unique: ['events.event_id', 'step_run_mutations.run_event_id', 'tool_execution_start_barriers.run_event_id'] },
-  traceId: { column: 'trace_id', unique: ['trace_anchors.trace_id', 'audit_receipts.trace_id', 'tool_execution_start_barriers.trace_id'] },
-  auditEventId: { column: 'audit_event_id', unique: ['security_audit_events.audit_event_id', 'audit_receipts.audit_event_id', 'tool_execution_start_barriers.audit_event_id'] },
-  auditReceiptId: { column: 'audit_receipt_id', unique: ['audit_receipts.audit_receipt_id', 'tool_execution_start_barriers.audit_receipt_id'] },
+  mutationId: { column: 'mutation_id', unique: ['step_run_mutations.mutation_id'], via: 'step_run_mutations' },
+  runEventId: {
+    column: 'run_event_id',
+    unique: ['events.event_id'],
+    via: "(SELECT event_id AS run_event_id, json_extract(data_json, '$.startId') AS start_id FROM events WHERE event_type = 'StepRunStarted')",
+  },
+  traceId: { column: 'trace_id', unique: ['trace_anchors.trace_id'], via: 'trace_anchors' },
+  auditEventId: { column: 'audit_event_id', unique: ['security_audit_events.audit_event_id'], via: 'security_audit_events' },
+  auditReceiptId: { column: 'audit_receipt_id', unique: ['audit_receipts.audit_receipt_id'], via: 'audit_receipts' },
   attempt: { attempt: ['run_id', 'step_run_id', 'started_step_run_version'], unique: [] },
 };
 
@@ -38,7 +48,8 @@ export const identitiesOfStartSql = (table: IdentityTable = IDENTITY_STORAGE): s
 export const identityStartIdsSql = (storage: IdentityStorage): string => {
   const byIndex = `SELECT start_id FROM start_replay_identities WHERE identity = @identity AND value = @key`;
   const where = 'column' in storage ? `${storage.column} = @key` : 'run_id = @run_id AND step_run_id = @step_run_id AND started_step_run_version = @version';
-  return `${byIndex} UNION ALL SELECT start_id FROM tool_execution_start_barriers WHERE ${where}`;
+  const rows = ('column' in storage ? storage.via : undefined) ?? 'tool_execution_start_barriers';
+  return `${byIndex} UNION ALL SELECT start_id FROM ${rows} WHERE ${where}`;
 };
 
 /** The identity a unique column guards (`table.column` from SQLite's error), if it is one. */

@@ -2,23 +2,23 @@ import {
   CorruptRecordError,
   REPLAY_IDENTITIES,
   noReplayHits,
-  replayKeysOfBarrier,
   streamNameOf,
   type ReplayHit,
   type ReplayHits,
   type ReplayIdentity,
   type ReplayKeys,
   type RunState,
-  type StartBarrierRecord,
 } from '../../domain';
-import { attemptValue, replayValuesOf, type BarrierRow, type ReplayIdentityRow, type RunRow, type StepRunRow } from '../../projections/rows';
+import { attemptValue, replayKeysOfBarrierRow, replayValuesOf, type BarrierRow, type ReplayIdentityRow, type RunRow, type StepRunRow } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
-import { startEventPositions, type EventRow } from '../../projections/verifyRows';
+import type { EventRow } from '../../projections/verifyRows';
 import { checkStartRows } from '../../projections/checkRows';
 import { agreedAttemptStart, wholeStream } from '../../projections/readChecks';
 import type { StoredBarrier, StoredEvent } from '../../application/authority';
 import type { EvidenceKeyring, EvidenceMacRow } from '../../application/evidenceKeys';
+import { requireSealedSpan } from '../../application/eventSeals';
 import { IDENTITY_STORAGE } from './identities';
+import { readSealedSpan } from './sqliteSeals';
 import type { Statements } from './statements';
 
 // The SQLite reads, synchronous on the authority's one connection, always inside one of its
@@ -65,18 +65,10 @@ export const readBarrier = (s: Statements, startId: string, keys?: EvidenceKeyri
     if (n > 0) throw new CorruptRecordError('start barrier', startId, 'the replay index names this start but its barrier row is missing');
     return null;
   }
-  let sequence = 0;
-  let probes: string[] = [];
-  try {
-    const b = JSON.parse(barrier.barrier_json) as StartBarrierRecord;
-    sequence = Number(b.runEvent?.runEventSequence ?? 0);
-    probes = probeValuesOf(replayKeysOfBarrier(b));
-  } catch {
-    // verifyStartRows reports the undecodable barrier with its own message.
-  }
-  const positions = startEventPositions(sequence);
-  const events = sequence > 3 ? (s.streamEvents.all(streamNameOf(barrier.run_id), positions[0], positions[4]) as EventRow[]) : [];
-  const identityRows = probes.length > 0 ? (s.identitiesOfStart.all(...probes, startId) as (ReplayIdentityRow & { row_id: number })[]) : [];
+  // The five events around the RunEvent the barrier names hold the one copy of every record's
+  // JSON (0080); the probes are the identity values the barrier mirrors.
+  const events = s.startEvents.all(barrier.run_event_id, streamNameOf(barrier.run_id)) as EventRow[];
+  const identityRows = s.identitiesOfStart.all(...probeValuesOf(replayKeysOfBarrierRow(barrier)), startId) as (ReplayIdentityRow & { row_id: number })[];
   const unique = [...new Map(identityRows.map((r) => [r.row_id, r])).values()].map(({ row_id: _, ...r }) => r);
   const verified = checkStartRows({
     barrier,
@@ -106,8 +98,10 @@ export const readBarrierOfAttempt = (s: Statements, runId: string, stepRunId: st
 };
 
 /** Every event of `run-<runId>`, decoded, in order, whole and matching the stream head (R9.3). */
-export const readStream = (s: Statements, runId: string): readonly StoredEvent[] => {
+export const readStream = (s: Statements, runId: string, keys?: EvidenceKeyring): readonly StoredEvent[] => {
   const stream = streamNameOf(runId);
   const head = s.streamVersion.get(stream) as { version: number } | undefined;
-  return wholeStream(stream, head?.version ?? null, s.streamEvents.all(stream, 1, Number.MAX_SAFE_INTEGER) as (EventRow & { global_position: number })[]);
+  const events = wholeStream(stream, head?.version ?? null, s.streamEvents.all(stream, 1, Number.MAX_SAFE_INTEGER) as (EventRow & { global_position: number })[]);
+  if (keys !== undefined && events.length > 0) requireSealedSpan(keys, stream, readSealedSpan(s, stream, 1, events.length), 1, events.length);
+  return events;
 };

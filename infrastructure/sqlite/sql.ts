@@ -55,26 +55,33 @@ export const UPSERT_STEP_RUN = `INSERT INTO step_runs (run_id, step_run_id, proj
 export const CAS_STEP_RUN = `UPDATE step_runs SET status = @status, version = @version, digest = @digest, state_json = @state_json
   WHERE run_id = @run_id AND step_run_id = @step_run_id AND version = @expected_version AND status = @expected_status AND digest = @expected_digest`;
 
-export const INSERT_AUDIT = `INSERT INTO security_audit_events (audit_event_id, start_id, run_id, step_run_id, audit_event_digest, event_json, committed_at_ms)
-  VALUES (@audit_event_id, @start_id, @run_id, @step_run_id, @audit_event_digest, @event_json, @committed_at_ms)`;
-export const INSERT_TRACE = `INSERT INTO trace_anchors (trace_id, span_id, start_id, run_id, step_run_id, trace_digest, anchor_json, committed_at_ms)
-  VALUES (@trace_id, @span_id, @start_id, @run_id, @step_run_id, @trace_digest, @anchor_json, @committed_at_ms)`;
-export const INSERT_RECEIPT = `INSERT INTO audit_receipts (audit_receipt_id, audit_event_id, trace_id, start_id, receipt_digest, receipt_json, committed_at_ms)
-  VALUES (@audit_receipt_id, @audit_event_id, @trace_id, @start_id, @receipt_digest, @receipt_json, @committed_at_ms)`;
+export const INSERT_AUDIT = `INSERT INTO security_audit_events (audit_event_id, start_id, run_id, step_run_id, audit_event_digest, committed_at_ms)
+  VALUES (@audit_event_id, @start_id, @run_id, @step_run_id, @audit_event_digest, @committed_at_ms)`;
+export const INSERT_TRACE = `INSERT INTO trace_anchors (trace_id, span_id, start_id, run_id, step_run_id, trace_digest, committed_at_ms)
+  VALUES (@trace_id, @span_id, @start_id, @run_id, @step_run_id, @trace_digest, @committed_at_ms)`;
+export const INSERT_RECEIPT = `INSERT INTO audit_receipts (audit_receipt_id, audit_event_id, trace_id, start_id, receipt_digest, committed_at_ms)
+  VALUES (@audit_receipt_id, @audit_event_id, @trace_id, @start_id, @receipt_digest, @committed_at_ms)`;
 export const INSERT_MUTATION = `INSERT INTO step_run_mutations (mutation_id, run_event_id, start_id, run_id, step_run_id, from_status, to_status,
-    from_version, to_version, run_event_sequence, mutation_digest, started_step_run_digest, mutation_json, requested_at_ms, committed_at_ms)
+    from_version, to_version, run_event_sequence, mutation_digest, started_step_run_digest, requested_at_ms, committed_at_ms)
   VALUES (@mutation_id, @run_event_id, @start_id, @run_id, @step_run_id, @from_status, @to_status,
-    @from_version, @to_version, @run_event_sequence, @mutation_digest, @started_step_run_digest, @mutation_json, @requested_at_ms, @committed_at_ms)`;
-export const INSERT_BARRIER = `INSERT INTO tool_execution_start_barriers (start_id, command_digest, barrier_digest, barrier_json, project_id, run_id,
+    @from_version, @to_version, @run_event_sequence, @mutation_digest, @started_step_run_digest, @requested_at_ms, @committed_at_ms)`;
+export const INSERT_BARRIER = `INSERT INTO tool_execution_start_barriers (start_id, command_digest, barrier_digest, project_id, run_id,
     step_run_id, started_step_run_version, started_step_run_digest, mutation_id, mutation_digest, run_event_id, trace_id, trace_digest,
     audit_event_id, audit_receipt_id, audit_receipt_digest, adapter_id, committed_at_ms)
-  VALUES (@start_id, @command_digest, @barrier_digest, @barrier_json, @project_id, @run_id,
+  VALUES (@start_id, @command_digest, @barrier_digest, @project_id, @run_id,
     @step_run_id, @started_step_run_version, @started_step_run_digest, @mutation_id, @mutation_digest, @run_event_id, @trace_id, @trace_digest,
     @audit_event_id, @audit_receipt_id, @audit_receipt_digest, @adapter_id, @committed_at_ms)`;
 export const INSERT_IDENTITY = `INSERT INTO start_replay_identities (identity, value, start_id, command_digest)
   VALUES (@identity, @value, @start_id, @command_digest)`;
 
 export const SELECT_BARRIER = 'SELECT * FROM tool_execution_start_barriers WHERE start_id = ?';
+/**
+ * The five events of a start, around the RunEvent its barrier names (R5.3): their data is the
+ * one stored copy of each record's JSON (0080), proven against the barrier's mirror columns.
+ */
+export const SELECT_START_EVENTS = `SELECT e.global_position, e.stream_id, e.stream_position, e.event_id, e.event_type, e.data_json, e.committed_at_ms
+  FROM events a JOIN events e ON e.stream_id = a.stream_id AND e.stream_position BETWEEN a.stream_position - 3 AND a.stream_position + 1
+  WHERE a.event_id = ? AND a.stream_id = ? ORDER BY e.stream_position`;
 export const SELECT_AUDIT = 'SELECT * FROM security_audit_events WHERE audit_event_id = ?';
 export const SELECT_TRACE = 'SELECT * FROM trace_anchors WHERE trace_id = ?';
 export const SELECT_RECEIPT = 'SELECT * FROM audit_receipts WHERE audit_receipt_id = ?';
@@ -88,3 +95,14 @@ export const SELECT_INDEX_NAMES_START = indexNamesStartSql();
 /** Keyed evidence (R9.4): the MAC row of one barrier, written and read only with a keyring. */
 export const INSERT_EVIDENCE_MAC = 'INSERT INTO start_evidence_macs (start_id, key_id, mac) VALUES (?, ?, ?)';
 export const SELECT_EVIDENCE_MACS = 'SELECT key_id, mac FROM start_evidence_macs WHERE start_id = ?';
+
+/** Keyed evidence over the Run stream (R9.4, application/eventSeals.ts): written and read only with a keyring. */
+export const INSERT_EVENT_MAC = `INSERT INTO run_event_macs (stream_id, from_position, to_position, key_id, mac)
+  VALUES (@stream_id, @from_position, @to_position, @key_id, @mac)`;
+/** Every seal that overlaps positions from..to of one stream (a forged extra one included). */
+export const SELECT_EVENT_MACS_OVER = `SELECT stream_id, from_position, to_position, key_id, mac FROM run_event_macs
+  WHERE stream_id = ? AND from_position <= ? AND to_position >= ? ORDER BY from_position`;
+export const SELECT_SEAL_ORIGINS = 'SELECT key_id, from_global_position, from_ms, mac FROM run_event_seal_origins ORDER BY key_id';
+export const INSERT_SEAL_ORIGIN = `INSERT INTO run_event_seal_origins (key_id, from_global_position, from_ms, mac)
+  VALUES (@key_id, @from_global_position, @from_ms, @mac) ON CONFLICT DO NOTHING`;
+export const NEXT_GLOBAL_POSITION = 'SELECT coalesce(max(global_position), 0) + 1 AS next FROM events';

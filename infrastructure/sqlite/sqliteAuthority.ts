@@ -28,7 +28,8 @@ import { createSqliteNoteStore } from './sqliteNotes';
 import { loadRunState, readBarrier, readBarrierOfAttempt, readStream } from './reads';
 import { createSqliteRecoveryView } from './sqliteRecoveryView';
 import { nowMsOf, prepareStatements, type Statements } from './statements';
-import { lifecycleUnitOfWork, startUnitOfWork } from './writes';
+import { lifecycleUnitOfWork, startUnitOfWork, type Sealer } from './writes';
+import { readSealedSpan, sqliteSealer } from './sqliteSeals';
 import { sqliteDriverClaims } from './sqliteDriverClaims';
 import type { DriverClaims } from '../../domain';
 
@@ -100,6 +101,7 @@ class SqliteAuthority implements SqliteStartBarrier {
   private readonly serial = new SerialExecutor();
   private closed = false;
   private readonly s: Statements;
+  private readonly seal: Sealer | undefined;
 
   constructor(
     readonly db: Database.Database,
@@ -107,7 +109,8 @@ class SqliteAuthority implements SqliteStartBarrier {
     private readonly keys: EvidenceKeyring | undefined,
   ) {
     this.s = prepareStatements(db);
-    this.eventStore = createRunEventStore(this.s, { read: (body) => this.read(body), write: (body) => this.write(body) });
+    this.seal = keys === undefined ? undefined : sqliteSealer(this.s, keys);
+    this.eventStore = createRunEventStore(this.s, { read: (body) => this.read(body), write: (body) => this.write(body) }, false, this.seal, keys);
   }
 
   readonly eventStore: RunEventStore;
@@ -183,7 +186,7 @@ class SqliteAuthority implements SqliteStartBarrier {
   readonly barriers = {
     prepare: async (command: unknown): Promise<PrepareResult> => {
       const decoded = decodeStartCommand(command); // bad input: typed error, nothing opened
-      return this.write(() => runStartTransaction(startUnitOfWork(this.s, this.keys), decoded, this.hook), decoded.command.startId);
+      return this.write(() => runStartTransaction(startUnitOfWork(this.s, this.keys, this.seal), decoded, this.hook), decoded.command.startId);
     },
     getByStartId: async (startId: string): Promise<StoredBarrier | null> => {
       const id = decodeStartIdArgs(startId);
@@ -199,7 +202,7 @@ class SqliteAuthority implements SqliteStartBarrier {
     handle: async (command: unknown): Promise<AppendOutcome> => {
       const decoded = decodeLifecycle(command);
       const events: StoredEvent[] = [];
-      const decision = await this.write(() => runLifecycleTransaction(lifecycleUnitOfWork(this.s, events), decoded));
+      const decision = await this.write(() => runLifecycleTransaction(lifecycleUnitOfWork(this.s, events, this.seal), decoded));
       return { runVersion: decision.after.run!.version, events };
     },
     getStepRun: (runId: string, stepRunId: string): Promise<StepRunView | null> =>
@@ -207,7 +210,7 @@ class SqliteAuthority implements SqliteStartBarrier {
         const s = loadRunState(this.s, runId, [stepRunId]).stepRuns[stepRunId];
         return s === undefined ? null : { ...s, digest: stepRunRowOf(s).digest };
       }),
-    readStream: (runId: string): Promise<readonly StoredEvent[]> => this.read(() => readStream(this.s, runId)),
+    readStream: (runId: string): Promise<readonly StoredEvent[]> => this.read(() => readStream(this.s, runId, this.keys)),
   };
 
   private recoveryView: ReturnType<typeof createSqliteRecoveryView> | undefined;
@@ -220,8 +223,14 @@ class SqliteAuthority implements SqliteStartBarrier {
 
   readonly recovery: RecoveryApi = createRecoveryApi({
     snapshot: (body) =>
-      this.snapshot(() => body((this.recoveryView ??= createSqliteRecoveryView({ db: this.db, readBarrier: (id) => readBarrier(this.s, id, this.keys), nowMs: () => nowMsOf(this.s) })))),
+      this.snapshot(() => body((this.recoveryView ??= createSqliteRecoveryView({
+          db: this.db,
+          readBarrier: (id) => readBarrier(this.s, id, this.keys),
+          nowMs: () => nowMsOf(this.s),
+          sealedSpan: (streamId, from, to) => readSealedSpan(this.s, streamId, from, to),
+        })))),
     handle: (command) => this.runs.handle(command),
+    keyring: () => this.keys,
     notes: createSqliteNoteStore(() => this.db, (body) => this.write(body)),
   });
 

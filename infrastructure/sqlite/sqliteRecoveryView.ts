@@ -4,6 +4,7 @@ import type { RunRow, StepRunRow } from '../../projections/rows';
 import type { EventRow } from '../../projections/verifyRows';
 import type { StoredBarrier, VerifyProblem } from '../../application/authority';
 import type { RecoveryView } from '../../application/recoveryRules';
+import type { SealedSpan } from '../../application/eventSeals';
 import { claimHistoryProblems, type StoredClaimRow } from '../../application/driverClaimRules';
 import { schemaProblems, type LedgerRow } from '../migrations';
 import * as RSQL from './recoverySql';
@@ -18,6 +19,8 @@ export interface SqliteRecoveryHost {
   /** The authority's R5.3-verified barrier read. */
   readBarrier(startId: string): StoredBarrier | null;
   nowMs(): number;
+  /** Keyed evidence (R9.4): what a seal check of positions from..to of one stream reads. */
+  sealedSpan(streamId: string, from: number, to: number): SealedSpan;
 }
 
 interface ForeignKeyViolation {
@@ -78,6 +81,7 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
     runRowsAfter: async (after, limit) => s.runRows.all(after, limit) as (RunRow & { stream_version: number | null })[],
     stepRunRowsAfter: async (after, limit) => s.stepRunRows.all(after[0], after[1], limit) as StepRunRow[],
     eventRowsAfter: async (after, limit) => s.eventRows.all(after, limit) as (EventRow & { global_position: number })[],
+    sealedSpan: async (streamId, from, to) => host.sealedSpan(streamId, from, to),
 
     integrityProblems: async () => {
       const problems: VerifyProblem[] = [];

@@ -25,6 +25,7 @@ const STATEMENTS = {
   insertBarrier: SQL.INSERT_BARRIER,
   insertIdentity: SQL.INSERT_IDENTITY,
   barrier: SQL.SELECT_BARRIER,
+  startEvents: SQL.SELECT_START_EVENTS,
   audit: SQL.SELECT_AUDIT,
   trace: SQL.SELECT_TRACE,
   receipt: SQL.SELECT_RECEIPT,
@@ -33,6 +34,11 @@ const STATEMENTS = {
   indexNamesStart: SQL.SELECT_INDEX_NAMES_START,
   insertEvidenceMac: SQL.INSERT_EVIDENCE_MAC,
   evidenceMacs: SQL.SELECT_EVIDENCE_MACS,
+  insertEventMac: SQL.INSERT_EVENT_MAC,
+  eventMacsOver: SQL.SELECT_EVENT_MACS_OVER,
+  sealOrigins: SQL.SELECT_SEAL_ORIGINS,
+  insertSealOrigin: SQL.INSERT_SEAL_ORIGIN,
+  nextGlobalPosition: SQL.NEXT_GLOBAL_POSITION,
 };
 
 export type Statements = { readonly [K in keyof typeof STATEMENTS]: Database.Statement };

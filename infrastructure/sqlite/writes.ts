@@ -1,4 +1,6 @@
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
+import { appendedEventCells, startEventCells } from '../../application/eventSeals';
+import type { ChainedCells } from '../../projections/eventChain';
 import { randomUUID } from 'node:crypto';
 import { CompareAndSetLostError, canonicalJson, evolve, streamNameOf, type RunState, type RunStreamEvent } from '../../domain';
 import { eventChainDigest } from '../../projections/eventChain';
@@ -75,7 +77,10 @@ const writeStep = (s: Statements, plan: StartWrite, step: StartWriteStep): void 
   }
 };
 
-export const startUnitOfWork = (s: Statements, keys?: EvidenceKeyring): StartUnitOfWork => ({
+/** Keyed evidence (R9.4): stores the seal of what one transaction appended to one stream. */
+export type Sealer = (streamId: string, events: readonly ChainedCells[]) => void;
+
+export const startUnitOfWork = (s: Statements, keys?: EvidenceKeyring, seal?: Sealer): StartUnitOfWork => ({
   lookupReplay: async (keys) => lookupReplay(s, keys),
   lockForStart: async (runId, stepRunId) => loadRunState(s, runId, [stepRunId]),
   readBarrier: async (startId) => readBarrier(s, startId, keys),
@@ -90,6 +95,7 @@ export const startUnitOfWork = (s: Statements, keys?: EvidenceKeyring): StartUni
         sealEvidence: async (plan: StartWrite) => {
           const mac = keys.seal(plan.result);
           s.insertEvidenceMac.run(plan.startId, mac.key_id, mac.mac);
+          seal?.(plan.streamId, startEventCells(plan));
         },
       }),
 });
@@ -101,7 +107,7 @@ const insertEvent = (s: Statements, stream: string, position: number, event: Run
 };
 
 /** The lifecycle unit of work; appended events are pushed to `collect`. */
-export const lifecycleUnitOfWork = (s: Statements, collect: StoredEvent[]): LifecycleUnitOfWork => ({
+export const lifecycleUnitOfWork = (s: Statements, collect: StoredEvent[], seal?: Sealer): LifecycleUnitOfWork => ({
   lockForLifecycle: async (runId, stepRunId) => loadRunState(s, runId, stepRunId === undefined ? [] : [stepRunId]),
   appendLifecycle: async (events, before, after) => {
     const run = after.run!;
@@ -113,10 +119,11 @@ export const lifecycleUnitOfWork = (s: Statements, collect: StoredEvent[]): Life
     // against the event just appended). An outcome event's recovery row is its trigger's.
     let state: RunState = before;
     let head = from;
+    const appended: StoredEvent[] = [];
     for (const [i, event] of events.entries()) {
       const position = from + i + 1;
       const next = evolve(state, event);
-      collect.push(insertEvent(s, stream, position, event, committedAtMs));
+      appended.push(insertEvent(s, stream, position, event, committedAtMs));
       if (state.run === null) s.insertRun.run(runRowOf(next.run!));
       else if (position > 1) {
         casStream(s, stream, head, position);
@@ -130,5 +137,7 @@ export const lifecycleUnitOfWork = (s: Statements, collect: StoredEvent[]): Life
       state = next;
     }
     if (head !== run.version) throw new Error(`lifecycle append of Run ${run.runId} ended at ${head}, its decision at ${run.version}`);
+    seal?.(stream, appendedEventCells(stream, appended));
+    collect.push(...appended);
   },
 });

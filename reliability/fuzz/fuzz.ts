@@ -30,6 +30,13 @@ import { recordCases, sameRows } from './recordCases';
 // and no table gains a row: the stores hold two Runs whose StepRuns are already running, so no
 // generated command can legitimately start anything.
 
+/** The barrier record's text inside a barrier event's data `{"barrier":…,"barrierDigest":…}`, as stored (undefined if it is not that shape). */
+const barrierTextOf = (data: unknown): string | undefined => {
+  const text = String(data);
+  const at = text.lastIndexOf(',"barrierDigest":');
+  return text.startsWith('{"barrier":') && at > 11 ? text.slice(11, at) : undefined;
+};
+
 export interface FuzzOptions {
   readonly cases: number;
   readonly recordCases: number;
@@ -274,13 +281,14 @@ export const runFuzz = async (options: FuzzOptions): Promise<FuzzReport> => {
       }
 
       // The single-record decoders on the changed JSON text, where the change was to one.
-      if (rc.where.endsWith('barrier_json')) {
-        const json = rc.rows.barrier.barrier_json;
+      // The barrier's one stored copy is inside its event (the fifth): { barrier, barrierDigest }.
+      if (rc.where === 'events[4].data_json') {
+        const json = barrierTextOf(rc.rows.events[4]?.data_json);
         const r = attempt(() => verifyStoredBarrier(original.barrier.start_id, String(json), original.barrier.barrier_digest));
         if (r.error !== undefined && !(r.error instanceof CorruptRecordError)) {
           crashes++;
           fail(`${label}: verifyStoredBarrier threw an untyped ${String(r.error)}`);
-        } else if (r.error === undefined && json !== original.barrier.barrier_json) fail(`${label}: verifyStoredBarrier accepted changed JSON`);
+        } else if (r.error === undefined && json !== barrierTextOf(original.events[4]?.data_json)) fail(`${label}: verifyStoredBarrier accepted changed JSON`);
         const parsed = attempt(() => JSON.parse(String(json)) as unknown);
         if (parsed.error === undefined) {
           const d = attempt(() => decodeBarrierRecord(parsed.value));

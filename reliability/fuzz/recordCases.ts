@@ -111,7 +111,7 @@ const scalarChanges = (current: unknown): fc.Arbitrary<{ kind: string; value: un
   );
 };
 
-const JSON_COLUMNS = new Set(['barrier_json', 'event_json', 'anchor_json', 'receipt_json', 'mutation_json', 'data_json']);
+const JSON_COLUMNS = new Set(['data_json']);
 
 export const recordCases = (starts: readonly StoredStartRows[]): fc.Arbitrary<RecordCase> =>
   fc.integer({ min: 0, max: starts.length - 1 }).chain((start) => {

@@ -1,6 +1,7 @@
 import { expect } from 'chai';
 import { FORGERIES, type ForgeryTarget } from '../../testkit/forgery';
 import type { OpenTarget } from '../../testkit/forgeryTargets';
+import { KEYED_FORGERIES, type OpenKeyedTarget } from '../../testkit/keyedForgery';
 
 // R9.1 / R9.2: every forgery of testkit/forgery.ts, tried with the runtime's own credentials
 // against one backend: each is refused by the database or reported by `verify` (never
@@ -25,6 +26,26 @@ export const forgerySuite = (open: () => Promise<OpenTarget>, expected: Readonly
       if (outcome === 'refused') expect(reason).to.match(OWN_REFUSAL);
       const want = expected[f.name];
       if (want !== undefined) expect(outcome, reason).to.equal(want);
+    });
+  }
+};
+
+/**
+ * R9.4: the keyed forgeries of testkit/keyedForgery.ts against a store with a deployment
+ * keyring. The database accepts each (a legal transition, INSERT rights); every keyed read
+ * that shows it refuses it and `verify` reports it: detected, never accepted.
+ */
+export const keyedForgerySuite = (open: () => Promise<OpenKeyedTarget>): void => {
+  let opened: OpenKeyedTarget;
+  before(async () => {
+    opened = await open();
+  });
+  after(async () => opened?.close());
+
+  for (const f of KEYED_FORGERIES) {
+    it(`R9.4 ${f.name}: every keyed read that shows it fails closed and verify reports it`, async () => {
+      const { outcome, reason } = await f.attempt(opened.target);
+      expect(outcome, reason).to.equal('detected');
     });
   }
 };

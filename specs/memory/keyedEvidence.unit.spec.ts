@@ -1,8 +1,9 @@
 import { openMemoryStartBarrier, type Tables } from '../../infrastructure/memory/memoryAuthority';
-import { keyedEvidenceSuite } from '../conformance/keyedEvidenceConformance';
+import { keyedEvidenceSuite, type KeyedBackend } from '../conformance/keyedEvidenceConformance';
+import { keyedLifecycleSuite } from '../conformance/keyedLifecycleConformance';
 
 // One store, several authorities: each new authority is pointed at the first one's tables.
-keyedEvidenceSuite({
+const backend: KeyedBackend = {
   name: 'in-memory',
   create: async () => {
     let shared: { tables: Tables } | undefined;
@@ -19,4 +20,6 @@ keyedEvidenceSuite({
       close: async () => undefined,
     };
   },
-});
+};
+keyedEvidenceSuite(backend);
+keyedLifecycleSuite(backend);

@@ -89,34 +89,24 @@ describe('PostgreSQL corruption: reads fail closed (R5.3)', function () {
     await expectHealthy();
   });
 
-  it('R5.3 a consistent forgery (barrier JSON rewritten, re-canonicalised, re-digested, mirrors updated) still fails against its facts', async () => {
-    const row = (await admin.query<{ barrier_json: string; barrier_digest: string }>(`SELECT barrier_json, barrier_digest FROM ql3.tool_execution_start_barriers WHERE start_id = $1`, [command.startId])).rows[0]!;
-    const forged = JSON.parse(row.barrier_json) as { contracts: { adapter: { id: string } } };
+  it('R5.3 a consistent forgery (barrier JSON rewritten in its event, re-canonicalised, re-digested, mirrors updated) still fails against its facts', async () => {
+    const eventId = `barrier:${command.startId}`;
+    const event = (await admin.query<{ data_json: string }>(`SELECT data_json FROM ql3.events WHERE event_id = $1`, [eventId])).rows[0]!;
+    const row = (await admin.query<{ barrier_digest: string }>(`SELECT barrier_digest FROM ql3.tool_execution_start_barriers WHERE start_id = $1`, [command.startId])).rows[0]!;
+    const forged = (JSON.parse(event.data_json) as { barrier: { contracts: { adapter: { id: string } } } }).barrier;
     forged.contracts.adapter.id = 'adapter.http.v9';
     const json = canonicalJson(forged);
-    await asReplica((c) =>
-      c
-        .query(`UPDATE ql3.tool_execution_start_barriers SET barrier_json = $1, barrier_digest = $2, adapter_id = $3 WHERE start_id = $4`, [
-          json,
-          digestCanonical(RECORD_TAGS.barrier, json),
-          'adapter.http.v9',
-          command.startId,
-        ])
-        .then(() => undefined),
-    );
+    const digest = digestCanonical(RECORD_TAGS.barrier, json);
+    const put = (data: string, barrierDigest: string, adapterId: string) =>
+      asReplica(async (c) => {
+        await c.query(`UPDATE ql3.events SET data_json = $1 WHERE event_id = $2`, [data, eventId]);
+        await c.query(`UPDATE ql3.tool_execution_start_barriers SET barrier_digest = $1, adapter_id = $2 WHERE start_id = $3`, [barrierDigest, adapterId, command.startId]);
+      });
+    await put(`{"barrier":${json},"barrierDigest":${JSON.stringify(digest)}}`, digest, 'adapter.http.v9');
     try {
       await expectFailsClosed('forged barrier');
     } finally {
-      await asReplica((c) =>
-        c
-          .query(`UPDATE ql3.tool_execution_start_barriers SET barrier_json = $1, barrier_digest = $2, adapter_id = $3 WHERE start_id = $4`, [
-            row.barrier_json,
-            row.barrier_digest,
-            command.contracts.adapter.id,
-            command.startId,
-          ])
-          .then(() => undefined),
-      );
+      await put(event.data_json, row.barrier_digest, command.contracts.adapter.id);
     }
     await expectHealthy();
   });

@@ -6,7 +6,8 @@ import { mapTimeout } from '../../infrastructure/postgres/errors';
 import { FORGERIES } from '../../testkit/forgery';
 import { postgresForgeryTarget } from '../../testkit/forgeryTargets';
 import { createDatabase, type TestDatabase } from '../../testkit/postgresHarness';
-import { forgerySuite } from '../conformance/forgeryConformance';
+import { forgerySuite, keyedForgerySuite } from '../conformance/forgeryConformance';
+import { openKeyedForgeryTarget } from '../../testkit/keyedForgery';
 
 // R9.1: as ql3_runtime (the credentials a runtime replica holds, migrate: false), the database
 // itself refuses every forgery: no grant to rewrite a head, and the event trigger for the rest.
@@ -24,6 +25,19 @@ describe('R9.1 forgeries with the runtime role on PostgreSQL: every one refused 
     },
     Object.fromEntries(FORGERIES.map((f) => [f.name, 'refused'])),
   );
+});
+
+describe('R9.4 keyed forgeries with the runtime role on PostgreSQL (no key): accepted by the database, detected by every keyed read and by verify', function () {
+  this.timeout(120_000);
+  const dbs: TestDatabase[] = [];
+  keyedForgerySuite(async () => {
+    const db = await createDatabase();
+    dbs.push(db);
+    return openKeyedForgeryTarget('postgres', db.url);
+  });
+  after(async () => {
+    for (const db of dbs) await db.drop(); // after the suite's own hook has closed its pools
+  });
 });
 
 describe('R9.1 a history refusal on the runtime\'s own path is typed (PostgreSQL)', () => {

@@ -1,11 +1,25 @@
-// What pg-0035 .. pg-0039 (and pg-0042, which builds on them) add, taken away again: a spec that rolls a store back to before them
+import { PG_ADD_JSON_COPIES, PG_FILL_JSON_COPIES, PG_RESTORE_REPEATED_KEYS } from '../../testkit/beforeStoredOnce';
+
+// What pg-0050 changes, taken back (testkit/beforeStoredOnce.ts): the JSON copies, filled again
+// from the events (the one place pg-0050 keeps them), and the repeated unique constraints. Run as
+// a superuser (replica role skips the append-only triggers while the copies are written back).
+export const UNDO_STORED_ONCE = `
+  ${PG_ADD_JSON_COPIES}
+  SET session_replication_role = replica;
+  ${PG_FILL_JSON_COPIES}
+  SET session_replication_role = DEFAULT;
+  ${PG_RESTORE_REPEATED_KEYS}
+  DELETE FROM ql3.schema_migrations WHERE name >= 'pg-0050';
+`;
+
+// What pg-0035 .. pg-0039 (and pg-0042, the row digests, and pg-0045, the start's turn function) add, taken away again: a spec that rolls a store back to before them
 // (as written by the code before the chain and the event trigger) and lets the migrator
 // upgrade it. Their schema_migrations rows are deleted by the caller.
-export const UNDO_HISTORY_MIGRATIONS = `
+export const UNDO_HISTORY_MIGRATIONS = `${UNDO_STORED_ONCE}
   DROP TRIGGER events_append_run_event ON ql3.events;
   DROP TRIGGER events_whole_start ON ql3.events;
   DROP FUNCTION ql3.append_run_event(), ql3.require_whole_start(), ql3.refuse_history(text), ql3.step_run_json(jsonb, boolean),
-    ql3.tagged_digest(text, text), ql3.take_run_turn(text), ql3.await_run_turn(text, integer),
+    ql3.tagged_digest(text, text), ql3.take_run_turn(text), ql3.await_run_turn(text, integer), ql3.take_start_turn(text, bigint),
     ql3.event_chain_digest(text, text, bigint, text, text, text, bigint);
   DROP FUNCTION ql3.purge_resolution_note(text, text);
   ALTER TABLE ql3.events DROP COLUMN chain_digest;

@@ -329,14 +329,15 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
   it('R5.2 with retries exhausted the loser gets CONCURRENCY_EXHAUSTED and nothing of its start survives', async () => {
     const s = await setUp();
     const command = s.startCommand();
-    // After the loser's snapshot, another session commits a new version of the stream head: the
-    // event trigger's move of that head then fails with 40001, and with no retry left that is final.
+    // After the loser's snapshot (it has the Run's turn: 'lock'), another session commits a new
+    // version of the stream head: the event trigger's move of that head then fails with 40001,
+    // and with no retry left that is final.
     let interfered = false;
     const [loser] = await clients(1, {
       maxRetries: 0,
       hooks: {
         onStartStep: async (step) => {
-          if (step !== 'lookup' || interfered) return;
+          if (step !== 'lock' || interfered) return;
           interfered = true;
           await db.admin((c) => c.query('UPDATE ql3.streams SET version = version WHERE stream_id = $1', [`run-${s.runId}`]));
         },
@@ -352,9 +353,10 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     expect((await main.barriers.prepare(command)).outcome).to.equal('created');
   });
 
-  it('R5.2 writers of one Run take turns: 8 concurrent starts of different StepRuns of one Run need no retry budget', async () => {
+  it('R5.2 writers of one Run take turns: 8 clients, 4 starts each of different StepRuns of one Run, need no retry budget and never fail each other', async () => {
     const s = await setUp();
-    const ids = Array.from({ length: 8 }, (_, i) => `${s.stepRunId}-t${i}`);
+    const perClient = 4;
+    const ids = Array.from({ length: 8 * perClient }, (_, i) => `${s.stepRunId}-t${i}`);
     for (const id of ids) {
       await main.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: id, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } });
       await main.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId: id, requestedAtMs: 1 } });
@@ -367,8 +369,40 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
         return { ...raw, stepRun: { ...raw.stepRun, stepRunId: id } };
       }),
     );
-    const results = await Promise.all(commands.map((c, i) => racers[i]!.barriers.prepare(c)));
-    expect(results.map((r) => r.outcome)).to.deep.equal(Array(8).fill('created'));
+    const results = await Promise.all(
+      racers.map(async (racer, c) => {
+        const outcomes: string[] = [];
+        for (let i = 0; i < perClient; i++) outcomes.push((await racer.barriers.prepare(commands[c * perClient + i]!)).outcome);
+        return outcomes;
+      }),
+    );
+    expect(results.flat()).to.deep.equal(Array(8 * perClient).fill('created'));
+    expect(await main.runs.readStream(s.runId)).to.have.length(3 + ids.length * (2 + 5)); // the scenario's 3, then 2 lifecycle and 5 start events per StepRun
+  });
+
+  it('R3.5 R9.5 a writer of the Run commits between a start\'s read and its write: the turn\'s compare-and-set refuses the stale decision before any write, and the start decides again on a fresh read, spending no retry', async () => {
+    const s = await setUp();
+    let interfered = 0;
+    let attempts = 0;
+    const [racer] = await clients(1, {
+      maxRetries: 0,
+      hooks: {
+        onAttempt: (n) => void (attempts = n),
+        onStartStep: async (step) => {
+          if (step !== 'lookup' || interfered++ > 0) return;
+          // same Run, another StepRun: the Run version moves, this start's StepRun does not
+          await main.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: `${s.stepRunId}-other`, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } });
+        },
+      },
+    });
+    const versionBefore = (await main.runs.readStream(s.runId)).length;
+    const result = await racer!.barriers.prepare(s.startCommand());
+    expect(result.outcome).to.equal('created');
+    expect(interfered).to.equal(2); // decided twice
+    expect(attempts).to.equal(1); // and spent one attempt
+    const events = await main.runs.readStream(s.runId);
+    expect(events).to.have.length(versionBefore + 1 + 5);
+    expect(events.slice(-5).map((e) => e.streamPosition)).to.deep.equal([versionBefore + 2, versionBefore + 3, versionBefore + 4, versionBefore + 5, versionBefore + 6]);
   });
 
   it('R5.2 R9.5 a fresh deployment: 8 clients starting on distinct Runs over empty tables: no global gate, so each start commits or ends typed (CONCURRENCY_EXHAUSTED) having written nothing, and its re-call commits', async () => {

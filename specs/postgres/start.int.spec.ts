@@ -128,13 +128,16 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
     const s = await setUp(a);
     statements.length = 0;
     await a.barriers.prepare(s.startCommand());
-    // the replay lookup runs just before BEGIN (no predicate lock shared with other Runs); BEGIN,
-    // the SET LOCALs and the Run's turn (R9.5: the Run row lock, no advisory key) travel in one
-    // simple-protocol round trip, the timeouts inlined
+    // round trip 1 is the unlocked read (the replay lookup among it: no predicate lock shared
+    // with other Runs); round trip 2 is one simple query, one implicit SERIALIZABLE transaction:
+    // the timeouts SET LOCAL (inlined), the Run's turn and expected version (R9.5: the Run row
+    // lock, no advisory key), the write, each statement prepared once per connection
+    expect(statements).to.have.length(2);
     expect(statements[0]).to.contain('start_replay_identities i ON');
     expect(statements[1]).to.match(
-      /^BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT\s+set_config\('statement_timeout', '5000', true\).*set_config\('lock_timeout', '2000', true\).*set_config\('idle_in_transaction_session_timeout', '10000', true\).*; SELECT ql3\.take_run_turn\('[^']+'\) AS turn$/s,
+      /^SET TRANSACTION ISOLATION LEVEL SERIALIZABLE;\nSET LOCAL statement_timeout = '5000';\nSET LOCAL lock_timeout = '2000';\nSET LOCAL idle_in_transaction_session_timeout = '10000';\n(PREPARE ql3w_[0-9a-f]+ AS [^]*?;\n)*EXECUTE ql3w_[0-9a-f]+\('[^']+', '\d+'\);\nEXECUTE ql3w_[0-9a-f]+\([^]*\)$/,
     );
+    expect(statements[1]).to.contain('take_start_turn');
     expect(statements.join('\n')).not.to.contain('pg_advisory');
     // (the race specs prove each timeout fires; here: once committed, the session is clean)
     const client = await a.pool.connect();
@@ -146,7 +149,7 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
     }
   });
 
-  it('R5.2 round trips per call, counted: batched start 5, exact replay 2 (no transaction, no turn: immutable rows), stepwise start 7 (the lookup just before BEGIN, the head moves the event trigger\'s); R5.2 the Run turn before any evidence', async () => {
+  it('R5.2 round trips per call, counted: batched start 2 (read; turn, compare-and-set, write and commit in one query), exact replay 1 (no transaction, no turn: immutable rows), stepwise start 7 (the read just before BEGIN, the head moves the event trigger\'s); R5.2 the Run turn before any evidence', async () => {
     const batched = await open('batched');
     const s = await setUp(batched.a);
     batched.statements.length = 0;
@@ -165,11 +168,18 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
     const shape = (qs: string[]) =>
       qs.map((q) =>
         q.startsWith('BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT') && q.includes('set_config') && q.includes('take_run_turn') ? 'BEGIN + configure + turn'
-          : q === 'COMMIT' ? 'COMMIT' : q.startsWith('WITH\n  b AS') ? 'read'
-          : q.includes('start_replay_identities i ON') ? 'lookup' : q.includes('FROM ql3.runs WHERE run_id') ? 'state' : q.startsWith('WITH evidence_events') ? 'write' : q.slice(0, 40),
+          : q.startsWith('SET TRANSACTION ISOLATION LEVEL SERIALIZABLE;') && q.includes('EXECUTE ql3w_') ? 'turn + write + commit'
+          : q === 'COMMIT' ? 'COMMIT' : q.startsWith('WITH\n  b AS') ? 'read barrier'
+          : q.startsWith('WITH\n  lookup AS') ? 'read' : q.includes('FROM ql3.runs WHERE run_id') ? 'state' : q.startsWith('WITH evidence_events') ? 'write' : q.slice(0, 40),
       );
-    expect(shape(created)).to.deep.equal(['lookup', 'BEGIN + configure + turn', 'state', 'write', 'COMMIT']);
-    expect(shape(replay)).to.deep.equal(['lookup', 'read']);
+    expect(shape(created)).to.deep.equal(['read', 'turn + write + commit']);
+    expect(shape(replay)).to.deep.equal(['read']);
+    // a second start on a warm connection: still two, nothing prepared again
+    const s3 = await setUp(batched.a);
+    batched.statements.length = 0;
+    await batched.a.barriers.prepare(s3.startCommand());
+    expect(shape(batched.statements)).to.deep.equal(['read', 'turn + write + commit']);
+    expect(shape(steps).slice(0, 2)).to.deep.equal(['read', 'BEGIN + configure + turn']);
     expect(steps).to.have.length(7);
     // the turn (the Run row lock) precedes every statement that writes evidence
     const lockAt = steps.findIndex((q) => q.includes('take_run_turn'));

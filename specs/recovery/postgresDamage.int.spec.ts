@@ -49,7 +49,7 @@ describe('recovery read models on PostgreSQL: atomicity, upgrade, grants, damage
     await db.admin((c) =>
       c.query(`${UNDO_HISTORY_MIGRATIONS}
         DROP TABLE ql3.start_outcomes; DROP TRIGGER events_project_start_outcome ON ql3.events; DROP FUNCTION ql3.project_start_outcome();
-        DROP INDEX ql3.step_run_mutations_start; DROP TABLE ql3.adapter_driver_claims; DROP TABLE ql3.start_evidence_macs;
+        DROP INDEX ql3.step_run_mutations_start; DROP TABLE ql3.adapter_driver_claims; DROP TABLE ql3.start_evidence_macs; DROP TABLE ql3.run_event_macs, ql3.run_event_seal_origins;
         DELETE FROM ql3.schema_migrations WHERE name >= 'pg-0031'`),
     );
     a = await openPostgresStartBarrier({ connectionString: db.url });
@@ -79,7 +79,7 @@ describe('recovery read models on PostgreSQL: atomicity, upgrade, grants, damage
     await db.admin(async (c) => {
       await c.query('SET session_replication_role = replica'); // foreign keys and triggers off: simulated damage
       await c.query('DELETE FROM ql3.step_runs WHERE run_id = $1', [orphaned.s.runId]);
-      await c.query("INSERT INTO ql3.trace_anchors SELECT 'trace-ghost', span_id, 'start-ghost', run_id, step_run_id, trace_digest, anchor_json, committed_at_ms FROM ql3.trace_anchors WHERE start_id = $1", [skewed.startId]);
+      await c.query("INSERT INTO ql3.trace_anchors SELECT 'trace-ghost', span_id, 'start-ghost', run_id, step_run_id, trace_digest, committed_at_ms FROM ql3.trace_anchors WHERE start_id = $1", [skewed.startId]);
       await c.query('UPDATE ql3.streams SET version = version + 1 WHERE stream_id = $1', [`run-${skewed.s.runId}`]);
     });
     const report = await a.recovery.verify();

@@ -61,7 +61,7 @@ describe('recovery read models on SQLite: atomicity, upgrade, damage', function 
     // Take the database back to before 0057 (the log keeps the outcome events), and so before
     // the projection trigger of 0058 and everything after it too.
     b.db.exec(`${UNDO_HISTORY_MIGRATIONS} DROP TRIGGER events_project_start_outcome; DROP TABLE start_outcomes; DROP INDEX step_run_mutations_start;
-      DROP TABLE adapter_driver_claims; DROP TABLE start_evidence_macs; DELETE FROM schema_migrations WHERE name >= '0057'`);
+      DROP TABLE adapter_driver_claims; DROP TABLE start_evidence_macs; DROP TABLE run_event_macs; DROP TABLE run_event_seal_origins; DELETE FROM schema_migrations WHERE name >= '0057'`);
     await b.close();
     b = await openSqliteStartBarrier({ path });
     try {
@@ -104,7 +104,7 @@ describe('recovery read models on SQLite: atomicity, upgrade, damage', function 
     // Evidence of a start that never moved a StepRun.
     a.db.exec('DROP TRIGGER security_audit_events_no_delete');
     a.db
-      .prepare('INSERT INTO security_audit_events SELECT ?, ?, run_id, step_run_id, audit_event_digest, event_json, committed_at_ms FROM security_audit_events WHERE start_id = ?')
+      .prepare('INSERT INTO security_audit_events SELECT ?, ?, run_id, step_run_id, audit_event_digest, committed_at_ms FROM security_audit_events WHERE start_id = ?')
       .run('audit-ghost', 'start-ghost', ghostly.startId);
     // A StepRun that says running at an attempt that has no barrier (self-consistent row).
     const s = (await a.runs.getStepRun(lying.s.runId, lying.s.stepRunId))!;

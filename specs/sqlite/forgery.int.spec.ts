@@ -5,7 +5,8 @@ import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { mapSqliteError } from '../../infrastructure/sqlite/errors';
 import { FORGERIES } from '../../testkit/forgery';
 import { sqliteForgeryTarget } from '../../testkit/forgeryTargets';
-import { forgerySuite } from '../conformance/forgeryConformance';
+import { forgerySuite, keyedForgerySuite } from '../conformance/forgeryConformance';
+import { openKeyedForgeryTarget } from '../../testkit/keyedForgery';
 import { freshDbPath } from '../support/tmp';
 
 // R9.1 / R9.2 on SQLite: any process may open the file, with foreign keys off as SQLite
@@ -19,6 +20,15 @@ describe('R9.1/R9.2 forgeries by another process on SQLite: refused by triggers'
     () => sqliteForgeryTarget(freshDbPath('forgery'), freshDbPath('forgery-source')),
     Object.fromEntries(FORGERIES.map((f) => [f.name, 'refused'])),
   );
+});
+
+describe('R9.4 keyed forgeries by another process on SQLite (no key): detected by every keyed read and by verify', function () {
+  this.timeout(120_000);
+  keyedForgerySuite(async () => {
+    const path = freshDbPath('keyed-forgery');
+    await (await openSqliteStartBarrier({ path })).close();
+    return openKeyedForgeryTarget('sqlite', path);
+  });
 });
 
 describe('R9.1 a history refusal on the runtime\'s own path is typed (SQLite)', () => {

@@ -1,7 +1,36 @@
+import { DROP_START_TABLES, START_TABLES_BEFORE_STORED_ONCE } from '../../testkit/beforeStoredOnce';
+
+// What 0080 changes, taken back: the five start tables with their JSON copies (filled again from
+// the events, the one place 0080 keeps it), their repeated unique constraints, and every trigger
+// and index 0003, 0055, 0057 and 0063 put on them (testkit/beforeStoredOnce.ts). Foreign keys are
+// deferred while they are rebuilt.
+export const UNDO_STORED_ONCE = `
+  BEGIN; PRAGMA defer_foreign_keys = ON;
+  CREATE TEMP TABLE u_audit AS SELECT o.*, e.data_json AS event_json FROM security_audit_events o JOIN events e ON e.event_id = 'audit:' || o.audit_event_id ORDER BY o.rowid;
+  CREATE TEMP TABLE u_trace AS SELECT o.*, e.data_json AS anchor_json FROM trace_anchors o JOIN events e ON e.event_id = 'trace:' || o.trace_id ORDER BY o.rowid;
+  CREATE TEMP TABLE u_receipt AS SELECT o.*, e.data_json AS receipt_json FROM audit_receipts o JOIN events e ON e.event_id = 'receipt:' || o.audit_receipt_id ORDER BY o.rowid;
+  CREATE TEMP TABLE u_mutation AS SELECT o.*, e.data_json AS mutation_json FROM step_run_mutations o JOIN events e ON e.event_id = o.run_event_id ORDER BY o.rowid;
+  CREATE TEMP TABLE u_barrier AS SELECT o.*, substr(e.data_json, 12, length(e.data_json) - 11 - length(',"barrierDigest":' || json_quote(o.barrier_digest) || '}')) AS barrier_json
+    FROM tool_execution_start_barriers o JOIN events e ON e.event_id = 'barrier:' || o.start_id ORDER BY o.rowid;
+  ${DROP_START_TABLES}
+  ${START_TABLES_BEFORE_STORED_ONCE}
+  INSERT INTO security_audit_events SELECT audit_event_id, start_id, run_id, step_run_id, audit_event_digest, event_json, committed_at_ms FROM temp.u_audit ORDER BY rowid;
+  INSERT INTO trace_anchors SELECT trace_id, span_id, start_id, run_id, step_run_id, trace_digest, anchor_json, committed_at_ms FROM temp.u_trace ORDER BY rowid;
+  INSERT INTO audit_receipts SELECT audit_receipt_id, audit_event_id, trace_id, start_id, receipt_digest, receipt_json, committed_at_ms FROM temp.u_receipt ORDER BY rowid;
+  INSERT INTO step_run_mutations SELECT mutation_id, run_event_id, start_id, run_id, step_run_id, from_status, to_status, from_version, to_version, run_event_sequence,
+    mutation_digest, started_step_run_digest, mutation_json, requested_at_ms, committed_at_ms FROM temp.u_mutation ORDER BY rowid;
+  INSERT INTO tool_execution_start_barriers SELECT start_id, command_digest, barrier_digest, barrier_json, project_id, run_id, step_run_id, started_step_run_version,
+    started_step_run_digest, mutation_id, mutation_digest, run_event_id, trace_id, trace_digest, audit_event_id, audit_receipt_id, audit_receipt_digest, adapter_id,
+    committed_at_ms FROM temp.u_barrier ORDER BY rowid;
+  DROP TABLE temp.u_audit; DROP TABLE temp.u_trace; DROP TABLE temp.u_receipt; DROP TABLE temp.u_mutation; DROP TABLE temp.u_barrier;
+  DELETE FROM schema_migrations WHERE name >= '0080';
+  COMMIT;
+`;
+
 // What 0061 .. 0063 (and 0072, 0073, which build on them) add, taken away again: a spec that rolls a store back to before them (as
 // written by the code before the chain and the history triggers) and lets the migrator upgrade
 // it. Their schema_migrations rows are deleted by the caller.
-export const UNDO_HISTORY_MIGRATIONS = `
+export const UNDO_HISTORY_MIGRATIONS = `${UNDO_STORED_ONCE}
   DROP TRIGGER events_legal_append; DROP TRIGGER streams_legal_move; DROP TRIGGER streams_no_delete;
   DROP TRIGGER runs_legal_move; DROP TRIGGER runs_no_delete; DROP TRIGGER step_runs_legal_move; DROP TRIGGER step_runs_no_delete;
   DROP TRIGGER events_start_whole; DROP TRIGGER security_audit_events_start_whole; DROP TRIGGER trace_anchors_start_whole;

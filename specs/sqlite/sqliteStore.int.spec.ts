@@ -1,3 +1,4 @@
+import { attemptValue } from '../../projections/rows';
 import { expect } from 'chai';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -99,7 +100,7 @@ describe('SQLite backend (R5.1)', function () {
         ['trace_anchors', 'start_id'],
         ['audit_receipts', 'start_id'],
         ['step_run_mutations', 'start_id'],
-        ['tool_execution_start_barriers', 'barrier_json'],
+        ['tool_execution_start_barriers', 'barrier_digest'],
         ['start_replay_identities', 'command_digest'],
       ] as const) {
         expect(() => a.db.prepare(`UPDATE ${table} SET ${column} = 'x'`).run(), table).to.throw(/append-only|immutable/);
@@ -186,9 +187,12 @@ describe('SQLite backend (R5.1)', function () {
       const unique = (a.db.prepare("SELECT name FROM pragma_index_list('tool_execution_start_barriers') WHERE \"unique\" = 1").all() as { name: string }[]).map(
         ({ name }) => (a.db.prepare('SELECT name FROM pragma_index_info(?)').all(name) as { name: string }[]).map((c) => c.name).join(','),
       );
-      expect(unique).to.include('run_id,step_run_id,started_step_run_version');
-      expect(unique).to.not.include('step_run_id');
-      expect(unique).to.not.include('run_id,step_run_id');
+      // Each identity is enforced once, by the replay index (0080): the attempt key there is
+      // the canonical [runId, stepRunId, startedStepRunVersion]; the barrier's own unique key is its startId.
+      expect(unique).to.deep.equal(['start_id']);
+      const index = (a.db.prepare("SELECT name FROM pragma_index_info('start_replay_identities_key')").all() as { name: string }[]).map((c) => c.name);
+      expect(index).to.deep.equal(['identity', 'value']);
+      expect(attemptValue('r', 's', 3)).to.equal('["r","s",3]');
       await a.close();
     });
 

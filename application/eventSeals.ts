@@ -1,0 +1,184 @@
+import { CorruptRecordError, canonicalJson } from '../domain';
+import { eventChainDigest, type ChainedCells } from '../projections/eventChain';
+import type { StoredEvent } from './authority';
+import { printableKeyId, type EvidenceKeyring, type MacCheck } from './evidenceKeys';
+import type { StartWrite } from './startWrite';
+
+// Keyed evidence over the whole Run stream (R9.4). With a deployment keyring, every
+// transaction that appends Run events (a start, a lifecycle command, a resolution) stores one
+// seal: HMAC-SHA-256, under the active key, over the positions it appended and every cell of
+// those events (folded the way the chain folds them, projections/eventChain.ts). A writer
+// with INSERT rights but without the key can still append a legal event, but not its seal, so
+// every verified read that depends on it and `verify` find it unsealed.
+//
+// Events written before the first keyed writer are legacy: the first keyed transaction stores
+// a sealed origin (the global position and database time it starts from), and only events
+// before both, ahead of every sealed event of their stream, are read without a seal. A store
+// no keyed writer has touched has no origin, and all of its events are legacy.
+
+const RANGE_TAG = 'qinglong/run-event-seal@v1';
+const ORIGIN_TAG = 'qinglong/run-event-seal-origin@v1';
+
+/** One seal row: the stream positions from..to one transaction appended. */
+export interface EventMacRow {
+  readonly stream_id: string;
+  readonly from_position: number | string;
+  readonly to_position: number | string;
+  readonly key_id: string;
+  readonly mac: string;
+}
+
+/** Where sealing starts, sealed itself; one row per key id (a rotation re-seals the same origin). */
+export interface SealOriginRow {
+  readonly key_id: string;
+  readonly from_global_position: number | string;
+  readonly from_ms: number | string;
+  readonly mac: string;
+}
+
+export type SealedEventRow = ChainedCells & { readonly global_position: number | string };
+
+/** What a check of positions from..to of one stream reads: the origins, the seals that overlap, the events they span. */
+export interface SealedSpan {
+  readonly origins: readonly SealOriginRow[];
+  readonly macs: readonly EventMacRow[];
+  readonly events: readonly SealedEventRow[];
+}
+
+export interface SealFinding {
+  readonly record: string;
+  readonly problem: string;
+}
+
+/**
+ * Every cell the writer decides; committed_at_ms is left out because PostgreSQL stamps it in
+ * the statement itself (R3.10), after the seal is made. The chain binds it (R9.2), and a
+ * writer with INSERT rights alone cannot change a stored event.
+ */
+const rangeInput = (streamId: string, from: number, to: number, events: readonly ChainedCells[]): string =>
+  `${RANGE_TAG}\n${streamId}\n${from}\n${to}\n${events.reduce((previous, e) => eventChainDigest(previous, { ...e, committed_at_ms: 0 }), '')}`;
+
+const originInput = (fromGlobalPosition: number, fromMs: number): string => `${ORIGIN_TAG}\n${fromGlobalPosition}\n${fromMs}`;
+
+/** The seal of the events one transaction appended to one stream, in position order. */
+export const sealEvents = (keys: EvidenceKeyring, streamId: string, events: readonly ChainedCells[]): EventMacRow => {
+  const from = Number(events[0]!.stream_position);
+  const to = Number(events[events.length - 1]!.stream_position);
+  return { stream_id: streamId, from_position: from, to_position: to, ...keys.macOf(rangeInput(streamId, from, to, events)) };
+};
+
+/** The five events a start appends, as stored. */
+export const startEventCells = (plan: StartWrite): ChainedCells[] =>
+  [...plan.events.evidence, ...plan.events.runEvent, ...plan.events.barrier].map((e) => ({
+    stream_id: plan.streamId,
+    stream_position: e.position,
+    event_id: e.eventId,
+    event_type: e.type,
+    data_json: e.dataJson,
+    committed_at_ms: plan.committedAtMs,
+  }));
+
+/** Lifecycle events as they were appended (their JSON is stored canonical). */
+export const appendedEventCells = (streamId: string, events: readonly StoredEvent[]): ChainedCells[] =>
+  events.map((e) => ({
+    stream_id: streamId,
+    stream_position: e.streamPosition,
+    event_id: e.eventId,
+    event_type: e.event.type,
+    data_json: canonicalJson(e.event.data),
+    committed_at_ms: e.committedAtMs,
+  }));
+
+type Origin = { readonly kind: 'none' } | { readonly kind: 'strict' } | { readonly kind: 'from'; readonly globalPosition: number; readonly ms: number };
+
+const macProblem = (what: string, keyId: string, result: Exclude<MacCheck, 'valid'>): string =>
+  result === 'unknown_key'
+    ? `${what} is sealed under key id ${printableKeyId(keyId)}, which this keyring does not hold (R9.4)`
+    : `${what} has a seal that does not verify under key ${printableKeyId(keyId)} (R9.4)`;
+
+/**
+ * The earliest origin a held key verifies. Origin rows exist but none verifies: no event is
+ * legacy (the strict reading). No origin row at all: no keyed writer has written yet.
+ */
+const originOf = (keys: EvidenceKeyring, rows: readonly SealOriginRow[], findings: SealFinding[]): Origin => {
+  if (rows.length === 0) return { kind: 'none' };
+  let best: Origin = { kind: 'strict' };
+  for (const row of rows) {
+    const g = Number(row.from_global_position);
+    const ms = Number(row.from_ms);
+    const result = keys.check(row, originInput(g, ms));
+    if (result === 'mismatch') findings.push({ record: `seal origin ${printableKeyId(row.key_id)}`, problem: macProblem('the seal origin', row.key_id, result) });
+    if (result === 'valid' && (best.kind !== 'from' || g < best.globalPosition)) best = { kind: 'from', globalPosition: g, ms };
+  }
+  return best;
+};
+
+/**
+ * The origin row the active key still lacks, or undefined: the verified origin re-sealed
+ * under the active key after a rotation, or a fresh one starting at `fresh`.
+ */
+export const originToWrite = (keys: EvidenceKeyring, rows: readonly SealOriginRow[], fresh: { readonly globalPosition: number; readonly ms: number }): SealOriginRow | undefined => {
+  if (rows.some((r) => r.key_id === keys.activeKeyId)) return undefined;
+  const origin = originOf(keys, rows, []);
+  const from = origin.kind === 'from' ? origin : fresh;
+  return { from_global_position: from.globalPosition, from_ms: from.ms, ...keys.macOf(originInput(from.globalPosition, from.ms)) };
+};
+
+const at = (streamId: string, from: number, to: number) => (from === to ? `${streamId}@${from}` : `${streamId}@${from}..${to}`);
+
+/** Every seal problem of positions from..to of one stream, and how many events are sealed or legacy. */
+export const checkSealedSpan = (keys: EvidenceKeyring, streamId: string, span: SealedSpan, from: number, to: number): { findings: SealFinding[]; sealed: number; legacy: number } => {
+  const findings: SealFinding[] = [];
+  const origin = originOf(keys, span.origins, findings);
+  const byPosition = new Map(span.events.map((e) => [Number(e.stream_position), e]));
+  const covered = new Set<number>();
+  for (const row of span.macs) {
+    const a = Number(row.from_position);
+    const b = Number(row.to_position);
+    const events: SealedEventRow[] = [];
+    for (let p = a; p <= b && Number.isSafeInteger(a) && Number.isSafeInteger(b); p++) {
+      const e = byPosition.get(p);
+      if (e === undefined) break;
+      events.push(e);
+    }
+    if (events.length !== b - a + 1) {
+      findings.push({ record: at(streamId, a, b), problem: 'a seal names positions that hold no event (R9.4)' });
+      continue;
+    }
+    const result = keys.check(row, rangeInput(streamId, a, b, events));
+    if (result !== 'valid') findings.push({ record: at(streamId, a, b), problem: macProblem(`events ${a}..${b}`, row.key_id, result) });
+    else for (let p = a; p <= b; p++) covered.add(p);
+  }
+  let sealed = 0;
+  let legacy = 0;
+  let sawSealed = false;
+  let open: number | undefined;
+  let last = from - 1;
+  const close = (end: number) => {
+    if (open === undefined) return;
+    findings.push({ record: at(streamId, open, end), problem: 'appended without a valid seal of the deployment key, after sealing began (R9.4)' });
+    open = undefined;
+  };
+  for (let p = from; p <= to; p++) {
+    const e = byPosition.get(p);
+    if (e === undefined) break; // a missing event is the stream check's finding, not this one's
+    last = p;
+    if (covered.has(p)) {
+      close(p - 1);
+      sealed++;
+      sawSealed = true;
+    } else if (!sawSealed && (origin.kind === 'none' || (origin.kind === 'from' && Number(e.global_position) < origin.globalPosition && Number(e.committed_at_ms) <= origin.ms))) {
+      legacy++;
+    } else {
+      open ??= p;
+    }
+  }
+  close(last);
+  return { findings, sealed, legacy };
+};
+
+/** The fail-closed form for read paths: the first seal problem as CORRUPT_RECORD. */
+export const requireSealedSpan = (keys: EvidenceKeyring, streamId: string, span: SealedSpan, from: number, to: number): void => {
+  const first = checkSealedSpan(keys, streamId, span, from, to).findings[0];
+  if (first !== undefined) throw new CorruptRecordError('run event', first.record, first.problem);
+};

@@ -1,0 +1,73 @@
+import * as t from 'io-ts';
+import type { EvidenceKeyring } from '../../application/evidenceKeys';
+import { originToWrite, sealEvents, type EventMacRow, type SealedSpan } from '../../application/eventSeals';
+import type { ChainedCells } from '../../projections/eventChain';
+import { named, prefixed, type Params } from './named';
+import { run, type Queryable } from './query';
+import { EventRowCodec, PgInt, decodeRow } from './rowCodecs';
+import { INSERT_EVENTS_SQL } from './sql';
+import type { Tx } from './transactions';
+
+// Keyed evidence over the Run stream on PostgreSQL (R9.4, application/eventSeals.ts). A seal
+// rides in a statement the transaction sends anyway (the barrier's MAC for a start, the event
+// insert for a lifecycle append), so a keyed write costs no extra round trip once the seal
+// origin is stored; the origin is written by the first keyed transaction.
+
+const INSERT_SEAL_CTE = `seal AS (INSERT INTO ql3.run_event_macs (stream_id, from_position, to_position, key_id, mac)
+    VALUES (:seal_stream_id, :seal_from_position, :seal_to_position, :seal_key_id, :seal_mac) RETURNING 1)`;
+/** A start's seals: the barrier's MAC (pg-0040) and the seal of its five events, one statement. */
+export const INSERT_START_SEALS = named(`WITH ${INSERT_SEAL_CTE}
+  INSERT INTO ql3.start_evidence_macs (start_id, key_id, mac) VALUES (:start_id, :key_id, :mac)`);
+/** A keyed lifecycle append: the events and their seal, one statement. */
+export const INSERT_SEALED_EVENTS = named(`WITH ${INSERT_SEAL_CTE}\n${INSERT_EVENTS_SQL}`);
+
+const SELECT_SEAL_ORIGINS = named('SELECT key_id, from_global_position, from_ms, mac FROM ql3.run_event_seal_origins ORDER BY key_id');
+const NEXT_GLOBAL_POSITION = named('SELECT coalesce(max(global_position), 0) + 1 AS next FROM ql3.events');
+const INSERT_SEAL_ORIGIN = named(`INSERT INTO ql3.run_event_seal_origins (key_id, from_global_position, from_ms, mac)
+  VALUES (:key_id, :from_global_position, :from_ms, :mac) ON CONFLICT DO NOTHING`);
+
+/** The origins, the seals overlapping from..to of one stream, and the events they span, in one statement. */
+const READ_SEALED_SPAN = named(`WITH
+  m AS (SELECT stream_id, from_position, to_position, key_id, mac FROM ql3.run_event_macs
+         WHERE stream_id = :stream_id AND from_position <= :to::bigint AND to_position >= :from::bigint),
+  r AS (SELECT least(:from::bigint, min(from_position)) AS lo, greatest(:to::bigint, max(to_position)) AS hi FROM m)
+SELECT (SELECT coalesce(json_agg(m ORDER BY m.from_position), '[]'::json) FROM m) AS macs,
+       (SELECT coalesce(json_agg(e ORDER BY e.stream_position), '[]'::json)
+          FROM (SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms
+                  FROM ql3.events, r WHERE stream_id = :stream_id AND stream_position BETWEEN r.lo AND r.hi) e) AS events,
+       (SELECT coalesce(json_agg(o ORDER BY o.key_id), '[]'::json)
+          FROM (SELECT key_id, from_global_position, from_ms, mac FROM ql3.run_event_seal_origins) o) AS origins`);
+
+const OriginRowCodec = t.type({ key_id: t.string, from_global_position: PgInt, from_ms: PgInt, mac: t.string });
+const MacRowCodec = t.type({ stream_id: t.string, from_position: PgInt, to_position: PgInt, key_id: t.string, mac: t.string });
+const SpanCodec = t.type({ macs: t.array(MacRowCodec), events: t.array(EventRowCodec), origins: t.array(OriginRowCodec) });
+
+export const readSealedSpan = async (q: Queryable, streamId: string, from: number, to: number): Promise<SealedSpan> => {
+  const [row] = await run(q, READ_SEALED_SPAN, { stream_id: streamId, from, to });
+  return decodeRow(SpanCodec, row, 'event seal', streamId);
+};
+
+/** The seal parameters of a statement that carries INSERT_SEAL_CTE. */
+export const sealParams = (row: EventMacRow): Params => prefixed('seal_', row);
+
+/**
+ * The seals one keyed authority writes: `seal` stores the origin first when no transaction
+ * has yet seen it stored, then returns the seal row for the caller's statement.
+ */
+export const postgresSealer = (keys: EvidenceKeyring) => {
+  let originStored = false;
+  return async (tx: Tx, streamId: string, events: readonly ChainedCells[]): Promise<EventMacRow> => {
+    if (!originStored) {
+      const rows = (await run(tx.client, SELECT_SEAL_ORIGINS, {})).map((r) => decodeRow(OriginRowCodec, r, 'event seal origin', 'origins'));
+      originStored = rows.some((r) => r.key_id === keys.activeKeyId);
+      if (!originStored) {
+        const [next] = await run(tx.client, NEXT_GLOBAL_POSITION, {});
+        const origin = originToWrite(keys, rows, { globalPosition: decodeRow(PgInt, next?.next, 'event', 'next global position'), ms: tx.nowMs });
+        if (origin !== undefined) await run(tx.client, INSERT_SEAL_ORIGIN, { ...origin });
+      }
+    }
+    return sealEvents(keys, streamId, events);
+  };
+};
+
+export type PostgresSealer = ReturnType<typeof postgresSealer>;

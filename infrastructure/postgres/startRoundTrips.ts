@@ -1,0 +1,217 @@
+import type { Pool, PoolClient } from 'pg';
+import { buildStartFacts, replayKeysOf, streamNameOf, type DecodedStartCommand, type ReplayHit, type ReplayHits, type ReplayIdentity, noReplayHits, type RunState } from '../../domain';
+import type { PrepareResult, StartStepHook, StoredBarrier } from '../../application/authority';
+import type { EvidenceKeyring } from '../../application/evidenceKeys';
+import { existingBarrierOf } from '../../application/startProtocol';
+import { START_WRITE_STEPS, planStartWrite, type StartWrite } from '../../application/startWrite';
+import { replayValuesOf } from '../../projections/rows';
+import { SQLSTATE, isRetryable, isUniqueViolation, mapPgError, sqlStateOf, unavailableReasonOf } from './errors';
+import { paramOf } from './identities';
+import { run } from './query';
+import { macRowsOfRead, runStateOfRow, verifyBarrierRow, type RunStateColumns } from './reads';
+import { PENDING_CLOCK, PREPARED_OUT_OF_STEP, resyncPrepared, roundTripText, setLocalTimeouts, type Part } from './roundTripSql';
+import { PgInt, ReplayIdentityRowCodec, decodeRow, decodeRows } from './rowCodecs';
+import * as SQL from './sql';
+import { INSERT_START_SEALS, sealParams } from './postgresSeals';
+import { sealEvents, startEventCells } from '../../application/eventSeals';
+import { checkCounts, resolveUniqueViolation } from './startWrite';
+import type { AttemptBudget, PostgresTimeouts, PostgresTransactions } from './transactions';
+
+// The `batched` start on PostgreSQL in two round trips, an exact replay in one (R3, R5.2):
+//
+// 1. One unlocked read statement (READ_START): the replay lookup, the Run, its stream head and
+//    the StepRun, and the barrier rows when the lookup hit. An exact replay is answered from it,
+//    verified as every read is (R5.3, R9.4); drift is a typed conflict (R4.3). Outside any
+//    transaction it takes no SSI predicate lock, so starts of unrelated Runs never meet there.
+// 2. One write query (roundTripSql.ts): SERIALIZABLE, the timeouts SET LOCAL, the Run turn
+//    taken without waiting and the Run version the decision was made on compared (pg-0045),
+//    the batched write of R3.3 .. R3.7 (the heads moved by the event trigger), the keyed seal
+//    when configured, all one implicit transaction that commits when the query ends.
+//
+// When another writer of the Run was first (its turn busy, or the Run moved since the read),
+// nothing was written, and the start goes on under the turn (`underTurn`: the transaction that
+// takes the Run's turn first, waiting for it outside any transaction, bounded by lock_timeout
+// per wait, and decides while holding it), so writers that keep meeting on one Run decide each
+// start once instead of once per lost race. That is the Run's writers taking turns, not a
+// retry: it spends nothing of the budget. 40001/40P01 are retried on the operation's budget (at
+// most three retries, R9.5), a 23505 is answered by a fresh lookup (R4.2, R4.3) on the same
+// budget.
+//
+// With a fault-injection hook (specs), the same statements run with the transaction held
+// open between them (BEGIN .. turn, hook, write, hooks, COMMIT) so that a hook can abort it.
+
+export interface RoundTripContext {
+  readonly pool: Pool;
+  readonly timeouts: PostgresTimeouts;
+  readonly tx: PostgresTransactions;
+  readonly keys: EvidenceKeyring | undefined;
+  readonly hook: StartStepHook | undefined;
+  /**
+   * A start that lost the Run's turn goes on under the turn: the transaction that takes the turn
+   * first, waiting for it outside, and decides while holding it (transactions.ts). A Run whose
+   * writers keep meeting then decides each start once, not once per lost race.
+   */
+  readonly underTurn: (decoded: DecodedStartCommand, budget: AttemptBudget) => Promise<PrepareResult>;
+}
+
+/** What the first round trip read: the replay hits, and the row itself (it holds the Run state only when there are no hits: a new start). */
+export interface StartRead {
+  readonly hits: ReplayHits;
+  readonly row: Record<string, unknown>;
+}
+
+/** The Run state of round trip 1 (R3.2, read without a lock; the write's compare-and-set checks it still holds). */
+export const stateOfRead = (read: StartRead, decoded: DecodedStartCommand): RunState =>
+  runStateOfRow(read.row as unknown as RunStateColumns, decoded.command.stepRun.runId, decoded.command.stepRun.stepRunId);
+
+/** Round trip 1: READ_START, decoded (R3.1, R3.2 without a lock). */
+export const readStart = async (q: PoolClient | Pool, decoded: DecodedStartCommand): Promise<StartRead> => {
+  const c = decoded.command;
+  const keys = replayKeysOf(c);
+  const values = replayValuesOf(keys);
+  const [row] = await run<Record<string, unknown>>(q, SQL.READ_START, {
+    ...Object.fromEntries(Object.entries(values).map(([identity, value]) => [paramOf(identity), value])),
+    run_id: c.stepRun.runId,
+    stream_id: streamNameOf(c.stepRun.runId),
+    step_run_id: c.stepRun.stepRunId,
+    start_id: c.startId,
+  });
+  if (row === undefined) throw new Error('READ_START returned no row');
+  const hits = noReplayHits() as Record<ReplayIdentity, ReplayHit[]>;
+  for (const r of decodeRows(ReplayIdentityRowCodec, row.hits, 'replay index', c.startId)) {
+    hits[r.identity] = [...hits[r.identity], { startId: r.start_id, commandDigest: r.command_digest }];
+  }
+  return { hits, row };
+};
+
+/** R4.2 from round trip 1 alone: the stored barrier, verified with its MAC when keyed; null: a new start. */
+export const existingOfRead = (read: StartRead, decoded: DecodedStartCommand, keys: EvidenceKeyring | undefined): Promise<StoredBarrier | null> =>
+  existingBarrierOf(
+    {
+      readBarrier: async (startId) => {
+        const verified = verifyBarrierRow(read.row, startId);
+        return keys === undefined || verified === null ? verified : keys.verify(verified, macRowsOfRead(read.row, startId));
+      },
+    },
+    decoded,
+    read.hits,
+  );
+
+/** The write plan's statements: the turn and its expectation, the batched write, the seal when keyed. */
+const partsOf = (plan: StartWrite, keys: EvidenceKeyring | undefined): { turn: Part; writes: Part[] } => ({
+  turn: { sql: SQL.TAKE_START_TURN, params: { run_id: plan.runId, expected_version: plan.runCas.expected } },
+  writes: [
+    { sql: SQL.START_BATCHED_STATEMENT, params: SQL.startParams(plan, START_WRITE_STEPS) },
+    // keyed (R9.4): the barrier's MAC and the seal of the start's five events, one statement
+    ...(keys === undefined ? [] : [{ sql: INSERT_START_SEALS, params: { start_id: plan.startId, ...keys.seal(plan.result), ...sealParams(sealEvents(keys, plan.streamId, startEventCells(plan))) } }]),
+  ],
+});
+
+type Results = { rows: Record<string, unknown>[] }[];
+const clockOf = (result: Results[number] | undefined, runId: string): number => decodeRow(PgInt, result?.rows[0]?.now_ms, 'transaction clock', runId);
+
+/** Round trip 2 (or, with a hook, the same statements with the transaction held open between them). */
+const write = async (client: PoolClient, ctx: RoundTripContext, plan: StartWrite, open: { value: boolean }): Promise<StoredBarrier> => {
+  const { turn, writes } = partsOf(plan, ctx.keys);
+  const timeouts = setLocalTimeouts(ctx.timeouts);
+  let nowMs: number;
+  let counts: Results[number] | undefined;
+  if (ctx.hook === undefined) {
+    const q = roundTripText(client, ['SET TRANSACTION ISOLATION LEVEL SERIALIZABLE', ...timeouts], [turn, ...writes]);
+    const results = (await client.query(q.text)) as unknown as Results;
+    nowMs = clockOf(results[q.resultAt[0]!], plan.runId);
+    counts = results[q.resultAt[1]!];
+  } else {
+    const begin = roundTripText(client, [SQL.BEGIN_SERIALIZABLE, ...timeouts], [turn]);
+    open.value = true;
+    nowMs = clockOf(((await client.query(begin.text)) as unknown as Results)[begin.resultAt[0]!], plan.runId);
+    await ctx.hook('lock');
+    const rest = roundTripText(client, [], writes);
+    const results = (await client.query(rest.text)) as unknown as Results | Results[number];
+    counts = Array.isArray(results) ? results[rest.resultAt[0]!] : results;
+  }
+  checkCounts(plan, counts?.rows ?? []);
+  if (ctx.hook !== undefined) {
+    for (const step of START_WRITE_STEPS) await ctx.hook(step);
+    await ctx.hook('beforeCommit');
+    await client.query(SQL.COMMIT);
+    open.value = false;
+  }
+  return { ...plan.result, committedAtMs: nowMs };
+};
+
+/** Q3T01 (pg-0045): another writer of the Run was first; `busy` when it still holds the turn. */
+const turnLost = (e: unknown): 'busy' | 'moved' | undefined => {
+  if (sqlStateOf(e) !== SQLSTATE.turnLost) return undefined;
+  return (e as { detail?: string }).detail === 'busy' ? 'busy' : 'moved';
+};
+
+/** `prepare` in `batched` mode: round trip 1, decide, round trip 2; again only as the header says. */
+export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: DecodedStartCommand, budget: AttemptBudget): Promise<PrepareResult> => {
+  const runId = decoded.command.stepRun.runId;
+  let client: PoolClient;
+  try {
+    client = await ctx.pool.connect();
+  } catch (e) {
+    throw mapPgError(e);
+  }
+  let broken: unknown;
+  const onError = (err: Error) => {
+    broken ??= err;
+  };
+  client.on('error', onError);
+  const open = { value: false };
+  let resynced = false;
+  try {
+    for (;;) {
+      const read = await readStart(client, decoded);
+      const existing = await existingOfRead(read, decoded, ctx.keys);
+      if (existing !== null) return { outcome: 'existing', barrier: existing };
+      ctx.tx.spend(budget);
+      try {
+        await ctx.hook?.('lookup');
+        const state = stateOfRead(read, decoded);
+        const plan = planStartWrite(buildStartFacts(decoded, state), state, PENDING_CLOCK);
+        return { outcome: 'created', barrier: await write(client, ctx, plan, open) };
+      } catch (e) {
+        if (open.value && broken === undefined && unavailableReasonOf(e) === undefined) {
+          open.value = false;
+          await client.query(SQL.ROLLBACK);
+        }
+        if (turnLost(e) !== undefined) {
+          budget.attempts--; // the Run's writers taking turns: no attempt spent (header)
+          break; // on under the turn, once this connection is back in the pool
+
+        }
+        if (!resynced && PREPARED_OUT_OF_STEP.has(sqlStateOf(e) ?? '')) {
+          budget.attempts--; // nothing ran: the connection's session was not what this module recorded
+          resynced = true;
+          await resyncPrepared(client);
+          continue;
+        }
+        if (isUniqueViolation(e)) {
+          ctx.tx.spend(budget); // answered on the same budget (R9.5)
+          return await resolveUniqueViolation(client, decoded, e, ctx.keys);
+        }
+        if (!isRetryable(e)) throw e;
+        await ctx.tx.afterRetryable(budget, e);
+      }
+    }
+  } catch (e) {
+    if (unavailableReasonOf(e) !== undefined) broken ??= e;
+    if (open.value && broken === undefined) {
+      try {
+        await client.query(SQL.ROLLBACK);
+      } catch (rollbackError) {
+        broken = rollbackError;
+      }
+    }
+    // The server ends a session idle in a transaction too long (only with a hook holding it open).
+    if (sqlStateOf(e) === undefined && sqlStateOf(broken) === SQLSTATE.idleInTransactionTimeout) throw mapPgError(broken);
+    throw mapPgError(e);
+  } finally {
+    client.off('error', onError);
+    client.release(broken instanceof Error ? broken : broken === undefined ? undefined : true);
+  }
+  return ctx.underTurn(decoded, budget);
+};

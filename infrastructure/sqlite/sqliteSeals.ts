@@ -1,0 +1,31 @@
+import type { EvidenceKeyring } from '../../application/evidenceKeys';
+import { originToWrite, sealEvents, type EventMacRow, type SealOriginRow, type SealedEventRow, type SealedSpan } from '../../application/eventSeals';
+import type { ChainedCells } from '../../projections/eventChain';
+import { nowMsOf, type Statements } from './statements';
+
+// Keyed evidence over the Run stream on SQLite (R9.4, application/eventSeals.ts): the seal
+// each appending transaction stores, and what a check of part of a stream reads.
+
+/** The seals one keyed authority writes; the origin is looked for until a transaction sees it stored. */
+export const sqliteSealer = (s: Statements, keys: EvidenceKeyring) => {
+  let originStored = false;
+  return (streamId: string, events: readonly ChainedCells[]): void => {
+    if (events.length === 0) return;
+    if (!originStored) {
+      const rows = s.sealOrigins.all() as SealOriginRow[];
+      originStored = rows.some((r) => r.key_id === keys.activeKeyId);
+      const fresh = { globalPosition: (s.nextGlobalPosition.get() as { next: number }).next, ms: nowMsOf(s) };
+      const origin = originToWrite(keys, rows, fresh);
+      if (origin !== undefined) s.insertSealOrigin.run(origin);
+    }
+    s.insertEventMac.run(sealEvents(keys, streamId, events));
+  };
+};
+
+/** The origins, the seals overlapping from..to, and the events those seals and from..to span. */
+export const readSealedSpan = (s: Statements, streamId: string, from: number, to: number): SealedSpan => {
+  const macs = s.eventMacsOver.all(streamId, to, from) as EventMacRow[];
+  const lo = Math.min(from, ...macs.map((m) => m.from_position as number));
+  const hi = Math.max(to, ...macs.map((m) => m.to_position as number));
+  return { origins: s.sealOrigins.all() as SealOriginRow[], macs, events: s.streamEvents.all(streamId, lo, hi) as SealedEventRow[] };
+};

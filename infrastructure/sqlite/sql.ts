@@ -106,3 +106,6 @@ export const SELECT_SEAL_ORIGINS = 'SELECT key_id, from_global_position, from_ms
 export const INSERT_SEAL_ORIGIN = `INSERT INTO run_event_seal_origins (key_id, from_global_position, from_ms, mac)
   VALUES (@key_id, @from_global_position, @from_ms, @mac) ON CONFLICT DO NOTHING`;
 export const NEXT_GLOBAL_POSITION = 'SELECT coalesce(max(global_position), 0) + 1 AS next FROM events';
+/** R9.4: where a fresh seal origin starts: the first of the events being sealed when they are already in the log, else the next position. */
+export const SEAL_ORIGIN_POSITION = `SELECT coalesce((SELECT global_position FROM events WHERE stream_id = ? AND stream_position = ?),
+  (SELECT coalesce(max(global_position), 0) + 1 FROM events)) AS next`;

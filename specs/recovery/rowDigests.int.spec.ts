@@ -4,7 +4,8 @@ import { claimDigestOf, checkedClaimRows, claimHistoryProblems, claimRowOf, memo
 import { purgeDigestOf, purgeProblemOf } from '../../application/recoveryRules';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
 import { openPostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
-import type { SqliteStartBarrier } from '../../infrastructure/sqlite';
+import { openSqliteStartBarrier, type SqliteStartBarrier } from '../../infrastructure/sqlite';
+import { freshDbPath } from '../support/tmp';
 import { MigratedTemplate, type TestDatabase } from '../../testkit/postgresHarness';
 import { openFreshSqlite } from '../sqlite/support';
 import { rejects, startedScenario } from './recoveryConformance';
@@ -153,5 +154,28 @@ describe('R9.2 row digests in memory (the rules every backend shares)', () => {
     expect(purgeProblemOf(row)).to.equal(undefined);
     expect(purgeProblemOf({ ...row, purged_at_ms: 6 })).to.match(/purge_digest/);
     expect(purgeProblemOf({ ...row, purge_digest: null })).to.match(/purge_digest/);
+  });
+});
+
+describe('R9.4/R9.2 seal origin on SQLite: the first keyed transaction is sealed, its origin bound', function () {
+  this.timeout(60_000);
+  const keys = { active: { id: 'k1', secret: Buffer.alloc(32, 0x4b) } };
+  let a: SqliteStartBarrier;
+  beforeEach(async () => {
+    a = await openSqliteStartBarrier({ path: freshDbPath(), evidenceKeys: keys });
+    await startedScenario(a);
+    expect((await a.recovery.verify()).ok).to.equal(true);
+    a.db.exec('DROP TRIGGER IF EXISTS run_event_macs_no_update; DROP TRIGGER IF EXISTS run_event_seal_origins_no_update');
+  });
+  afterEach(() => a.close());
+
+  it("the seal of the store's first transaction moved to another stream leaves its events unsealed, not legacy: verify reports it", async () => {
+    a.db.exec("UPDATE run_event_macs SET stream_id = stream_id || 'x' WHERE from_position = 1");
+    expect((await a.recovery.verify()).ok).to.equal(false);
+  });
+
+  it('the seal origin renamed to a key id no key holds, beside seals the active key verifies: verify reports it', async () => {
+    a.db.exec("UPDATE run_event_seal_origins SET key_id = 'k9'");
+    expect((await a.recovery.verify()).ok).to.equal(false);
   });
 });

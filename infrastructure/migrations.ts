@@ -8,9 +8,16 @@ import { LEDGER_DIGEST_TAG, fieldsDigest } from '../projections/eventChain';
 
 export class MigrationError extends Error {
   readonly code = 'MIGRATION_REFUSED' as const;
-  constructor(message: string) {
+  /**
+   * The ledger contradicts this code's migrations inside the part both know (a name or a
+   * checksum changed): `verify` reports it as damage (R9.2), where a store that is only behind
+   * or ahead of the code is a version to fix.
+   */
+  readonly ledgerContradicts: boolean;
+  constructor(message: string, ledgerContradicts = false) {
     super(message);
     this.name = 'MigrationError';
+    this.ledgerContradicts = ledgerContradicts;
   }
 }
 
@@ -46,9 +53,9 @@ export const planMigrations = (known: readonly Migration[], applied: readonly Ap
     if (k === undefined) {
       throw new MigrationError(`database has migration ${a.name} that this code does not know: the database is newer than the code; upgrade the package`);
     }
-    if (k.name !== a.name) throw new MigrationError(`migration order differs: database has ${a.name} where the code has ${k.name}`);
+    if (k.name !== a.name) throw new MigrationError(`migration order differs: database has ${a.name} where the code has ${k.name}`, true);
     if (k.checksum !== a.checksum) {
-      throw new MigrationError(`migration ${a.name} was edited after it was applied (checksum ${a.checksum} in the database, ${k.checksum} in the code)`);
+      throw new MigrationError(`migration ${a.name} was edited after it was applied (checksum ${a.checksum} in the database, ${k.checksum} in the code)`, true);
     }
   });
   return known.slice(applied.length);

@@ -74,6 +74,12 @@ export const sqliteDamageSession = (source: string, copy: string): DamageSession
   db.close();
   const raw = sqliteRaw(copy);
   void raw.exec('PRAGMA foreign_keys = OFF; PRAGMA ignore_check_constraints = ON');
+  /** The primary key columns of a WITHOUT ROWID table (no rowid to find its rows by), or undefined. */
+  const withoutRowidKey = async (table: string): Promise<string[] | undefined> => {
+    const [def] = await raw.all<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", [table]);
+    if (def === undefined || !/WITHOUT\s+ROWID/i.test(def.sql)) return undefined;
+    return (await raw.all<{ name: string }>('SELECT name FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk', [table])).map((c) => c.name);
+  };
   return {
     raw,
     schema: async () => {
@@ -81,9 +87,21 @@ export const sqliteDamageSession = (source: string, copy: string): DamageSession
       for (const table of await raw.tables()) out[table] = (await raw.all<{ name: string }>(`SELECT name FROM pragma_table_info(?) ORDER BY cid`, [table])).map((c) => c.name);
       return out;
     },
-    rows: async (table, where, params) => raw.all(`SELECT rowid AS _key, * FROM ${table} WHERE ${where}`, params),
+    rows: async (table, where, params) => {
+      const pk = await withoutRowidKey(table);
+      if (pk === undefined) return raw.all(`SELECT rowid AS _key, * FROM ${table} WHERE ${where}`, params);
+      return raw.all(`SELECT json_array(${pk.map((c) => `"${c}"`).join(', ')}) AS _key, * FROM ${table} WHERE ${where}`, params);
+    },
     set: async (table, key, column, value) => {
       try {
+        const pk = await withoutRowidKey(table);
+        if (pk !== undefined) {
+          // A WITHOUT ROWID table is keyed by its primary key: the row is found by it, and a changed key column moves the key along.
+          const values = JSON.parse(key) as unknown[];
+          const changed = await raw.run(`UPDATE ${table} SET "${column}" = ? WHERE ${pk.map((c) => `"${c}" = ?`).join(' AND ')}`, [value, ...values]);
+          if (changed !== 1) return { applied: false, key, reason: `no row ${key} in ${table}` };
+          return { applied: true, key: JSON.stringify(pk.map((c, i) => (c === column ? value : values[i]))) };
+        }
         const changed = await raw.run(`UPDATE ${table} SET "${column}" = ? WHERE rowid = ?`, [value, key]);
         if (changed !== 1) return { applied: false, key, reason: `no row ${key} in ${table}` };
         // An INTEGER PRIMARY KEY is the rowid itself: changing it moves the row's key along.

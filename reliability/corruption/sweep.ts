@@ -257,6 +257,8 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
         byVerify('resolution_notes', ofRun, [record.runId]),
         byVerify('adapter_driver_claims', ofRun.replace('ORDER BY start_id', 'ORDER BY start_id, generation, kind'), [record.runId]),
         byVerify('start_whole_at_commit', 'start_id = ?', [record.startId]),
+        byVerify('run_event_macs', 'stream_id = ? ORDER BY from_position', [stream]),
+        byVerify('run_event_seal_origins', '1 = 1 ORDER BY key_id', [], true),
         byVerify('schema_migrations', '1 = 1 ORDER BY name', [], true),
         byVerify('capabilities', '1 = 1 ORDER BY name', [], true),
       ];

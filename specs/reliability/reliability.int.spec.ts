@@ -74,7 +74,7 @@ describe('reliability harness, short form', function () {
     SHORT = report.sizes;
   });
 
-  it('R9.1/R9.2 forgery phase: every forgery with the runtime\'s credentials is refused by the database or reported by verify; accepted = 0 (both backends: all refused)', () => {
+  it('R9.1/R9.2 forgery phase: every forgery with the runtime\'s credentials is refused by the database or reported by verify; accepted = 0 (both backends: every unkeyed one refused, the keyed ones detected)', () => {
     expect(report.forgery.map((f) => f.backend)).to.deep.equal(['sqlite', 'postgres']);
     for (const f of report.forgery) {
       expect(f.attempts, f.backend).to.be.greaterThan(0);

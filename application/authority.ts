@@ -176,7 +176,13 @@ export type VerifyProblemKind =
   | 'in_doubt_mismatch'
   | 'note'
   /** With a keyring: an event not covered by a valid seal of the deployment key, or a seal that does not verify (R9.4). */
-  | 'event_seal';
+  | 'event_seal'
+  /** The migration ledger or the capability rows are not what this code's migrations wrote. */
+  | 'schema'
+  /** The driver claim history is not one `claim` and `release` can write (R11.2). */
+  | 'driver_claim'
+  /** A warning, never a problem: a note with text that no outcome binds (R10.2). */
+  | 'orphan_note';
 
 export interface VerifyProblem {
   readonly kind: VerifyProblemKind;
@@ -196,6 +202,8 @@ export interface VerifyReport {
    */
   readonly seals?: { readonly sealed: number; readonly legacy: number };
   readonly problems: readonly VerifyProblem[];
+  /** What is not damage but wants an operator (an orphan note still holding text); never fails verify. */
+  readonly warnings: readonly VerifyProblem[];
 }
 
 /** A person's note on an outcome (R10.2): the evidence binds its digest; the text can be purged. */

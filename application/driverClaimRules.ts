@@ -1,5 +1,7 @@
 import { Identity, decodeOrThrow, integer } from '../domain/codecs';
-import type { ClaimResult, DriverClaim, DriverClaims } from '../domain';
+import { CorruptRecordError, type ClaimResult, type DriverClaim, type DriverClaims } from '../domain';
+import { CLAIM_DIGEST_TAG, fieldsDigest } from '../projections/eventChain';
+import type { VerifyProblem } from './authority';
 
 // One driver per attempt (R11.2), as a lease recorded in the store beside the barrier
 // (migrations 0060 / pg-0034). A claim is one insert-only row per generation; a generation
@@ -12,10 +14,34 @@ export interface ClaimRow {
   generation: number | string;
   kind: 'claim' | 'release';
   driver_id: string;
+  at_ms: number | string;
   lease_until_ms: number | string;
+  /** R9.2: the row's own cells, bound (0073 / pg-0042), so a moved time or driver is seen. */
+  claim_digest: string | null;
 }
 
-const LeaseMs = integer('LeaseMs', 1, 86_400_000 + 3_600_000);
+export const claimDigestOf = (r: Omit<ClaimRow, 'claim_digest'>): string =>
+  fieldsDigest(CLAIM_DIGEST_TAG, [r.start_id, Number(r.generation), r.kind, r.driver_id, Number(r.at_ms), Number(r.lease_until_ms)]);
+
+/** A claim row as written: its cells and their digest, in the insert's column order. */
+export const claimRowOf = (startId: string, generation: number, kind: 'claim' | 'release', driverId: string, atMs: number, leaseUntilMs: number): ClaimRow => {
+  const row = { start_id: startId, generation, kind, driver_id: driverId, at_ms: atMs, lease_until_ms: leaseUntilMs };
+  return { ...row, claim_digest: claimDigestOf(row) };
+};
+
+/** The insert's parameters, in the column order of every backend's INSERT. */
+export const claimValuesOf = (r: ClaimRow): unknown[] => [r.start_id, r.generation, r.kind, r.driver_id, r.at_ms, r.lease_until_ms, r.claim_digest];
+
+/** The claim read fails closed (R9.3): a row whose cells no longer match its digest is damage. */
+export const checkedClaimRows = <R extends ClaimRow>(rows: readonly R[]): R[] => {
+  for (const r of rows) {
+    if (r.claim_digest !== claimDigestOf(r)) throw new CorruptRecordError('driver claim', r.start_id, `generation ${String(r.generation)} ${String(r.kind)}: its cells do not match claim_digest`);
+  }
+  return [...rows];
+};
+
+const MAX_LEASE_MS = 86_400_000 + 3_600_000;
+const LeaseMs = integer('LeaseMs', 1, MAX_LEASE_MS);
 
 export const claimOf = (r: ClaimRow): DriverClaim => ({ startId: r.start_id, driverId: r.driver_id, generation: Number(r.generation), leaseUntilMs: Number(r.lease_until_ms) });
 
@@ -58,12 +84,13 @@ export const memoryDriverClaims = (clock: () => number = Date.now): DriverClaims
       const t = clock();
       const d = decide(of(c.startId), t);
       if (d.holder !== undefined) return { status: 'held', holder: d.holder };
-      rows.push({ start_id: c.startId, generation: d.next, kind: 'claim', driver_id: c.driverId, lease_until_ms: t + c.leaseMs });
+      rows.push(claimRowOf(c.startId, d.next, 'claim', c.driverId, t, t + c.leaseMs));
       return { status: 'claimed', claim: { startId: c.startId, driverId: c.driverId, generation: d.next, leaseUntilMs: t + c.leaseMs } };
     },
     release: async (claim) => {
       if (releasable(of(claim.startId), claim)) {
-        rows.push({ start_id: claim.startId, generation: claim.generation, kind: 'release', driver_id: claim.driverId, lease_until_ms: clock() });
+        const t = clock();
+        rows.push(claimRowOf(claim.startId, claim.generation, 'release', claim.driverId, t, t));
       }
     },
     history: async (startId) => historyOf(of(startId)),
@@ -73,3 +100,52 @@ export const memoryDriverClaims = (clock: () => number = Date.now): DriverClaims
 
 /** The start id a history read names, decoded like a claim's. */
 export const claimedStartIdOf = (startId: string): string => decodeOrThrow(Identity, 'startId', startId);
+
+/** A claim row as `verify` reads it: with the database-clock time it was written. */
+export type StoredClaimRow = ClaimRow;
+
+/**
+ * `verify`'s reading of the claim history (R11.2, R9.2), rows in (start, generation, kind)
+ * order: what `claim` and `release` can write and nothing else. Generations 1..n, one claim
+ * each; a release only of a claimed generation, by its driver, stamped once (`at_ms` is its
+ * lease end); a lease that ends after it starts, within the longest lease; a generation
+ * claimed only once the one before it was released or ran out.
+ */
+export const claimHistoryProblems = (rows: readonly StoredClaimRow[]): VerifyProblem[] => {
+  const problems: VerifyProblem[] = [];
+  const byStart = new Map<string, StoredClaimRow[]>();
+  for (const r of rows) (byStart.get(r.start_id) ?? byStart.set(r.start_id, []).get(r.start_id)!).push(r);
+  for (const [startId, list] of byStart) {
+    const bad = (problem: string) => problems.push({ kind: 'driver_claim', record: startId, problem });
+    const claims = new Map<number, StoredClaimRow>();
+    const releases = new Map<number, StoredClaimRow>();
+    for (const r of list) {
+      const generation = Number(r.generation);
+      if (r.claim_digest !== claimDigestOf(r)) bad(`generation ${generation} ${String(r.kind)}: its cells do not match claim_digest`);
+      if (r.kind !== 'claim' && r.kind !== 'release') bad(`a claim row of kind ${String(r.kind)}`);
+      else if ((r.kind === 'claim' ? claims : releases).has(generation)) bad(`two ${r.kind} rows for generation ${generation}`);
+      else (r.kind === 'claim' ? claims : releases).set(generation, r);
+    }
+    const generations = [...claims.keys()].sort((x, y) => x - y);
+    generations.forEach((g, i) => {
+      if (g !== i + 1) bad(`claim generations are ${generations.join(', ')}, not 1..${generations.length}`);
+    });
+    for (const [g, c] of claims) {
+      const at = Number(c.at_ms);
+      const until = Number(c.lease_until_ms);
+      if (!(until > at && until - at <= MAX_LEASE_MS)) bad(`generation ${g}: a lease from ${at} to ${until}`);
+      const previous = claims.get(g - 1);
+      if (previous !== undefined) {
+        const ended = Math.min(Number(releases.get(g - 1)?.at_ms ?? Infinity), Number(previous.lease_until_ms));
+        if (at < ended) bad(`generation ${g} claimed at ${at}, before generation ${g - 1} ended at ${ended}`);
+      }
+    }
+    for (const [g, r] of releases) {
+      const c = claims.get(g);
+      if (c === undefined) bad(`a release of generation ${g}, which was never claimed`);
+      else if (r.driver_id !== c.driver_id) bad(`generation ${g} released by ${r.driver_id}, claimed by ${c.driver_id}`);
+      else if (Number(r.at_ms) !== Number(r.lease_until_ms) || Number(r.at_ms) < Number(c.at_ms)) bad(`generation ${g}: a release stamped ${String(r.at_ms)}/${String(r.lease_until_ms)} for a claim at ${String(c.at_ms)}`);
+    }
+  }
+  return problems;
+};

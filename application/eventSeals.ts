@@ -174,6 +174,9 @@ export const checkSealedSpan = (keys: EvidenceKeyring, streamId: string, span: S
     }
   }
   close(last);
+  // Origin rows that no held key verifies beside seals that do: the active key's origin is written
+  // with its first seal, so it was changed (a retired key's origin alone is not this).
+  if (origin.kind === 'strict' && covered.size > 0) findings.push({ record: at(streamId, from, to), problem: 'events sealed under a held key, but no seal origin verifies under one (R9.4)' });
   return { findings, sealed, legacy };
 };
 

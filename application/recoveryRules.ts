@@ -19,6 +19,7 @@ import {
 } from '../domain';
 import { EpochMillis, Identity, decodeOrThrow, integer, strictObject } from '../domain/codecs';
 import { attemptValue, replayValuesOf, type RunRow, type StepRunRow } from '../projections/rows';
+import { NOTE_PURGE_DIGEST_TAG, fieldsDigest } from '../projections/eventChain';
 import { decodeEventRow, inDoubtStartOf, verifyOutcomeRow, type StartOutcomeRow } from '../projections/outcomeRows';
 import { decodeRunRow, decodeStepRunRow } from '../projections/runState';
 import type { EventRow } from '../projections/verifyRows';
@@ -99,7 +100,19 @@ export interface NoteRow {
   readonly note_digest: string;
   readonly note_text: string | null;
   readonly purged_at_ms: number | string | null;
+  /** R9.2: binds the purge time (0073 / pg-0042); NULL while the note holds text. */
+  readonly purge_digest: string | null;
 }
+
+/** The digest a purge writes over the note's identity and its purge time. */
+export const purgeDigestOf = (startId: string, noteDigest: string, purgedAtMs: number | string): string =>
+  fieldsDigest(NOTE_PURGE_DIGEST_TAG, [startId, noteDigest, Number(purgedAtMs)]);
+
+/** A purged note whose purge time no longer matches its digest, or undefined. */
+export const purgeProblemOf = (row: NoteRow): string | undefined =>
+  row.note_text === null && row.purged_at_ms !== null && row.purge_digest !== purgeDigestOf(row.start_id, row.note_digest, row.purged_at_ms)
+    ? `resolution note ${row.note_digest}: its purge time ${String(row.purged_at_ms)} does not match purge_digest`
+    : undefined;
 
 /** The redactable side record of notes. Not evidence: its only change is a purge. */
 export interface NoteStore {
@@ -158,6 +171,8 @@ const noteOf = (startId: string, noteDigest: string, rows: readonly NoteRow[]): 
   if (row === undefined) throw new CorruptRecordError('resolution note', startId, `its outcome binds note ${noteDigest}, which is missing`);
   if (row.note_text === null) {
     if (row.purged_at_ms === null) throw new CorruptRecordError('resolution note', startId, 'note has neither text nor a purge time');
+    const damaged = purgeProblemOf(row);
+    if (damaged !== undefined) throw new CorruptRecordError('resolution note', startId, damaged);
     return { startId, noteDigest, status: 'purged', purgedAtMs: Number(row.purged_at_ms) };
   }
   if (noteDigestOf(row.note_text) !== noteDigest) throw new CorruptRecordError('resolution note', startId, 'note text does not match the digest its outcome binds');
@@ -386,7 +401,16 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
         await requireBarrier(v, id);
         return outcomeOf(v, id, backend.keyring?.());
       });
-      if (outcome?.noteDigest === undefined) throw new PreconditionError('note_not_found', `the outcome of start ${id} binds no note`);
+      // An orphan (a resolve that stopped between its note and its outcome event) is purged too:
+      // it is no evidence, but its text is a person's words kept for nothing (R10.2).
+      const orphans = (await backend.notes.rows(id)).filter((r) => r.note_text !== null && r.note_digest !== outcome?.noteDigest);
+      for (const o of orphans) await backend.notes.purge(id, o.note_digest);
+      if (outcome?.noteDigest === undefined) {
+        const last = orphans[orphans.length - 1];
+        if (last === undefined) throw new PreconditionError('note_not_found', `the outcome of start ${id} binds no note`);
+        const row = (await backend.notes.rows(id)).find((r) => r.note_digest === last.note_digest);
+        return { startId: id, noteDigest: last.note_digest, status: 'purged', purgedAtMs: Number(row?.purged_at_ms) };
+      }
       const current = noteOf(id, outcome.noteDigest, await backend.notes.rows(id));
       if (current.status === 'purged') return current;
       await backend.notes.purge(id, outcome.noteDigest);
@@ -399,6 +423,9 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
       const problems: VerifyProblem[] = [];
       const checked = { barriers: 0, outcomes: 0, runs: 0, stepRuns: 0, events: 0 };
       const notes = { present: 0, purged: 0 };
+      const warnings: VerifyProblem[] = [];
+      /** `startId NUL noteDigest` of every note an outcome event binds. */
+      const boundNotes = new Set<string>();
       const keys = backend.keyring?.();
       const seals = { sealed: 0, legacy: 0 };
       // What is stored, kept to compare with what the log derives (R9.2), after the event pass.
@@ -529,6 +556,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
               // R10.2: a note an outcome binds must be there, as text that matches, or purged
               if (isOutcomeEventType(e.type) && 'resolution' in e.data && e.data.resolution.noteDigest !== undefined) {
                 const { startId, resolution } = e.data as { startId: string; resolution: { noteDigest: string } };
+                boundNotes.add(`${startId}\u0000${resolution.noteDigest}`);
                 const n = noteOf(startId, resolution.noteDigest, await backend.notes.rows(startId));
                 if (n.status === 'purged') notes.purged++;
                 else notes.present++;
@@ -558,10 +586,21 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
         if (!storedOutcomeEvents.has(id)) problems.push({ kind: 'head', record: id, problem: 'the log records this outcome event but its start_outcomes row is missing' });
       }
 
+      // R10.2: a note no outcome binds is an orphan of a resolve that stopped between its note
+      // and its outcome event. It is not evidence and weakens none (nothing binds it), so it is
+      // a warning, not a difference: verify stays ok. One that still holds text is listed, for
+      // `purge-note`; a purged orphan (what a failed resolve leaves) is not.
+      for (const row of await backend.notes.all()) {
+        const damaged = boundNotes.has(`${row.start_id}\u0000${row.note_digest}`) ? undefined : purgeProblemOf(row);
+        if (damaged !== undefined) problems.push({ kind: 'note', record: row.start_id, problem: damaged });
+        if (row.note_text === null || boundNotes.has(`${row.start_id}\u0000${row.note_digest}`)) continue;
+        warnings.push({ kind: 'orphan_note', record: row.start_id, problem: `resolution note ${row.note_digest} is bound by no outcome and still holds text: purge it (purge-note)` });
+      }
+
       progress.integrity(false);
       problems.push(...(await backend.snapshot((v) => v.integrityProblems())));
       progress.integrity(true);
-      return { ok: problems.length === 0, checked, notes, ...(keys === undefined ? {} : { seals }), problems };
+      return { ok: problems.length === 0, checked, notes, ...(keys === undefined ? {} : { seals }), problems, warnings };
     },
   };
   return recovery;

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { EMBEDDED_MIGRATIONS } from './migrationsSql.generated';
+import { LEDGER_DIGEST_TAG, fieldsDigest } from '../projections/eventChain';
 
 // Forward-only, checksummed migrations, shared by both backends. No runner on npm does both
 // a synchronous better-sqlite3 `BEGIN IMMEDIATE` and a pg advisory-locked transaction with
@@ -7,9 +8,16 @@ import { EMBEDDED_MIGRATIONS } from './migrationsSql.generated';
 
 export class MigrationError extends Error {
   readonly code = 'MIGRATION_REFUSED' as const;
-  constructor(message: string) {
+  /**
+   * The ledger contradicts this code's migrations inside the part both know (a name or a
+   * checksum changed): `verify` reports it as damage (R9.2), where a store that is only behind
+   * or ahead of the code is a version to fix.
+   */
+  readonly ledgerContradicts: boolean;
+  constructor(message: string, ledgerContradicts = false) {
     super(message);
     this.name = 'MigrationError';
+    this.ledgerContradicts = ledgerContradicts;
   }
 }
 
@@ -45,10 +53,47 @@ export const planMigrations = (known: readonly Migration[], applied: readonly Ap
     if (k === undefined) {
       throw new MigrationError(`database has migration ${a.name} that this code does not know: the database is newer than the code; upgrade the package`);
     }
-    if (k.name !== a.name) throw new MigrationError(`migration order differs: database has ${a.name} where the code has ${k.name}`);
+    if (k.name !== a.name) throw new MigrationError(`migration order differs: database has ${a.name} where the code has ${k.name}`, true);
     if (k.checksum !== a.checksum) {
-      throw new MigrationError(`migration ${a.name} was edited after it was applied (checksum ${a.checksum} in the database, ${k.checksum} in the code)`);
+      throw new MigrationError(`migration ${a.name} was edited after it was applied (checksum ${a.checksum} in the database, ${k.checksum} in the code)`, true);
     }
   });
   return known.slice(applied.length);
 };
+
+/**
+ * `verify`'s reading of the ledger and the capability rows (R9.2): a changed name or checksum,
+ * a missing or extra row, or a capability other than the one the migrations set is a problem
+ * to report. An open refuses the same ledger (MigrationError); verify sees it without reopening.
+ */
+/** A ledger row as verify reads it: with when it was applied and the digest binding that (0073 / pg-0042). */
+export interface LedgerRow extends AppliedMigration {
+  readonly applied_at_ms: number | string;
+  readonly ledger_digest: string | null;
+}
+
+export const ledgerDigestOf = (r: Omit<LedgerRow, 'ledger_digest'>): string => fieldsDigest(LEDGER_DIGEST_TAG, [r.name, r.checksum, Number(r.applied_at_ms)]);
+
+export const schemaProblems = (
+  dialect: 'sqlite' | 'postgres',
+  applied: readonly LedgerRow[],
+  capabilities: readonly { readonly name: unknown; readonly version: unknown }[],
+): string[] => {
+  const problems: string[] = [];
+  try {
+    const pending = planMigrations(loadMigrations(dialect), applied);
+    if (pending.length > 0) problems.push(`schema_migrations lacks ${pending.map((m) => m.name).join(', ')}, which this store's schema holds`);
+  } catch (e) {
+    problems.push(`schema_migrations: ${(e as Error).message}`);
+  }
+  for (const r of applied) {
+    if (r.ledger_digest !== ledgerDigestOf(r)) problems.push(`schema_migrations row ${r.name}: its name, checksum and applied_at_ms ${String(r.applied_at_ms)} do not match ledger_digest`);
+  }
+  const expected = CAPABILITIES[dialect];
+  const found = capabilities.map((c) => `${String(c.name)}@${String(c.version)}`).sort();
+  if (found.join(',') !== expected) problems.push(`capabilities are ${found.join(', ') || '(none)'}, the migrations set ${expected}`);
+  return problems;
+};
+
+/** What the capability migrations (0056, pg-0030) leave in the table. */
+const CAPABILITIES = { sqlite: 'local-control-core@28', postgres: 'control-core@29' } as const;

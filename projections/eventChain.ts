@@ -29,3 +29,19 @@ export const eventChainDigest = (previous: string, row: ChainedCells): string =>
   }
   return 'sha256:' + h.update(String(row.committed_at_ms), 'utf8').digest('hex');
 };
+
+/**
+ * sha256(tag 0x00 field 0x00 ... field) for a row that binds its own cells (R9.2): a driver
+ * claim, a note's purge, a migration ledger row. The database computes the same value in its
+ * migrations and owner functions (pg-0042 `ql3.fields_digest`, 0073 through the migrator's
+ * `ql3_fields_digest`). Numbers are their decimal text, as the database prints a bigint.
+ */
+export const fieldsDigest = (tag: string, fields: readonly (string | number)[]): string => {
+  const h = createHash('sha256').update(tag, 'utf8');
+  for (const field of fields) h.update('\u0000', 'utf8').update(String(field), 'utf8');
+  return 'sha256:' + h.digest('hex');
+};
+
+export const CLAIM_DIGEST_TAG = 'qinglong/driver-claim@v1';
+export const NOTE_PURGE_DIGEST_TAG = 'qinglong/note-purge@v1';
+export const LEDGER_DIGEST_TAG = 'qinglong/migration-ledger@v1';

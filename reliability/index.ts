@@ -184,6 +184,8 @@ export const formatReport = (r: ReliabilityReport): string => {
       table('Corruption sweep', r.corruption.map((c) => c.backend), [
         ['starts in the store', ...r.corruption.map((c) => c.stored)],
         ['target starts', ...r.corruption.map((c) => c.targets)],
+        ['tables (live schema)', ...r.corruption.map((c) => c.tables)],
+        ['columns reached', ...r.corruption.map((c) => `${c.columnsReached} of ${c.columns}`)],
         ['cells tried', ...r.corruption.map((c) => c.cellsTried)],
         ['detected', ...r.corruption.map((c) => c.detected)],
         ['  repository failed closed', ...r.corruption.map((c) => c.detectedByRepository)],

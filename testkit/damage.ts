@@ -38,6 +38,8 @@ export type RowKey = string;
 
 export interface DamageSession {
   readonly raw: RawSql;
+  /** Every table of the store and its columns, from the live schema (so a table added later is in it). */
+  schema(): Promise<Record<string, string[]>>;
   /** Rows of `table` with their row key in `_key`. */
   rows(table: string, where: string, params: readonly unknown[]): Promise<Record<string, unknown>[]>;
   /** Set one cell; `refused` when a unique index or a type refuses the value. Returns the row's key after. */
@@ -72,13 +74,39 @@ export const sqliteDamageSession = (source: string, copy: string): DamageSession
   db.close();
   const raw = sqliteRaw(copy);
   void raw.exec('PRAGMA foreign_keys = OFF; PRAGMA ignore_check_constraints = ON');
+  /** The primary key columns of a WITHOUT ROWID table (no rowid to find its rows by), or undefined. */
+  const withoutRowidKey = async (table: string): Promise<string[] | undefined> => {
+    const [def] = await raw.all<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", [table]);
+    if (def === undefined || !/WITHOUT\s+ROWID/i.test(def.sql)) return undefined;
+    return (await raw.all<{ name: string }>('SELECT name FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk', [table])).map((c) => c.name);
+  };
   return {
     raw,
-    rows: async (table, where, params) => raw.all(`SELECT rowid AS _key, * FROM ${table} WHERE ${where}`, params),
+    schema: async () => {
+      const out: Record<string, string[]> = {};
+      for (const table of await raw.tables()) out[table] = (await raw.all<{ name: string }>(`SELECT name FROM pragma_table_info(?) ORDER BY cid`, [table])).map((c) => c.name);
+      return out;
+    },
+    rows: async (table, where, params) => {
+      const pk = await withoutRowidKey(table);
+      if (pk === undefined) return raw.all(`SELECT rowid AS _key, * FROM ${table} WHERE ${where}`, params);
+      return raw.all(`SELECT json_array(${pk.map((c) => `"${c}"`).join(', ')}) AS _key, * FROM ${table} WHERE ${where}`, params);
+    },
     set: async (table, key, column, value) => {
       try {
-        await raw.run(`UPDATE ${table} SET "${column}" = ? WHERE rowid = ?`, [value, key]);
-        return { applied: true, key };
+        const pk = await withoutRowidKey(table);
+        if (pk !== undefined) {
+          // A WITHOUT ROWID table is keyed by its primary key: the row is found by it, and a changed key column moves the key along.
+          const values = JSON.parse(key) as unknown[];
+          const changed = await raw.run(`UPDATE ${table} SET "${column}" = ? WHERE ${pk.map((c) => `"${c}" = ?`).join(' AND ')}`, [value, ...values]);
+          if (changed !== 1) return { applied: false, key, reason: `no row ${key} in ${table}` };
+          return { applied: true, key: JSON.stringify(pk.map((c, i) => (c === column ? value : values[i]))) };
+        }
+        const changed = await raw.run(`UPDATE ${table} SET "${column}" = ? WHERE rowid = ?`, [value, key]);
+        if (changed !== 1) return { applied: false, key, reason: `no row ${key} in ${table}` };
+        // An INTEGER PRIMARY KEY is the rowid itself: changing it moves the row's key along.
+        const [alias] = await raw.all<{ n: number }>("SELECT count(*) AS n FROM pragma_table_info(?) WHERE name = ? AND pk = 1 AND upper(type) = 'INTEGER'", [table, column]);
+        return { applied: true, key: alias !== undefined && alias.n === 1 ? String(value) : key };
       } catch (e) {
         return { applied: false, key, reason: (e as Error).message };
       }
@@ -122,6 +150,14 @@ export const postgresDamageSession = async (url: string): Promise<DamageSession>
   };
   return {
     raw,
+    schema: async () => {
+      const out: Record<string, string[]> = {};
+      const columns = await raw.all<{ table_name: string; column_name: string }>(
+        "SELECT c.relname AS table_name, a.attname AS column_name FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'ql3' AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped ORDER BY c.relname, a.attnum",
+      );
+      for (const c of columns) (out[c.table_name] ??= []).push(c.column_name);
+      return out;
+    },
     rows: async (table, where, params) => raw.all(`SELECT ctid::text AS _key, * FROM ql3.${table} WHERE ${where}`, params),
     set: async (table, key, column, value) => {
       try {

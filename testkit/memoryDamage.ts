@@ -49,6 +49,7 @@ export const memoryDamageSession = (authority: RecoverableStartBarrierAuthority)
 
   return {
     raw: { dialect: 'sqlite', t: (x: string) => x, all: noSql, run: noSql, exec: noSql, tables: noSql, close: async () => undefined } as unknown as RawSql,
+    schema: noSql,
     rows: async (table, where, params) => {
       const match = matcher(where, params);
       if (table === 'events') return tables().events.flatMap((e, i) => (match(e as unknown as Row) ? [{ _key: `${i}`, ...e }] : []));

@@ -27,6 +27,7 @@ import { planRetry } from './retry';
 import { createVerifyBar } from './verifyBar';
 import { addShowCommand } from './showCommand';
 import { ConnectionError, DriverMissingError } from '../../application/openErrors';
+import { MigrationError } from '../migrations';
 
 // `qinglong-barrier`: the operator CLI. JSON on stdout, human errors on stderr, one
 // exit code per error kind (exitCodes.ts). Every operation goes through the same authority
@@ -277,10 +278,16 @@ Keyed evidence: QINGLONG_BARRIER_KEYRING_FILE names the deployment key file (nev
           bar?.stop();
         }
         print(report);
+        if (report.warnings.length > 0) process.stderr.write(`${NAME}: ${report.warnings.length} warning(s), listed on stdout (not damage)\n`);
         if (!report.ok) {
           process.stderr.write(`${NAME}: CORRUPT_RECORD: ${report.problems.length} bad record(s), listed on stdout\n`);
           process.exitCode = EXIT.corrupt;
         }
+      }).catch((e: unknown) => {
+        if (!(e instanceof MigrationError && e.ledgerContradicts)) throw e; // a ledger that contradicts the code's migrations is damage (R9.2)
+        print({ ok: false, problems: [{ kind: 'schema', record: 'schema', problem: `schema_migrations: ${e.message}` }] });
+        process.stderr.write(`${NAME}: CORRUPT_RECORD: the migration ledger contradicts this code's migrations (${e.message})\n`);
+        process.exitCode = EXIT.corrupt;
       });
     });
 

@@ -289,6 +289,9 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     return (this.claims ??= memoryDriverClaims(() => this.clock()));
   }
 
+  /** The note side record; a field so a spec can play a resolve that stopped after its note. */
+  private readonly noteStore = createMemoryNoteStore(() => this.clock());
+
   readonly recovery: RecoveryApi = createRecoveryApi({
     snapshot: async (body) => {
       const tables = this.tables;
@@ -297,7 +300,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     handle: (command) => this.runs.handle(command),
     keyring: () => this.keys,
     clock: () => this.clock(),
-    notes: createMemoryNoteStore(() => this.clock()),
+    notes: this.noteStore,
   });
 
   async close(): Promise<void> {}

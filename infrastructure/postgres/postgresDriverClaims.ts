@@ -1,14 +1,14 @@
 import type { Pool } from 'pg';
 import { TransactionTimeoutError, type ClaimResult, type DriverClaims } from '../../domain';
-import { checked, claimedStartIdOf, decide, historyOf, releasable, type ClaimRow } from '../../application/driverClaimRules';
+import { checked, checkedClaimRows, claimRowOf, claimValuesOf, claimedStartIdOf, decide, historyOf, releasable, type ClaimRow } from '../../application/driverClaimRules';
 import { isUniqueViolation } from './errors';
 
 // Driver claims (R11.2) in schema ql3 (migration pg-0034), on the authority's pool.
 
 const PG = {
-  rows: 'SELECT start_id, generation, kind, driver_id, lease_until_ms FROM ql3.adapter_driver_claims WHERE start_id = $1 ORDER BY generation, kind',
+  rows: 'SELECT start_id, generation, kind, driver_id, at_ms, lease_until_ms, claim_digest FROM ql3.adapter_driver_claims WHERE start_id = $1 ORDER BY generation, kind',
   now: "SELECT (extract(epoch FROM transaction_timestamp()) * 1000)::bigint AS now_ms",
-  insert: 'INSERT INTO ql3.adapter_driver_claims (start_id, generation, kind, driver_id, at_ms, lease_until_ms) VALUES ($1, $2, $3, $4, $5, $6)',
+  insert: 'INSERT INTO ql3.adapter_driver_claims (start_id, generation, kind, driver_id, at_ms, lease_until_ms, claim_digest) VALUES ($1, $2, $3, $4, $5, $6, $7)',
 };
 
 /**
@@ -35,9 +35,9 @@ export const postgresDriverClaims = (pool: Pool): DriverClaims => {
     tx(async (q): Promise<ClaimResult> => {
       const [clock] = (await q(PG.now, [])) as { now_ms: string }[];
       const t = Number(clock!.now_ms);
-      const d = decide((await q(PG.rows, [c.startId])) as ClaimRow[], t);
+      const d = decide(checkedClaimRows((await q(PG.rows, [c.startId])) as ClaimRow[]), t);
       if (d.holder !== undefined) return { status: 'held', holder: d.holder };
-      await q(PG.insert, [c.startId, d.next, 'claim', c.driverId, t, t + c.leaseMs]);
+      await q(PG.insert, claimValuesOf(claimRowOf(c.startId, d.next, 'claim', c.driverId, t, t + c.leaseMs)));
       return { status: 'claimed', claim: { startId: c.startId, driverId: c.driverId, generation: d.next, leaseUntilMs: t + c.leaseMs } };
     });
   return {
@@ -56,13 +56,14 @@ export const postgresDriverClaims = (pool: Pool): DriverClaims => {
     release: async (claim) => {
       await tx(async (q) => {
         const [clock] = (await q(PG.now, [])) as { now_ms: string }[];
-        if (releasable((await q(PG.rows, [claim.startId])) as ClaimRow[], claim)) await q(PG.insert, [claim.startId, claim.generation, 'release', claim.driverId, Number(clock!.now_ms), Number(clock!.now_ms)]);
+        const t = Number(clock!.now_ms);
+        if (releasable(checkedClaimRows((await q(PG.rows, [claim.startId])) as ClaimRow[]), claim)) await q(PG.insert, claimValuesOf(claimRowOf(claim.startId, claim.generation, 'release', claim.driverId, t, t)));
       }).catch((e: unknown) => {
         // A release racing another release of the same generation: the generation is released.
         if (!isUniqueViolation(e)) throw e;
       });
     },
-    history: async (startId) => historyOf((await pool.query<ClaimRow>(PG.rows, [claimedStartIdOf(startId)])).rows),
+    history: async (startId) => historyOf(checkedClaimRows((await pool.query<ClaimRow>(PG.rows, [claimedStartIdOf(startId)])).rows)),
     close: async () => undefined,
   };
 };

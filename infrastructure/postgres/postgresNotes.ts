@@ -10,8 +10,8 @@ const INSERT_NOTE = named(`INSERT INTO ql3.resolution_notes (start_id, note_dige
   ON CONFLICT (start_id, note_digest) DO NOTHING`);
 /** Through the owner's function (pg-0039): the runtime role has no UPDATE of its own (R9.1). */
 const PURGE_NOTE = named('SELECT ql3.purge_resolution_note(:start_id, :note_digest) AS purged');
-const NOTES_OF = named('SELECT start_id, note_digest, note_text, purged_at_ms FROM ql3.resolution_notes WHERE start_id = :start_id ORDER BY note_digest');
-const ALL_NOTES = named('SELECT start_id, note_digest, note_text, purged_at_ms FROM ql3.resolution_notes ORDER BY start_id, note_digest');
+const NOTES_OF = named('SELECT start_id, note_digest, note_text, purged_at_ms, purge_digest FROM ql3.resolution_notes WHERE start_id = :start_id ORDER BY note_digest');
+const ALL_NOTES = named('SELECT start_id, note_digest, note_text, purged_at_ms, purge_digest FROM ql3.resolution_notes ORDER BY start_id, note_digest');
 
 /** `pool` is read on each call: the authority builds its recovery surface before its pool field is set. */
 export const createPostgresNoteStore = (pool: () => Pool): NoteStore => {

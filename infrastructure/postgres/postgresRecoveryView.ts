@@ -5,7 +5,10 @@ import { oneOf } from '../../domain/codecs';
 import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { RecoveryApi, VerifyProblem } from '../../application/authority';
 import { createRecoveryApi, type RecoveryView } from '../../application/recoveryRules';
+import { claimHistoryProblems, type StoredClaimRow } from '../../application/driverClaimRules';
+import { schemaProblems } from '../migrations';
 import { mapPgError, unavailableReasonOf } from './errors';
+import { SELECT_LEDGER } from './sql';
 import { IDENTITY_STORAGE, identityStartIdsSql } from './identities';
 import { createPostgresNoteStore } from './postgresNotes';
 import { readSealedSpan } from './postgresSeals';
@@ -42,6 +45,8 @@ const ATTEMPT_START_IDS = named(`SELECT start_id FROM ql3.tool_execution_start_b
 const IDENTITY_START_IDS = Object.fromEntries(
   Object.entries(IDENTITY_STORAGE).map(([identity, storage]) => [identity, named(identityStartIdsSql(storage))]),
 ) as Record<ReplayIdentity, NamedSql>;
+const CLAIM_ROWS = named('SELECT start_id, generation, kind, driver_id, at_ms, lease_until_ms, claim_digest FROM ql3.adapter_driver_claims ORDER BY start_id, generation, kind');
+const CAPABILITIES = named('SELECT name, version FROM ql3.capabilities ORDER BY name');
 const OUTCOME_ROWS = named('SELECT * FROM ql3.start_outcomes WHERE start_id = :start_id');
 const EVENT_BY_ID = named('SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ql3.events WHERE event_id = :event_id');
 const STEP_RUN = named('SELECT * FROM ql3.step_runs WHERE run_id = :run_id AND step_run_id = :step_run_id');
@@ -184,6 +189,11 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
       for (const r of await rowsOf(client, STREAM_HEADS, {}, StreamHeadRow, 'stream', 'heads')) {
         problems.push({ kind: 'stream_head', record: r.stream_id, problem: `stream head (type ${r.stream_type}) is at version ${r.version} but holds ${r.n} events (last position ${r.top ?? 'none'})` });
       }
+      const claims = await rowsOf(client, CLAIM_ROWS, {}, t.type({ start_id: t.string, generation: PgInt, kind: t.string, driver_id: t.string, at_ms: PgInt, lease_until_ms: PgInt, claim_digest: t.union([t.string, t.null]) }), 'driver claim', 'rows');
+      problems.push(...claimHistoryProblems(claims as StoredClaimRow[]));
+      const ledger = await rowsOf(client, SELECT_LEDGER, {}, t.type({ name: t.string, checksum: t.string, applied_at_ms: PgInt, ledger_digest: t.union([t.string, t.null]) }), 'schema_migrations', 'ledger');
+      const capabilities = await rowsOf(client, CAPABILITIES, {}, t.type({ name: t.unknown, version: t.unknown }), 'capabilities', 'rows');
+      for (const problem of schemaProblems('postgres', ledger, capabilities)) problems.push({ kind: 'schema', record: 'schema', problem });
       return problems;
     },
   };

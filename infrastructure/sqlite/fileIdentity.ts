@@ -3,7 +3,7 @@ import type Database from 'better-sqlite3';
 import { loadBetterSqlite3 } from './connection';
 import { ValidationError } from '../../domain';
 import { loadMigrations, MigrationError, planMigrations, type AppliedMigration } from '../migrations';
-import { eventChainDigest } from '../../projections/eventChain';
+import { LEDGER_DIGEST_TAG, eventChainDigest, fieldsDigest } from '../../projections/eventChain';
 import * as SQL from './sql';
 
 // R10.3: a barrier SQLite file says what it is in its header (`PRAGMA application_id` and
@@ -104,6 +104,10 @@ export const registerMigrationFunctions = (db: Database.Database): void => {
       committed_at_ms: String(committed_at_ms),
     }),
   );
+  // The row digests (0073) back-fill the same way; the ledger's are written after each plan.
+  db.function('ql3_fields_digest', { deterministic: true, directOnly: true, varargs: true }, (tag, ...fields) =>
+    fieldsDigest(String(tag), fields.map((f) => String(f))),
+  );
 };
 
 /** Applies what is pending in one `BEGIN IMMEDIATE`; the header's user_version follows the last one. */
@@ -118,6 +122,7 @@ export const migrateSqlite = (db: Database.Database): string[] => {
       db.exec(m.sql);
       db.prepare(SQL.INSERT_APPLIED).run(m.name, m.checksum, Date.now());
     }
+    if (pending.length > 0 && db.prepare(SQL.LEDGER_DIGEST_PRESENT).get() !== undefined) db.prepare(SQL.FILL_LEDGER_DIGESTS).run(LEDGER_DIGEST_TAG);
     const last = known[known.length - 1];
     if (db.pragma('application_id', { simple: true }) !== BARRIER_APPLICATION_ID) db.pragma(`application_id = ${BARRIER_APPLICATION_ID}`);
     if (last !== undefined && db.pragma('user_version', { simple: true }) !== versionOfMigration(last.name)) db.pragma(`user_version = ${versionOfMigration(last.name)}`);

@@ -62,3 +62,17 @@ export const STREAM_HEADS = `SELECT * FROM (SELECT s.stream_id, s.stream_type, s
     (SELECT count(*) FROM events e WHERE e.stream_id = s.stream_id) AS n,
     (SELECT max(stream_position) FROM events e WHERE e.stream_id = s.stream_id) AS top
   FROM streams s) WHERE version <> n OR top IS NULL OR version <> top OR stream_type <> 'run'`;
+/**
+ * The log's own ordinal (R9.2): the store allocates global positions 1..N with no gap (an
+ * AUTOINCREMENT key whose rolled-back inserts give their numbers back, and no event row is ever
+ * deleted), so a moved position leaves a gap, a doubled one or a count that disagrees.
+ */
+export const GLOBAL_ORDER = 'SELECT count(*) AS n, min(global_position) AS lo, max(global_position) AS hi FROM events';
+/** Within each stream the global order follows the stream positions. */
+export const GLOBAL_ORDER_AGAINST_STREAMS = `SELECT stream_id, stream_position, global_position FROM (
+    SELECT stream_id, stream_position, global_position, lag(global_position) OVER (PARTITION BY stream_id ORDER BY stream_position) AS previous FROM events)
+  WHERE previous >= global_position LIMIT 20`;
+/** The capability rows, checked by verify against what the migrations set. */
+export const CAPABILITIES = 'SELECT name, version FROM capabilities ORDER BY name';
+/** Every driver claim row, for verify's reading of the claim history. */
+export const CLAIM_ROWS = 'SELECT start_id, generation, kind, driver_id, at_ms, lease_until_ms, claim_digest FROM adapter_driver_claims ORDER BY start_id, generation, kind';

@@ -16,6 +16,10 @@ export const MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (
 ) STRICT`;
 export const SELECT_APPLIED = 'SELECT name, checksum FROM schema_migrations ORDER BY name';
 export const INSERT_APPLIED = 'INSERT INTO schema_migrations (name, checksum, applied_at_ms) VALUES (?, ?, ?)';
+/** R9.2: each ledger row binds when it was applied (0073); the migrator fills what it inserted. */
+export const LEDGER_DIGEST_PRESENT = "SELECT 1 FROM pragma_table_info('schema_migrations') WHERE name = 'ledger_digest'";
+export const FILL_LEDGER_DIGESTS = 'UPDATE schema_migrations SET ledger_digest = ql3_fields_digest(?, name, checksum, applied_at_ms) WHERE ledger_digest IS NULL';
+export const SELECT_LEDGER = 'SELECT name, checksum, applied_at_ms, ledger_digest FROM schema_migrations ORDER BY name';
 
 /** SQLite's own clock (R3.10), read once per transaction. */
 export const NOW_MS = "SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER) AS now_ms";
@@ -102,3 +106,6 @@ export const SELECT_SEAL_ORIGINS = 'SELECT key_id, from_global_position, from_ms
 export const INSERT_SEAL_ORIGIN = `INSERT INTO run_event_seal_origins (key_id, from_global_position, from_ms, mac)
   VALUES (@key_id, @from_global_position, @from_ms, @mac) ON CONFLICT DO NOTHING`;
 export const NEXT_GLOBAL_POSITION = 'SELECT coalesce(max(global_position), 0) + 1 AS next FROM events';
+/** R9.4: where a fresh seal origin starts: the first of the events being sealed when they are already in the log, else the next position. */
+export const SEAL_ORIGIN_POSITION = `SELECT coalesce((SELECT global_position FROM events WHERE stream_id = ? AND stream_position = ?),
+  (SELECT coalesce(max(global_position), 0) + 1 FROM events)) AS next`;

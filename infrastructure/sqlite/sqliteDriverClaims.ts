@@ -1,14 +1,14 @@
 import type Database from 'better-sqlite3';
 import { TransactionTimeoutError, type ClaimResult, type DriverClaims } from '../../domain';
-import { checked, claimedStartIdOf, decide, historyOf, releasable, type ClaimRow } from '../../application/driverClaimRules';
+import { checked, checkedClaimRows, claimRowOf, claimValuesOf, claimedStartIdOf, decide, historyOf, releasable, type ClaimRow } from '../../application/driverClaimRules';
 import { isSqliteError, loadBetterSqlite3 } from './connection';
 
 // Driver claims (R11.2) in the authority's SQLite file (migration 0060).
 
 const SQLITE = {
   now: "SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER) AS now_ms",
-  rows: 'SELECT start_id, generation, kind, driver_id, lease_until_ms FROM adapter_driver_claims WHERE start_id = ? ORDER BY generation, kind',
-  insert: 'INSERT INTO adapter_driver_claims (start_id, generation, kind, driver_id, at_ms, lease_until_ms) VALUES (?, ?, ?, ?, ?, ?)',
+  rows: 'SELECT start_id, generation, kind, driver_id, at_ms, lease_until_ms, claim_digest FROM adapter_driver_claims WHERE start_id = ? ORDER BY generation, kind',
+  insert: 'INSERT INTO adapter_driver_claims (start_id, generation, kind, driver_id, at_ms, lease_until_ms, claim_digest) VALUES (?, ?, ?, ?, ?, ?, ?)',
 };
 
 /**
@@ -34,19 +34,19 @@ export const sqliteDriverClaims = (path: string, busyTimeoutMs = 5000): DriverCl
       const c = checked(startId, driverId, leaseMs);
       return immediate((): ClaimResult => {
         const t = now();
-        const d = decide(s.rows.all(c.startId) as ClaimRow[], t);
+        const d = decide(checkedClaimRows(s.rows.all(c.startId) as ClaimRow[]), t);
         if (d.holder !== undefined) return { status: 'held', holder: d.holder };
-        s.insert.run(c.startId, d.next, 'claim', c.driverId, t, t + c.leaseMs);
+        s.insert.run(...claimValuesOf(claimRowOf(c.startId, d.next, 'claim', c.driverId, t, t + c.leaseMs)));
         return { status: 'claimed', claim: { startId: c.startId, driverId: c.driverId, generation: d.next, leaseUntilMs: t + c.leaseMs } };
       });
     },
     release: async (claim) => {
       immediate(() => {
         const t = now();
-        if (releasable(s.rows.all(claim.startId) as ClaimRow[], claim)) s.insert.run(claim.startId, claim.generation, 'release', claim.driverId, t, t);
+        if (releasable(checkedClaimRows(s.rows.all(claim.startId) as ClaimRow[]), claim)) s.insert.run(...claimValuesOf(claimRowOf(claim.startId, claim.generation, 'release', claim.driverId, t, t)));
       });
     },
-    history: async (startId) => historyOf(s.rows.all(claimedStartIdOf(startId)) as ClaimRow[]),
+    history: async (startId) => historyOf(checkedClaimRows(s.rows.all(claimedStartIdOf(startId)) as ClaimRow[])),
     close: async () => void db.close(),
   };
 };

@@ -5,6 +5,8 @@ import type { EventRow } from '../../projections/verifyRows';
 import type { StoredBarrier, VerifyProblem } from '../../application/authority';
 import type { RecoveryView } from '../../application/recoveryRules';
 import type { SealedSpan } from '../../application/eventSeals';
+import { claimHistoryProblems, type StoredClaimRow } from '../../application/driverClaimRules';
+import { schemaProblems, type LedgerRow } from '../migrations';
 import * as RSQL from './recoverySql';
 import * as SQL from './sql';
 
@@ -107,6 +109,14 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
       for (const r of s.streamHeads.all() as { stream_id: string; version: number; n: number; top: number | null }[]) {
         problems.push({ kind: 'stream_head', record: r.stream_id, problem: `stream head is at version ${r.version} but holds ${r.n} events (last position ${r.top ?? 'none'})` });
       }
+      const order = p(RSQL.GLOBAL_ORDER).get() as { n: number; lo: number | null; hi: number | null };
+      if (order.n > 0 && (order.lo !== 1 || order.hi !== order.n)) problems.push({ kind: 'event', record: 'events', problem: `${order.n} events hold global positions ${order.lo}..${order.hi}, not 1..${order.n}` });
+      for (const r of p(RSQL.GLOBAL_ORDER_AGAINST_STREAMS).all() as { stream_id: string; stream_position: number; global_position: number }[]) {
+        problems.push({ kind: 'event', record: `${r.stream_id}@${r.stream_position}`, problem: `global position ${r.global_position} is not after the one of the event before it in its stream` });
+      }
+      problems.push(...claimHistoryProblems(p(RSQL.CLAIM_ROWS).all() as StoredClaimRow[]));
+      const ledger = p(SQL.SELECT_LEDGER).all() as LedgerRow[];
+      for (const problem of schemaProblems('sqlite', ledger, p(RSQL.CAPABILITIES).all() as { name: unknown; version: unknown }[])) problems.push({ kind: 'schema', record: 'schema', problem });
       return problems;
     },
   };

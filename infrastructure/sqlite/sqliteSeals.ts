@@ -14,7 +14,8 @@ export const sqliteSealer = (s: Statements, keys: EvidenceKeyring) => {
     if (!originStored) {
       const rows = s.sealOrigins.all() as SealOriginRow[];
       originStored = rows.some((r) => r.key_id === keys.activeKeyId);
-      const fresh = { globalPosition: (s.nextGlobalPosition.get() as { next: number }).next, ms: nowMsOf(s) };
+      // The events being sealed are already in the log on the lifecycle path: sealing starts at the first of them, never after them.
+      const fresh = { globalPosition: (s.sealOriginPosition.get(streamId, Number(events[0]!.stream_position)) as { next: number }).next, ms: nowMsOf(s) };
       const origin = originToWrite(keys, rows, fresh);
       if (origin !== undefined) s.insertSealOrigin.run(origin);
     }

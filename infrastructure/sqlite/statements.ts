@@ -39,6 +39,7 @@ const STATEMENTS = {
   sealOrigins: SQL.SELECT_SEAL_ORIGINS,
   insertSealOrigin: SQL.INSERT_SEAL_ORIGIN,
   nextGlobalPosition: SQL.NEXT_GLOBAL_POSITION,
+  sealOriginPosition: SQL.SEAL_ORIGIN_POSITION,
 };
 
 export type Statements = { readonly [K in keyof typeof STATEMENTS]: Database.Statement };

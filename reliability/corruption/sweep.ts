@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CorruptRecordError, commandOfBarrier, isStartBarrierError, type StartBarrierRecord } from '../../domain';
@@ -48,20 +48,54 @@ export interface SweepReport {
   readonly cliRuns: number;
   readonly cliExit5: number;
   readonly undetected: readonly string[];
+  /** Tables and columns of the live schema, and how many of those columns a change reached. */
+  readonly tables: number;
+  readonly columns: number;
+  readonly columnsReached: number;
   readonly failures: readonly string[];
   readonly ok: boolean;
 }
 
-/** Build the store: `n` starts of every kind, some retried, some with outcomes, some siblings. */
+/** The keyring every store of the sweep seals its starts with (R9.4), so the MAC rows are swept too. */
+const SWEEP_KEY = { id: 'sweep-k1', secret: Buffer.alloc(32, 0x5a) };
+const SWEEP_KEY_RING = { active: SWEEP_KEY };
+
+/**
+ * Build the store: `n` starts of every kind, some retried, some with outcomes, some siblings.
+ * The first Run holds a row of every table a Run can own, so a single target start already
+ * reaches every column: an approval start resolved with a note and driven through two claim
+ * generations (one released), and a sibling StepRun resolved with a note that was then purged.
+ */
 const populate = async (a: AnyAuthority, n: number): Promise<{ ids: string[]; preferred: string[] }> => {
   const ids: string[] = [];
   const preferred: string[] = [];
+  {
+    const s = buildScenario({ prefix: 'sweep-rich', withApproval: true });
+    for (const c of s.lifecycle) await a.runs.handle(c);
+    const first = (await a.barriers.prepare(s.startCommand())).barrier.record.startId;
+    const sibling = buildScenario({ prefix: 'sweep-rich', runId: s.runId, projectId: s.projectId, stepRunId: `${s.stepRunId}-b` });
+    for (const c of sibling.lifecycle.slice(1)) await a.runs.handle(c);
+    const second = (await a.barriers.prepare(sibling.startCommand(sibling.stepRun, 'b-v3'))).barrier.record.startId;
+    const claims = a.driverClaims();
+    try {
+      const one = await claims.claim(first, 'sweep-driver-1', 60_000);
+      if (one.status === 'claimed') await claims.release(one.claim);
+      await claims.claim(first, 'sweep-driver-2', 60_000);
+    } finally {
+      await claims.close();
+    }
+    await a.recovery.resolve(first, 'completed', { decidedBy: 'sweep', reason: 'tool_succeeded', note: 'checked by the sweep', outcomeDigest: `sha256:${'5a'.repeat(32)}` });
+    await a.recovery.resolve(second, 'failed', { decidedBy: 'sweep', reason: 'tool_failed', note: 'to be purged' });
+    await a.recovery.purgeNote(second);
+    ids.push(first, second);
+    preferred.push(first);
+  }
   for (let i = 0; i < n; i++) {
     const s = buildScenario({ prefix: `sweep-${i}`, withApproval: i % 4 === 1 });
     for (const c of s.lifecycle) await a.runs.handle(c);
     const first = await a.barriers.prepare(s.startCommand());
     ids.push(first.barrier.record.startId);
-    if (i === 1 || i === 3 || i === 4) preferred.push(first.barrier.record.startId); // approval, completed, plain ready
+    if (i === 3 || i === 4) preferred.push(first.barrier.record.startId); // completed, plain ready
     const at = { runId: s.runId, stepRunId: s.stepRunId };
     if (i % 4 === 2) {
       // retried at a new version (R4.4): the first attempt lost, a second barrier at version 5
@@ -88,7 +122,10 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
   const log = options.log ?? (() => undefined);
   const scratch = mkdtempSync(join(tmpdir(), 'reliability-sweep-'));
   const failures: string[] = [];
-  const undetected: string[] = [];
+  const missed: string[] = [];
+  let tableCount = 0;
+  let columnCount = 0;
+  let columnsReached = 0;
   let cellsTried = 0;
   let detected = 0;
   let detectedByRepository = 0;
@@ -100,15 +137,15 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
   let ids: string[];
   let preferred: string[];
   {
-    const a = await store.open();
+    const a = await store.open({ evidenceKeys: SWEEP_KEY_RING });
     try {
       ({ ids, preferred } = await populate(a, Math.max(options.starts, 5)));
     } finally {
       await a.close();
     }
   }
-  // Targets: one start of each kind first (approval, retried, lost, completed, sibling, ready).
-  const order = [1, 3, 2, 4, 0, 5].map((i) => preferred[i]).concat(ids).filter((id): id is string => id !== undefined);
+  // Targets: one start of each kind first (the rich Run's approval start, completed, lost, retried, ready, sibling).
+  const order = [0, 1, 2, 3, 4, 5].map((i) => preferred[i]).concat(ids).filter((id): id is string => id !== undefined);
   const targets = [...new Set(order)].slice(0, options.targets);
 
   let session: DamageSession;
@@ -123,10 +160,12 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
     target = store.target;
     session = await postgresDamageSession(store.target);
   }
-  const authority = await openAuthority(store.backend, target);
+  const authority = await openAuthority(store.backend, target, { evidenceKeys: SWEEP_KEY_RING });
+  const keyFile = join(scratch, 'keys.json');
+  writeFileSync(keyFile, JSON.stringify({ active: SWEEP_KEY.id, keys: { [SWEEP_KEY.id]: SWEEP_KEY.secret.toString('base64') } }), { mode: 0o600 });
   const cli = (): number => {
     const args = store.backend === 'sqlite' ? ['--db', target] : ['--postgres', target];
-    const r = spawnSync(process.execPath, ['--require', 'tsx/cjs', CLI, 'verify', ...args], { cwd: ROOT, encoding: 'utf8', timeout: 60_000, env: { ...process.env, NO_COLOR: '1' } });
+    const r = spawnSync(process.execPath, ['--require', 'tsx/cjs', CLI, 'verify', ...args], { cwd: ROOT, encoding: 'utf8', timeout: 60_000, env: { ...process.env, NO_COLOR: '1', QINGLONG_BARRIER_KEYRING_FILE: keyFile } });
     return r.status ?? -1;
   };
 
@@ -161,12 +200,12 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
       if (byVerify) detectedByVerify++;
       const caught = mode === 'start' ? byRepository && byVerify : byVerify;
       if (caught) detected++;
-      else undetected.push(`${what}: ${results.map((r) => `${r.via} -> ${r.value instanceof Error ? (r.value as { code?: string }).code ?? 'untyped' : r.value === null ? 'null' : 'ANSWERED'}`).join(', ')}; verify ${report.ok ? 'ok' : 'damage'}`);
-      if (options.cliEvery > 0 && cellsTried % options.cliEvery === 0) {
+      if (!caught) missed.push(`${what}: ${results.map((r) => `${r.via} -> ${r.value instanceof Error ? (r.value as { code?: string }).code ?? 'untyped' : r.value === null ? 'null' : 'ANSWERED'}`).join(', ')}; verify ${report.ok ? 'ok' : 'damage'}`);
+      if (caught && options.cliEvery > 0 && cellsTried % options.cliEvery === 0) {
         cliRuns++;
         const code = cli();
         if (code === 5) cliExit5++;
-        else undetected.push(`${what}: qinglong-barrier verify exited ${code}, expected 5`);
+        else missed.push(`${what}: qinglong-barrier verify exited ${code}, expected 5`);
       }
       return caught;
     };
@@ -179,70 +218,100 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
 
     const swapSource = (startId: string) => ids.find((id) => id !== startId && !targets.includes(id)) ?? ids.find((id) => id !== startId)!;
 
-    for (const startId of targets) {
+    /**
+     * Where a start's damage targets are, table by table (R9.2: every column of every table).
+     * `start`: the start's own rows, which its reads use (they must fail closed, and verify
+     * report it); `log`: every other row of its Run or of the store (the Run's lifecycle
+     * events and heads, outcome rows, notes, driver claims, the SQLite commit guard, the
+     * migration ledger and capabilities): verify must report it. A table of the live schema
+     * that no group names fails the sweep, so a table added later cannot go unswept.
+     */
+    interface Group {
+      readonly table: string;
+      readonly where: string;
+      readonly params: readonly unknown[];
+      readonly mode: (column: string) => 'start' | 'log';
+      /** Once per sweep (store-wide rows), not once per target. */
+      readonly once?: boolean;
+    }
+    const groupsOf = (record: StartBarrierRecord): Group[] => {
+      const sequence = record.runEvent.runEventSequence;
+      const stream = `run-${record.runId}`;
+      const start = (table: string, where: string, params: readonly unknown[]): Group => ({ table, where, params, mode: (c) => (c === 'chain_digest' || c === 'global_position' ? 'log' : 'start') });
+      const byVerify = (table: string, where: string, params: readonly unknown[], once = false): Group => ({ table, where, params, mode: () => 'log', once });
+      const ofRun = 'start_id IN (SELECT start_id FROM ' + session.raw.t('tool_execution_start_barriers') + ' WHERE run_id = ?) ORDER BY start_id';
+      return [
+        start('tool_execution_start_barriers', 'start_id = ?', [record.startId]),
+        start('security_audit_events', 'audit_event_id = ?', [record.audit.auditEventId]),
+        start('trace_anchors', 'trace_id = ?', [record.trace.traceId]),
+        start('audit_receipts', 'audit_receipt_id = ?', [record.audit.auditReceiptId]),
+        start('step_run_mutations', 'mutation_id = ?', [record.mutation.mutationId]),
+        start('events', 'stream_id = ? AND stream_position >= ? AND stream_position <= ? ORDER BY stream_position', [stream, sequence - 3, sequence + 1]),
+        start('start_replay_identities', 'start_id = ? ORDER BY identity', [record.startId]),
+        start('start_evidence_macs', 'start_id = ?', [record.startId]),
+        byVerify('events', 'stream_id = ? AND (stream_position < ? OR stream_position > ?) ORDER BY stream_position', [stream, sequence - 3, sequence + 1]),
+        byVerify('streams', 'stream_id = ?', [stream]),
+        byVerify('runs', 'run_id = ?', [record.runId]),
+        byVerify('step_runs', 'run_id = ? ORDER BY step_run_id', [record.runId]),
+        byVerify('start_outcomes', 'run_id = ? ORDER BY start_id', [record.runId]),
+        byVerify('resolution_notes', ofRun, [record.runId]),
+        byVerify('adapter_driver_claims', ofRun.replace('ORDER BY start_id', 'ORDER BY start_id, generation, kind'), [record.runId]),
+        byVerify('start_whole_at_commit', 'start_id = ?', [record.startId]),
+        byVerify('run_event_macs', 'stream_id = ? ORDER BY from_position', [stream]),
+        byVerify('run_event_seal_origins', '1 = 1 ORDER BY key_id', [], true),
+        byVerify('schema_migrations', '1 = 1 ORDER BY name', [], true),
+        byVerify('capabilities', '1 = 1 ORDER BY name', [], true),
+      ];
+    };
+    const schema = await session.schema();
+    const named = new Set(groupsOf((await authority.barriers.getByStartId(targets[0]!))!.record).map((g) => g.table));
+    for (const table of Object.keys(schema)) if (!named.has(table)) failures.push(`table ${table} has no damage target: name its rows in the sweep's groups`);
+    /** Which columns a change reached (applied, or refused by a unique index or type): every one must be. */
+    const reached = new Map<string, Set<string>>();
+    const reach = (table: string, column: string) => (reached.get(table) ?? reached.set(table, new Set()).get(table)!).add(column);
+
+    for (const [n, startId] of targets.entries()) {
       const b = (await authority.barriers.getByStartId(startId))!;
       const other = (await authority.barriers.getByStartId(swapSource(startId)))!;
-      const rowsOf = async (record: StartBarrierRecord) => {
-        const sequence = record.runEvent.runEventSequence;
-        return {
-          tool_execution_start_barriers: await session.rows('tool_execution_start_barriers', 'start_id = ?', [record.startId]),
-          security_audit_events: await session.rows('security_audit_events', 'audit_event_id = ?', [record.audit.auditEventId]),
-          trace_anchors: await session.rows('trace_anchors', 'trace_id = ?', [record.trace.traceId]),
-          audit_receipts: await session.rows('audit_receipts', 'audit_receipt_id = ?', [record.audit.auditReceiptId]),
-          step_run_mutations: await session.rows('step_run_mutations', 'mutation_id = ?', [record.mutation.mutationId]),
-          events: await session.rows('events', 'stream_id = ? AND stream_position >= ? AND stream_position <= ? ORDER BY stream_position', [`run-${record.runId}`, sequence - 3, sequence + 1]),
-          start_replay_identities: await session.rows('start_replay_identities', 'start_id = ? ORDER BY identity', [record.startId]),
-        } as Record<string, Record<string, unknown>[]>;
-      };
-      /**
-       * Every cell of these rows, one change at a time, each kind; `modeOf` says which reads
-       * must notice it (see `probe`); `label` tells the report which sweep a cell was in.
-       */
-      const sweepCells = async (mine: Record<string, Record<string, unknown>[]>, theirs: Record<string, Record<string, unknown>[]>, modeOf: (column: string) => 'start' | 'log', label: string) => {
-        for (const [table, rows] of Object.entries(mine)) {
-          for (const [index, row] of rows.entries()) {
-            for (const [column, value] of Object.entries(row)) {
-              if (column === '_key' || column === 'global_position') continue; // the log's own ordinal, not part of a start
-              for (const kind of options.kinds) {
-                let next: unknown;
-                if (kind === 'flip') next = mutateCell(value);
-                else if (kind === 'swap') next = theirs[table]?.[index]?.[column];
-                else if (column.endsWith('_json')) next = reformatJson(value);
-                if (next === undefined || next === null || value === null || String(next) === String(value)) continue;
-                const what = `${store.backend} ${startId} ${table}[${index}].${column} (${kind}${label})`;
-                const change = await session.set(table, String(row._key), column, next);
-                if (!change.applied) {
-                  refusedBySchema++;
-                  continue;
-                }
-                await probe(b.record, what, modeOf(column));
-                const restore = await session.set(table, change.key, column, value);
-                if (!restore.applied) failures.push(`${what}: could not restore (${restore.reason})`);
-                else row._key = restore.key;
-                await expectRestored(startId, b.barrierDigest, what);
+      const theirs = groupsOf(other.record);
+      for (const [g, group] of groupsOf(b.record).entries()) {
+        // a table of another schema version (a PostgreSQL-only or SQLite-only one) is not there
+        if ((group.once === true && n > 0) || schema[group.table] === undefined) continue;
+        const all = await session.rows(group.table, group.where, group.params);
+        // Cost: the Run's other rows (verify's net) are swept one row per event type, the
+        // store-wide ledger at its first, middle and last row, and by flips only; the start's
+        // own rows are swept whole, by every kind. Every column is still reached.
+        const rows = group.mode('data_json') === 'start' ? all : group.once === true ? [...new Set([all[0], all[Math.floor(all.length / 2)], all[all.length - 1]])].filter((r) => r !== undefined) : group.table === 'events' ? all.filter((r, i) => all.findIndex((x) => x.event_type === r.event_type) === i) : all;
+        // swap: the same cell of another start's row; store-wide rows swap with their neighbour
+        const source = group.once === true ? [...rows.slice(1), ...rows.slice(0, 1)] : await session.rows(group.table, theirs[g]!.where, theirs[g]!.params);
+        for (const [index, row] of rows.entries()) {
+          for (const [column, value] of Object.entries(row)) {
+            if (column === '_key') continue;
+            for (const kind of options.kinds) {
+              if (kind === 'swap' && group.mode(column) === 'log' && group.mode('data_json') === 'log') continue;
+              let next: unknown;
+              if (kind === 'flip') next = mutateCell(value);
+              else if (kind === 'swap') next = source[index]?.[column];
+              else if (column.endsWith('_json')) next = reformatJson(value);
+              if (next === undefined || next === null || value === null || String(next) === String(value)) continue;
+              const what = `${store.backend} ${startId} ${group.table}[${index}].${column} (${kind}, ${group.mode(column)})`;
+              const change = await session.set(group.table, String(row._key), column, next);
+              reach(group.table, column);
+              if (!change.applied) {
+                refusedBySchema++;
+                continue;
               }
+              await probe(b.record, what, group.mode(column));
+              const restore = await session.set(group.table, change.key, column, value);
+              if (!restore.applied) failures.push(`${what}: could not restore (${restore.reason})`);
+              else row._key = restore.key;
+              await expectRestored(startId, b.barrierDigest, what);
             }
           }
         }
-      };
-      const mine = await rowsOf(b.record);
-      await sweepCells(mine, await rowsOf(other.record), (column) => (column === 'chain_digest' ? 'log' : 'start'), '');
-
-      // Every other table, every column: the rest of the Run's log (its lifecycle events and
-      // other starts' events), its stream, Run and StepRun heads and its outcome rows.
-      const runRowsOf = async (record: StartBarrierRecord) => {
-        const sequence = record.runEvent.runEventSequence;
-        return {
-          events: await session.rows('events', 'stream_id = ? AND (stream_position < ? OR stream_position > ?) ORDER BY stream_position', [`run-${record.runId}`, sequence - 3, sequence + 1]),
-          streams: await session.rows('streams', 'stream_id = ?', [`run-${record.runId}`]),
-          runs: await session.rows('runs', 'run_id = ?', [record.runId]),
-          step_runs: await session.rows('step_runs', 'run_id = ? ORDER BY step_run_id', [record.runId]),
-          start_outcomes: await session.rows('start_outcomes', 'run_id = ? ORDER BY start_id', [record.runId]),
-        } as Record<string, Record<string, unknown>[]>;
-      };
-      await sweepCells(await runRowsOf(b.record), await runRowsOf(other.record), () => 'log', ", the Run's log and heads");
+      }
       // A duplicated identity row (its unique index dropped first): the index names two rows.
-      for (const row of mine.start_replay_identities!) {
+      for (const row of await session.rows('start_replay_identities', 'start_id = ? ORDER BY identity', [startId])) {
         const what = `${store.backend} ${startId} start_replay_identities duplicate ${String(row.identity)}`;
         const dup = await session.duplicateIdentity(String(row._key));
         await probe(b.record, what);
@@ -250,6 +319,15 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
         await expectRestored(startId, b.barrierDigest, what);
       }
       log(`  ${store.backend} sweep: start ${startId}: ${cellsTried} cells tried so far, ${detected} detected`);
+    }
+    tableCount = Object.keys(schema).length;
+    for (const [table, columns] of Object.entries(schema)) {
+      columnCount += columns.length;
+      for (const column of columns) {
+        if (reached.get(table)?.has(column)) columnsReached++;
+        if (!named.has(table) || reached.get(table)?.has(column)) continue;
+        failures.push(`no change reached ${table}.${column}: the store holds no value there for the sweep to damage`);
+      }
     }
     const after = await authority.recovery.verify();
     if (!after.ok) failures.push(`the store does not verify after the sweep put every cell back: ${JSON.stringify(after.problems.slice(0, 3))}`);
@@ -269,8 +347,11 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
     refusedBySchema,
     cliRuns,
     cliExit5,
-    undetected,
+    undetected: missed,
+    tables: tableCount,
+    columns: columnCount,
+    columnsReached,
     failures,
   };
-  return { ...report, ok: failures.length === 0 && undetected.length === 0 && cellsTried === detected && cliRuns === cliExit5 };
+  return { ...report, ok: failures.length === 0 && missed.length === 0 && cellsTried === detected && cliRuns === cliExit5 };
 };

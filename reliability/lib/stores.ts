@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { RecoverableStartBarrierAuthority, StartStepHook } from '../../application/authority';
+import type { EvidenceKeyringOptions } from '../../application/evidenceKeys';
 import { openPostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { createDatabase } from '../../testkit/postgresHarness';
@@ -17,12 +18,14 @@ export interface AuthorityOptions {
   readonly hook?: StartStepHook;
   /** PostgreSQL only: `false` opens without migrating (a read-only standby). */
   readonly migrate?: boolean;
+  /** A deployment keyring (R9.4): every start is sealed and every verified read checks the seal. */
+  readonly evidenceKeys?: EvidenceKeyringOptions;
 }
 
 export type AnyAuthority = RecoverableStartBarrierAuthority;
 
 export const openAuthority = (backend: BackendName, target: string, options: AuthorityOptions = {}): Promise<AnyAuthority> => {
-  const hooks = options.hook ? { hooks: { onStartStep: options.hook } } : {};
+  const hooks = { ...(options.hook ? { hooks: { onStartStep: options.hook } } : {}), ...(options.evidenceKeys ? { evidenceKeys: options.evidenceKeys } : {}) };
   if (backend === 'sqlite') return openSqliteStartBarrier({ path: target, ...hooks });
   // No error listener of our own on its pool: the authority must survive its server going away.
   return openPostgresStartBarrier({ connectionString: target, ...hooks, ...(options.migrate === false ? { migrate: false } : {}) });

@@ -219,6 +219,13 @@ export const cliSuite = (backend: CliBackend): void => {
         expect((await cli(['show', '--start-id', 'no-such-start'])).code).to.equal(3);
         expect((await cli(['resolve', 'no-such-start', 'lost', '--reason', 'worker_lost'])).code).to.equal(3);
         expect((await cli(['history', 'no-such-run', 'no-such-step'])).code).to.equal(3);
+        // R11.1: inspect of a start the store never committed asks no adapter
+        const registry = join(freshDir('cli-inspect'), 'adapters.json');
+        writeFileSync(registry, '{}');
+        const unknown = await cli(['inspect', 'no-such-start', '--adapters', registry]);
+        expect(unknown.code, unknown.stderr).to.equal(3);
+        expect(unknown.stderr).to.contain('start_not_found');
+        expect(unknown.stdout).to.equal('');
       });
 
       it('exit 4 semantic conflict: drift under an existing identity, a second different outcome', async () => {

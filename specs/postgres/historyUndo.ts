@@ -12,7 +12,7 @@ export const UNDO_STORED_ONCE = `
   DELETE FROM ql3.schema_migrations WHERE name >= 'pg-0050';
 `;
 
-// What pg-0035 .. pg-0039 (and pg-0045, the start's turn function) add, taken away again: a spec that rolls a store back to before them
+// What pg-0035 .. pg-0039 (and pg-0042, the row digests, and pg-0045, the start's turn function) add, taken away again: a spec that rolls a store back to before them
 // (as written by the code before the chain and the event trigger) and lets the migrator
 // upgrade it. Their schema_migrations rows are deleted by the caller.
 export const UNDO_HISTORY_MIGRATIONS = `${UNDO_STORED_ONCE}
@@ -25,5 +25,10 @@ export const UNDO_HISTORY_MIGRATIONS = `${UNDO_STORED_ONCE}
   ALTER TABLE ql3.events DROP COLUMN chain_digest;
   GRANT INSERT, UPDATE ON ql3.streams, ql3.runs, ql3.step_runs TO ql3_runtime;
   GRANT UPDATE (note_text, purged_at_ms) ON ql3.resolution_notes TO ql3_runtime;
+  DROP TRIGGER schema_migrations_digest ON ql3.schema_migrations;
+  DROP FUNCTION ql3.schema_migrations_digest(), ql3.fields_digest(text, text[]);
+  ALTER TABLE ql3.schema_migrations DROP COLUMN ledger_digest;
+  ALTER TABLE ql3.adapter_driver_claims DROP COLUMN claim_digest;
+  ALTER TABLE ql3.resolution_notes DROP COLUMN purge_digest;
   DELETE FROM ql3.schema_migrations WHERE name >= 'pg-0035';
 `;

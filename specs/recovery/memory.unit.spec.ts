@@ -1,5 +1,6 @@
 import type { Tables } from '../../infrastructure/memory/memoryAuthority';
 import { openMemoryStartBarrier } from '../../infrastructure/memory/memoryAuthority';
+import type { NoteStore } from '../../application/recoveryRules';
 import { recoveryConformance } from './recoveryConformance';
 
 recoveryConformance({
@@ -11,4 +12,5 @@ recoveryConformance({
     const t = (a as unknown as { tables: Tables }).tables;
     return { events: [...t.events], outcomes: [...t.outcomes.values()] };
   },
+  orphanNote: (a, startId, digest, text) => (a as unknown as { noteStore: NoteStore }).noteStore.put(startId, digest, text),
 });

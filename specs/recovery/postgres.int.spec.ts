@@ -22,5 +22,7 @@ describe('PostgreSQL recovery', function () {
       });
     },
     raw: (a) => rawPostgres(a as RecoverablePostgresStartBarrier),
+    orphanNote: async (a, startId, digest, text) =>
+      void (await (a as RecoverablePostgresStartBarrier).pool.query('INSERT INTO ql3.resolution_notes (start_id, note_digest, note_text) VALUES ($1, $2, $3)', [startId, digest, text])),
   });
 });

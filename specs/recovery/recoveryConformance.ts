@@ -10,6 +10,7 @@ import {
   type StartBarrierRecord,
 } from '../../domain';
 import { buildScenario, type Scenario } from '../../domain/scenario';
+import { noteDigestOf } from '../../domain/resolution';
 import type { RecoverableStartBarrierAuthority, StoredBarrier } from '../../application/authority';
 import { normaliseOutcomeRow, outcomeRowOf, rebuildOutcomeRows, startOutcomeOf, type StartOutcomeRow } from '../../projections/outcomeRows';
 import type { EventRow } from '../../projections/verifyRows';
@@ -27,6 +28,8 @@ export interface RecoveryConformanceBackend {
   readonly controlsClock: boolean;
   /** The raw event log (global order) and the stored outcome rows, for the rebuild comparison. */
   raw(authority: RecoverableStartBarrierAuthority): Promise<{ events: EventRow[]; outcomes: StartOutcomeRow[] }>;
+  /** Writes a resolution note row as `resolve` does first: a resolve that stopped before its outcome event. */
+  orphanNote(authority: RecoverableStartBarrierAuthority, startId: string, noteDigest: string, text: string): Promise<void>;
 }
 
 
@@ -290,10 +293,31 @@ export const recoveryConformance = (backend: RecoveryConformanceBackend): void =
         await startedScenario(a);
         const seen: [number, number][] = [];
         const report = await a.recovery.verify({ onProgress: (done, total) => seen.push([done, total]) });
-        expect(report).to.deep.equal({ ok: true, checked: { barriers: 2, outcomes: 1, runs: 2, stepRuns: 2, events: 17 }, notes: { present: 0, purged: 0 }, problems: [] });
+        expect(report).to.deep.equal({ ok: true, checked: { barriers: 2, outcomes: 1, runs: 2, stepRuns: 2, events: 17 }, notes: { present: 0, purged: 0 }, problems: [], warnings: [] });
         const last = seen[seen.length - 1]!;
         expect(last[0]).to.equal(last[1]);
         expect(seen.map(([d]) => d)).to.deep.equal([...seen.map(([d]) => d)].sort((x, y) => x - y));
+      });
+
+      it('R10.2 a note written by a resolve that stopped before its outcome event is an orphan: a warning, not a difference; purge-note clears it', async () => {
+        const { startId } = await startedScenario(a);
+        const digest = noteDigestOf('called the vendor');
+        await backend.orphanNote(a, startId, digest, 'called the vendor');
+        const report = await a.recovery.verify();
+        expect(report.ok, JSON.stringify(report.problems)).to.equal(true);
+        expect(report.problems).to.deep.equal([]);
+        expect(report.notes).to.deep.equal({ present: 0, purged: 0 });
+        expect(report.warnings).to.have.length(1);
+        expect(report.warnings[0]).to.include({ kind: 'orphan_note', record: startId });
+        expect(report.warnings[0]!.problem).to.contain(digest);
+        // the start is still in doubt: the orphan bound nothing
+        expect((await a.recovery.inDoubt()).map((d) => d.startId)).to.include(startId);
+        const purged = await a.recovery.purgeNote(startId);
+        expect(purged).to.include({ startId, noteDigest: digest, status: 'purged' });
+        expect(await a.recovery.verify()).to.deep.include({ ok: true, problems: [], warnings: [] });
+        // a resolve afterwards binds its own note; the purged orphan stays silent
+        await a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'tool_succeeded', note: 'done after all' });
+        expect(await a.recovery.verify()).to.deep.include({ ok: true, notes: { present: 1, purged: 0 }, problems: [], warnings: [] });
       });
     });
   });

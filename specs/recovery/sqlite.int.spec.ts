@@ -8,4 +8,5 @@ recoveryConformance({
   controlsClock: false,
   open: () => openFreshSqlite(),
   raw: (a) => rawSqlite(a as SqliteStartBarrier),
+  orphanNote: async (a, startId, digest, text) => void (a as SqliteStartBarrier).db.prepare('INSERT INTO resolution_notes (start_id, note_digest, note_text) VALUES (?, ?, ?)').run(startId, digest, text),
 });

@@ -13,7 +13,9 @@ describe('R3.4/R3.5 a lost compare-and-set is named for what happened (SQLite)',
   this.timeout(60_000);
 
   const cases = [
-    { id: 'R3.4', step: 'evidence', guard: 'step_runs_legal_move', move: 'UPDATE step_runs SET version = version + 1 WHERE run_id = ?', key: (runId: string) => runId, lost: /compare-and-set on StepRun .* lost/ },
+    // the StepRun event is checked against its head too (0072): both guards go, or the event's
+    // check, not the compare-and-set, would be what refuses the start
+    { id: 'R3.4', step: 'evidence', guard: 'step_runs_legal_move; DROP TRIGGER events_step_run_from_head', move: 'UPDATE step_runs SET version = version + 1 WHERE run_id = ?', key: (runId: string) => runId, lost: /compare-and-set on StepRun .* lost/ },
     { id: 'R3.5', step: 'stepRunCas', guard: 'streams_legal_move', move: 'UPDATE streams SET version = version + 1 WHERE stream_id = ?', key: (runId: string) => `run-${runId}`, lost: /compare-and-set on stream run-.* lost/ },
   ] as const;
 

@@ -76,7 +76,7 @@ describe('SQLite backend (R5.1)', function () {
       const newer = freshDbPath();
       await (await openSqliteStartBarrier({ path: newer })).close();
       const raw2 = new Database(newer);
-      raw2.prepare("INSERT INTO schema_migrations VALUES ('9999-from-the-future', 'sha256:x', 0)").run();
+      raw2.prepare("INSERT INTO schema_migrations (name, checksum, applied_at_ms) VALUES ('9999-from-the-future', 'sha256:x', 0)").run();
       raw2.close();
       error = undefined;
       try {

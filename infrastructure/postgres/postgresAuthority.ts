@@ -165,7 +165,7 @@ class PostgresAuthority implements PostgresStartBarrier {
       const budget = this.tx.budget(); // one budget for every attempt of this start (R9.5)
       if (this.writeMode === 'batched') {
         const underTurn = (d: DecodedStartCommand, b: AttemptBudget) => this.prepareInTransaction(d, b, 'batched');
-        return prepareInRoundTrips({ pool: this.pool, timeouts: this.timeouts, tx: this.tx, keys: this.keys, hook: this.hook, underTurn }, decoded, budget);
+        return prepareInRoundTrips({ pool: this.pool, timeouts: this.timeouts, tx: this.tx, keys: this.keys, sealer: this.sealer, hook: this.hook, underTurn }, decoded, budget);
       }
       return this.prepareInTransaction(decoded, budget, 'stepwise');
     },

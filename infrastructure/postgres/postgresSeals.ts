@@ -22,7 +22,8 @@ export const INSERT_START_SEALS = named(`WITH ${INSERT_SEAL_CTE}
 export const INSERT_SEALED_EVENTS = named(`WITH ${INSERT_SEAL_CTE}\n${INSERT_EVENTS_SQL}`);
 
 const SELECT_SEAL_ORIGINS = named('SELECT key_id, from_global_position, from_ms, mac FROM ql3.run_event_seal_origins ORDER BY key_id');
-const NEXT_GLOBAL_POSITION = named('SELECT coalesce(max(global_position), 0) + 1 AS next FROM ql3.events');
+const NEXT_GLOBAL_POSITION = named(`SELECT coalesce(max(global_position), 0) + 1 AS next,
+  (extract(epoch FROM transaction_timestamp()) * 1000)::bigint AS now_ms FROM ql3.events`);
 const INSERT_SEAL_ORIGIN = named(`INSERT INTO ql3.run_event_seal_origins (key_id, from_global_position, from_ms, mac)
   VALUES (:key_id, :from_global_position, :from_ms, :mac) ON CONFLICT DO NOTHING`);
 
@@ -52,22 +53,29 @@ export const sealParams = (row: EventMacRow): Params => prefixed('seal_', row);
 
 /**
  * The seals one keyed authority writes: `seal` stores the origin first when no transaction
- * has yet seen it stored, then returns the seal row for the caller's statement.
+ * has yet seen it stored, then returns the seal row for the caller's statement. A start sent
+ * in two round trips cannot read inside its write, so it calls `ensureOrigin` before its first
+ * keyed write: one more statement, once per authority (R9.4: a store without an origin would
+ * read every unsealed event as legacy).
  */
 export const postgresSealer = (keys: EvidenceKeyring) => {
   let originStored = false;
-  return async (tx: Tx, streamId: string, events: readonly ChainedCells[]): Promise<EventMacRow> => {
-    if (!originStored) {
-      const rows = (await run(tx.client, SELECT_SEAL_ORIGINS, {})).map((r) => decodeRow(OriginRowCodec, r, 'event seal origin', 'origins'));
-      originStored = rows.some((r) => r.key_id === keys.activeKeyId);
-      if (!originStored) {
-        const [next] = await run(tx.client, NEXT_GLOBAL_POSITION, {});
-        const origin = originToWrite(keys, rows, { globalPosition: decodeRow(PgInt, next?.next, 'event', 'next global position'), ms: tx.nowMs });
-        if (origin !== undefined) await run(tx.client, INSERT_SEAL_ORIGIN, { ...origin });
-      }
+  const ensureOrigin = async (q: Queryable): Promise<void> => {
+    if (originStored) return;
+    const rows = (await run(q, SELECT_SEAL_ORIGINS, {})).map((r) => decodeRow(OriginRowCodec, r, 'event seal origin', 'origins'));
+    if (!rows.some((r) => r.key_id === keys.activeKeyId)) {
+      const [next] = await run(q, NEXT_GLOBAL_POSITION, {});
+      const fresh = { globalPosition: decodeRow(PgInt, next?.next, 'event', 'next global position'), ms: decodeRow(PgInt, next?.now_ms, 'clock', 'transaction_timestamp()') };
+      const origin = originToWrite(keys, rows, fresh);
+      if (origin !== undefined) await run(q, INSERT_SEAL_ORIGIN, { ...origin });
     }
+    originStored = true;
+  };
+  const seal = async (tx: Tx, streamId: string, events: readonly ChainedCells[]): Promise<EventMacRow> => {
+    await ensureOrigin(tx.client);
     return sealEvents(keys, streamId, events);
   };
+  return Object.assign(seal, { ensureOrigin });
 };
 
 export type PostgresSealer = ReturnType<typeof postgresSealer>;

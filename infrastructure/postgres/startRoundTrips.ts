@@ -12,7 +12,7 @@ import { macRowsOfRead, runStateOfRow, verifyBarrierRow, type RunStateColumns } 
 import { PENDING_CLOCK, PREPARED_OUT_OF_STEP, resyncPrepared, roundTripText, setLocalTimeouts, type Part } from './roundTripSql';
 import { PgInt, ReplayIdentityRowCodec, decodeRow, decodeRows } from './rowCodecs';
 import * as SQL from './sql';
-import { INSERT_START_SEALS, sealParams } from './postgresSeals';
+import { INSERT_START_SEALS, sealParams, type PostgresSealer } from './postgresSeals';
 import { sealEvents, startEventCells } from '../../application/eventSeals';
 import { checkCounts, resolveUniqueViolation } from './startWrite';
 import type { AttemptBudget, PostgresTimeouts, PostgresTransactions } from './transactions';
@@ -45,6 +45,8 @@ export interface RoundTripContext {
   readonly timeouts: PostgresTimeouts;
   readonly tx: PostgresTransactions;
   readonly keys: EvidenceKeyring | undefined;
+  /** Keyed only: stores the seal origin before the authority's first keyed write (postgresSeals.ts). */
+  readonly sealer: PostgresSealer | undefined;
   readonly hook: StartStepHook | undefined;
   /**
    * A start that lost the Run's turn goes on under the turn: the transaction that takes the turn
@@ -172,6 +174,7 @@ export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: Decode
         await ctx.hook?.('lookup');
         const state = stateOfRead(read, decoded);
         const plan = planStartWrite(buildStartFacts(decoded, state), state, PENDING_CLOCK);
+        await ctx.sealer?.ensureOrigin(client);
         return { outcome: 'created', barrier: await write(client, ctx, plan, open) };
       } catch (e) {
         if (open.value && broken === undefined && unavailableReasonOf(e) === undefined) {

@@ -142,5 +142,15 @@ export const keyedLifecycleSuite = (backend: KeyedLifecycleBackend): void => {
       await complete(await open(), after.s);
       await forgedIsRefused(keyed, after, 'after the origin');
     });
+
+    it('R9.4 a keyed start is a keyed write: when it is the first one, it stores the seal origin, so an unkeyed append right after it is refused', async () => {
+      const open = await fresh();
+      const s = await setUp(await open()); // a Run made ready before any keyed writer
+      const keyed = await open({ active: k1 });
+      const r = await keyed.barriers.prepare(s.startCommand()); // the only keyed write
+      const t = { s, startId: r.barrier.record.startId };
+      await complete(await open(), s);
+      await forgedIsRefused(keyed, t, 'after a first keyed start');
+    });
   });
 };

@@ -8,6 +8,8 @@ import { FIELD_SEPARATOR, SEED_ROW_KINDS, STREAM } from './seedRows';
 import * as SQL from './sql';
 import * as BEFORE from '../../testkit/beforeStoredOnce';
 
+const HEAD_CHECK = 'events_step_run_from_head';
+
 const STREAM_CODE = 48 + STREAM;
 const SEPARATOR_CODE = FIELD_SEPARATOR.charCodeAt(0);
 
@@ -42,10 +44,33 @@ export class SqliteWriter {
     return this.s[name]!;
   }
 
+  /**
+   * Seeding writes whole Runs at once: each head with its final state, then its events. The
+   * SQLite check that a StepRun event starts from its head (0072) holds only for a writer that
+   * moves heads event by event, as the product does; a seed is valid by construction (derived
+   * by the domain, and read back through the verified read by the bench), so the check is
+   * lifted while it is written and put back, with the same SQL, before the bench measures.
+   */
+  withoutHeadCheck<T>(body: () => T): T {
+    const row = this.db.prepare("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = ?").get(HEAD_CHECK) as { sql: string } | undefined;
+    if (row !== undefined) this.db.exec(`DROP TRIGGER ${HEAD_CHECK}`);
+    const restore = () => void (row !== undefined && this.db.exec(row.sql));
+    let result: T;
+    try {
+      result = body();
+    } catch (e) {
+      restore();
+      throw e;
+    }
+    if (result instanceof Promise) return result.finally(restore) as T;
+    restore();
+    return result;
+  }
+
   inTransaction(body: () => void): void {
     this.db.exec('BEGIN IMMEDIATE');
     try {
-      body();
+      this.withoutHeadCheck(body);
       this.db.exec('COMMIT');
     } catch (e) {
       if (this.db.inTransaction) this.db.exec('ROLLBACK');

@@ -10,7 +10,7 @@ import { sqliteSections } from './sqlite/sections';
 import { sqliteRss } from './sqlite/rss';
 import { postgresSections } from './postgres/sections';
 
-// `npm run bench` (issue 6): one run, this machine, every figure side by side with its limits.
+// `npm run bench`: one run, this machine, every figure side by side with its limits.
 // Prints a markdown table and writes the figures as JSON. `--quick` is a CI smoke test with
 // tiny sizes: its numbers mean nothing.
 

@@ -7,9 +7,10 @@ import type { BackendName } from '../testkit/rawSql';
 import { BACKENDS } from './lib/stores';
 import { runSoak, type SoakReport } from './soak/soak';
 
-// The reliability harness (issue 7): crash soak, bad input, corruption sweep, forgeries with
-// the runtime's own credentials, PostgreSQL failover. `npm run reliability` runs the full sizes; specs/reliability runs the short ones
-// inside `npm test`. Every phase uses real SQLite files and real PostgreSQL, never mocks.
+// The reliability harness: crash soak, bad input, corruption sweep, forgeries with the runtime's
+// own credentials, PostgreSQL failover, adapters under faults. `npm run reliability` runs the
+// full sizes; specs/reliability runs the short ones inside `npm test`. Every phase uses real
+// SQLite files and real PostgreSQL, never mocks.
 
 export const PHASES = ['soak', 'fuzz', 'corruption', 'forgery', 'failover', 'adapters'] as const;
 export type Phase = (typeof PHASES)[number];

@@ -25,7 +25,7 @@ import { decodeRunRow, decodeStepRunRow } from '../projections/runState';
 import type { EventRow } from '../projections/verifyRows';
 import type { EvidenceKeyring } from './evidenceKeys';
 import { checkSealedSpan, requireSealedSpan, type SealedSpan } from './eventSeals';
-import { LogDerivation, type LoggedEventRow } from '../projections/logDerivation';
+import { LogDerivation, compareStreamHeads, type FinishedStream, type LoggedEventRow } from '../projections/logDerivation';
 import type {
   AppendOutcome,
   AttemptHistoryEntry,
@@ -88,6 +88,13 @@ export interface RecoveryView {
   stepRunRowsAfter(after: readonly [string, string], limit: number): Promise<readonly StepRunRow[]>;
   /** With each row's chain link where the backend keeps one (R9.2). */
   eventRowsAfter(afterGlobalPosition: number, limit: number): Promise<readonly (LoggedEventRow & { global_position: number | string })[]>;
+  /**
+   * The log in stream order, after (stream, position): each stream's events come together, so
+   * `verify` holds one stream's fold at a time, not every Run's state at once.
+   */
+  eventRowsByStreamAfter(after: readonly [string, number], limit: number): Promise<readonly (LoggedEventRow & { global_position: number | string })[]>;
+  /** The stored heads of one Run: its row (with its stream's version) and every StepRun row. */
+  headsOfRun(runId: string): Promise<{ readonly run: (RunRow & { stream_version: number | string | null }) | undefined; readonly stepRuns: readonly StepRunRow[] }>;
   /** Foreign keys, duplicates, orphaned evidence and mutations, stream heads. */
   integrityProblems(): Promise<readonly VerifyProblem[]>;
   /** Keyed evidence (R9.4): the seal origins, the seals overlapping from..to of one stream, and the events they span. */
@@ -431,8 +438,10 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
       // What is stored, kept to compare with what the log derives (R9.2), after the event pass.
       const storedBarriers = new Set<string>();
       const storedOutcomeEvents = new Set<string>();
-      const storedRuns = new Map<string, RunRow & { stream_version: number | string | null }>();
-      const storedStepRuns = new Map<string, StepRunRow>();
+      // Only keys are kept: each stream's stored heads are read when its fold ends.
+      const storedRuns = new Set<string>();
+      /** `run/step` -> run id of every StepRun row not yet derived by a stream. */
+      const storedStepRuns = new Map<string, string>();
       const log = new LogDerivation();
 
       // Every barrier and its facts (R5.3), and whether its StepRun agrees with its outcome.
@@ -490,7 +499,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
         const rows = await backend.snapshot(async (v) => {
           const page = await v.runRowsAfter(after, PAGE);
           for (const row of page) {
-            storedRuns.set(row.run_id, row);
+            storedRuns.add(row.run_id);
             try {
               decodeRunRow(row, row.stream_version);
             } catch (e) {
@@ -520,7 +529,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
           const page = await v.stepRunRowsAfter(after, PAGE);
           for (const row of page) {
             const where = `${row.run_id}/${row.step_run_id}`;
-            storedStepRuns.set(where, row);
+            storedStepRuns.set(where, row.run_id);
             try {
               const s = decodeStepRunRow(row);
               if (s.status !== 'running') continue;
@@ -546,13 +555,24 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
         progress.tick('step_runs', rows.length);
       }
 
-      // Every event of the log decodes strictly and is stored canonically.
-      for (let after = 0; ; ) {
+      // The stored heads of a stream the log has finished, against what it derives (R9.2).
+      const headProblems = async (v: RecoveryView, finished: FinishedStream | undefined): Promise<VerifyProblem[]> => {
+        if (finished?.runId === undefined) return [];
+        const stored = await v.headsOfRun(finished.runId);
+        const found = compareStreamHeads(finished, stored.run, stored.stepRuns);
+        storedRuns.delete(finished.runId);
+        for (const key of found.derivedStepKeys) storedStepRuns.delete(key);
+        return found.problems;
+      };
+
+      // Every event of the log decodes strictly and is stored canonically; each stream is folded whole.
+      for (let after: readonly [string, number] = ['', 0]; ; ) {
         const rows = await backend.snapshot(async (v) => {
-          const page = await v.eventRowsAfter(after, PAGE);
+          const page = await v.eventRowsByStreamAfter(after, PAGE);
           for (const row of page) {
+            let e: ReturnType<typeof decodeEventRow> | null = null;
             try {
-              const e = decodeEventRow(row);
+              e = decodeEventRow(row);
               // R10.2: a note an outcome binds must be there, as text that matches, or purged
               if (isOutcomeEventType(e.type) && 'resolution' in e.data && e.data.resolution.noteDigest !== undefined) {
                 const { startId, resolution } = e.data as { startId: string; resolution: { noteDigest: string } };
@@ -561,21 +581,31 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
                 if (n.status === 'purged') notes.purged++;
                 else notes.present++;
               }
-            } catch (e) {
-              problems.push(problemOf('event', `${row.stream_id}@${row.stream_position}`, e));
+            } catch (err) {
+              problems.push(problemOf('event', `${row.stream_id}@${row.stream_position}`, err));
             }
-            problems.push(...log.add(row));
+            // decoded once: the fold takes this decoding, or its failure
+            const folded = log.add(row, e);
+            problems.push(...folded.problems);
+            problems.push(...(await headProblems(v, folded.finished)));
           }
+          if (page.length === 0) problems.push(...(await headProblems(v, log.finish())));
           return page;
         });
         if (rows.length === 0) break;
-        after = Number(rows[rows.length - 1]!.global_position);
+        const last = rows[rows.length - 1]!;
+        after = [last.stream_id, Number(last.stream_position)];
         checked.events += rows.length;
         progress.tick('events', rows.length);
       }
 
-      // Every head and read model against the log (R9.2), both ways.
-      problems.push(...log.compareHeads(storedRuns, storedStepRuns));
+      // Every head and read model against the log (R9.2), both ways: what no stream derived.
+      for (const runId of storedRuns) {
+        if (!log.undecidableRuns.has(runId)) problems.push({ kind: 'head', record: runId, problem: 'a Run head without a RunCreated in the log' });
+      }
+      for (const [key, runId] of storedStepRuns) {
+        if (!log.undecidableRuns.has(runId)) problems.push({ kind: 'head', record: key, problem: 'a StepRun head without its StepRunCreated in the log' });
+      }
       for (const id of log.barrierStartIds) {
         if (!storedBarriers.has(id)) problems.push({ kind: 'head', record: id, problem: 'the log commits this start but its barrier row is missing' });
       }

@@ -5,9 +5,11 @@ import { runRowOf, stepRunRowOf, type RunRow, type StepRunRow } from './rows';
 import { decodeEventRow, type EventRow } from './verifyRows';
 
 // R9.2 `verify`: everything derived, derived again from the event log alone, one event at a
-// time (the log is paged through in global order), then compared with what is stored: the
-// chain link of every event row, stream positions without gaps, and the stream, Run and
-// StepRun heads; and which outcome and barrier rows the log says must exist.
+// time, then compared with what is stored: the chain link of every event row, stream positions
+// without gaps, and the stream, Run and StepRun heads; and which outcome and barrier rows the
+// log says must exist. The log is read in stream order, so one stream's fold is held at a time
+// and compared when the stream ends: memory stays flat at any store size. That the global
+// order follows each stream is the backend's integrity check.
 
 /** An event row as `verify` pages it; `chain_digest` is absent on a backend without a chain. */
 export type LoggedEventRow = EventRow & { readonly chain_digest?: string | null };
@@ -47,18 +49,35 @@ const illegalMove = (state: RunState, event: RunStreamEvent): string | undefined
 const differences = (stored: Readonly<Record<string, unknown>>, derived: Readonly<Record<string, unknown>>): string[] =>
   Object.keys(derived).filter((k) => String(stored[k]) !== String(derived[k])).map((k) => `${k} is ${JSON.stringify(stored[k])}, the log says ${JSON.stringify(derived[k])}`);
 
+/** A stream whose last event has been folded: its heads can be compared with the stored ones. */
+export interface FinishedStream {
+  readonly stream: string;
+  /** The Run the stream derives; undefined when it derives none or could not be folded. */
+  readonly runId: string | undefined;
+  readonly fold: StreamFold;
+}
+
 export class LogDerivation {
-  private readonly streams = new Map<string, StreamFold>();
+  private current: { stream: string; fold: StreamFold } | undefined;
   /** Event ids of outcome events: each must have its start_outcomes row. */
   readonly outcomeEventIds = new Set<string>();
   /** Start ids of barrier events: each must have its barrier row. */
   readonly barrierStartIds = new Set<string>();
+  /** Run ids of streams that could not be folded: their heads are not compared either way. */
+  readonly undecidableRuns = new Set<string>();
 
-  /** Folds one row; returns what is wrong with it (its link, its position, its decoding). */
-  add(row: LoggedEventRow): VerifyProblem[] {
+  /**
+   * Folds one row, given in stream order; returns what is wrong with it (its link, its
+   * position, its fold), and the stream before it when this row starts another. `decoded` is
+   * the row's event as the caller already decoded it, or null when that failed (the caller
+   * reports why); the row is decoded here only when it is not given.
+   */
+  add(row: LoggedEventRow, decoded?: RunStreamEvent | null): { problems: VerifyProblem[]; finished?: FinishedStream } {
     const where = `${row.stream_id}@${row.stream_position}`;
     const problems: VerifyProblem[] = [];
-    const fold = this.streams.get(row.stream_id) ?? { position: 0, chain: '', state: initialRunState() };
+    const finished = this.current !== undefined && this.current.stream !== row.stream_id ? this.finish() : undefined;
+    this.current ??= { stream: row.stream_id, fold: { position: 0, chain: '', state: initialRunState() } };
+    const fold = this.current.fold;
     const position = Number(row.stream_position);
     if (position !== fold.position + 1) {
       problems.push({ kind: 'event', record: where, problem: `stream position ${position} follows ${fold.position}: the log has a gap or is out of order` });
@@ -71,7 +90,8 @@ export class LogDerivation {
     }
     fold.position = position;
     try {
-      const event = decodeEventRow(row);
+      if (decoded === null) throw new CorruptRecordError('event', where, 'does not decode');
+      const event = decoded ?? decodeEventRow(row);
       if (OUTCOME_EVENTS.includes(event.type)) this.outcomeEventIds.add(row.event_id);
       if (event.type === 'ToolExecutionStartBarrierCommitted') this.barrierStartIds.add(event.data.barrier.startId);
       if (fold.state !== null) {
@@ -86,46 +106,51 @@ export class LogDerivation {
       }
       fold.state = null;
     }
-    this.streams.set(row.stream_id, fold);
-    return problems;
+    return finished === undefined ? { problems } : { problems, finished };
   }
 
-  /** The stored heads against the heads the log derives, both ways. */
-  compareHeads(storedRuns: ReadonlyMap<string, RunRow & { stream_version: number | string | null }>, storedStepRuns: ReadonlyMap<string, StepRunRow>): VerifyProblem[] {
-    const problems: VerifyProblem[] = [];
-    const derivedRuns = new Set<string>();
-    const derivedSteps = new Set<string>();
-    for (const [stream, fold] of this.streams) {
-      if (fold.state === null || fold.state.run === null) continue;
-      const run = runRowOf(fold.state.run);
-      derivedRuns.add(run.run_id);
-      const stored = storedRuns.get(run.run_id);
-      if (stored === undefined) {
-        problems.push({ kind: 'head', record: run.run_id, problem: `stream ${stream} has events but the Run head is missing` });
-      } else {
-        const diff = differences(stored as unknown as Record<string, unknown>, { ...run, stream_version: run.version });
-        if (diff.length > 0) problems.push({ kind: 'head', record: run.run_id, problem: `the Run head is not what its log derives: ${diff.join('; ')}` });
-      }
-      for (const s of Object.values(fold.state.stepRuns)) {
-        const derived = stepRunRowOf(s);
-        const key = `${derived.run_id}/${derived.step_run_id}`;
-        derivedSteps.add(key);
-        const storedStep = storedStepRuns.get(key);
-        if (storedStep === undefined) {
-          problems.push({ kind: 'head', record: key, problem: 'the log creates this StepRun but its head is missing' });
-          continue;
-        }
-        const diff = differences(storedStep as unknown as Record<string, unknown>, derived as unknown as Record<string, unknown>);
-        if (diff.length > 0) problems.push({ kind: 'head', record: key, problem: `the StepRun head is not what its log derives: ${diff.join('; ')}` });
-      }
-    }
-    const undecidable = new Set([...this.streams].filter(([, f]) => f.state === null).map(([stream]) => stream.slice('run-'.length)));
-    for (const runId of storedRuns.keys()) {
-      if (!derivedRuns.has(runId) && !undecidable.has(runId)) problems.push({ kind: 'head', record: runId, problem: 'a Run head without a RunCreated in the log' });
-    }
-    for (const [key, row] of storedStepRuns) {
-      if (!derivedSteps.has(key) && !undecidable.has(row.run_id)) problems.push({ kind: 'head', record: key, problem: 'a StepRun head without its StepRunCreated in the log' });
-    }
-    return problems;
+  /** The stream being folded, finished (at the end of the log), or undefined when there is none. */
+  finish(): FinishedStream | undefined {
+    const c = this.current;
+    if (c === undefined) return undefined;
+    this.current = undefined;
+    if (c.fold.state === null) this.undecidableRuns.add(c.stream.slice('run-'.length));
+    return { stream: c.stream, runId: c.fold.state?.run?.runId, fold: c.fold };
   }
 }
+
+/**
+ * The heads one finished stream derives against the stored ones; returns the problems and the
+ * StepRun keys (`run/step`) it derived, which the caller crosses off what is stored.
+ */
+export const compareStreamHeads = (
+  finished: FinishedStream,
+  storedRun: (RunRow & { stream_version: number | string | null }) | undefined,
+  storedStepRuns: readonly StepRunRow[],
+): { problems: VerifyProblem[]; derivedStepKeys: string[] } => {
+  const problems: VerifyProblem[] = [];
+  const derivedStepKeys: string[] = [];
+  const state = finished.fold.state;
+  if (state === null || state.run === null) return { problems, derivedStepKeys };
+  const run = runRowOf(state.run);
+  if (storedRun === undefined) {
+    problems.push({ kind: 'head', record: run.run_id, problem: `stream ${finished.stream} has events but the Run head is missing` });
+  } else {
+    const diff = differences(storedRun as unknown as Record<string, unknown>, { ...run, stream_version: run.version });
+    if (diff.length > 0) problems.push({ kind: 'head', record: run.run_id, problem: `the Run head is not what its log derives: ${diff.join('; ')}` });
+  }
+  const stored = new Map(storedStepRuns.map((r) => [`${r.run_id}/${r.step_run_id}`, r]));
+  for (const s of Object.values(state.stepRuns)) {
+    const derived = stepRunRowOf(s);
+    const key = `${derived.run_id}/${derived.step_run_id}`;
+    derivedStepKeys.push(key);
+    const storedStep = stored.get(key);
+    if (storedStep === undefined) {
+      problems.push({ kind: 'head', record: key, problem: 'the log creates this StepRun but its head is missing' });
+      continue;
+    }
+    const diff = differences(storedStep as unknown as Record<string, unknown>, derived as unknown as Record<string, unknown>);
+    if (diff.length > 0) problems.push({ kind: 'head', record: key, problem: `the StepRun head is not what its log derives: ${diff.join('; ')}` });
+  }
+  return { problems, derivedStepKeys };
+};

@@ -65,6 +65,19 @@ export const createMemoryRecoveryView = (t: Tables, host: MemoryRecoveryHost): R
       return byKey(t.stepRuns.values(), stepKey).filter((r) => stepKey(r) > from).slice(0, limit);
     },
     eventRowsAfter: async (after, limit) => t.events.slice(after, after + limit).map((e, i) => ({ ...e, global_position: after + i + 1 })),
+    eventRowsByStreamAfter: async ([afterStream, afterPosition], limit) =>
+      t.events
+        .map((e, i) => ({ ...e, global_position: i + 1 }))
+        .filter((e) => e.stream_id > afterStream || (e.stream_id === afterStream && e.stream_position > afterPosition))
+        .sort((a, b) => (a.stream_id < b.stream_id ? -1 : a.stream_id > b.stream_id ? 1 : a.stream_position - b.stream_position))
+        .slice(0, limit),
+    headsOfRun: async (runId) => {
+      const run = t.runs.get(runId);
+      return {
+        run: run === undefined ? undefined : { ...run, stream_version: t.streams.get(`run-${runId}`) ?? null },
+        stepRuns: byKey([...t.stepRuns.values()].filter((r) => r.run_id === runId), stepKey),
+      };
+    },
 
     integrityProblems: async () => {
       const problems: VerifyProblem[] = [];
@@ -92,7 +105,16 @@ export const createMemoryRecoveryView = (t: Tables, host: MemoryRecoveryHost): R
         if (!t.runs.has(r.run_id)) problems.push({ kind: 'foreign_key', record: `step_runs ${r.run_id}/${r.step_run_id}`, problem: 'references a missing runs row' });
       }
       const perStream = new Map<string, number>();
-      for (const e of t.events) perStream.set(e.stream_id, (perStream.get(e.stream_id) ?? 0) + 1);
+      const lastPosition = new Map<string, number>();
+      for (const e of t.events) {
+        perStream.set(e.stream_id, (perStream.get(e.stream_id) ?? 0) + 1);
+        // the log's order follows each stream's positions (verify folds in stream order)
+        const before = lastPosition.get(e.stream_id);
+        if (before !== undefined && e.stream_position <= before) {
+          problems.push({ kind: 'event', record: `${e.stream_id}@${e.stream_position}`, problem: `comes after position ${before} of its stream in the log` });
+        }
+        lastPosition.set(e.stream_id, e.stream_position);
+      }
       for (const [stream, version] of t.streams) {
         const n = perStream.get(stream) ?? 0;
         if (n !== version) problems.push({ kind: 'stream_head', record: stream, problem: `stream head is at version ${version} but holds ${n} events` });

@@ -61,6 +61,15 @@ const RUN_ROWS_AFTER = named(`SELECT r.run_id, r.project_id, r.snapshot_id, r.sn
   FROM ql3.runs r LEFT JOIN ql3.streams s ON s.stream_id = 'run-' || r.run_id WHERE r.run_id > :after ORDER BY r.run_id LIMIT :limit`);
 const STEP_RUN_ROWS_AFTER = named(`SELECT * FROM ql3.step_runs WHERE (run_id, step_run_id) > (:after_run, :after_step)
   ORDER BY run_id, step_run_id LIMIT :limit`);
+const EVENT_ROWS_BY_STREAM_AFTER = named(`SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms, chain_digest
+  FROM ql3.events WHERE (stream_id, stream_position) > (:after_stream, :after_position) ORDER BY stream_id, stream_position LIMIT :limit`);
+const RUN_ROW = named(`SELECT r.run_id, r.project_id, r.snapshot_id, r.snapshot_digest, r.version, s.version AS stream_version
+  FROM ql3.runs r LEFT JOIN ql3.streams s ON s.stream_id = 'run-' || r.run_id WHERE r.run_id = :run_id`);
+const STEP_RUN_ROWS_OF_RUN = named('SELECT * FROM ql3.step_runs WHERE run_id = :run_id ORDER BY step_run_id');
+/** Within each stream the global order follows the stream positions (verify folds in stream order). */
+const GLOBAL_ORDER_AGAINST_STREAMS = named(`SELECT stream_id, stream_position, global_position FROM (
+    SELECT stream_id, stream_position, global_position, lag(global_position) OVER (PARTITION BY stream_id ORDER BY stream_position) AS previous FROM ql3.events) x
+  WHERE previous >= global_position LIMIT 20`);
 const EVENT_ROWS_AFTER = named(`SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms, chain_digest
   FROM ql3.events WHERE global_position > :after ORDER BY global_position LIMIT :limit`);
 
@@ -124,6 +133,7 @@ const StartOutcomeRowCodec = t.type({
 const StartIdRow = t.type({ start_id: t.string });
 const CountsRow = t.type({ barriers: PgInt, outcomes: PgInt, runs: PgInt, step_runs: PgInt, events: PgInt });
 const RunPageRow = t.intersection([RunRowCodec, t.type({ stream_version: t.union([PgInt, t.null]) })]);
+const LoggedEventRowCodec = t.intersection([EventRowCodec, t.type({ chain_digest: t.union([t.string, t.null]) })]);
 const ForeignKeyRow = t.type({ conname: t.string, child: t.string, parent: t.string, child_columns: t.array(t.string), parent_columns: t.array(t.string) });
 const DuplicateIdentityRow = t.type({ identity: t.string, value: t.string, n: PgInt, starts: t.string });
 const DuplicateAttemptRow = t.type({ run_id: t.string, step_run_id: t.string, started_step_run_version: PgInt, n: PgInt, starts: t.string });
@@ -163,7 +173,13 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
     outcomeRowsAfter: (after, limit) => rowsOf(client, OUTCOME_ROWS_AFTER, { after, limit }, StartOutcomeRowCodec, 'start outcome', 'page') as Promise<StartOutcomeRow[]>,
     runRowsAfter: (after, limit) => rowsOf(client, RUN_ROWS_AFTER, { after, limit }, RunPageRow, 'run', 'page'),
     stepRunRowsAfter: (after, limit) => rowsOf(client, STEP_RUN_ROWS_AFTER, { after_run: after[0], after_step: after[1], limit }, StepRunRowCodec, 'step run', 'page'),
-    eventRowsAfter: (after, limit) => rowsOf(client, EVENT_ROWS_AFTER, { after, limit }, t.intersection([EventRowCodec, t.type({ chain_digest: t.union([t.string, t.null]) })]), 'event', 'page'),
+    eventRowsAfter: (after, limit) => rowsOf(client, EVENT_ROWS_AFTER, { after, limit }, LoggedEventRowCodec, 'event', 'page'),
+    eventRowsByStreamAfter: (after, limit) =>
+      rowsOf(client, EVENT_ROWS_BY_STREAM_AFTER, { after_stream: after[0], after_position: after[1], limit }, LoggedEventRowCodec, 'event', 'page'),
+    headsOfRun: async (runId) => ({
+      run: (await rowsOf(client, RUN_ROW, { run_id: runId }, RunPageRow, 'run', runId))[0],
+      stepRuns: await rowsOf(client, STEP_RUN_ROWS_OF_RUN, { run_id: runId }, StepRunRowCodec, 'step run', runId),
+    }),
 
     integrityProblems: async () => {
       const problems: VerifyProblem[] = [];
@@ -185,6 +201,9 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
       }
       for (const r of await rowsOf(client, MUTATIONS_WITHOUT_BARRIER, {}, MutationOrphanRow, 'step run mutation', 'orphans')) {
         problems.push({ kind: 'mutation_without_barrier', record: `step_run_mutations ${r.mutation_id}`, problem: `StepRun move of start ${r.start_id} without its barrier` });
+      }
+      for (const r of await rowsOf(client, GLOBAL_ORDER_AGAINST_STREAMS, {}, t.type({ stream_id: t.string, stream_position: PgInt, global_position: PgInt }), 'event', 'global order')) {
+        problems.push({ kind: 'event', record: `${r.stream_id}@${r.stream_position}`, problem: `global position ${r.global_position} is not after the one of the event before it in its stream` });
       }
       for (const r of await rowsOf(client, STREAM_HEADS, {}, StreamHeadRow, 'stream', 'heads')) {
         problems.push({ kind: 'stream_head', record: r.stream_id, problem: `stream head (type ${r.stream_type}) is at version ${r.version} but holds ${r.n} events (last position ${r.top ?? 'none'})` });

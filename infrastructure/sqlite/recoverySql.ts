@@ -34,6 +34,12 @@ export const OUTCOME_ROWS_AFTER = 'SELECT * FROM start_outcomes WHERE start_id >
 export const RUN_ROWS_AFTER = `SELECT r.run_id, r.project_id, r.snapshot_id, r.snapshot_digest, r.version, s.version AS stream_version
   FROM runs r LEFT JOIN streams s ON s.stream_id = 'run-' || r.run_id WHERE r.run_id > ? ORDER BY r.run_id LIMIT ?`;
 export const STEP_RUN_ROWS_AFTER = 'SELECT * FROM step_runs WHERE (run_id, step_run_id) > (?, ?) ORDER BY run_id, step_run_id LIMIT ?';
+/** The log in stream order (the (stream_id, stream_position) key's index): one stream's events together. */
+export const EVENT_ROWS_BY_STREAM_AFTER = `SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms, chain_digest
+  FROM events WHERE (stream_id, stream_position) > (?, ?) ORDER BY stream_id, stream_position LIMIT ?`;
+export const RUN_ROW = `SELECT r.run_id, r.project_id, r.snapshot_id, r.snapshot_digest, r.version, s.version AS stream_version
+  FROM runs r LEFT JOIN streams s ON s.stream_id = 'run-' || r.run_id WHERE r.run_id = ?`;
+export const STEP_RUN_ROWS_OF_RUN = 'SELECT * FROM step_runs WHERE run_id = ? ORDER BY step_run_id';
 export const EVENT_ROWS_AFTER = `SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms, chain_digest
   FROM events WHERE global_position > ? ORDER BY global_position LIMIT ?`;
 

@@ -83,12 +83,14 @@ const PG_MARK = `SELECT (SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) 
                           WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast'))::bigint AS table_bytes,
                         pg_current_wal_lsn()::text AS lsn`;
 
-// Every relation of the tables counted above: heap, indexes, TOAST (named after its table).
-const PG_OBJECTS = `SELECT coalesce(t.relname || ' (TOAST)', c.relname) AS name, pg_relation_size(c.oid)::bigint AS bytes
+// Every relation of the tables counted above: heap, indexes, TOAST and its index (named after their table).
+const PG_OBJECTS = `SELECT CASE WHEN n.nspname = 'pg_toast' THEN o.relname || CASE WHEN c.relkind = 'i' THEN ' (TOAST index)' ELSE ' (TOAST)' END ELSE c.relname END AS name,
+       pg_relation_size(c.oid)::bigint AS bytes
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-  LEFT JOIN pg_class t ON t.reltoastrelid = c.oid
+  LEFT JOIN pg_index x ON x.indexrelid = c.oid AND n.nspname = 'pg_toast'
+  LEFT JOIN pg_class o ON o.reltoastrelid = coalesce(x.indrelid, c.oid) AND n.nspname = 'pg_toast'
   WHERE c.relkind IN ('r', 'i', 't') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
-    AND (c.relkind <> 't' OR t.oid IS NOT NULL) AND (n.nspname <> 'pg_toast' OR c.relkind = 't')`;
+    AND (n.nspname <> 'pg_toast' OR (o.oid IS NOT NULL AND o.relnamespace <> 'pg_catalog'::regnamespace))`;
 
 const pgObjects = async (pool: Pool): Promise<Record<string, ObjectBytes>> => {
   const { rows } = await pool.query<{ name: string; bytes: string }>(PG_OBJECTS);

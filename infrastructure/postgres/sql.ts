@@ -216,8 +216,8 @@ export const INSERT_EVENTS = named(INSERT_EVENTS_SQL);
  * of its identity values (duplicates included; each probe is an index lookup, so the read stays
  * constant-cost); with no barrier row, the start id's own probe, so that an index naming a
  * missing barrier fails closed. A row naming this start under a value the barrier does not
- * hold is verify's to find (pg-0051). A row found by two probes comes back twice with the same ctid and is
- * counted once. Rows travel as json (text-exact, never jsonb).
+ * hold is verify's to find (pg-0051). A row found by two probes comes back twice with the same
+ * ctid and is counted once. Rows travel as json (text-exact, never jsonb).
  */
 const barrierCtes = (gate: string) => `b AS (SELECT * FROM ql3.tool_execution_start_barriers WHERE start_id = :start_id${gate}),
   anchor AS (SELECT e.stream_id, e.stream_position FROM ql3.events e JOIN b ON e.event_id = b.run_event_id),

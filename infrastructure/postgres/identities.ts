@@ -62,6 +62,10 @@ export const barrierProbesSql = (table: IdentityTable = IDENTITY_STORAGE): strin
     .map(([identity, s]) => `SELECT '${identity}', ${barrierValueSql(s, 'b')} FROM b`)
     .join(' UNION ALL\n    ');
 
+/** With no barrier row `b`: the start id's own probe, so that an index naming a missing barrier fails closed. */
+export const missingBarrierProbeSql = (gate: string): string =>
+  `SELECT '${'startId' satisfies ReplayIdentity}', :start_id WHERE NOT EXISTS (SELECT 1 FROM b)${gate}`;
+
 /** Recovery's lookup of one identity: in the replay index and in the barrier's own column(s). */
 export const identityStartIdsSql = (storage: IdentityStorage): string => {
   const byIndex = `SELECT start_id FROM ql3.start_replay_identities WHERE identity = :identity AND value = :key`;

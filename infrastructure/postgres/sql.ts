@@ -8,7 +8,7 @@ import type {
   TraceAnchorRow,
 } from '../../projections/rows';
 import type { StartWrite, StartWriteStep } from '../../application/startWrite';
-import { barrierProbesSql, lookupReplaySql } from './identities';
+import { barrierProbesSql, lookupReplaySql, missingBarrierProbeSql } from './identities';
 import { named, prefixed, type NamedSql, type Params } from './named';
 
 // SQL owned by the PostgreSQL backend, in schema ql3 (R5.2). Every value is a bound parameter
@@ -223,7 +223,7 @@ const barrierCtes = (gate: string) => `b AS (SELECT * FROM ql3.tool_execution_st
   anchor AS (SELECT e.stream_id, e.stream_position FROM ql3.events e JOIN b ON e.event_id = b.run_event_id),
   keys (identity, value) AS (
     ${barrierProbesSql()}
-    UNION ALL SELECT 'startId', :start_id WHERE NOT EXISTS (SELECT 1 FROM b)${gate}),
+    UNION ALL ${missingBarrierProbeSql(gate)}),
   identities AS (
     SELECT i.ctid::text AS row_id, i.identity, i.value, i.start_id, ib.command_digest
       FROM keys k JOIN ql3.start_replay_identities i ON i.identity = k.identity AND i.value = k.value

@@ -169,6 +169,8 @@ export type VerifyProblemKind =
   | 'stream_head'
   | 'foreign_key'
   | 'duplicate_identity'
+  /** A replay-index row naming a barrier that does not hold its value (R4.1). */
+  | 'stray_identity'
   | 'duplicate_attempt'
   | 'evidence_without_move'
   | 'mutation_without_barrier'

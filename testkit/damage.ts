@@ -113,7 +113,7 @@ export const sqliteDamageSession = (source: string, copy: string): DamageSession
     },
     duplicateIdentity: async (key, startId) => {
       await raw.exec('DROP INDEX start_replay_identities_key');
-      await raw.run('INSERT INTO start_replay_identities (identity, value, start_id, command_digest) SELECT identity, value, coalesce(?, start_id), command_digest FROM start_replay_identities WHERE rowid = ?', [startId ?? null, key]);
+      await raw.run('INSERT INTO start_replay_identities (identity, value, start_id) SELECT identity, value, coalesce(?, start_id) FROM start_replay_identities WHERE rowid = ?', [startId ?? null, key]);
       const [{ dup }] = (await raw.all<{ dup: number }>('SELECT max(rowid) AS dup FROM start_replay_identities')) as [{ dup: number }];
       return {
         undo: async () => {
@@ -171,7 +171,7 @@ export const postgresDamageSession = async (url: string): Promise<DamageSession>
       const [dup] = await asReplica(async () => {
         await raw.exec('DROP INDEX ql3.start_replay_identities_key');
         return raw.all<{ _key: string }>(
-          'INSERT INTO ql3.start_replay_identities (identity, value, start_id, command_digest) SELECT identity, value, coalesce(?::text, start_id), command_digest FROM ql3.start_replay_identities WHERE ctid = ?::tid RETURNING ctid::text AS _key',
+          'INSERT INTO ql3.start_replay_identities (identity, value, start_id) SELECT identity, value, coalesce(?::text, start_id) FROM ql3.start_replay_identities WHERE ctid = ?::tid RETURNING ctid::text AS _key',
           [startId ?? null, key],
         );
       });

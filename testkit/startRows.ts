@@ -22,6 +22,11 @@ export const readStartRows = async (raw: RawSql, startId: string): Promise<Store
         WHERE stream_id = ? AND stream_position >= ? AND stream_position <= ? ORDER BY stream_position`,
       [`run-${barrier.run_id}`, positions[0], positions[4]],
     )) as unknown as StoredStartRows['events'],
-    identities: (await raw.all(`SELECT identity, value, start_id, command_digest FROM ${t('start_replay_identities')} WHERE start_id = ? ORDER BY identity`, [startId])) as unknown as StoredStartRows['identities'],
+    // the command digest is the barrier's (0081 / pg-0051)
+    identities: (await raw.all(
+      `SELECT i.identity, i.value, i.start_id, b.command_digest FROM ${t('start_replay_identities')} i
+        LEFT JOIN ${t('tool_execution_start_barriers')} b ON b.start_id = i.start_id WHERE i.start_id = ? ORDER BY i.identity`,
+      [startId],
+    )) as unknown as StoredStartRows['identities'],
   };
 };

@@ -13,19 +13,63 @@ export interface BytesPerStart {
   readonly tableBytes: number;
   /** WAL written (PostgreSQL: pg_current_wal_lsn delta; SQLite: WAL frames appended). */
   readonly walBytes: number;
+  /**
+   * What each table and index grew by (PostgreSQL: pg_relation_size; SQLite: dbstat pages) and,
+   * on SQLite, the bytes of the cells in them (dbstat payload): where the bytes above the
+   * records are. Totals over `starts`.
+   */
+  readonly byObject?: Readonly<Record<string, ObjectBytes>>;
 }
+
+export interface ObjectBytes {
+  readonly bytes: number;
+  /** SQLite only: bytes of the cells (rows or index entries) in those pages. */
+  readonly payload?: number;
+}
+
+/** The per-object growth between two snapshots, objects that did not grow left out. */
+const grownObjects = (before: Readonly<Record<string, ObjectBytes>>, after: Readonly<Record<string, ObjectBytes>>): Record<string, ObjectBytes> =>
+  Object.fromEntries(
+    Object.entries(after)
+      .map(([name, a]): [string, ObjectBytes] => {
+        const b = before[name];
+        const bytes = a.bytes - (b?.bytes ?? 0);
+        return [name, a.payload === undefined ? { bytes } : { bytes, payload: a.payload - (b?.payload ?? 0) }];
+      })
+      .filter(([, g]) => g.bytes !== 0 || (g.payload ?? 0) !== 0),
+  );
 
 /** The canonical JSON of the five records a start commits: barrier, audit event, trace anchor, receipt, mutation. */
 export const canonicalBytesOfStart = (w: StartWrite): number =>
   [w.rows.json.barrier, w.rows.json.audit, w.rows.json.trace, w.rows.json.receipt, w.rows.json.mutation].reduce((n, j) => n + utf8Length(j), 0);
 
-/** Per start, from totals over `starts`. */
-export const perStart = (b: BytesPerStart): { tableBytes: number; walBytes: number } => ({ tableBytes: b.tableBytes / b.starts, walBytes: b.walBytes / b.starts });
+interface PerStart {
+  tableBytes: number;
+  walBytes: number;
+  byObject?: Readonly<Record<string, ObjectBytes>>;
+}
 
-/** The smallest figure of several rounds: other sessions' WAL on a shared server only ever adds. */
-export const leastOf = (rounds: readonly BytesPerStart[]): { tableBytes: number; walBytes: number } => {
+/** Per start, from totals over `starts`. */
+export const perStart = (b: BytesPerStart): PerStart => ({
+  tableBytes: b.tableBytes / b.starts,
+  walBytes: b.walBytes / b.starts,
+  ...(b.byObject === undefined
+    ? {}
+    : {
+        byObject: Object.fromEntries(
+          Object.entries(b.byObject).map(([k, o]) => [k, o.payload === undefined ? { bytes: o.bytes / b.starts } : { bytes: o.bytes / b.starts, payload: o.payload / b.starts }]),
+        ),
+      }),
+});
+
+/**
+ * The smallest figure of several rounds: other sessions' WAL on a shared server only ever adds.
+ * The per-object growth is the one of the round with the least table growth.
+ */
+export const leastOf = (rounds: readonly BytesPerStart[]): PerStart => {
   const per = rounds.map(perStart);
-  return { tableBytes: Math.min(...per.map((p) => p.tableBytes)), walBytes: Math.min(...per.map((p) => p.walBytes)) };
+  const least = per.reduce((x, y) => (y.tableBytes < x.tableBytes ? y : x));
+  return { tableBytes: least.tableBytes, walBytes: Math.min(...per.map((p) => p.walBytes)), ...(least.byObject === undefined ? {} : { byObject: least.byObject }) };
 };
 
 // ------------------------------------------------------------------------------ PostgreSQL
@@ -39,6 +83,20 @@ const PG_MARK = `SELECT (SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) 
                           WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast'))::bigint AS table_bytes,
                         pg_current_wal_lsn()::text AS lsn`;
 
+// Every relation of the tables counted above: heap, indexes, TOAST and its index (named after their table).
+const PG_OBJECTS = `SELECT CASE WHEN n.nspname = 'pg_toast' THEN o.relname || CASE WHEN c.relkind = 'i' THEN ' (TOAST index)' ELSE ' (TOAST)' END ELSE c.relname END AS name,
+       pg_relation_size(c.oid)::bigint AS bytes
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+  LEFT JOIN pg_index x ON x.indexrelid = c.oid AND n.nspname = 'pg_toast'
+  LEFT JOIN pg_class o ON o.reltoastrelid = coalesce(x.indrelid, c.oid) AND n.nspname = 'pg_toast'
+  WHERE c.relkind IN ('r', 'i', 't') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+    AND (n.nspname <> 'pg_toast' OR (o.oid IS NOT NULL AND o.relnamespace <> 'pg_catalog'::regnamespace))`;
+
+const pgObjects = async (pool: Pool): Promise<Record<string, ObjectBytes>> => {
+  const { rows } = await pool.query<{ name: string; bytes: string }>(PG_OBJECTS);
+  return Object.fromEntries(rows.map((r) => [r.name, { bytes: Number(r.bytes) }]));
+};
+
 const pgMark = async (pool: Pool): Promise<PgMark> => {
   const { rows } = await pool.query<{ table_bytes: string; lsn: string }>(PG_MARK);
   return { tableBytes: Number(rows[0]!.table_bytes), lsn: rows[0]!.lsn };
@@ -51,11 +109,13 @@ const pgMark = async (pool: Pool): Promise<PgMark> => {
  */
 export const pgBytesAround = async <T>(pool: Pool, starts: number, body: () => Promise<T>): Promise<{ value: T; bytes: BytesPerStart }> => {
   // Pages freed by earlier deletes would hide growth; a checkpoint-free mark is enough here.
+  const objectsBefore = await pgObjects(pool);
   const before = await pgMark(pool);
   const value = await body();
   const after = await pgMark(pool);
+  const objectsAfter = await pgObjects(pool);
   const { rows } = await pool.query<{ wal: string }>('SELECT pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)::bigint AS wal', [after.lsn, before.lsn]);
-  return { value, bytes: { starts, tableBytes: after.tableBytes - before.tableBytes, walBytes: Number(rows[0]!.wal) } };
+  return { value, bytes: { starts, tableBytes: after.tableBytes - before.tableBytes, walBytes: Number(rows[0]!.wal), byObject: grownObjects(objectsBefore, objectsAfter) } };
 };
 
 // ---------------------------------------------------------------------------------- SQLite
@@ -67,16 +127,24 @@ export const pgBytesAround = async <T>(pool: Pool, starts: number, body: () => P
  */
 export const sqliteBytesAround = async <T>(db: Database.Database, path: string, starts: number, body: () => Promise<T>): Promise<{ value: T; bytes: BytesPerStart }> => {
   const pages = () => (db.pragma('page_count', { simple: true }) as number) - (db.pragma('freelist_count', { simple: true }) as number);
+  const objects = () =>
+    Object.fromEntries(
+      (db.prepare('SELECT name, sum(pgsize) AS bytes, sum(payload) AS payload FROM dbstat GROUP BY name').all() as { name: string; bytes: number; payload: number }[]).map((r) => [
+        r.name,
+        { bytes: r.bytes, payload: r.payload },
+      ]),
+    );
   const pageSize = db.pragma('page_size', { simple: true }) as number;
   const autocheckpoint = db.pragma('wal_autocheckpoint', { simple: true }) as number;
   db.pragma('wal_checkpoint(TRUNCATE)');
   const pagesBefore = pages();
+  const objectsBefore = objects();
   db.pragma('wal_autocheckpoint = 0');
   try {
     const value = await body();
     const walBytes = statSync(`${path}-wal`).size;
     db.pragma('wal_checkpoint(TRUNCATE)');
-    return { value, bytes: { starts, tableBytes: (pages() - pagesBefore) * pageSize, walBytes } };
+    return { value, bytes: { starts, tableBytes: (pages() - pagesBefore) * pageSize, walBytes, byObject: grownObjects(objectsBefore, objects()) } };
   } finally {
     db.pragma(`wal_autocheckpoint = ${autocheckpoint}`);
   }

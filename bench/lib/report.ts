@@ -22,6 +22,8 @@ export interface BytesFigure {
   readonly tableBytes: number;
   readonly walBytes: number;
   readonly canonicalBytes: number;
+  /** Per start: what each table and index grew by (see lib/bytes.ts). */
+  readonly byObject?: Readonly<Record<string, { readonly bytes: number; readonly payload?: number }>>;
 }
 
 export interface Target {

@@ -48,6 +48,18 @@ const inTransaction = async (pool: Pool, body: (c: PoolClient) => Promise<void>)
   }
 };
 
+/** A replay index row as stored (pg-0051): the identity and its start; the command digest is the barrier's. */
+const indexRowOf = ({ command_digest: _, ...row }: StartWrite['rows']['identities'][number]): Row => ({ ...row });
+
+/**
+ * The replay index as it was before pg-0051 (each row repeating the command digest, and an index
+ * on start_id), for the bare baseline on the schema before each fact was stored once: run after
+ * testkit/beforeStoredOnce.ts's statements on a fresh database.
+ */
+export const PG_INDEX_BEFORE_COMPACT = `
+  ALTER TABLE ql3.start_replay_identities ADD COLUMN command_digest TEXT NOT NULL;
+  CREATE INDEX start_replay_identities_start ON ql3.start_replay_identities (start_id);`;
+
 /** Ready Runs (the lifecycle of `buildScenario`), 1,000 per statement group. */
 export const seedReadyRuns = async (pool: Pool, scenarios: readonly Scenario[], committedAtMs = Date.now()): Promise<void> => {
   for (let i = 0; i < scenarios.length; i += 1000) {
@@ -99,6 +111,11 @@ export class BareStart {
     return { ...(w.rows[key] as unknown as Row), [column]: w.rows.json[key] };
   }
 
+  /** The replay index rows: the schema before also repeated the command digest in each (pg-0051 took it out). */
+  private identityRows(w: StartWrite): Row[] {
+    return (this.schema === 'current' ? w.rows.identities.map(indexRowOf) : w.rows.identities) as unknown as Row[];
+  }
+
   private compile(w: StartWrite): string {
     const parts: string[] = [];
     let n = 0;
@@ -119,8 +136,8 @@ export class BareStart {
     single('receipt', 'audit_receipts');
     single('mutation', 'step_run_mutations');
     single('barrier', 'tool_execution_start_barriers');
-    const idCols = add('i', 'start_replay_identities', w.rows.identities as unknown as Row[]);
-    this.order.push((x) => columnsOf(x.rows.identities as unknown as Row[], idCols));
+    const idCols = add('i', 'start_replay_identities', this.identityRows(w));
+    this.order.push((x) => columnsOf(this.identityRows(x), idCols));
     parts.push(
       `s AS (UPDATE ql3.step_runs SET status = $${n + 1}, version = $${n + 2}, digest = $${n + 3}, state_json = $${n + 4} WHERE run_id = $${n + 5} AND step_run_id = $${n + 6})`,
       `h AS (UPDATE ql3.streams SET version = $${n + 7} WHERE stream_id = $${n + 8})`,
@@ -173,7 +190,7 @@ export const seedStartedRuns = async (pool: Pool, runs: readonly SeededRun[]): P
       await insertRows(c, 'audit_receipts', batch.map((r) => ({ ...r.start.rows.receipt })));
       await insertRows(c, 'step_run_mutations', batch.map((r) => ({ ...r.start.rows.mutation })));
       await insertRows(c, 'tool_execution_start_barriers', batch.map((r) => ({ ...r.start.rows.barrier })));
-      await insertRows(c, 'start_replay_identities', batch.flatMap((r) => r.start.rows.identities.map((x) => ({ ...x }))));
+      await insertRows(c, 'start_replay_identities', batch.flatMap((r) => r.start.rows.identities.map(indexRowOf)));
     });
   }
 };

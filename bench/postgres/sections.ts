@@ -12,7 +12,7 @@ import { target, type Figure } from '../lib/report';
 import { lifecycleOf, seededRunOf, startWriteOf, trustedDecoded } from '../lib/startRows';
 import { countingPool, createDatabase, type BenchDatabase, type PoolCounters } from './admin';
 import { PG_ADD_JSON_COPIES, PG_RESTORE_REPEATED_KEYS } from '../../testkit/beforeStoredOnce';
-import { BareStart, CREATE_FLOOR, floorTransaction, selectBarrier, seedLongRun, seedReadyRuns, seedStartedRuns } from './bulk';
+import { BareStart, CREATE_FLOOR, PG_INDEX_BEFORE_COMPACT, floorTransaction, selectBarrier, seedLongRun, seedReadyRuns, seedStartedRuns } from './bulk';
 import { pgbenchInit, pgbenchRound } from './pgbench';
 import { canonicalBytesOfStart, leastOf, pgBytesAround, type BytesPerStart } from '../lib/bytes';
 
@@ -125,7 +125,7 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
     await (await openPostgresStartBarrier({ connectionString: beforeDb.url })).close();
     const before = countingPool(beforeDb.url, maxClients, poolOptions);
     pools.push(before.pool);
-    await before.pool.query(`${PG_ADD_JSON_COPIES} ${PG_RESTORE_REPEATED_KEYS}`);
+    await before.pool.query(`${PG_ADD_JSON_COPIES} ${PG_RESTORE_REPEATED_KEYS} ${PG_INDEX_BEFORE_COMPACT}`);
     const pgbenchDb = await createDatabase(adminUrl);
     dbs.push(pgbenchDb);
     await pgbenchInit(pgbenchDb.url, ctx.sizes.quick ? 1 : maxClients);

@@ -17,13 +17,31 @@ const SEPARATOR_CODE = FIELD_SEPARATOR.charCodeAt(0);
 // Seeding writes exactly the rows the product would have written (derived by the domain), in
 // large transactions, so setup stays far cheaper than what is measured.
 
+/**
+ * The replay index as it was before 0081 (each row repeating the command digest, and an index on
+ * start_id), for the bare baseline on the schema before each fact was stored once.
+ */
+const INDEX_BEFORE_COMPACT = `BEGIN;
+  DROP TABLE start_replay_identities;
+  CREATE TABLE start_replay_identities (
+    identity       TEXT NOT NULL CHECK (identity IN ('startId', 'mutationId', 'runEventId', 'traceId', 'auditEventId', 'auditReceiptId', 'attempt')),
+    value          TEXT NOT NULL,
+    start_id       TEXT NOT NULL REFERENCES tool_execution_start_barriers (start_id),
+    command_digest TEXT NOT NULL
+  ) STRICT;
+  CREATE UNIQUE INDEX start_replay_identities_key ON start_replay_identities (identity, value);
+  CREATE INDEX start_replay_identities_start ON start_replay_identities (start_id);
+  COMMIT;`;
+const INSERT_IDENTITY_BEFORE_COMPACT = `INSERT INTO start_replay_identities (identity, value, start_id, command_digest)
+  VALUES (@identity, @value, @start_id, @command_digest)`;
+
 /** Which start tables a writer fills: the product's own, or the fixed baseline from before each fact was stored once. */
 export type StartSchema = 'current' | 'before-stored-once';
 
 export class SqliteWriter {
   private readonly s: Record<keyof typeof SQL, Database.Statement | undefined>;
   private seedKinds: { table: string; stmt: Database.Statement; integer: boolean[]; width: number }[] | undefined;
-  private readonly before: Record<'INSERT_AUDIT' | 'INSERT_TRACE' | 'INSERT_RECEIPT' | 'INSERT_MUTATION' | 'INSERT_BARRIER', Database.Statement> | undefined;
+  private readonly before: Record<'INSERT_AUDIT' | 'INSERT_TRACE' | 'INSERT_RECEIPT' | 'INSERT_MUTATION' | 'INSERT_BARRIER' | 'INSERT_IDENTITY', Database.Statement> | undefined;
   constructor(
     readonly db: Database.Database,
     readonly schema: StartSchema = 'current',
@@ -31,8 +49,9 @@ export class SqliteWriter {
     db.exec(SQL.CREATE_FLOOR);
     if (schema === 'before-stored-once') {
       db.exec(BEFORE.SCHEMA_BEFORE_STORED_ONCE);
+      db.exec(INDEX_BEFORE_COMPACT);
       const { INSERT_AUDIT, INSERT_TRACE, INSERT_RECEIPT, INSERT_MUTATION, INSERT_BARRIER } = BEFORE;
-      this.before = Object.fromEntries(Object.entries({ INSERT_AUDIT, INSERT_TRACE, INSERT_RECEIPT, INSERT_MUTATION, INSERT_BARRIER }).map(([k, sql]) => [k, db.prepare(sql)])) as never;
+      this.before = Object.fromEntries(Object.entries({ INSERT_AUDIT, INSERT_TRACE, INSERT_RECEIPT, INSERT_MUTATION, INSERT_BARRIER, INSERT_IDENTITY: INSERT_IDENTITY_BEFORE_COMPACT }).map(([k, sql]) => [k, db.prepare(sql)])) as never;
     }
     const entries = Object.entries(SQL)
       .filter(([k]) => k !== 'CREATE_FLOOR' && !(this.before !== undefined && k in this.before))
@@ -156,7 +175,7 @@ export class SqliteWriter {
       this.before.INSERT_RECEIPT.run({ ...rows.receipt, receipt_json: rows.json.receipt });
       this.before.INSERT_MUTATION.run({ ...rows.mutation, mutation_json: rows.json.mutation });
       this.before.INSERT_BARRIER.run({ ...rows.barrier, barrier_json: rows.json.barrier });
-      for (const i of rows.identities) this.st('INSERT_IDENTITY').run(i);
+      for (const i of rows.identities) this.before.INSERT_IDENTITY.run(i);
       return;
     }
     this.st('INSERT_AUDIT').run(w.rows.audit);

@@ -130,7 +130,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
       receipt: t.receipts.get(barrier.audit_receipt_id),
       mutation: t.mutations.get(barrier.mutation_id),
       events: t.events.filter((e) => e.stream_id === stream && positions.includes(e.stream_position)).sort((a, b) => a.stream_position - b.stream_position),
-      identities: [...t.identities.values()].filter((r) => r.start_id === startId),
+      identities: [...t.identities.values()].filter((r) => r.start_id === startId).map((r) => ({ ...r, command_digest: barrier.command_digest })),
     });
     const mac = t.macs.get(startId);
     return this.keys === undefined ? verified : this.keys.verify(verified, mac === undefined ? [] : [mac]);
@@ -142,7 +142,11 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
         const hits = noReplayHits() as Record<ReplayIdentity, { startId: string; commandDigest: string }[]>;
         for (const [identity, value] of Object.entries(replayValuesOf(keys)) as [ReplayIdentity, string][]) {
           const row = t.identities.get(identityKey(identity, value));
-          if (row) hits[identity] = [{ startId: row.start_id, commandDigest: row.command_digest }];
+          if (row) {
+            const named = t.barriers.get(row.start_id);
+            if (named === undefined) throw new CorruptRecordError('replay index', value, `names start ${row.start_id}, which has no barrier`);
+            hits[identity] = [{ startId: row.start_id, commandDigest: named.command_digest }];
+          }
         }
         return hits;
       },
@@ -195,7 +199,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
       case 'barrier':
         this.insertEventRows(t, plan, plan.events.barrier);
         insertUnique(t.barriers, rows.barrier.start_id, rows.barrier, 'barrier');
-        for (const r of rows.identities) insertUnique(t.identities, identityKey(r.identity, r.value), r, 'replay identity');
+        for (const { command_digest: _, ...r } of rows.identities) insertUnique(t.identities, identityKey(r.identity, r.value), r, 'replay identity');
         return;
       default: {
         const _: never = step;

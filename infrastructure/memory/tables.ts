@@ -17,7 +17,8 @@ export interface Tables {
   receipts: Map<string, AuditReceiptRow>;
   mutations: Map<string, MutationRow>;
   barriers: Map<string, BarrierRow>;
-  identities: Map<string, ReplayIdentityRow>;
+  /** As the SQL replay index (0081 / pg-0051): the command digest is the barrier's. */
+  identities: Map<string, Omit<ReplayIdentityRow, 'command_digest'>>;
   /** Recovery read model: outcome rows by start id. */
   outcomes: Map<string, StartOutcomeRow>;
   /** Keyed evidence (R9.4): the MAC row of each sealed barrier, by start id. */

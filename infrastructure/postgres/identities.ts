@@ -19,7 +19,7 @@ export type IdentityStorage =
 export type IdentityTable = Readonly<Record<string, IdentityStorage>>;
 
 export const IDENTITY_STORAGE: Readonly<Record<ReplayIdentity, IdentityStorage>> = {
-  // Each identity is enforced once, by start_replay_identities_key (pg-0050); the keys listed
+  // Each identity is enforced once, by start_replay_identities_key (pg-0050, pg-0051); the keys listed
   // are the tables' own primary keys (foreign-key targets), which a reused id can also meet.
   startId: { column: 'start_id', constraints: ['tool_execution_start_barriers_pkey'] },
   mutationId: { column: 'mutation_id', constraints: ['step_run_mutations_pkey'], via: 'ql3.step_run_mutations' },
@@ -37,20 +37,34 @@ export const IDENTITY_STORAGE: Readonly<Record<ReplayIdentity, IdentityStorage>>
 /** The bound parameter that carries an identity's value: `auditEventId` -> `:audit_event_id`. */
 export const paramOf = (identity: string): string => identity.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
 
-/** R3.1: one equality probe of the unique replay index per identity, in one statement. */
-export const lookupReplaySql = (table: IdentityTable = IDENTITY_STORAGE): string => `SELECT i.identity, i.value, i.start_id, i.command_digest
+/**
+ * R3.1: one equality probe of the unique replay index per identity, in one statement. The
+ * command digest is the barrier's (pg-0051); a row whose barrier is missing comes back with a
+ * NULL digest, which the row codec refuses (fail closed).
+ */
+export const lookupReplaySql = (table: IdentityTable = IDENTITY_STORAGE): string => `SELECT i.identity, i.value, i.start_id, ib.command_digest
   FROM (VALUES ${Object.keys(table).map((identity) => `('${identity}', :${paramOf(identity)})`).join(', ')}) AS k (identity, value)
-  JOIN ql3.start_replay_identities i ON i.identity = k.identity AND i.value = k.value`;
+  JOIN ql3.start_replay_identities i ON i.identity = k.identity AND i.value = k.value
+  LEFT JOIN ql3.tool_execution_start_barriers ib ON ib.start_id = i.start_id`;
 
-/** The barrier read's probes: each identity value of barrier `b` (the attempt's from the index). */
+/**
+ * The stored value of an identity, from the barrier row `alias`: its column, or the attempt key
+ * as its canonical JSON (projections/rows.ts attemptValue: no spaces, strings JSON-escaped).
+ */
+export const barrierValueSql = (s: IdentityStorage, alias: string): string =>
+  'column' in s
+    ? `${alias}.${s.column}`
+    : `format('[%s,%s,%s]', to_json(${alias}.run_id)::text, to_json(${alias}.step_run_id)::text, ${alias}.started_step_run_version)`;
+
+/** The barrier read's probes: each identity value of barrier `b`. */
 export const barrierProbesSql = (table: IdentityTable = IDENTITY_STORAGE): string =>
   Object.entries(table)
-    .map(([identity, s]) =>
-      'column' in s
-        ? `SELECT '${identity}', b.${s.column} FROM b`
-        : `SELECT '${identity}', a.value FROM ql3.start_replay_identities a WHERE a.start_id = :start_id AND a.identity = '${identity}'`,
-    )
+    .map(([identity, s]) => `SELECT '${identity}', ${barrierValueSql(s, 'b')} FROM b`)
     .join(' UNION ALL\n    ');
+
+/** With no barrier row `b`: the start id's own probe, so that an index naming a missing barrier fails closed. */
+export const missingBarrierProbeSql = (gate: string): string =>
+  `SELECT '${'startId' satisfies ReplayIdentity}', :start_id WHERE NOT EXISTS (SELECT 1 FROM b)${gate}`;
 
 /** Recovery's lookup of one identity: in the replay index and in the barrier's own column(s). */
 export const identityStartIdsSql = (storage: IdentityStorage): string => {

@@ -9,7 +9,7 @@ import { claimHistoryProblems, type StoredClaimRow } from '../../application/dri
 import { schemaProblems } from '../migrations';
 import { mapPgError, unavailableReasonOf } from './errors';
 import { SELECT_LEDGER } from './sql';
-import { IDENTITY_STORAGE, identityStartIdsSql } from './identities';
+import { IDENTITY_STORAGE, barrierValueSql, identityStartIdsSql } from './identities';
 import { createPostgresNoteStore } from './postgresNotes';
 import { readSealedSpan } from './postgresSeals';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
@@ -96,6 +96,16 @@ const orphansOf = (fk: { child: string; parent: string; child_columns: string[];
 };
 const DUPLICATE_IDENTITIES = named(`SELECT identity, value, count(*) AS n, string_agg(start_id, ', ' ORDER BY start_id) AS starts
   FROM ql3.start_replay_identities GROUP BY identity, value HAVING count(*) > 1`);
+/**
+ * Index rows that name a barrier which does not hold their value (pg-0051): the replay index
+ * against the barriers. The other way (each barrier's identities in the index) is every
+ * barrier's verified read, which probes each of its values.
+ */
+const STRAY_IDENTITIES = named(`SELECT i.identity, i.value, i.start_id FROM ql3.start_replay_identities i
+  JOIN ql3.tool_execution_start_barriers b ON b.start_id = i.start_id
+  WHERE i.value IS DISTINCT FROM CASE i.identity ${Object.entries(IDENTITY_STORAGE)
+    .map(([identity, s]) => `WHEN '${identity}' THEN ${barrierValueSql(s, 'b')}`)
+    .join(' ')} END`);
 const DUPLICATE_ATTEMPTS = named(`SELECT run_id, step_run_id, started_step_run_version, count(*) AS n, string_agg(start_id, ', ' ORDER BY start_id) AS starts
   FROM ql3.tool_execution_start_barriers GROUP BY run_id, step_run_id, started_step_run_version HAVING count(*) > 1`);
 const evidence = (table: string, id: string) => `SELECT '${table}' AS table_name, e.${id} AS record_id, e.start_id AS start_id,
@@ -191,6 +201,9 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
       }
       for (const r of await rowsOf(client, DUPLICATE_IDENTITIES, {}, DuplicateIdentityRow, 'replay index', 'duplicates')) {
         problems.push({ kind: 'duplicate_identity', record: `${r.identity} ${r.value}`, problem: `bound to ${r.n} barriers: ${r.starts} (R4.1)` });
+      }
+      for (const r of await rowsOf(client, STRAY_IDENTITIES, {}, t.type({ identity: t.string, value: t.string, start_id: t.string }), 'replay index', 'strays')) {
+        problems.push({ kind: 'stray_identity', record: `${r.identity} ${r.value}`, problem: `names start ${r.start_id}, whose barrier does not hold this value (R4.1)` });
       }
       for (const r of await rowsOf(client, DUPLICATE_ATTEMPTS, {}, DuplicateAttemptRow, 'start barrier', 'duplicates')) {
         problems.push({ kind: 'duplicate_attempt', record: `${r.run_id}/${r.step_run_id} v${r.started_step_run_version}`, problem: `${r.n} barriers for one attempt: ${r.starts} (R4.1)` });

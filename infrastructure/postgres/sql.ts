@@ -8,7 +8,7 @@ import type {
   TraceAnchorRow,
 } from '../../projections/rows';
 import type { StartWrite, StartWriteStep } from '../../application/startWrite';
-import { barrierProbesSql, lookupReplaySql } from './identities';
+import { barrierProbesSql, lookupReplaySql, missingBarrierProbeSql } from './identities';
 import { named, prefixed, type NamedSql, type Params } from './named';
 
 // SQL owned by the PostgreSQL backend, in schema ql3 (R5.2). Every value is a bound parameter
@@ -142,10 +142,9 @@ const BARRIER: Step = {
     ['barrier', insertRow('tool_execution_start_barriers', 'barrier_', BARRIER_COLUMNS)],
     [
       'identities',
-      `INSERT INTO ql3.start_replay_identities (identity, value, start_id, command_digest)
-        SELECT i.identity, i.value, i.start_id, i.command_digest
-          FROM unnest(:identity_names::text[], :identity_values::text[], :identity_start_ids::text[], :identity_command_digests::text[])
-               AS i (identity, value, start_id, command_digest)
+      `INSERT INTO ql3.start_replay_identities (identity, value, start_id)
+        SELECT i.identity, i.value, i.start_id
+          FROM unnest(:identity_names::text[], :identity_values::text[], :identity_start_ids::text[]) AS i (identity, value, start_id)
         RETURNING 1`,
     ],
   ],
@@ -155,7 +154,6 @@ const BARRIER: Step = {
     identity_names: rows.identities.map((i) => i.identity),
     identity_values: rows.identities.map((i) => i.value),
     identity_start_ids: rows.identities.map((i) => i.start_id),
-    identity_command_digests: rows.identities.map((i) => i.command_digest),
   }),
 };
 
@@ -214,21 +212,22 @@ export const INSERT_EVENTS = named(INSERT_EVENTS_SQL);
 
 /**
  * Everything a barrier read re-verifies, in one statement: the barrier row(s), the four fact
- * rows it names, the five events around its RunEvent, and every replay-identity row that names
- * this start or one of its identity values (strays and duplicates included; each probe is an
- * index lookup, so the read stays constant-cost). A row found by two probes comes back twice
- * with the same ctid and is counted once. Rows travel as json (text-exact, never jsonb).
+ * rows it names, the five events around its RunEvent, and every replay-identity row under one
+ * of its identity values (duplicates included; each probe is an index lookup, so the read stays
+ * constant-cost); with no barrier row, the start id's own probe, so that an index naming a
+ * missing barrier fails closed. A row naming this start under a value the barrier does not
+ * hold is verify's to find (pg-0051). A row found by two probes comes back twice with the same
+ * ctid and is counted once. Rows travel as json (text-exact, never jsonb).
  */
 const barrierCtes = (gate: string) => `b AS (SELECT * FROM ql3.tool_execution_start_barriers WHERE start_id = :start_id${gate}),
   anchor AS (SELECT e.stream_id, e.stream_position FROM ql3.events e JOIN b ON e.event_id = b.run_event_id),
   keys (identity, value) AS (
-    ${barrierProbesSql()}),
+    ${barrierProbesSql()}
+    UNION ALL ${missingBarrierProbeSql(gate)}),
   identities AS (
-    SELECT i.ctid::text AS row_id, i.identity, i.value, i.start_id, i.command_digest
-      FROM ql3.start_replay_identities i WHERE i.start_id = :start_id
-    UNION ALL
-    SELECT i.ctid::text, i.identity, i.value, i.start_id, i.command_digest
-      FROM keys k JOIN ql3.start_replay_identities i ON i.identity = k.identity AND i.value = k.value)`;
+    SELECT i.ctid::text AS row_id, i.identity, i.value, i.start_id, ib.command_digest
+      FROM keys k JOIN ql3.start_replay_identities i ON i.identity = k.identity AND i.value = k.value
+      LEFT JOIN ql3.tool_execution_start_barriers ib ON ib.start_id = i.start_id)`;
 const BARRIER_READ_COLUMNS = `(SELECT json_agg(b) FROM b) AS barriers,
   (SELECT json_agg(a) FROM ql3.security_audit_events a WHERE a.audit_event_id IN (SELECT audit_event_id FROM b)) AS audits,
   (SELECT json_agg(t) FROM ql3.trace_anchors t WHERE t.trace_id IN (SELECT trace_id FROM b)) AS traces,

@@ -19,7 +19,7 @@ export type IdentityStorage =
 export type IdentityTable = Readonly<Record<string, IdentityStorage>>;
 
 export const IDENTITY_STORAGE: Readonly<Record<ReplayIdentity, IdentityStorage>> = {
-  // Each identity is enforced once, by start_replay_identities_key (0080); the columns listed
+  // Each identity is enforced once, by start_replay_identities_key (0080, 0081); the columns listed
   // are the tables' own primary keys (foreign-key targets) and the event id, which a reused id can also meet.
   startId: { column: 'start_id', unique: ['tool_execution_start_barriers.start_id'] },
   mutationId: { column: 'mutation_id', unique: ['step_run_mutations.mutation_id'], via: 'step_run_mutations' },
@@ -34,15 +34,21 @@ export const IDENTITY_STORAGE: Readonly<Record<ReplayIdentity, IdentityStorage>>
   attempt: { attempt: ['run_id', 'step_run_id', 'started_step_run_version'], unique: [] },
 };
 
+// The command digest is the barrier's (0081): the index row holds the identity and its start.
+// LEFT JOIN: a row whose barrier is missing comes back with a NULL digest and fails closed.
 const probe = (identity: string) =>
-  `SELECT rowid AS row_id, identity, value, start_id, command_digest FROM start_replay_identities WHERE identity = '${identity}' AND value = ?`;
+  `SELECT i.rowid AS row_id, i.identity, i.value, i.start_id, b.command_digest FROM start_replay_identities i
+    LEFT JOIN tool_execution_start_barriers b ON b.start_id = i.start_id WHERE i.identity = '${identity}' AND i.value = ?`;
 
 /** R3.1: one unique-index probe per identity in one statement; values bound in table order. */
 export const lookupReplaySql = (table: IdentityTable = IDENTITY_STORAGE): string => Object.keys(table).map(probe).join(' UNION ALL ');
 
-/** The same probes plus every row naming the start: a barrier read sees duplicates and strays. */
-export const identitiesOfStartSql = (table: IdentityTable = IDENTITY_STORAGE): string =>
-  `${lookupReplaySql(table)} UNION ALL SELECT rowid AS row_id, identity, value, start_id, command_digest FROM start_replay_identities WHERE start_id = ?`;
+/**
+ * A barrier read's probes of its own identity values: each finds a missing, changed or
+ * duplicated row through the unique index. A row naming the start under a value the barrier
+ * does not hold is `verify`'s to find (STRAY_IDENTITIES), and fails any lookup of that value.
+ */
+export const identitiesOfStartSql = (table: IdentityTable = IDENTITY_STORAGE): string => lookupReplaySql(table);
 
 /** Recovery's lookup of one identity: in the replay index and in the barrier's own column(s). */
 export const identityStartIdsSql = (storage: IdentityStorage): string => {
@@ -56,6 +62,9 @@ export const identityStartIdsSql = (storage: IdentityStorage): string => {
 export const identityOfUniqueColumn = (column: string, table: IdentityTable = IDENTITY_STORAGE): string | undefined =>
   Object.entries(table).find(([, s]) => s.unique.includes(column))?.[0];
 
-/** Rows of the replay index that name a start: by the start they bind, or as its startId value. */
+/**
+ * Rows of the replay index that name a start as its startId value (a unique-index probe). Any
+ * other row naming a start whose barrier is missing breaks the foreign key, which verify checks.
+ */
 export const indexNamesStartSql = (): string =>
-  `SELECT count(*) AS n FROM start_replay_identities WHERE start_id = ? OR (identity = '${'startId' satisfies ReplayIdentity}' AND value = ?)`;
+  `SELECT count(*) AS n FROM start_replay_identities WHERE identity = '${'startId' satisfies ReplayIdentity}' AND value = ?`;

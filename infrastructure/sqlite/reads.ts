@@ -47,10 +47,11 @@ const probeValuesOf = (keys: ReplayKeys): string[] => {
 
 /** R3.1: every identity of the command through the unique replay index, one statement. */
 export const lookupReplay = (s: Statements, keys: ReplayKeys): ReplayHits => {
-  const rows = s.lookup.all(...probeValuesOf(keys)) as ReplayIdentityRow[];
+  const rows = s.lookup.all(...probeValuesOf(keys)) as (Omit<ReplayIdentityRow, 'command_digest'> & { command_digest: string | null })[];
   const hits = noReplayHits() as Record<ReplayIdentity, ReplayHit[]>;
   for (const r of rows) {
     if (!(REPLAY_IDENTITIES as readonly string[]).includes(r.identity)) throw new CorruptRecordError('replay index', r.value, `unknown identity ${r.identity}`);
+    if (r.command_digest === null) throw new CorruptRecordError('replay index', r.value, `names start ${r.start_id}, which has no barrier`);
     hits[r.identity] = [...hits[r.identity], { startId: r.start_id, commandDigest: r.command_digest }];
   }
   return hits;
@@ -61,14 +62,14 @@ export const readBarrier = (s: Statements, startId: string, keys?: EvidenceKeyri
   const barrier = s.barrier.get(startId) as BarrierRow | undefined;
   if (barrier === undefined) {
     // No barrier under this id is an answer only if nothing else claims the start exists (R9.3).
-    const { n } = s.indexNamesStart.get(startId, startId) as { n: number };
+    const { n } = s.indexNamesStart.get(startId) as { n: number };
     if (n > 0) throw new CorruptRecordError('start barrier', startId, 'the replay index names this start but its barrier row is missing');
     return null;
   }
   // The five events around the RunEvent the barrier names hold the one copy of every record's
   // JSON (0080); the probes are the identity values the barrier mirrors.
   const events = s.startEvents.all(barrier.run_event_id, streamNameOf(barrier.run_id)) as EventRow[];
-  const identityRows = s.identitiesOfStart.all(...probeValuesOf(replayKeysOfBarrierRow(barrier)), startId) as (ReplayIdentityRow & { row_id: number })[];
+  const identityRows = s.identitiesOfStart.all(...probeValuesOf(replayKeysOfBarrierRow(barrier))) as (ReplayIdentityRow & { row_id: number })[];
   const unique = [...new Map(identityRows.map((r) => [r.row_id, r])).values()].map(({ row_id: _, ...r }) => r);
   const verified = checkStartRows({
     barrier,

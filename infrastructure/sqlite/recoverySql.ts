@@ -47,6 +47,16 @@ export const EVENT_ROWS_AFTER = `SELECT global_position, stream_id, stream_posit
 
 export const DUPLICATE_IDENTITIES = `SELECT identity, value, count(*) AS n, group_concat(start_id, ', ') AS starts
   FROM start_replay_identities GROUP BY identity, value HAVING count(*) > 1`;
+/**
+ * Index rows that name a barrier which does not hold their value (0081): the replay index
+ * against the barriers. The other way (each barrier's identities in the index) is every
+ * barrier's verified read, which probes each of its values.
+ */
+export const STRAY_IDENTITIES = `SELECT i.identity, i.value, i.start_id FROM start_replay_identities i
+  JOIN tool_execution_start_barriers b ON b.start_id = i.start_id
+  WHERE i.value IS NOT CASE i.identity ${Object.entries(IDENTITY_STORAGE)
+    .map(([identity, s]) => `WHEN '${identity}' THEN ${'column' in s ? `b.${s.column}` : 'json_array(b.run_id, b.step_run_id, b.started_step_run_version)'}`)
+    .join(' ')} END`;
 /** One barrier per attempt (R4.1): the unique constraint, re-checked in case it was dropped. */
 export const DUPLICATE_ATTEMPTS = `SELECT run_id, step_run_id, started_step_run_version, count(*) AS n, group_concat(start_id, ', ') AS starts
   FROM tool_execution_start_barriers GROUP BY run_id, step_run_id, started_step_run_version HAVING count(*) > 1`;

@@ -71,8 +71,9 @@ export const INSERT_BARRIER = `INSERT INTO tool_execution_start_barriers (start_
   VALUES (@start_id, @command_digest, @barrier_digest, @project_id, @run_id,
     @step_run_id, @started_step_run_version, @started_step_run_digest, @mutation_id, @mutation_digest, @run_event_id, @trace_id, @trace_digest,
     @audit_event_id, @audit_receipt_id, @audit_receipt_digest, @adapter_id, @committed_at_ms)`;
-export const INSERT_IDENTITY = `INSERT INTO start_replay_identities (identity, value, start_id, command_digest)
-  VALUES (@identity, @value, @start_id, @command_digest)`;
+/** The command digest is not repeated: readers take it from the barrier (0081). */
+export const INSERT_IDENTITY = `INSERT INTO start_replay_identities (identity, value, start_id)
+  VALUES (@identity, @value, @start_id)`;
 
 export const SELECT_BARRIER = 'SELECT * FROM tool_execution_start_barriers WHERE start_id = ?';
 /**

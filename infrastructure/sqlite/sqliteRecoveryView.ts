@@ -51,6 +51,7 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
     runRow: p(RSQL.RUN_ROW),
     stepRunRowsOfRun: p(RSQL.STEP_RUN_ROWS_OF_RUN),
     duplicateIdentities: p(RSQL.DUPLICATE_IDENTITIES),
+    strayIdentities: p(RSQL.STRAY_IDENTITIES),
     duplicateAttempts: p(RSQL.DUPLICATE_ATTEMPTS),
     evidence: p(RSQL.EVIDENCE_WITHOUT_MOVE),
     mutations: p(RSQL.MUTATIONS_WITHOUT_BARRIER),
@@ -99,6 +100,9 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
       }
       for (const r of s.duplicateIdentities.all() as { identity: string; value: string; n: number; starts: string }[]) {
         problems.push({ kind: 'duplicate_identity', record: `${r.identity} ${r.value}`, problem: `bound to ${r.n} barriers: ${r.starts} (R4.1)` });
+      }
+      for (const r of s.strayIdentities.all() as { identity: string; value: string; start_id: string }[]) {
+        problems.push({ kind: 'stray_identity', record: `${r.identity} ${r.value}`, problem: `names start ${r.start_id}, whose barrier does not hold this value (R4.1)` });
       }
       for (const r of s.duplicateAttempts.all() as { run_id: string; step_run_id: string; started_step_run_version: number; n: number; starts: string }[]) {
         problems.push({

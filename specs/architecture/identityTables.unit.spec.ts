@@ -20,6 +20,9 @@ describe('R4.1 one identity table per backend', () => {
     const table = { ...Pg.IDENTITY_STORAGE, ticketId: { column: 'ticket_id', constraints: ['tool_execution_start_barriers_ticket_id_key'] } };
     expect(Pg.lookupReplaySql(table)).to.contain(`('ticketId', :ticket_id)`);
     expect(Pg.barrierProbesSql(table)).to.contain(`SELECT 'ticketId', b.ticket_id FROM b`);
+    // the compact replay index (pg-0051): every probe is derived from the barrier, none reads the index by start_id
+    expect(Pg.barrierProbesSql(table)).to.not.contain('start_replay_identities');
+    expect(Pg.lookupReplaySql(table)).to.contain('ib.command_digest');
     expect(Pg.identityStartIdsSql(table.ticketId)).to.contain('WHERE ticket_id = :key');
     expect(Pg.identityOfViolation({ constraint: 'tool_execution_start_barriers_ticket_id_key' }, table)).to.equal('ticketId');
     expect(Pg.identityOfViolation({ constraint: 'start_replay_identities_key', detail: 'Key (identity, value)=(ticketId, t-1) already exists.' }, table)).to.equal('ticketId');
@@ -27,9 +30,13 @@ describe('R4.1 one identity table per backend', () => {
 
   it('R4.1 a new identity needs one SQLite table entry (plus its migration): lookup, probes, recovery and violation mapping follow', () => {
     const table = { ...Lite.IDENTITY_STORAGE, ticketId: { column: 'ticket_id', unique: ['tool_execution_start_barriers.ticket_id'] } };
-    expect(Lite.lookupReplaySql(table)).to.contain(`identity = 'ticketId' AND value = ?`);
+    expect(Lite.lookupReplaySql(table)).to.contain(`i.identity = 'ticketId' AND i.value = ?`);
     expect(Lite.lookupReplaySql(table).match(/\?/g)).to.have.length(REPLAY_IDENTITIES.length + 1);
-    expect(Lite.identitiesOfStartSql(table)).to.contain(`identity = 'ticketId'`);
+    expect(Lite.identitiesOfStartSql(table)).to.contain(`i.identity = 'ticketId'`);
+    // the compact replay index (0081): probes by identity value only, the command digest from the barrier
+    expect(Lite.identitiesOfStartSql(table).match(/\?/g)).to.have.length(REPLAY_IDENTITIES.length + 1);
+    expect(Lite.identitiesOfStartSql(table)).to.not.match(/start_id = \?/);
+    expect(Lite.lookupReplaySql(table)).to.contain('b.command_digest');
     expect(Lite.identityStartIdsSql(table.ticketId)).to.contain('WHERE ticket_id = @key');
     expect(Lite.identityOfUniqueColumn('tool_execution_start_barriers.ticket_id', table)).to.equal('ticketId');
   });

@@ -31,6 +31,8 @@ const likeRebuilt = (stored: Record<string, unknown>, rebuilt: object): Record<s
     Object.entries(stored).map(([k, v]) => [k, typeof (rebuilt as Record<string, unknown>)[k] === 'number' && typeof v === 'string' && /^-?\d+$/.test(v) ? Number(v) : v]),
   );
 
+const withoutCommandDigest = ({ command_digest: _, ...r }: Record<string, unknown>): Record<string, unknown> => r;
+
 const sortedBy = <T>(rows: readonly T[], key: (r: T) => string): T[] => [...rows].sort((x, y) => (key(x) < key(y) ? -1 : key(x) > key(y) ? 1 : 0));
 
 export const rebuildSuite = (backend: RebuildBackend): void => {
@@ -64,7 +66,9 @@ export const rebuildSuite = (backend: RebuildBackend): void => {
           ['start_replay_identities', 'identities', (r) => `${String(r.identity)}\u0000${String(r.value)}`],
         ];
         for (const [table, projection, key] of tables) {
-          const want = sortedBy(rebuilt[projection] as unknown as Record<string, unknown>[], key);
+          // The replay index holds no command digest (0081 / pg-0051): it is the barrier's, compared above.
+          const rows = (rebuilt[projection] as unknown as Record<string, unknown>[]).map((r) => (table === 'start_replay_identities' ? withoutCommandDigest(r) : r));
+          const want = sortedBy(rows, key);
           const stored = sortedBy(await backend.rows(a, table), key);
           expect(stored.length, table).to.equal(want.length);
           expect(stored.map((r, i) => likeRebuilt(r, want[i]!)), table).to.deep.equal(want);

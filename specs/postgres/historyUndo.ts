@@ -3,7 +3,19 @@ import { PG_ADD_JSON_COPIES, PG_FILL_JSON_COPIES, PG_RESTORE_REPEATED_KEYS } fro
 // What pg-0050 changes, taken back (testkit/beforeStoredOnce.ts): the JSON copies, filled again
 // from the events (the one place pg-0050 keeps them), and the repeated unique constraints. Run as
 // a superuser (replica role skips the append-only triggers while the copies are written back).
-export const UNDO_STORED_ONCE = `
+// What pg-0051 changes, taken back: the replay index's command digest (filled again from the
+// barrier each row names) and its start_id index.
+export const UNDO_COMPACT_INDEX = `
+  ALTER TABLE ql3.start_replay_identities ADD COLUMN command_digest TEXT;
+  SET session_replication_role = replica;
+  UPDATE ql3.start_replay_identities i SET command_digest = b.command_digest FROM ql3.tool_execution_start_barriers b WHERE b.start_id = i.start_id;
+  SET session_replication_role = DEFAULT;
+  ALTER TABLE ql3.start_replay_identities ALTER COLUMN command_digest SET NOT NULL;
+  CREATE INDEX start_replay_identities_start ON ql3.start_replay_identities (start_id);
+  DELETE FROM ql3.schema_migrations WHERE name >= 'pg-0051';
+`;
+
+export const UNDO_STORED_ONCE = `${UNDO_COMPACT_INDEX}
   ${PG_ADD_JSON_COPIES}
   SET session_replication_role = replica;
   ${PG_FILL_JSON_COPIES}

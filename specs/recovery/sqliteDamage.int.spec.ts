@@ -80,8 +80,8 @@ describe('recovery read models on SQLite: atomicity, upgrade, damage', function 
     const two = await startedScenario(a);
     a.db.exec('DROP INDEX start_replay_identities_key');
     a.db
-      .prepare("INSERT INTO start_replay_identities (identity, value, start_id, command_digest) VALUES ('traceId', ?, ?, ?)")
-      .run(one.barrier.record.trace.traceId, two.startId, two.barrier.record.commandDigest);
+      .prepare("INSERT INTO start_replay_identities (identity, value, start_id) VALUES ('traceId', ?, ?)")
+      .run(one.barrier.record.trace.traceId, two.startId);
     const error = await rejects(a.recovery.lookup('traceId', one.barrier.record.trace.traceId));
     expect(error).to.be.instanceOf(CorruptRecordError);
     expect(error.message).to.contain('names 2 barriers');

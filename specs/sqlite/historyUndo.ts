@@ -4,7 +4,30 @@ import { DROP_START_TABLES, START_TABLES_BEFORE_STORED_ONCE } from '../../testki
 // the events, the one place 0080 keeps it), their repeated unique constraints, and every trigger
 // and index 0003, 0055, 0057 and 0063 put on them (testkit/beforeStoredOnce.ts). Foreign keys are
 // deferred while they are rebuilt.
-export const UNDO_STORED_ONCE = `
+// What 0081 changes, taken back: the replay index's command digest (filled again from the
+// barrier each row names), its start_id index and its triggers, as 0055 made them.
+export const UNDO_COMPACT_INDEX = `
+  BEGIN;
+  CREATE TEMP TABLE u_identities AS SELECT i.identity, i.value, i.start_id, b.command_digest
+    FROM start_replay_identities i JOIN tool_execution_start_barriers b ON b.start_id = i.start_id ORDER BY i.rowid;
+  DROP TABLE start_replay_identities;
+  CREATE TABLE start_replay_identities (
+    identity       TEXT NOT NULL CHECK (identity IN ('startId', 'mutationId', 'runEventId', 'traceId', 'auditEventId', 'auditReceiptId', 'attempt')),
+    value          TEXT NOT NULL,
+    start_id       TEXT NOT NULL REFERENCES tool_execution_start_barriers (start_id),
+    command_digest TEXT NOT NULL
+  ) STRICT;
+  INSERT INTO start_replay_identities SELECT * FROM temp.u_identities ORDER BY rowid;
+  DROP TABLE temp.u_identities;
+  CREATE UNIQUE INDEX start_replay_identities_key ON start_replay_identities (identity, value);
+  CREATE INDEX start_replay_identities_start ON start_replay_identities (start_id);
+  CREATE TRIGGER start_replay_identities_no_update BEFORE UPDATE ON start_replay_identities BEGIN SELECT RAISE(ABORT, 'replay identities are immutable'); END;
+  CREATE TRIGGER start_replay_identities_no_delete BEFORE DELETE ON start_replay_identities BEGIN SELECT RAISE(ABORT, 'replay identities are immutable'); END;
+  DELETE FROM schema_migrations WHERE name >= '0081';
+  COMMIT;
+`;
+
+export const UNDO_STORED_ONCE = `${UNDO_COMPACT_INDEX}
   BEGIN; PRAGMA defer_foreign_keys = ON;
   CREATE TEMP TABLE u_audit AS SELECT o.*, e.data_json AS event_json FROM security_audit_events o JOIN events e ON e.event_id = 'audit:' || o.audit_event_id ORDER BY o.rowid;
   CREATE TEMP TABLE u_trace AS SELECT o.*, e.data_json AS anchor_json FROM trace_anchors o JOIN events e ON e.event_id = 'trace:' || o.trace_id ORDER BY o.rowid;

@@ -101,7 +101,7 @@ describe('SQLite backend (R5.1)', function () {
         ['audit_receipts', 'start_id'],
         ['step_run_mutations', 'start_id'],
         ['tool_execution_start_barriers', 'barrier_digest'],
-        ['start_replay_identities', 'command_digest'],
+        ['start_replay_identities', 'start_id'],
       ] as const) {
         expect(() => a.db.prepare(`UPDATE ${table} SET ${column} = 'x'`).run(), table).to.throw(/append-only|immutable/);
         expect(() => a.db.prepare(`DELETE FROM ${table}`).run(), table).to.throw(/append-only|immutable/);

@@ -1,0 +1,117 @@
+import { readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { gunzipSync } from 'node:zlib';
+import Database from 'better-sqlite3';
+import { expect } from 'chai';
+import { loadMigrations } from '../../infrastructure/migrations';
+import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
+import * as SQL from '../../infrastructure/sqlite/sql';
+import { STRAY_IDENTITIES } from '../../infrastructure/sqlite/recoverySql';
+import { registerMigrationFunctions } from '../../infrastructure/sqlite/fileIdentity';
+import { CorruptRecordError } from '../../domain';
+import { openFreshSqlite } from './support';
+import { setUp } from '../conformance/startBarrierConformance';
+import { freshDbPath } from '../support/tmp';
+
+// The compact replay index (0081): an old store (the legacy fixture, migrated to just before
+// 0081) moves forward without the command digest each identity row repeated and without the
+// start_id index; the index then equals the old one joined with the barriers, row for row, each
+// R4.1 identity is still refused twice by the one unique index, and the store verifies.
+
+const FIXTURE = join(__dirname, '..', 'fixtures', 'legacy-store-before-r10.2.sqlite.gz');
+
+const migrateUpTo = (db: Database.Database, before: string): void => {
+  registerMigrationFunctions(db);
+  db.pragma('foreign_keys = ON');
+  db.exec(SQL.MIGRATIONS_TABLE);
+  const applied = new Set((db.prepare(SQL.SELECT_APPLIED).all() as { name: string }[]).map((r) => r.name));
+  db.exec('BEGIN IMMEDIATE');
+  for (const m of loadMigrations('sqlite').filter((m) => m.name < before && !applied.has(m.name))) {
+    db.exec(m.sql);
+    db.prepare(SQL.INSERT_APPLIED).run(m.name, m.checksum, Date.now());
+  }
+  db.exec('COMMIT');
+};
+
+const oldStore = (name: string): string => {
+  const path = freshDbPath(name);
+  writeFileSync(path, gunzipSync(readFileSync(FIXTURE)));
+  return path;
+};
+
+const rejects = async (p: Promise<unknown>): Promise<Error> => {
+  try {
+    await p;
+  } catch (e) {
+    return e as Error;
+  }
+  throw new Error('expected a rejection');
+};
+
+describe('the compact replay index on SQLite (0081)', function () {
+  this.timeout(120_000);
+
+  it('R4.1 an old store moves forward: the same index rows (command digest from the barrier), one unique index, no start_id index, and it verifies', async () => {
+    const path = oldStore('compact-index');
+    const old = new Database(path);
+    migrateUpTo(old, '0081');
+    const before = old.prepare('SELECT identity, value, start_id, command_digest FROM start_replay_identities ORDER BY identity, value').all();
+    expect(before).to.have.length(14);
+    old.close();
+
+    const a = await openSqliteStartBarrier({ path });
+    const db = a.db as unknown as Database.Database;
+    try {
+      const columns = (db.prepare("SELECT name FROM pragma_table_info('start_replay_identities')").all() as { name: string }[]).map((c) => c.name);
+      expect(columns).to.deep.equal(['identity', 'value', 'start_id']);
+      const indexes = (db.prepare("SELECT name, \"unique\" FROM pragma_index_list('start_replay_identities') ORDER BY name").all() as { name: string; unique: number }[]);
+      expect(indexes).to.deep.equal([{ name: 'start_replay_identities_key', unique: 1 }]);
+      const after = db
+        .prepare(`SELECT i.identity, i.value, i.start_id, b.command_digest FROM start_replay_identities i
+          JOIN tool_execution_start_barriers b ON b.start_id = i.start_id ORDER BY i.identity, i.value`)
+        .all();
+      expect(after).to.deep.equal(before);
+      expect(() => db.prepare("UPDATE start_replay_identities SET value = 'x'").run()).to.throw(/immutable/);
+      expect(() => db.prepare('DELETE FROM start_replay_identities').run()).to.throw(/immutable/);
+      const report = await a.recovery.verify();
+      expect(report.ok, JSON.stringify(report.problems)).to.equal(true);
+      expect(report.checked.barriers).to.equal(2);
+    } finally {
+      await a.close();
+    }
+  });
+
+  it('a store whose index row repeats a command digest its barrier does not hold is refused, not migrated', async () => {
+    const path = oldStore('compact-index-differs');
+    const old = new Database(path);
+    migrateUpTo(old, '0081');
+    old.exec('DROP TRIGGER start_replay_identities_no_update');
+    old.exec("UPDATE start_replay_identities SET command_digest = 'sha256:0' WHERE rowid = 1");
+    old.close();
+    const error = await rejects(openSqliteStartBarrier({ path }));
+    expect(String(error)).to.contain('a_replay_identity_differs_from_its_barrier');
+    const again = new Database(path, { readonly: true });
+    expect((again.prepare("SELECT count(*) AS n FROM schema_migrations WHERE name >= '0081'").get() as { n: number }).n).to.equal(0);
+    expect((again.prepare("SELECT count(*) AS n FROM pragma_table_info('start_replay_identities') WHERE name = 'command_digest'").get() as { n: number }).n).to.equal(1);
+    again.close();
+  });
+
+  it('R4.1 a row naming a start under a value its barrier does not hold: verify names it, a lookup of that value fails closed, the start still reads', async () => {
+    const a = await openFreshSqlite();
+    const db = a.db as unknown as Database.Database;
+    try {
+      const s = await setUp(a);
+      const command = s.startCommand();
+      await a.barriers.prepare(command);
+      db.prepare("INSERT INTO start_replay_identities (identity, value, start_id) VALUES ('traceId', 'trace-stray', ?)").run(command.startId);
+      expect(db.prepare(STRAY_IDENTITIES).all()).to.deep.equal([{ identity: 'traceId', value: 'trace-stray', start_id: command.startId }]);
+      const report = await a.recovery.verify();
+      expect(report.problems.map((p) => [p.kind, p.record])).to.deep.include(['stray_identity', 'traceId trace-stray']);
+      const lookup = await rejects(a.recovery.lookup('traceId', 'trace-stray'));
+      expect(lookup, lookup.message).to.be.instanceOf(CorruptRecordError);
+      expect((await a.barriers.getByStartId(command.startId))?.record.startId).to.equal(command.startId);
+    } finally {
+      await a.close();
+    }
+  });
+});

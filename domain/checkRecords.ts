@@ -1,6 +1,6 @@
 import type * as t from 'io-ts';
 import { MAX_BARRIER_BYTES, StoredStartBarrierRecord, barrierMatchesItsCommand, type SealedBarrier } from './barrier';
-import { canonicalJson, digestCanonical, RECORD_TAGS, type RecordTag } from './canonical';
+import { canonicalJson, digestCanonical, isCanonicalTextOf, RECORD_TAGS, type RecordTag } from './canonical';
 import { PAYLOAD_CODECS, type RunEventType, type StartFacts } from './events';
 import { startedStepRunDigestOf } from './verify';
 
@@ -37,7 +37,7 @@ export const provenJson = <A>(codec: t.Type<A, A, unknown>, text: unknown): A | 
   // plain-value walk can refuse nothing the codec accepts from parsed, escape-free text. `is`
   // gives `validate`'s verdict without the contexts io-ts builds for error paths.
   if (!codec.is(value)) return undefined;
-  if (canonicalJson(value) !== text) return undefined;
+  if (!isCanonicalTextOf(value, text)) return undefined;
   return value as A;
 };
 

@@ -40,6 +40,18 @@ const keysInCanonicalOrder = (value: unknown): boolean => {
  */
 export const isCanonicalTextOf = (value: unknown, text: string): boolean => JSON.stringify(value) === text && keysInCanonicalOrder(value);
 
+/**
+ * The canonical text of an object without one of its top-level members, cut from the object's
+ * own canonical text: the keys left stay sorted. `member` is that member's exact text
+ * (`"key":value`); it must occur once, so it is the top-level one, or the answer is undefined.
+ */
+export const canonicalWithout = (text: string, member: string): string | undefined => {
+  const at = text.indexOf(member);
+  if (at <= 0 || text.indexOf(member, at + 1) >= 0) return undefined;
+  const end = at + member.length;
+  return text[at - 1] === ',' ? text.slice(0, at - 1) + text.slice(end) : text[end] === ',' ? text.slice(0, at) + text.slice(end + 1) : text.slice(0, at) + text.slice(end);
+};
+
 export const utf8Length = (text: string): number => Buffer.byteLength(text, 'utf8');
 
 /** Record kinds, each with its own digest tag (R1.3: a command can never collide with a barrier). */

@@ -1,6 +1,6 @@
 import type * as t from 'io-ts';
 import { MAX_BARRIER_BYTES, StoredStartBarrierRecord, barrierMatchesItsCommand, type SealedBarrier } from './barrier';
-import { canonicalJson, digestCanonical, isCanonicalTextOf, RECORD_TAGS, type RecordTag } from './canonical';
+import { canonicalJson, canonicalWithout, digestCanonical, isCanonicalTextOf, RECORD_TAGS, type RecordTag } from './canonical';
 import { PAYLOAD_CODECS, type RunEventType, type StartFacts } from './events';
 import { startedStepRunDigestOf } from './verify';
 
@@ -64,13 +64,8 @@ export const provenBarrier = (startId: string, text: unknown, storedDigest: unkn
  * one; otherwise the body is serialised again.
  */
 const digestWithout = (tag: RecordTag, text: string, value: Record<string, unknown>, key: string): string => {
-  const member = `"${key}":${JSON.stringify(value[key])}`;
-  const at = text.indexOf(member);
-  if (at > 0 && text.indexOf(member, at + 1) < 0) {
-    const end = at + member.length;
-    const body = text[at - 1] === ',' ? text.slice(0, at - 1) + text.slice(end) : text[end] === ',' ? text.slice(0, at) + text.slice(end + 1) : text.slice(0, at) + text.slice(end);
-    return digestCanonical(tag, body);
-  }
+  const body = canonicalWithout(text, `"${key}":${JSON.stringify(value[key])}`);
+  if (body !== undefined) return digestCanonical(tag, body);
   const { [key]: _, ...rest } = value;
   return digestCanonical(tag, canonicalJson(rest));
 };

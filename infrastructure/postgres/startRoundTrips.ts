@@ -1,5 +1,5 @@
 import type { Pool, PoolClient } from 'pg';
-import { buildStartFacts, replayKeysOf, streamNameOf, type DecodedStartCommand, type ReplayHit, type ReplayHits, type ReplayIdentity, noReplayHits, type RunState } from '../../domain';
+import { buildStartFactsWithJson, replayKeysOf, streamNameOf, type DecodedStartCommand, type ReplayHit, type ReplayHits, type ReplayIdentity, noReplayHits, type RunState } from '../../domain';
 import type { PrepareResult, StartStepHook, StoredBarrier } from '../../application/authority';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { existingBarrierOf } from '../../application/startProtocol';
@@ -173,7 +173,8 @@ export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: Decode
       try {
         await ctx.hook?.('lookup');
         const state = stateOfRead(read, decoded);
-        const plan = planStartWrite(buildStartFacts(decoded, state), state, PENDING_CLOCK);
+        const { facts, json } = buildStartFactsWithJson(decoded, state);
+        const plan = planStartWrite(facts, state, PENDING_CLOCK, json);
         await ctx.sealer?.ensureOrigin(client);
         return { outcome: 'created', barrier: await write(client, ctx, plan, open) };
       } catch (e) {

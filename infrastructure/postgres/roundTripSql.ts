@@ -52,6 +52,18 @@ export const escapeLiteral = (text: string): string => {
   return text.includes('\\') ? ` E'${quoted.replace(/\\/g, '\\\\')}'` : `'${quoted}'`;
 };
 
+/**
+ * A value's text as a string constant. Dollar-quoted when the tag cannot end it early (the text
+ * holds no tag, and no tag starts inside it and ends in the closing one): the text goes verbatim,
+ * nothing to escape, where the events' JSON would otherwise double every quote and backslash
+ * (twice inside an array). Otherwise escaped as pg escapes it. Either is the same constant.
+ */
+const DOLLAR_TAG = '$ql3$';
+// The tag's only border is `$`, so the one way for it to start inside the text and end in the
+// closing tag is a text ending in `$ql3`.
+export const literalText = (text: string): string =>
+  !text.includes(DOLLAR_TAG) && !text.endsWith('$ql3') ? `${DOLLAR_TAG}${text}${DOLLAR_TAG}` : escapeLiteral(text);
+
 let prepareValue: ((v: unknown) => unknown) | undefined;
 const literalOf = (name: string, value: unknown): string => {
   if (isClock(name)) {
@@ -63,7 +75,7 @@ const literalOf = (name: string, value: unknown): string => {
   const text = prepareValue(value);
   if (text === null || text === undefined) return 'NULL';
   if (typeof text !== 'string') throw new Error(`SQL parameter :${name} is not text-encodable`);
-  return escapeLiteral(text);
+  return literalText(text);
 };
 
 const executeOf = (part: Part): string => {

@@ -1,5 +1,5 @@
 import type * as t from 'io-ts';
-import { MAX_BARRIER_BYTES, StoredStartBarrierRecord, barrierMatchesItsCommand, type SealedBarrier } from './barrier';
+import { MAX_BARRIER_BYTES, StoredStartBarrierRecord, barrierMatchesItsCommand, type SealedBarrier, type StartBarrierRecord } from './barrier';
 import { canonicalJson, canonicalWithout, digestCanonical, isCanonicalTextOf, RECORD_TAGS, type RecordTag } from './canonical';
 import { PAYLOAD_CODECS, type RunEventType, type StartFacts } from './events';
 import { startedStepRunDigestOf } from './verify';
@@ -44,6 +44,36 @@ export const provenJson = <A>(codec: t.Type<A, A, unknown>, text: unknown): A | 
 /** A stored event payload of `type`, proven as decodeRunEvent + the canonical check would. */
 export const provenPayload = (type: RunEventType, text: unknown): unknown => provenJson(PAYLOAD_CODECS[type] as t.Type<unknown, unknown, unknown>, text);
 
+/**
+ * commandDigestOf(commandOfBarrier(b)), the oracle's rebuild of the command, for a barrier parsed
+ * from text just proven canonical: every object it shares with the command already lists its
+ * keys in order, and the ones built here list theirs in order too, so the native serialiser
+ * prints the canonical text without sorting (a command's optional fields where they sort).
+ */
+const commandDigestOfProven = (b: StartBarrierRecord): string => {
+  const command = {
+    admission: b.admission,
+    ...(b.approval ? { approval: b.approval } : {}),
+    contracts: b.contracts,
+    evidence: {
+      auditEventId: b.audit.auditEventId,
+      auditReceiptId: b.audit.auditReceiptId,
+      spanId: b.trace.spanId,
+      traceId: b.trace.traceId,
+      ...(b.trace.traceparent === undefined ? {} : { traceparent: b.trace.traceparent }),
+    },
+    handlerBinding: b.handlerBinding,
+    mutation: { fromStatus: b.attempt.fromStatus, mutationId: b.mutation.mutationId, runEventId: b.runEvent.runEventId, toStatus: 'running' },
+    project: { projectId: b.projectId, snapshotDigest: b.snapshotDigest, snapshotId: b.snapshotId },
+    requestedAtMs: b.requestedAtMs,
+    schema: 'qinglong/tool-execution-start-command@v1',
+    startId: b.startId,
+    stepRun: { expectedDigest: b.attempt.fromStepRunDigest, expectedVersion: b.attempt.fromStepRunVersion, kind: 'tool', runId: b.runId, stepRunId: b.stepRunId },
+    toolDefinition: b.toolDefinition,
+  };
+  return digestCanonical(RECORD_TAGS.command, JSON.stringify(command));
+};
+
 /** The barrier text proven as verifyStoredBarrier would: codec, R1.2 size, canonical, digest, startId, command digest. */
 export const provenBarrier = (startId: string, text: unknown, storedDigest: unknown): SealedBarrier | undefined => {
   if (typeof text !== 'string' || text.length > MAX_BARRIER_BYTES || Buffer.byteLength(text, 'utf8') > MAX_BARRIER_BYTES) return undefined;
@@ -52,8 +82,7 @@ export const provenBarrier = (startId: string, text: unknown, storedDigest: unkn
   if (record === undefined) return undefined;
   const barrierDigest = digestCanonical(RECORD_TAGS.barrier, text);
   if (barrierDigest !== storedDigest || record.startId !== startId) return undefined;
-  // The oracle's own rebuild of the command, so both always ask the same question of it.
-  if (!barrierMatchesItsCommand(record)) return undefined;
+  if (!(record.annotations === undefined ? commandDigestOfProven(record) === record.commandDigest : barrierMatchesItsCommand(record))) return undefined;
   return { record, canonical: text, barrierDigest };
 };
 

@@ -53,16 +53,19 @@ export const escapeLiteral = (text: string): string => {
 };
 
 /**
- * A value's text as a string constant. Dollar-quoted when the tag cannot end it early (the text
- * holds no tag, and no tag starts inside it and ends in the closing one): the text goes verbatim,
- * nothing to escape, where the events' JSON would otherwise double every quote and backslash
- * (twice inside an array). Otherwise escaped as pg escapes it. Either is the same constant.
+ * A value's text as a string constant. Text with nothing to escape is quoted as pg quotes it.
+ * Text that has (the events' JSON, whose every quote and backslash would be doubled, twice
+ * inside an array) is dollar-quoted, verbatim, when the tag cannot end it early: the text holds
+ * no tag, and no tag starts inside it and ends in the closing one. Otherwise it is escaped as
+ * pg escapes it. Each is the same constant.
  */
 const DOLLAR_TAG = '$ql3$';
-// The tag's only border is `$`, so the one way for it to start inside the text and end in the
-// closing tag is a text ending in `$ql3`.
-export const literalText = (text: string): string =>
-  !text.includes(DOLLAR_TAG) && !text.endsWith('$ql3') ? `${DOLLAR_TAG}${text}${DOLLAR_TAG}` : escapeLiteral(text);
+export const literalText = (text: string): string => {
+  if (!text.includes("'") && !text.includes('\\')) return `'${text}'`;
+  // The tag's only border is `$`, so the one way for it to start inside the text and end in
+  // the closing tag is a text ending in `$ql3`.
+  return !text.includes(DOLLAR_TAG) && !text.endsWith('$ql3') ? `${DOLLAR_TAG}${text}${DOLLAR_TAG}` : escapeLiteral(text);
+};
 
 let prepareValue: ((v: unknown) => unknown) | undefined;
 const literalOf = (name: string, value: unknown): string => {

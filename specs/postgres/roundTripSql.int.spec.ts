@@ -23,9 +23,10 @@ describe('R3 the write round trip\'s literals are the very text of each value (P
     const literals = texts.map((text) => literalText(text));
     const { rows } = await pool.query<{ v: string[] }>(`SELECT ARRAY[${literals.map((l) => `${l}::text`).join(', ')}] AS v`);
     expect(rows[0]!.v).to.deep.equal(texts);
-    // the tag is used only where it cannot end the constant early
-    expect(literalText('x$ql3')).to.equal(escapeLiteral('x$ql3'));
-    expect(literalText('a$ql3$b')).to.equal(escapeLiteral('a$ql3$b'));
+    // the tag is used only where there is something to escape and it cannot end the constant early
+    expect(literalText('run-1')).to.equal("'run-1'");
+    expect(literalText("x'$ql3")).to.equal(escapeLiteral("x'$ql3"));
+    expect(literalText("a'$ql3$b")).to.equal(escapeLiteral("a'$ql3$b"));
     const json = '{"a":"it\'s \\\\"}';
     expect(literalText(json)).to.equal('$ql3$' + json + '$ql3$');
   });

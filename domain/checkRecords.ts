@@ -2,7 +2,6 @@ import type * as t from 'io-ts';
 import { MAX_BARRIER_BYTES, StoredStartBarrierRecord, barrierMatchesItsCommand, type SealedBarrier, type StartBarrierRecord } from './barrier';
 import { canonicalJson, canonicalWithout, digestCanonical, isCanonicalTextOf, RECORD_TAGS, type RecordTag } from './canonical';
 import { PAYLOAD_CODECS, type RunEventType, type StartFacts } from './events';
-import { startedStepRunDigestOf } from './verify';
 
 // R5.3 at the cost of one pass. The verifiers of barrier.ts, events.ts and verify.ts are the
 // oracle: they decode on a private copy with io-ts contexts, canonicalise each text again for
@@ -73,6 +72,22 @@ const commandDigestOfProven = (b: StartBarrierRecord): string => {
   };
   return digestCanonical(RECORD_TAGS.command, JSON.stringify(command));
 };
+
+/** startedStepRunDigestOf(b), printed natively as commandDigestOfProven is: the StepRun's keys in order, its objects the barrier's own. */
+const startedStepRunDigestOfProven = (b: StartBarrierRecord): string =>
+  digestCanonical(
+    RECORD_TAGS.stepRun,
+    JSON.stringify({
+      ...(b.approval ? { approval: b.approval } : {}),
+      kind: 'tool',
+      projectId: b.projectId,
+      runId: b.runId,
+      status: 'running',
+      stepRunId: b.stepRunId,
+      toolDefinition: b.toolDefinition,
+      version: b.attempt.startedStepRunVersion,
+    }),
+  );
 
 /** The barrier text proven as verifyStoredBarrier would: codec, R1.2 size, canonical, digest, startId, command digest. */
 export const provenBarrier = (startId: string, text: unknown, storedDigest: unknown): SealedBarrier | undefined => {
@@ -183,7 +198,7 @@ export const factsAgree = (sealed: SealedBarrier, facts: StartFacts, texts: Fact
   if (digestWithout(RECORD_TAGS.traceAnchor, texts.trace, tr, 'traceDigest') !== tr.traceDigest) return false;
   if (digestWithout(RECORD_TAGS.auditReceipt, texts.receipt, r, 'receiptDigest') !== r.receiptDigest) return false;
   if (digestWithout(RECORD_TAGS.mutation, texts.mutation, m, 'mutationDigest') !== m.mutationDigest) return false;
-  return startedStepRunDigestOf(b) === b.attempt.startedStepRunDigest;
+  return startedStepRunDigestOfProven(b) === b.attempt.startedStepRunDigest;
 };
 
 /** The bytes of the barrier event's data for a proven barrier: the only canonical text of `{ barrier, barrierDigest }`. */

@@ -99,7 +99,7 @@ const EVIDENCE_WITHOUT_MOVE = named(`SELECT * FROM (${[
   evidence('audit_receipts', 'audit_receipt_id'),
 ].join(' UNION ALL ')}) x WHERE NOT has_move OR NOT has_barrier`);
 const MUTATIONS_WITHOUT_BARRIER = named(`SELECT m.mutation_id, m.start_id FROM ql3.step_run_mutations m
-  WHERE NOT EXISTS (SELECT 1 FROM ql3.tool_execution_start_barriers b WHERE b.mutation_id = m.mutation_id)`);
+  WHERE NOT EXISTS (SELECT 1 FROM ql3.tool_execution_start_barriers b WHERE b.start_id = m.start_id AND b.mutation_id = m.mutation_id)`);
 const STREAM_HEADS = named(`SELECT * FROM (SELECT s.stream_id, s.stream_type, s.version,
     (SELECT count(*) FROM ql3.events e WHERE e.stream_id = s.stream_id) AS n,
     (SELECT max(stream_position) FROM ql3.events e WHERE e.stream_id = s.stream_id) AS top

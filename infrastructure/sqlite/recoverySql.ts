@@ -55,8 +55,9 @@ export const EVIDENCE_WITHOUT_MOVE = `SELECT * FROM (${[
   evidence('trace_anchors', 'trace_id'),
   evidence('audit_receipts', 'audit_receipt_id'),
 ].join(' UNION ALL ')}) WHERE has_move = 0 OR has_barrier = 0`;
+/** A mutation's barrier is its start's, found by the barrier's key: mutation_id alone has no index. */
 export const MUTATIONS_WITHOUT_BARRIER = `SELECT m.mutation_id, m.start_id FROM step_run_mutations m
-  WHERE NOT EXISTS (SELECT 1 FROM tool_execution_start_barriers b WHERE b.mutation_id = m.mutation_id)`;
+  WHERE NOT EXISTS (SELECT 1 FROM tool_execution_start_barriers b WHERE b.start_id = m.start_id AND b.mutation_id = m.mutation_id)`;
 /** The stream head (R3.5's compare-and-set value) must equal its number of events, and be a Run stream. */
 export const STREAM_HEADS = `SELECT * FROM (SELECT s.stream_id, s.stream_type, s.version,
     (SELECT count(*) FROM events e WHERE e.stream_id = s.stream_id) AS n,

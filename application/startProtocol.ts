@@ -1,6 +1,6 @@
 import {
   CorruptRecordError,
-  buildStartFacts,
+  buildStartFactsWithJson,
   classifyReplay,
   replayKeysOf,
   type DecodedStartCommand,
@@ -73,7 +73,8 @@ export const runStartTransaction = async (
   if (existing !== null) return { outcome: 'existing', barrier: existing };
   const state = await uow.lockForStart(c.stepRun.runId, c.stepRun.stepRunId);
   await hook('lock');
-  const plan = planStartWrite(buildStartFacts(decoded, state), state, await uow.clockMs());
+  const { facts, json } = buildStartFactsWithJson(decoded, state);
+  const plan = planStartWrite(facts, state, await uow.clockMs(), json);
   if (uow.writesAtOnce) {
     await uow.writeStart(plan, START_WRITE_STEPS);
     await uow.sealEvidence?.(plan);

@@ -1,4 +1,4 @@
-import { streamNameOf, type RunState, type StartFacts } from '../domain';
+import { streamNameOf, type RunState, type StartFacts, type StartFactsJson } from '../domain';
 import { naturalEventIdOf, startEventJsonOf, startRowsOf, stepRunRowOf, type StartRows, type StepRunRow } from '../projections/rows';
 import type { StoredBarrier } from './authority';
 
@@ -39,15 +39,16 @@ export interface StartWrite {
 }
 
 /** Builds the plan of a new start from its five facts and the Run state they were decided on. */
-export const planStartWrite = (facts: StartFacts, before: RunState, committedAtMs: number): StartWrite => {
+/** `json`: the canonical JSON the decider computed for these very facts (buildStartFactsWithJson), not serialised again. */
+export const planStartWrite = (facts: StartFacts, before: RunState, committedAtMs: number, json?: StartFactsJson): StartWrite => {
   const [, , , started, committed] = facts;
   const head = before.run;
   const from = before.stepRuns[started.data.stepRunId];
   if (head === null || from === undefined) throw new Error(`start ${started.data.startId}: a write plan needs the locked Run and StepRun`);
-  const rows = startRowsOf(facts, committedAtMs);
-  const json = startEventJsonOf(rows); // each fact canonicalised once, in startRowsOf
+  const rows = startRowsOf(facts, committedAtMs, json);
+  const eventJson = startEventJsonOf(rows); // each fact canonicalised once, by the decider or in startRowsOf
   const events = facts.map(
-    (event, i): StartEventRow => ({ position: head.version + i + 1, eventId: naturalEventIdOf(event)!, type: event.type, dataJson: json[i]! }),
+    (event, i): StartEventRow => ({ position: head.version + i + 1, eventId: naturalEventIdOf(event)!, type: event.type, dataJson: eventJson[i]! }),
   );
   return {
     startId: started.data.startId,

@@ -15,6 +15,43 @@ export const canonicalJson = (value: unknown): string => {
   return out;
 };
 
+/** Whether every object of a parsed JSON value lists its keys in canonical (UTF-16 code unit) order. */
+const keysInCanonicalOrder = (value: unknown): boolean => {
+  if (typeof value !== 'object' || value === null) return true;
+  if (Array.isArray(value)) {
+    for (const v of value) if (!keysInCanonicalOrder(v)) return false;
+    return true;
+  }
+  let previous: string | undefined;
+  for (const key of Object.keys(value)) {
+    if (previous !== undefined && !(previous < key)) return false;
+    previous = key;
+    if (!keysInCanonicalOrder((value as Record<string, unknown>)[key])) return false;
+  }
+  return true;
+};
+
+/**
+ * `canonicalJson(value) === text` for a value JSON.parse made from `text`, without sorting or
+ * serialising twice: JSON.parse keeps the text's key order, so the native serialiser gives the
+ * text back only if it has no whitespace, the ES number form and minimal escapes, and the keys
+ * it printed are canonical only if they were in order. Either question failing answers false,
+ * which the callers treat as "not proven" (the full check then runs).
+ */
+export const isCanonicalTextOf = (value: unknown, text: string): boolean => JSON.stringify(value) === text && keysInCanonicalOrder(value);
+
+/**
+ * The canonical text of an object without one of its top-level members, cut from the object's
+ * own canonical text: the keys left stay sorted. `member` is that member's exact text
+ * (`"key":value`); it must occur once, so it is the top-level one, or the answer is undefined.
+ */
+export const canonicalWithout = (text: string, member: string): string | undefined => {
+  const at = text.indexOf(member);
+  if (at <= 0 || text.indexOf(member, at + 1) >= 0) return undefined;
+  const end = at + member.length;
+  return text[at - 1] === ',' ? text.slice(0, at - 1) + text.slice(end) : text[end] === ',' ? text.slice(0, at) + text.slice(end + 1) : text.slice(0, at) + text.slice(end);
+};
+
 export const utf8Length = (text: string): number => Buffer.byteLength(text, 'utf8');
 
 /** Record kinds, each with its own digest tag (R1.3: a command can never collide with a barrier). */

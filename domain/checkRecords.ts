@@ -1,8 +1,7 @@
 import type * as t from 'io-ts';
-import { MAX_BARRIER_BYTES, StoredStartBarrierRecord, barrierMatchesItsCommand, type SealedBarrier } from './barrier';
-import { canonicalJson, digestCanonical, RECORD_TAGS, type RecordTag } from './canonical';
+import { MAX_BARRIER_BYTES, StoredStartBarrierRecord, barrierMatchesItsCommand, type SealedBarrier, type StartBarrierRecord } from './barrier';
+import { canonicalJson, canonicalWithout, digestCanonical, isCanonicalTextOf, RECORD_TAGS, type RecordTag } from './canonical';
 import { PAYLOAD_CODECS, type RunEventType, type StartFacts } from './events';
-import { startedStepRunDigestOf } from './verify';
 
 // R5.3 at the cost of one pass. The verifiers of barrier.ts, events.ts and verify.ts are the
 // oracle: they decode on a private copy with io-ts contexts, canonicalise each text again for
@@ -37,12 +36,58 @@ export const provenJson = <A>(codec: t.Type<A, A, unknown>, text: unknown): A | 
   // plain-value walk can refuse nothing the codec accepts from parsed, escape-free text. `is`
   // gives `validate`'s verdict without the contexts io-ts builds for error paths.
   if (!codec.is(value)) return undefined;
-  if (canonicalJson(value) !== text) return undefined;
+  if (!isCanonicalTextOf(value, text)) return undefined;
   return value as A;
 };
 
 /** A stored event payload of `type`, proven as decodeRunEvent + the canonical check would. */
 export const provenPayload = (type: RunEventType, text: unknown): unknown => provenJson(PAYLOAD_CODECS[type] as t.Type<unknown, unknown, unknown>, text);
+
+/**
+ * commandDigestOf(commandOfBarrier(b)), the oracle's rebuild of the command, for a barrier parsed
+ * from text just proven canonical: every object it shares with the command already lists its
+ * keys in order, and the ones built here list theirs in order too, so the native serialiser
+ * prints the canonical text without sorting (a command's optional fields where they sort).
+ */
+const commandDigestOfProven = (b: StartBarrierRecord): string => {
+  const command = {
+    admission: b.admission,
+    ...(b.approval ? { approval: b.approval } : {}),
+    contracts: b.contracts,
+    evidence: {
+      auditEventId: b.audit.auditEventId,
+      auditReceiptId: b.audit.auditReceiptId,
+      spanId: b.trace.spanId,
+      traceId: b.trace.traceId,
+      ...(b.trace.traceparent === undefined ? {} : { traceparent: b.trace.traceparent }),
+    },
+    handlerBinding: b.handlerBinding,
+    mutation: { fromStatus: b.attempt.fromStatus, mutationId: b.mutation.mutationId, runEventId: b.runEvent.runEventId, toStatus: 'running' },
+    project: { projectId: b.projectId, snapshotDigest: b.snapshotDigest, snapshotId: b.snapshotId },
+    requestedAtMs: b.requestedAtMs,
+    schema: 'qinglong/tool-execution-start-command@v1',
+    startId: b.startId,
+    stepRun: { expectedDigest: b.attempt.fromStepRunDigest, expectedVersion: b.attempt.fromStepRunVersion, kind: 'tool', runId: b.runId, stepRunId: b.stepRunId },
+    toolDefinition: b.toolDefinition,
+  };
+  return digestCanonical(RECORD_TAGS.command, JSON.stringify(command));
+};
+
+/** startedStepRunDigestOf(b), printed natively as commandDigestOfProven is: the StepRun's keys in order, its objects the barrier's own. */
+const startedStepRunDigestOfProven = (b: StartBarrierRecord): string =>
+  digestCanonical(
+    RECORD_TAGS.stepRun,
+    JSON.stringify({
+      ...(b.approval ? { approval: b.approval } : {}),
+      kind: 'tool',
+      projectId: b.projectId,
+      runId: b.runId,
+      status: 'running',
+      stepRunId: b.stepRunId,
+      toolDefinition: b.toolDefinition,
+      version: b.attempt.startedStepRunVersion,
+    }),
+  );
 
 /** The barrier text proven as verifyStoredBarrier would: codec, R1.2 size, canonical, digest, startId, command digest. */
 export const provenBarrier = (startId: string, text: unknown, storedDigest: unknown): SealedBarrier | undefined => {
@@ -52,8 +97,7 @@ export const provenBarrier = (startId: string, text: unknown, storedDigest: unkn
   if (record === undefined) return undefined;
   const barrierDigest = digestCanonical(RECORD_TAGS.barrier, text);
   if (barrierDigest !== storedDigest || record.startId !== startId) return undefined;
-  // The oracle's own rebuild of the command, so both always ask the same question of it.
-  if (!barrierMatchesItsCommand(record)) return undefined;
+  if (!(record.annotations === undefined ? commandDigestOfProven(record) === record.commandDigest : barrierMatchesItsCommand(record))) return undefined;
   return { record, canonical: text, barrierDigest };
 };
 
@@ -64,13 +108,8 @@ export const provenBarrier = (startId: string, text: unknown, storedDigest: unkn
  * one; otherwise the body is serialised again.
  */
 const digestWithout = (tag: RecordTag, text: string, value: Record<string, unknown>, key: string): string => {
-  const member = `"${key}":${JSON.stringify(value[key])}`;
-  const at = text.indexOf(member);
-  if (at > 0 && text.indexOf(member, at + 1) < 0) {
-    const end = at + member.length;
-    const body = text[at - 1] === ',' ? text.slice(0, at - 1) + text.slice(end) : text[end] === ',' ? text.slice(0, at) + text.slice(end + 1) : text.slice(0, at) + text.slice(end);
-    return digestCanonical(tag, body);
-  }
+  const body = canonicalWithout(text, `"${key}":${JSON.stringify(value[key])}`);
+  if (body !== undefined) return digestCanonical(tag, body);
   const { [key]: _, ...rest } = value;
   return digestCanonical(tag, canonicalJson(rest));
 };
@@ -159,7 +198,7 @@ export const factsAgree = (sealed: SealedBarrier, facts: StartFacts, texts: Fact
   if (digestWithout(RECORD_TAGS.traceAnchor, texts.trace, tr, 'traceDigest') !== tr.traceDigest) return false;
   if (digestWithout(RECORD_TAGS.auditReceipt, texts.receipt, r, 'receiptDigest') !== r.receiptDigest) return false;
   if (digestWithout(RECORD_TAGS.mutation, texts.mutation, m, 'mutationDigest') !== m.mutationDigest) return false;
-  return startedStepRunDigestOf(b) === b.attempt.startedStepRunDigest;
+  return startedStepRunDigestOfProven(b) === b.attempt.startedStepRunDigest;
 };
 
 /** The bytes of the barrier event's data for a proven barrier: the only canonical text of `{ barrier, barrierDigest }`. */

@@ -165,10 +165,14 @@ export const strictObject = <P extends t.Props, O extends t.Props = Record<never
   return new t.Type<A, A, unknown>(name, is, validate, t.identity);
 };
 
-const refinedString = (name: string, check: (s: string) => { reason: ValidationReason; text: string } | undefined) =>
+const refinedString = (
+  name: string,
+  check: (s: string) => { reason: ValidationReason; text: string } | undefined,
+  passes: (s: string) => boolean = (s) => check(s) === undefined,
+) =>
   new t.Type<string, string, unknown>(
     name,
-    (u): u is string => typeof u === 'string' && check(u) === undefined,
+    (u): u is string => typeof u === 'string' && passes(u),
     (u, c) => {
       if (typeof u !== 'string') return fail(u, c, 'invalid_value', `expected a string (${name})`);
       const problem = check(u);
@@ -197,6 +201,16 @@ const textHasModulePath = (s: string): boolean =>
   /\bnode_modules\b/.test(s) || s.split(/\s+/).some((word) => /[/\\]/.test(word) && MODULE_FILE.test(word));
 const IDENTITY_CHARS = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
 
+/**
+ * `Identity.is` without the URL and path expressions' alternatives that identity characters
+ * cannot match (no `:`, separator or `~`, and a letter or digit first): `www.` first and a code
+ * file's extension last are all that is left of them. The same verdict as the checks below
+ * (property spec); verified reads ask it of every identity of every record.
+ */
+const WWW_FIRST = /^www\./i;
+const MODULE_FILE_LAST = /\.(?:m?js|cjs|ts|mts|cts|json|node|sh|py|rb|exe|dll|so|dylib|wasm)$/i;
+const isIdentity = (s: string): boolean => IDENTITY_CHARS.test(s) && !WWW_FIRST.test(s) && !MODULE_FILE_LAST.test(s) && !SECRET_LIKE.test(s);
+
 /** Opaque identity: short, no scheme, no path separators, no code file, nothing secret-like. */
 export const Identity = refinedString('Identity', (s) => {
   if (s.length === 0 || s.length > 128) return { reason: 'invalid_value', text: 'identity must be 1..128 characters' };
@@ -205,7 +219,7 @@ export const Identity = refinedString('Identity', (s) => {
   if (SECRET_LIKE.test(s)) return { reason: 'forbidden_value', text: 'identity looks like a secret (R1.5)' };
   if (!IDENTITY_CHARS.test(s)) return { reason: 'invalid_value', text: 'identity may hold only A-Z a-z 0-9 . _ - and must start with a letter or digit' };
   return undefined;
-});
+}, isIdentity);
 
 export const Digest = refinedString('Digest', (s) =>
   DIGEST_PATTERN.test(s) ? undefined : { reason: 'invalid_value', text: 'digest must be sha256:<64 lowercase hex>' },

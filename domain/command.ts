@@ -10,6 +10,7 @@ import {
   Version,
   decodeSnapshotOrThrow,
   literal,
+  plainJsonIssues,
   oneOf,
   snapshotPlainJson,
   strictObject,
@@ -119,13 +120,27 @@ const withinCommandLimit = (canonical: string): string => {
 
 /** Boundary for every start command: shape, R1.5 content rules, R1.1 size, then digest. */
 export const decodeStartCommand = (input: unknown): DecodedStartCommand => {
-  const snapshot = snapshotPlainJson('start command', input);
+  const shape = plainJsonIssues(input);
+  if (shape.length > 0) throw new ValidationError('start command', shape);
   // R1.1 before the content checks: what was sent, not what it says, bounds the cost of reading it.
-  const sent = withinCommandLimit(canonicalJson(snapshot));
-  const command = decodeSnapshotOrThrow(ToolExecutionStartCommand, 'start command', snapshot);
-  // The codecs reject and never rewrite, so a valid command is the snapshot itself and its
-  // canonical form is the one just checked; anything else is serialised and checked again.
-  const canonical = (command as unknown) === snapshot ? sent : withinCommandLimit(canonicalJson(command));
+  // Plain data (no proxy, getter or class, checked just above) reads the same twice.
+  const sent = withinCommandLimit(canonicalJson(input));
+  // The private copy is the parse of that text: one native pass instead of structuredClone, and
+  // nothing the caller does to `input` afterwards can reach it. When the codec accepts it (`is`
+  // gives `validate`'s verdict without building an error context per field) it is the command;
+  // otherwise the copy and the decode that name every problem run as they always did.
+  const parsed: unknown = JSON.parse(sent);
+  let command: ToolExecutionStartCommand;
+  let canonical = sent;
+  if (ToolExecutionStartCommand.is(parsed)) {
+    command = parsed;
+  } else {
+    const snapshot = snapshotPlainJson('start command', input);
+    command = decodeSnapshotOrThrow(ToolExecutionStartCommand, 'start command', snapshot);
+    // The codecs reject and never rewrite, so a valid command is the snapshot itself and its
+    // canonical form is the one just checked; anything else is serialised and checked again.
+    if ((command as unknown) !== snapshot) canonical = withinCommandLimit(canonicalJson(command));
+  }
   if (command.mutation.fromStatus === 'waiting_approval' && command.approval === undefined) {
     throw new ValidationError('start command', [
       { path: 'approval', reason: 'invalid_value', message: 'a start from waiting_approval must bind the exact approval (R1.4.4)' },

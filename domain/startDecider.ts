@@ -1,5 +1,5 @@
 import type { Command } from '@event-driven-io/emmett';
-import { digestOf, RECORD_TAGS } from './canonical';
+import { canonicalJson, canonicalWithout, digestCanonical, digestOf, RECORD_TAGS, type RecordTag } from './canonical';
 import { decodeStartCommand, startedVersionOf, type DecodedStartCommand, type ToolExecutionStartCommand } from './command';
 import { commandOfBarrier, sealBarrier, type StartBarrierRecord } from './barrier';
 import {
@@ -147,8 +147,42 @@ export const traceDigestOf = ({ traceDigest: _, ...d }: TraceData): string => di
 export const receiptDigestOf = ({ receiptDigest: _, ...d }: ReceiptData): string => digestOf(RECORD_TAGS.auditReceipt, d);
 export const mutationDigestOf = ({ mutationDigest: _, ...d }: StartedData): string => digestOf(RECORD_TAGS.mutation, d);
 
+/** A digest's length: a record sealed with this placeholder prints as it will with its real digest. */
+const PENDING_DIGEST = `sha256:${'0'.repeat(64)}`;
+
+/**
+ * A fact's own digest and the canonical text of the fact with it, from one serialisation: the
+ * record printed with a placeholder digest of the same length, the digest taken over that text
+ * with the member cut out (the canonical text of the record without it), then put in place.
+ * The store writes that text, so the write plan need not serialise the fact again.
+ */
+const withOwnDigest = <T extends object>(tag: RecordTag, body: T, key: keyof T & string, digestOfRecord: (record: T) => string): { digest: string; text: string } => {
+  const pending = canonicalJson({ ...body, [key]: PENDING_DIGEST });
+  const member = `"${key}":"${PENDING_DIGEST}"`;
+  const without = canonicalWithout(pending, member);
+  if (without !== undefined) {
+    const digest = digestCanonical(tag, without);
+    const at = pending.indexOf(member);
+    return { digest, text: `${pending.slice(0, at)}"${key}":"${digest}"${pending.slice(at + member.length)}` };
+  }
+  const digest = digestOfRecord(body);
+  return { digest, text: canonicalJson({ ...body, [key]: digest }) };
+};
+
+/** The canonical JSON of each start fact's data, and of the barrier record, as the store writes them. */
+export interface StartFactsJson {
+  readonly audit: string;
+  readonly trace: string;
+  readonly receipt: string;
+  readonly mutation: string;
+  readonly barrier: string;
+}
+
 /** R3.3 .. R3.7: the five facts of one start, in order. Commit time is not decided here (R3.10). */
-export const buildStartFacts = (decoded: DecodedStartCommand, state: RunState): StartFacts => {
+export const buildStartFacts = (decoded: DecodedStartCommand, state: RunState): StartFacts => buildStartFactsWithJson(decoded, state).facts;
+
+/** buildStartFacts, with the canonical JSON it computed on the way (each fact serialised once). */
+export const buildStartFactsWithJson = (decoded: DecodedStartCommand, state: RunState): { facts: StartFacts; json: StartFactsJson } => {
   const c = decoded.command;
   const s = checkStartPreconditions(c, state);
   const run = state.run!;
@@ -168,11 +202,13 @@ export const buildStartFacts = (decoded: DecodedStartCommand, state: RunState): 
     auditEventDigest: '',
     occurredAtMs: c.requestedAtMs,
   };
-  const audit: AuditData = { ...auditBody, auditEventDigest: auditEventDigestOf(auditBody) };
+  const auditSealed = withOwnDigest(RECORD_TAGS.auditEvent, auditBody, 'auditEventDigest', auditEventDigestOf);
+  const audit: AuditData = { ...auditBody, auditEventDigest: auditSealed.digest };
 
   const traceparent = c.evidence.traceparent === undefined ? {} : { traceparent: c.evidence.traceparent };
   const traceBody: TraceData = { traceId: c.evidence.traceId, spanId: c.evidence.spanId, ...common, commandDigest: decoded.commandDigest, traceDigest: '', ...traceparent };
-  const trace: TraceData = { ...traceBody, traceDigest: traceDigestOf(traceBody) };
+  const traceSealed = withOwnDigest(RECORD_TAGS.traceAnchor, traceBody, 'traceDigest', traceDigestOf);
+  const trace: TraceData = { ...traceBody, traceDigest: traceSealed.digest };
 
   const receiptBody: ReceiptData = {
     auditReceiptId: c.evidence.auditReceiptId,
@@ -183,7 +219,8 @@ export const buildStartFacts = (decoded: DecodedStartCommand, state: RunState): 
     startId: c.startId,
     receiptDigest: '',
   };
-  const receipt: ReceiptData = { ...receiptBody, receiptDigest: receiptDigestOf(receiptBody) };
+  const receiptSealed = withOwnDigest(RECORD_TAGS.auditReceipt, receiptBody, 'receiptDigest', receiptDigestOf);
+  const receipt: ReceiptData = { ...receiptBody, receiptDigest: receiptSealed.digest };
 
   const started: StepRunState = { ...s, status: 'running', version: s.version + 1, lastStartId: c.startId };
   const runEventSequence = run.version + 4; // audit, trace, receipt, then the RunEvent itself
@@ -202,7 +239,8 @@ export const buildStartFacts = (decoded: DecodedStartCommand, state: RunState): 
     occurredAtMs: c.requestedAtMs,
     ...(c.approval ? { approval: c.approval } : {}),
   };
-  const mutation: StartedData = { ...startedBody, mutationDigest: mutationDigestOf(startedBody) };
+  const mutationSealed = withOwnDigest(RECORD_TAGS.mutation, startedBody, 'mutationDigest', mutationDigestOf);
+  const mutation: StartedData = { ...startedBody, mutationDigest: mutationSealed.digest };
 
   const record: StartBarrierRecord = {
     schema: 'qinglong/tool-execution-start-barrier@v1',
@@ -238,7 +276,7 @@ export const buildStartFacts = (decoded: DecodedStartCommand, state: RunState): 
   };
   const sealed = sealBarrier(record);
 
-  return [
+  const facts: StartFacts = [
     event('SecurityAuditEventRecorded', audit),
     event('TraceAnchorRecorded', trace),
     event('AuditReceiptIssued', receipt),
@@ -247,6 +285,7 @@ export const buildStartFacts = (decoded: DecodedStartCommand, state: RunState): 
     // byte-identical to the first one (R4.2), whichever serialiser the caller uses.
     event('ToolExecutionStartBarrierCommitted', { barrier: JSON.parse(sealed.canonical) as StartBarrierRecord, barrierDigest: sealed.barrierDigest }),
   ];
+  return { facts, json: { audit: auditSealed.text, trace: traceSealed.text, receipt: receiptSealed.text, mutation: mutationSealed.text, barrier: sealed.canonical } };
 };
 
 /** emmett command: the raw input plus what the replay index returned inside the transaction. */

@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { createHash, hash } from 'node:crypto';
 
 // R9.2: the Run stream as a hash chain. Each event row binds the chain digest of the event
 // before it in its stream, so a change to any cell of any event row changes its link and
@@ -22,13 +22,15 @@ export interface ChainedCells {
  * data_json 0x00 committed_at_ms), `previous` = '' at position 1. No field holds a NUL (an
  * identity or a type never does, canonical JSON escapes it), so the split is unambiguous.
  */
-export const eventChainDigest = (previous: string, row: ChainedCells): string => {
-  const h = createHash('sha256');
-  for (const field of [EVENT_CHAIN_TAG, previous, row.stream_id, String(row.stream_position), row.event_id, row.event_type, row.data_json]) {
-    h.update(field, 'utf8').update('\u0000', 'utf8');
-  }
-  return 'sha256:' + h.update(String(row.committed_at_ms), 'utf8').digest('hex');
-};
+export const eventChainDigest = (previous: string, row: ChainedCells): string =>
+  // One-shot over the joined text: the same bytes as a Hash object fed field by field, without
+  // fifteen native calls per event (a SQLite start links five).
+  'sha256:' +
+  hash(
+    'sha256',
+    `${EVENT_CHAIN_TAG}\u0000${previous}\u0000${row.stream_id}\u0000${String(row.stream_position)}\u0000${row.event_id}\u0000${row.event_type}\u0000${row.data_json}\u0000${String(row.committed_at_ms)}`,
+    'hex',
+  );
 
 /**
  * sha256(tag 0x00 field 0x00 ... field) for a row that binds its own cells (R9.2): a driver

@@ -1,7 +1,6 @@
-import { isLeft } from 'fp-ts/lib/Either';
 import {
   CorruptRecordError,
-  canonicalJson,
+  isCanonicalTextOf,
   stepRunDigest,
   stepRunTable,
   STEP_RUN_KINDS,
@@ -33,12 +32,12 @@ export const decodeRunRow = (row: RunRow, streamVersion: number | string | null)
     snapshotDigest: row.snapshot_digest,
     version: Number(row.version),
   };
-  const r = RunHeadCodec.decode(head);
-  if (isLeft(r)) throw new CorruptRecordError('run', row.run_id, 'run head row does not decode');
+  // `is`: decode's verdict without an error context per field (the error names no field anyway).
+  if (!RunHeadCodec.is(head)) throw new CorruptRecordError('run', row.run_id, 'run head row does not decode');
   if (streamVersion === null || Number(streamVersion) !== head.version) {
     throw new CorruptRecordError('run', row.run_id, `run head is at version ${head.version} but its stream is at ${streamVersion ?? '(missing)'}`);
   }
-  return r.right;
+  return head;
 };
 
 export const decodeStepRunRow = (row: StepRunRow): StepRunState => {
@@ -49,10 +48,10 @@ export const decodeStepRunRow = (row: StepRunRow): StepRunState => {
   } catch {
     throw new CorruptRecordError('step run', where, 'state JSON does not parse');
   }
-  const r = StepRunStateCodec.decode(parsed);
-  if (isLeft(r)) throw new CorruptRecordError('step run', where, 'state JSON does not decode');
-  const s = r.right as StepRunState;
-  if (canonicalJson(s) !== row.state_json) throw new CorruptRecordError('step run', where, 'state JSON is not canonical');
+  if (!StepRunStateCodec.is(parsed)) throw new CorruptRecordError('step run', where, 'state JSON does not decode');
+  const s = parsed as StepRunState;
+  // Canonical: the parse re-serialised natively gives the text back with its keys in order.
+  if (!isCanonicalTextOf(s, row.state_json)) throw new CorruptRecordError('step run', where, 'state JSON is not canonical');
   if (
     s.runId !== row.run_id ||
     s.stepRunId !== row.step_run_id ||

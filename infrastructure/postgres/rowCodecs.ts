@@ -123,6 +123,10 @@ export const IdentityProbeRowCodec = t.intersection([ReplayIdentityRowCodec, t.t
 
 /** Decode one row or fail closed, naming what and where. */
 export const decodeRow = <A>(codec: t.Decoder<unknown, A>, raw: unknown, kind: string, id: string): A => {
+  // A row already of the decoded form (json aggregates carry BIGINTs as numbers) is accepted by
+  // `is`, the same verdict as `decode` without an error context built per cell, and `decode`
+  // would hand back that very value; a row that needs converting or is corrupt is decoded.
+  if ((codec as Partial<Pick<t.Type<A>, 'is'>>).is?.(raw) === true) return raw as A;
   const r = codec.decode(raw);
   if (isLeft(r)) {
     const first = toIssues(r.left)[0];

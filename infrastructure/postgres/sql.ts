@@ -109,12 +109,8 @@ const EVIDENCE: Step = {
     ['trace', insertRow('trace_anchors', 'trace_', TRACE_COLUMNS)],
     ['receipt', insertRow('audit_receipts', 'receipt_', RECEIPT_COLUMNS)],
   ],
-  params: (plan) => ({
-    ...eventParams('evidence_', plan.events.evidence),
-    ...prefixed('audit_', plan.rows.audit),
-    ...prefixed('trace_', plan.rows.trace),
-    ...prefixed('receipt_', plan.rows.receipt),
-  }),
+  params: (plan) =>
+    prefixed('receipt_', plan.rows.receipt, prefixed('trace_', plan.rows.trace, prefixed('audit_', plan.rows.audit, eventParams('evidence_', plan.events.evidence)))),
 };
 
 /**
@@ -132,7 +128,7 @@ const RUN_EVENT: Step = {
     ['run_event', insertEvents('run_event_')],
     ['mutation', insertRow('step_run_mutations', 'mutation_', MUTATION_COLUMNS)],
   ],
-  params: (plan) => ({ ...eventParams('run_event_', plan.events.runEvent), ...prefixed('mutation_', plan.rows.mutation) }),
+  params: (plan) => prefixed('mutation_', plan.rows.mutation, eventParams('run_event_', plan.events.runEvent)),
 };
 
 /** R3.7: the barrier event, the immutable barrier row and its replay identities. */
@@ -148,13 +144,12 @@ const BARRIER: Step = {
         RETURNING 1`,
     ],
   ],
-  params: ({ events, rows }) => ({
-    ...eventParams('barrier_event_', events.barrier),
-    ...prefixed('barrier_', rows.barrier),
-    identity_names: rows.identities.map((i) => i.identity),
-    identity_values: rows.identities.map((i) => i.value),
-    identity_start_ids: rows.identities.map((i) => i.start_id),
-  }),
+  params: ({ events, rows }) =>
+    Object.assign(prefixed('barrier_', rows.barrier, eventParams('barrier_event_', events.barrier)), {
+      identity_names: rows.identities.map((i) => i.identity),
+      identity_values: rows.identities.map((i) => i.value),
+      identity_start_ids: rows.identities.map((i) => i.start_id),
+    }),
 };
 
 const STEPS: Readonly<Record<StartWriteStep, Step>> = { evidence: EVIDENCE, stepRunCas: STEP_RUN_CAS, runCas: RUN_CAS, runEvent: RUN_EVENT, barrier: BARRIER };

@@ -1,5 +1,5 @@
 import type { Pool, PoolClient } from 'pg';
-import { buildStartFacts, replayKeysOf, streamNameOf, type DecodedStartCommand, type ReplayHit, type ReplayHits, type ReplayIdentity, noReplayHits, type RunState } from '../../domain';
+import { REPLAY_IDENTITIES, buildStartFactsWithJson, replayKeysOf, streamNameOf, type DecodedStartCommand, type ReplayHit, type ReplayHits, type ReplayIdentity, noReplayHits, type RunState } from '../../domain';
 import type { PrepareResult, StartStepHook, StoredBarrier } from '../../application/authority';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { existingBarrierOf } from '../../application/startProtocol';
@@ -66,18 +66,21 @@ export interface StartRead {
 export const stateOfRead = (read: StartRead, decoded: DecodedStartCommand): RunState =>
   runStateOfRow(read.row as unknown as RunStateColumns, decoded.command.stepRun.runId, decoded.command.stepRun.stepRunId);
 
+/** Each identity's parameter name, made once (a key made per call is a new string to look up every time). */
+const IDENTITY_PARAMS = Object.fromEntries(REPLAY_IDENTITIES.map((identity) => [identity, paramOf(identity)])) as Readonly<Record<ReplayIdentity, string>>;
+
 /** Round trip 1: READ_START, decoded (R3.1, R3.2 without a lock). */
 export const readStart = async (q: PoolClient | Pool, decoded: DecodedStartCommand): Promise<StartRead> => {
   const c = decoded.command;
   const keys = replayKeysOf(c);
   const values = replayValuesOf(keys);
-  const [row] = await run<Record<string, unknown>>(q, SQL.READ_START, {
-    ...Object.fromEntries(Object.entries(values).map(([identity, value]) => [paramOf(identity), value])),
-    run_id: c.stepRun.runId,
-    stream_id: streamNameOf(c.stepRun.runId),
-    step_run_id: c.stepRun.stepRunId,
-    start_id: c.startId,
-  });
+  const params: Record<string, unknown> = {};
+  for (const identity of REPLAY_IDENTITIES) params[IDENTITY_PARAMS[identity]] = values[identity];
+  params['run_id'] = c.stepRun.runId;
+  params['stream_id'] = streamNameOf(c.stepRun.runId);
+  params['step_run_id'] = c.stepRun.stepRunId;
+  params['start_id'] = c.startId;
+  const [row] = await run<Record<string, unknown>>(q, SQL.READ_START, params);
   if (row === undefined) throw new Error('READ_START returned no row');
   const hits = noReplayHits() as Record<ReplayIdentity, ReplayHit[]>;
   for (const r of decodeRows(ReplayIdentityRowCodec, row.hits, 'replay index', c.startId)) {
@@ -173,7 +176,8 @@ export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: Decode
       try {
         await ctx.hook?.('lookup');
         const state = stateOfRead(read, decoded);
-        const plan = planStartWrite(buildStartFacts(decoded, state), state, PENDING_CLOCK);
+        const { facts, json } = buildStartFactsWithJson(decoded, state);
+        const plan = planStartWrite(facts, state, PENDING_CLOCK, json);
         await ctx.sealer?.ensureOrigin(client);
         return { outcome: 'created', barrier: await write(client, ctx, plan, open) };
       } catch (e) {

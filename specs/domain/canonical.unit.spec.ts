@@ -10,6 +10,7 @@ import {
   decodeStartCommand,
   digestCanonical,
   digestOf,
+  isCanonicalTextOf,
   sealBarrier,
   startToolExecution,
   utf8Length,
@@ -123,6 +124,28 @@ describe('R1 canonical JSON and domain-separated digests', () => {
     );
     expect(canonicalJson(GOLDEN.edgeObject)).to.equal(canonicalize(GOLDEN.edgeObject));
     for (const bad of [Number.NaN, Number.POSITIVE_INFINITY, { a: Number.NEGATIVE_INFINITY }]) expect(() => canonicalJson(bad)).to.throw();
+  });
+
+  it('R1.3 the parse-and-compare canonical check gives the full check\'s verdict on any JSON text', () => {
+    // isCanonicalTextOf proves stored text canonical on every verified read; it must never say
+    // yes where re-serialising says no. Texts: canonical, natively serialised (insertion order,
+    // integer-like keys first), and spaced out.
+    const text = fc.string({ unit: 'binary', maxLength: 12 });
+    const number = fc.oneof(fc.double({ noNaN: true, noDefaultInfinity: true }), fc.integer(), fc.constantFrom(-0, 1e21, 1e-7, 5e-324, Number.MAX_VALUE));
+    const value = fc.letrec((tie) => ({
+      v: fc.oneof({ depthSize: 'small' }, fc.constant(null), fc.boolean(), number, text, fc.array(tie('v'), { maxLength: 5 }), fc.dictionary(text, tie('v'), { maxKeys: 6 })),
+    })).v;
+    fc.assert(
+      fc.property(value, fc.constantFrom(0, 1, 2), (v, form) => {
+        const json = form === 0 ? canonicalJson(v) : JSON.stringify(v, null, form === 2 ? 1 : undefined);
+        const parsed: unknown = JSON.parse(json);
+        expect(isCanonicalTextOf(parsed, json)).to.equal(canonicalJson(parsed) === json);
+      }),
+      { numRuns: 3000 },
+    );
+    for (const json of ['{"b":1,"a":2}', '{"10":1,"9":2}', '{"a":1,"a":1}', '{"a":-0}', '{"a":1.0}', '{"a":"\\u0041"}', '[1, 2]', '{"a":{"c":1,"b":2}}']) {
+      expect(isCanonicalTextOf(JSON.parse(json), json), json).to.equal(false);
+    }
   });
 
   it('R1.1 sizes are UTF-8 bytes of the canonical form, not UTF-16 code units', () => {

@@ -1,4 +1,7 @@
 import { expect } from 'chai';
+import fc from 'fast-check';
+import { isRight } from 'fp-ts/lib/Either';
+import { Identity } from '../../domain/codecs';
 import {
   MAX_BARRIER_BYTES,
   MAX_COMMAND_BYTES,
@@ -363,5 +366,18 @@ describe('R1.5 nothing forbidden can enter a command or a barrier', () => {
     expectIssue(() => decodeLifecycleCommand({ ...ok, data: { ...ok.data, handler: 'x' } }), 'handler', 'forbidden_field');
     expectIssue(() => decodeLifecycleCommand({ ...ok, meta: 1 }), 'meta', 'unknown_field');
     expectIssue(() => decodeLifecycleCommand({ ...ok, type: 'DeleteRun' }), 'type', 'invalid_value');
+  });
+});
+
+describe('R1.5 Identity.is gives the verdict of its full check', () => {
+  it('R1.5 on identity-like text, URLs, paths, module files and secret shapes, the short is() and validate agree', () => {
+    const piece = fc.constantFrom('a', 'Z', '0', '9', '.', '_', '-', ':', '/', '\\', '~', ' ', 'www.', 'WWW.', '.js', '.JSON', '.wasm', '.so', 'AKIA', 'ABCDEFGHIJKLMNOP', 'sk-', 'ghp_', 'xoxb-', 'eyJ', '.eyJ', '-----BEGIN', 'password', '=', 'http', '//', 'é');
+    const text = fc.array(piece, { maxLength: 12 }).map((parts) => parts.join(''));
+    fc.assert(
+      fc.property(fc.oneof(text, fc.string({ maxLength: 140 }), fc.constant('a'.repeat(128)), fc.constant('a'.repeat(129))), (s) => {
+        expect(Identity.is(s), s).to.equal(isRight(Identity.validate(s, [])));
+      }),
+      { numRuns: 20_000 },
+    );
   });
 });

@@ -7,7 +7,10 @@ import {
   SemanticConflictError,
   ValidationError,
   auditEventDigestOf,
+  buildStartFactsWithJson,
+  canonicalJson,
   commandDigestOf,
+  decodeStartCommand,
   digestOf,
   event,
   mutationDigestOf,
@@ -188,6 +191,25 @@ describe('R3 one start decides its facts in a fixed order', () => {
     expect(committed.data.barrier.commandDigest).to.equal(commandDigestOf(command));
     // the receipt binds the audit event and the trace anchor it vouches for
     expect(receipt.data).to.include({ auditEventDigest: audit.data.auditEventDigest, traceDigest: trace.data.traceDigest });
+  });
+
+  it('R5.3 the canonical JSON the decider hands the write plan is each fact\'s own, digests recomputing (from ready and from waiting_approval)', () => {
+    for (const options of [{}, { withApproval: true }]) {
+      const { scenario, history } = scenarioWithHistory(options);
+      const { facts, json } = buildStartFactsWithJson(decodeStartCommand(scenario.startCommand()), foldEvents(history));
+      const [audit, trace, receipt, started, committed] = facts;
+      expect(json).to.deep.equal({
+        audit: canonicalJson(audit.data),
+        trace: canonicalJson(trace.data),
+        receipt: canonicalJson(receipt.data),
+        mutation: canonicalJson(started.data),
+        barrier: canonicalJson(committed.data.barrier),
+      });
+      expect(auditEventDigestOf(audit.data)).to.equal(audit.data.auditEventDigest);
+      expect(traceDigestOf(trace.data)).to.equal(trace.data.traceDigest);
+      expect(receiptDigestOf(receipt.data)).to.equal(receipt.data.receiptDigest);
+      expect(mutationDigestOf(started.data)).to.equal(started.data.mutationDigest);
+    }
   });
 
   it('R3.4-R3.5 folding the facts moves the StepRun to running at version+1 and the Run version by five', () => {

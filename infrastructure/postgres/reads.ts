@@ -107,8 +107,22 @@ export const verifyBarrierRow = (row: Record<string, unknown>, startId: string):
     trace: atMostOne(decodeRows(TraceAnchorRowCodec, row.traces, 'trace anchor', startId), 'trace anchor', startId),
     receipt: atMostOne(decodeRows(AuditReceiptRowCodec, row.receipts, 'audit receipt', startId), 'audit receipt', startId),
     mutation: atMostOne(decodeRows(MutationRowCodec, row.mutations, 'step run mutation', startId), 'step run mutation', startId),
-    events: decodeRows(EventRowCodec, row.events, 'event', startId),
+    events: eventsOfRead(row, startId),
     identities,
+  });
+};
+
+/** The events of a barrier read, each given back its JSON: the text column its place names (sql.ts). */
+const eventsOfRead = (row: Record<string, unknown>, startId: string) => {
+  const raw = row.events;
+  if (raw === null || raw === undefined) return [];
+  if (!Array.isArray(raw)) throw new CorruptRecordError('event', startId, 'expected a list of rows');
+  if (raw.length > SQL.EVENTS_AROUND) throw new CorruptRecordError('event', startId, `${raw.length} events around one RunEvent, at most ${SQL.EVENTS_AROUND} expected`);
+  return raw.map((r: unknown, i) => {
+    if (typeof r !== 'object' || r === null || (r as { n?: unknown }).n !== i + 1) throw new CorruptRecordError('event', startId, 'the events around the RunEvent are out of order');
+    const { n: _n, ...event } = r as Record<string, unknown>;
+    event['data_json'] = row[SQL.EVENT_DATA_COLUMNS[i]!];
+    return decodeRow(EventRowCodec, event, 'event', startId);
   });
 };
 

@@ -241,10 +241,15 @@ export const INSERT_EVENTS = named(INSERT_EVENTS_SQL);
  * constant-cost); with no barrier row, the start id's own probe, so that an index naming a
  * missing barrier fails closed. A row naming this start under a value the barrier does not
  * hold is verify's to find (pg-0051). A row found by two probes comes back twice with the same
- * ctid and is counted once. Rows travel as json (text-exact, never jsonb).
+ * ctid and is counted once. Rows travel as json (text-exact, never jsonb), the events' JSON as text (below).
  */
 const barrierCtes = (gate: string) => `b AS (SELECT * FROM ql3.tool_execution_start_barriers WHERE start_id = :start_id${gate}),
   anchor AS (SELECT e.stream_id, e.stream_position FROM ql3.events e JOIN b ON e.event_id = b.run_event_id),
+  around AS (
+    SELECT e.global_position, e.stream_id, e.stream_position, e.event_id, e.event_type, e.data_json, e.committed_at_ms,
+           row_number() OVER (ORDER BY e.stream_position)::int AS n
+      FROM anchor JOIN ql3.events e ON e.stream_id = anchor.stream_id
+                                   AND e.stream_position BETWEEN anchor.stream_position - 3 AND anchor.stream_position + 1),
   keys (identity, value) AS (
     ${barrierProbesSql()}
     UNION ALL ${missingBarrierProbeSql(gate)}),
@@ -252,14 +257,23 @@ const barrierCtes = (gate: string) => `b AS (SELECT * FROM ql3.tool_execution_st
     SELECT i.ctid::text AS row_id, i.identity, i.value, i.start_id, ib.command_digest
       FROM keys k JOIN ql3.start_replay_identities i ON i.identity = k.identity AND i.value = k.value
       LEFT JOIN ql3.tool_execution_start_barriers ib ON ib.start_id = i.start_id)`;
+/**
+ * The events around the barrier's RunEvent (its three evidence facts before it, its barrier
+ * event after it) travel as json without their JSON; each one's JSON is its own text column,
+ * by its place in that order: the stored cell itself, parsed once, by the verifier (inside a
+ * json aggregate it would be escaped by the server and parsed by the driver first).
+ */
+export const EVENTS_AROUND = 5;
+export const EVENT_DATA_COLUMNS: readonly string[] = Array.from({ length: EVENTS_AROUND }, (_, i) => `event_data_${i + 1}`);
 const BARRIER_READ_COLUMNS = `(SELECT json_agg(b) FROM b) AS barriers,
   (SELECT json_agg(a) FROM ql3.security_audit_events a WHERE a.audit_event_id IN (SELECT audit_event_id FROM b)) AS audits,
   (SELECT json_agg(t) FROM ql3.trace_anchors t WHERE t.trace_id IN (SELECT trace_id FROM b)) AS traces,
   (SELECT json_agg(r) FROM ql3.audit_receipts r WHERE r.audit_receipt_id IN (SELECT audit_receipt_id FROM b)) AS receipts,
   (SELECT json_agg(m) FROM ql3.step_run_mutations m WHERE m.mutation_id IN (SELECT mutation_id FROM b)) AS mutations,
-  (SELECT json_agg(e ORDER BY e.stream_position)
-     FROM anchor JOIN ql3.events e ON e.stream_id = anchor.stream_id
-                                  AND e.stream_position BETWEEN anchor.stream_position - 3 AND anchor.stream_position + 1) AS events,
+  (SELECT json_agg(json_build_object('global_position', global_position, 'stream_id', stream_id, 'stream_position', stream_position,
+                                     'event_id', event_id, 'event_type', event_type, 'committed_at_ms', committed_at_ms, 'n', n) ORDER BY n)
+     FROM around) AS events,
+  ${Array.from({ length: EVENTS_AROUND }, (_, i) => `(SELECT data_json FROM around WHERE n = ${i + 1}) AS ${EVENT_DATA_COLUMNS[i]}`).join(',\n  ')},
   (SELECT json_agg(identities) FROM identities) AS identities`;
 export const READ_BARRIER = named(`WITH
   ${barrierCtes('')}

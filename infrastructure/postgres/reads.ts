@@ -118,10 +118,13 @@ const eventsOfRead = (row: Record<string, unknown>, startId: string) => {
   if (raw === null || raw === undefined) return [];
   if (!Array.isArray(raw)) throw new CorruptRecordError('event', startId, 'expected a list of rows');
   if (raw.length > SQL.EVENTS_AROUND) throw new CorruptRecordError('event', startId, `${raw.length} events around one RunEvent, at most ${SQL.EVENTS_AROUND} expected`);
-  return raw.map((r: unknown, i) => {
-    if (typeof r !== 'object' || r === null || (r as { n?: unknown }).n !== i + 1) throw new CorruptRecordError('event', startId, 'the events around the RunEvent are out of order');
+  let last = 0;
+  return raw.map((r: unknown) => {
+    const n = typeof r === 'object' && r !== null ? (r as { n?: unknown }).n : undefined;
+    if (typeof n !== 'number' || !Number.isInteger(n) || n <= last || n > SQL.EVENTS_AROUND) throw new CorruptRecordError('event', startId, 'the events around the RunEvent are out of order');
+    last = n;
     const { n: _n, ...event } = r as Record<string, unknown>;
-    event['data_json'] = row[SQL.EVENT_DATA_COLUMNS[i]!];
+    event['data_json'] = row[SQL.EVENT_DATA_COLUMNS[n - 1]!];
     return decodeRow(EventRowCodec, event, 'event', startId);
   });
 };

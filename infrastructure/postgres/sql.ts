@@ -247,7 +247,7 @@ const barrierCtes = (gate: string) => `b AS (SELECT * FROM ql3.tool_execution_st
   anchor AS (SELECT e.stream_id, e.stream_position FROM ql3.events e JOIN b ON e.event_id = b.run_event_id),
   around AS (
     SELECT e.global_position, e.stream_id, e.stream_position, e.event_id, e.event_type, e.data_json, e.committed_at_ms,
-           row_number() OVER (ORDER BY e.stream_position)::int AS n
+           (e.stream_position - anchor.stream_position + 4)::int AS n
       FROM anchor JOIN ql3.events e ON e.stream_id = anchor.stream_id
                                    AND e.stream_position BETWEEN anchor.stream_position - 3 AND anchor.stream_position + 1),
   keys (identity, value) AS (

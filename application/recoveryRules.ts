@@ -66,6 +66,11 @@ export interface RecoveryView {
   nowMs(): Promise<number>;
   /** Start ids of barriers with no outcome row, oldest commit first. */
   inDoubtStartIds(filter: InDoubtFilter): Promise<readonly string[]>;
+  /**
+   * Run ids of the barriers in the filter's scope that have an outcome row: the Runs whose
+   * outcomes take starts off the in-doubt list (R9.4 checks their seals).
+   */
+  resolvedRunIds(filter: Omit<InDoubtFilter, 'limit'>): Promise<readonly string[]>;
   /** Start ids of every barrier of one StepRun, in attempt order. */
   attemptStartIds(runId: string, stepRunId: string): Promise<readonly string[]>;
   /**
@@ -279,12 +284,22 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
         // make the answer "nothing in doubt" (R9.3).
         const scope = { ...(q.projectId === undefined ? {} : { projectId: q.projectId }), ...(q.runId === undefined ? {} : { runId: q.runId }) };
         for (const row of await v.runningStepRuns(scope)) await requireBarrierOfRunning(v, row, backend.keyring?.());
-        // R9.4: an outcome appended without the key would take its start off this list; for one
-        // Run the whole stream's seals are one read (a store-wide listing leaves that to verify)
+        // R9.4: an outcome appended without the key would take its start off this list. Every
+        // Run stream whose outcome does so is checked whole (its seals, one read per Run): a
+        // store-wide listing costs one such read per Run with an outcome in its scope.
         const keys = backend.keyring?.();
-        if (keys !== undefined && q.runId !== undefined) {
-          const stream = streamNameOf(q.runId);
-          requireSealedSpan(keys, stream, await v.sealedSpan(stream, 1, Number.MAX_SAFE_INTEGER), 1, Number.MAX_SAFE_INTEGER);
+        if (keys !== undefined) {
+          const runIds =
+            q.runId !== undefined
+              ? [q.runId]
+              : await v.resolvedRunIds({
+                  ...(q.projectId === undefined ? {} : { projectId: q.projectId }),
+                  ...(q.olderThanMs === undefined ? {} : { committedAtOrBeforeMs: now - q.olderThanMs }),
+                });
+          for (const runId of runIds) {
+            const stream = streamNameOf(runId);
+            requireSealedSpan(keys, stream, await v.sealedSpan(stream, 1, Number.MAX_SAFE_INTEGER), 1, Number.MAX_SAFE_INTEGER);
+          }
         }
         return out;
       });

@@ -30,6 +30,17 @@ export const createMemoryRecoveryView = (t: Tables, host: MemoryRecoveryHost): R
         .sort((a, b) => a.committed_at_ms - b.committed_at_ms || (a.start_id < b.start_id ? -1 : 1))
         .slice(0, f.limit)
         .map((b) => b.start_id),
+    resolvedRunIds: async (f) =>
+      [
+        ...new Set(
+          barriers()
+            .filter((b) => t.outcomes.has(b.start_id))
+            .filter((b) => f.projectId === undefined || b.project_id === f.projectId)
+            .filter((b) => f.runId === undefined || b.run_id === f.runId)
+            .filter((b) => f.committedAtOrBeforeMs === undefined || b.committed_at_ms <= f.committedAtOrBeforeMs)
+            .map((b) => b.run_id),
+        ),
+      ].sort(),
     attemptStartIds: async (runId, stepRunId) =>
       barriers()
         .filter((b) => b.run_id === runId && b.step_run_id === stepRunId)

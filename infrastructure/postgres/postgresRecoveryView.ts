@@ -39,6 +39,11 @@ const IN_DOUBT = named(`SELECT b.start_id FROM ql3.tool_execution_start_barriers
     AND (:cutoff_ms::bigint IS NULL OR b.committed_at_ms <= :cutoff_ms::bigint)
   ORDER BY b.committed_at_ms, b.start_id
   LIMIT :limit::bigint`);
+const RESOLVED_RUN_IDS = named(`SELECT DISTINCT b.run_id FROM ql3.tool_execution_start_barriers b JOIN ql3.start_outcomes o ON o.start_id = b.start_id
+  WHERE (:project_id::text IS NULL OR b.project_id = :project_id::text)
+    AND (:run_id::text IS NULL OR b.run_id = :run_id::text)
+    AND (:cutoff_ms::bigint IS NULL OR b.committed_at_ms <= :cutoff_ms::bigint)
+  ORDER BY b.run_id`);
 const ATTEMPT_START_IDS = named(`SELECT start_id FROM ql3.tool_execution_start_barriers
   WHERE run_id = :run_id AND step_run_id = :step_run_id ORDER BY started_step_run_version, start_id`);
 /** Each R4.1 identity, looked up in the replay index and in the barrier's own column(s). */
@@ -163,6 +168,8 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
     sealedSpan: (streamId, from, to) => readSealedSpan(client, streamId, from, to),
     inDoubtStartIds: (f) =>
       ids(IN_DOUBT, { project_id: f.projectId ?? null, run_id: f.runId ?? null, cutoff_ms: f.committedAtOrBeforeMs ?? null, limit: f.limit ?? null }, 'in doubt'),
+    resolvedRunIds: async (f) =>
+      (await rowsOf(client, RESOLVED_RUN_IDS, { project_id: f.projectId ?? null, run_id: f.runId ?? null, cutoff_ms: f.committedAtOrBeforeMs ?? null }, t.type({ run_id: t.string }), 'start outcome', 'resolved runs')).map((r) => r.run_id),
     attemptStartIds: (runId, stepRunId) => ids(ATTEMPT_START_IDS, { run_id: runId, step_run_id: stepRunId }, `${runId}/${stepRunId}`),
     identityStartIds: (identity, key, attempt) =>
       identity === 'attempt'

@@ -11,6 +11,13 @@ export const IN_DOUBT = `SELECT b.start_id FROM tool_execution_start_barriers b
   ORDER BY b.committed_at_ms, b.start_id
   LIMIT coalesce(@limit, -1)`;
 
+/** Runs of the barriers in scope that have an outcome: their streams' seals are checked (R9.4). */
+export const RESOLVED_RUN_IDS = `SELECT DISTINCT b.run_id FROM tool_execution_start_barriers b JOIN start_outcomes o ON o.start_id = b.start_id
+  WHERE (@project_id IS NULL OR b.project_id = @project_id)
+    AND (@run_id IS NULL OR b.run_id = @run_id)
+    AND (@cutoff_ms IS NULL OR b.committed_at_ms <= @cutoff_ms)
+  ORDER BY b.run_id`;
+
 /** StepRuns whose attempt is open; recovery checks each against its barrier. */
 export const RUNNING_STEP_RUNS = `SELECT * FROM step_runs WHERE status = 'running'
     AND (@project_id IS NULL OR project_id = @project_id) AND (@run_id IS NULL OR run_id = @run_id)

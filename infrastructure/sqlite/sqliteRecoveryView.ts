@@ -35,6 +35,7 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
   const p = (sql: string) => db.prepare(sql);
   const s = {
     inDoubt: p(RSQL.IN_DOUBT),
+    resolvedRuns: p(RSQL.RESOLVED_RUN_IDS),
     attempts: p(RSQL.ATTEMPT_START_IDS),
     identity: Object.fromEntries(Object.entries(RSQL.IDENTITY_START_IDS).map(([k, sql]) => [k, p(sql)])) as Record<keyof typeof RSQL.IDENTITY_START_IDS, Database.Statement>,
     outcomes: p(RSQL.OUTCOME_ROWS),
@@ -63,6 +64,8 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
     nowMs: async () => host.nowMs(),
     inDoubtStartIds: async (f) =>
       ids(s.inDoubt.all({ project_id: f.projectId ?? null, run_id: f.runId ?? null, cutoff_ms: f.committedAtOrBeforeMs ?? null, limit: f.limit ?? null })),
+    resolvedRunIds: async (f) =>
+      (s.resolvedRuns.all({ project_id: f.projectId ?? null, run_id: f.runId ?? null, cutoff_ms: f.committedAtOrBeforeMs ?? null }) as { run_id: string }[]).map((r) => r.run_id),
     attemptStartIds: async (runId, stepRunId) => ids(s.attempts.all(runId, stepRunId)),
     identityStartIds: async (identity, key, attempt) =>
       ids(

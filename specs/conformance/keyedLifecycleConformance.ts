@@ -59,6 +59,9 @@ export const keyedLifecycleSuite = (backend: KeyedLifecycleBackend): void => {
       await failsClosed(`${what}: recovery.outcome`, a.recovery.outcome(t.startId));
       await failsClosed(`${what}: recovery.history`, a.recovery.history(t.s.runId, t.s.stepRunId));
       await failsClosed(`${what}: recovery.inDoubt of its Run`, a.recovery.inDoubt({ runId: t.s.runId }));
+      // the forged outcome would take its start off a store-wide list: that list fails closed too
+      await failsClosed(`${what}: recovery.inDoubt of the store`, a.recovery.inDoubt());
+      await failsClosed(`${what}: recovery.inDoubt of its project`, a.recovery.inDoubt({ projectId: t.s.projectId }));
       const report = await a.recovery.verify();
       expect(report.ok, `${what}: verify`).to.equal(false);
       const seals = report.problems.filter((p) => p.kind === 'event_seal' && p.record.startsWith(`run-${t.s.runId}@`));

@@ -107,8 +107,25 @@ export const verifyBarrierRow = (row: Record<string, unknown>, startId: string):
     trace: atMostOne(decodeRows(TraceAnchorRowCodec, row.traces, 'trace anchor', startId), 'trace anchor', startId),
     receipt: atMostOne(decodeRows(AuditReceiptRowCodec, row.receipts, 'audit receipt', startId), 'audit receipt', startId),
     mutation: atMostOne(decodeRows(MutationRowCodec, row.mutations, 'step run mutation', startId), 'step run mutation', startId),
-    events: decodeRows(EventRowCodec, row.events, 'event', startId),
+    events: eventsOfRead(row, startId),
     identities,
+  });
+};
+
+/** The events of a barrier read, each given back its JSON: the text column its place names (sql.ts). */
+const eventsOfRead = (row: Record<string, unknown>, startId: string) => {
+  const raw = row.events;
+  if (raw === null || raw === undefined) return [];
+  if (!Array.isArray(raw)) throw new CorruptRecordError('event', startId, 'expected a list of rows');
+  if (raw.length > SQL.EVENTS_AROUND) throw new CorruptRecordError('event', startId, `${raw.length} events around one RunEvent, at most ${SQL.EVENTS_AROUND} expected`);
+  let last = 0;
+  return raw.map((r: unknown) => {
+    const n = typeof r === 'object' && r !== null ? (r as { n?: unknown }).n : undefined;
+    if (typeof n !== 'number' || !Number.isInteger(n) || n <= last || n > SQL.EVENTS_AROUND) throw new CorruptRecordError('event', startId, 'the events around the RunEvent are out of order');
+    last = n;
+    const { n: _n, ...event } = r as Record<string, unknown>;
+    event['data_json'] = row[SQL.EVENT_DATA_COLUMNS[n - 1]!];
+    return decodeRow(EventRowCodec, event, 'event', startId);
   });
 };
 

@@ -72,12 +72,31 @@ export const STEP_RUN_COLUMNS = cols<StepRunRow>(['run_id', 'step_run_id', 'proj
 const insertRow = (table: string, prefix: string, columns: readonly string[]) =>
   `INSERT INTO ql3.${table} (${columns.join(', ')}) VALUES (${columns.map((c) => `:${prefix}${c}`).join(', ')}) RETURNING 1`;
 
-/** Events of one step: parallel arrays, one element per event, positions given by the caller. */
-const insertEvents = (prefix: string) => `INSERT INTO ql3.events (stream_id, stream_position, event_id, event_type, data_json, committed_at_ms)
+/**
+ * Events appended together: parallel arrays, one element per event, positions given by the
+ * caller. `data` is the SQL of the JSON texts, in the same order.
+ */
+const insertEventsFrom = (prefix: string, data: string) => `INSERT INTO ql3.events (stream_id, stream_position, event_id, event_type, data_json, committed_at_ms)
     SELECT :stream_id, e.position, e.event_id, e.event_type, e.data_json, :committed_at_ms::bigint
-      FROM unnest(:${prefix}positions::bigint[], :${prefix}event_ids::text[], :${prefix}event_types::text[], :${prefix}data::text[])
+      FROM unnest(:${prefix}positions::bigint[], :${prefix}event_ids::text[], :${prefix}event_types::text[], ${data})
            AS e (position, event_id, event_type, data_json)
     RETURNING 1`;
+
+/**
+ * The events of one step of a start, which always appends `count` of them: each event's JSON is
+ * its own text parameter, not an element of a text[], so its quotes and backslashes are not
+ * escaped for array syntax (and, in the write round trip, it goes verbatim, roundTripSql.ts).
+ */
+const insertEvents = (prefix: string, count: number) =>
+  insertEventsFrom(prefix, `ARRAY[${Array.from({ length: count }, (_, i) => `:${prefix}data_${i}::text`).join(', ')}]`);
+
+/** The parameter names of each step's JSON texts, made once. */
+const dataNames = new Map<string, readonly string[]>();
+const dataNamesOf = (prefix: string, count: number): readonly string[] => {
+  let names = dataNames.get(prefix);
+  if (names === undefined || names.length !== count) dataNames.set(prefix, (names = Array.from({ length: count }, (_, i) => `${prefix}data_${i}`)));
+  return names;
+};
 
 /** One step of the start: named CTEs, and the parameters it binds from the write plan. */
 interface Step {
@@ -85,13 +104,23 @@ interface Step {
   readonly params: (plan: StartWrite) => Params;
 }
 
-/** Events of one step, as the parallel arrays `insertEvents(prefix)` binds. */
-const eventParams = (prefix: string, events: StartWrite['events'][keyof StartWrite['events']]): Params => ({
-  [`${prefix}positions`]: events.map((e) => e.position),
-  [`${prefix}event_ids`]: events.map((e) => e.eventId),
-  [`${prefix}event_types`]: events.map((e) => e.type),
-  [`${prefix}data`]: events.map((e) => e.dataJson),
-});
+/** Events of one step, as `insertEvents(prefix, count)` binds them; a step appends exactly its count. */
+const eventParams = (prefix: string, count: number, events: StartWrite['events'][keyof StartWrite['events']]): Record<string, unknown> => {
+  if (events.length !== count) throw new Error(`a start appends ${count} ${prefix.slice(0, -1)} event(s), not ${events.length}`);
+  const params: Record<string, unknown> = {
+    [`${prefix}positions`]: events.map((e) => e.position),
+    [`${prefix}event_ids`]: events.map((e) => e.eventId),
+    [`${prefix}event_types`]: events.map((e) => e.type),
+  };
+  const names = dataNamesOf(prefix, count);
+  for (let i = 0; i < count; i++) params[names[i]!] = events[i]!.dataJson;
+  return params;
+};
+
+/** The events each step appends (application/startWrite.ts): the three evidence facts, the RunEvent, the barrier event. */
+const EVIDENCE_EVENTS = 3;
+const RUN_EVENT_EVENTS = 1;
+const BARRIER_EVENTS = 1;
 
 /** What every step binds: the stream, the Run, the StepRun and the transaction clock. */
 const commonParams = (plan: StartWrite): Params => ({
@@ -104,13 +133,13 @@ const commonParams = (plan: StartWrite): Params => ({
 /** R3.3: SecurityAuditEvent, Trace anchor, Audit receipt (their three events and fact rows). */
 const EVIDENCE: Step = {
   ctes: [
-    ['evidence_events', insertEvents('evidence_')],
+    ['evidence_events', insertEvents('evidence_', EVIDENCE_EVENTS)],
     ['audit', insertRow('security_audit_events', 'audit_', AUDIT_COLUMNS)],
     ['trace', insertRow('trace_anchors', 'trace_', TRACE_COLUMNS)],
     ['receipt', insertRow('audit_receipts', 'receipt_', RECEIPT_COLUMNS)],
   ],
   params: (plan) =>
-    prefixed('receipt_', plan.rows.receipt, prefixed('trace_', plan.rows.trace, prefixed('audit_', plan.rows.audit, eventParams('evidence_', plan.events.evidence)))),
+    prefixed('receipt_', plan.rows.receipt, prefixed('trace_', plan.rows.trace, prefixed('audit_', plan.rows.audit, eventParams('evidence_', EVIDENCE_EVENTS, plan.events.evidence)))),
 };
 
 /**
@@ -125,16 +154,16 @@ const RUN_CAS: Step = { ctes: [], params: () => ({}) };
 /** R3.6: the RunEvent and its mutation-ledger entry. */
 const RUN_EVENT: Step = {
   ctes: [
-    ['run_event', insertEvents('run_event_')],
+    ['run_event', insertEvents('run_event_', RUN_EVENT_EVENTS)],
     ['mutation', insertRow('step_run_mutations', 'mutation_', MUTATION_COLUMNS)],
   ],
-  params: (plan) => prefixed('mutation_', plan.rows.mutation, eventParams('run_event_', plan.events.runEvent)),
+  params: (plan) => prefixed('mutation_', plan.rows.mutation, eventParams('run_event_', RUN_EVENT_EVENTS, plan.events.runEvent)),
 };
 
 /** R3.7: the barrier event, the immutable barrier row and its replay identities. */
 const BARRIER: Step = {
   ctes: [
-    ['barrier_event', insertEvents('barrier_event_')],
+    ['barrier_event', insertEvents('barrier_event_', BARRIER_EVENTS)],
     ['barrier', insertRow('tool_execution_start_barriers', 'barrier_', BARRIER_COLUMNS)],
     [
       'identities',
@@ -145,7 +174,7 @@ const BARRIER: Step = {
     ],
   ],
   params: ({ events, rows }) =>
-    Object.assign(prefixed('barrier_', rows.barrier, eventParams('barrier_event_', events.barrier)), {
+    Object.assign(prefixed('barrier_', rows.barrier, eventParams('barrier_event_', BARRIER_EVENTS, events.barrier)), {
       identity_names: rows.identities.map((i) => i.identity),
       identity_values: rows.identities.map((i) => i.value),
       identity_start_ids: rows.identities.map((i) => i.start_id),
@@ -200,7 +229,7 @@ export const startParams = (plan: StartWrite, steps: readonly StartWriteStep[]):
 
 // ------------------------------------------------------------------ lifecycle appends
 
-export const INSERT_EVENTS_SQL = insertEvents('').replace('RETURNING 1', 'RETURNING global_position, stream_position, event_id');
+export const INSERT_EVENTS_SQL = insertEventsFrom('', ':data::text[]').replace('RETURNING 1', 'RETURNING global_position, stream_position, event_id');
 export const INSERT_EVENTS = named(INSERT_EVENTS_SQL);
 
 // ------------------------------------------------------------------ reads (R5.3 on every one)
@@ -212,10 +241,15 @@ export const INSERT_EVENTS = named(INSERT_EVENTS_SQL);
  * constant-cost); with no barrier row, the start id's own probe, so that an index naming a
  * missing barrier fails closed. A row naming this start under a value the barrier does not
  * hold is verify's to find (pg-0051). A row found by two probes comes back twice with the same
- * ctid and is counted once. Rows travel as json (text-exact, never jsonb).
+ * ctid and is counted once. Rows travel as json (text-exact, never jsonb), the events' JSON as text (below).
  */
 const barrierCtes = (gate: string) => `b AS (SELECT * FROM ql3.tool_execution_start_barriers WHERE start_id = :start_id${gate}),
   anchor AS (SELECT e.stream_id, e.stream_position FROM ql3.events e JOIN b ON e.event_id = b.run_event_id),
+  around AS (
+    SELECT e.global_position, e.stream_id, e.stream_position, e.event_id, e.event_type, e.data_json, e.committed_at_ms,
+           (e.stream_position - anchor.stream_position + 4)::int AS n
+      FROM anchor JOIN ql3.events e ON e.stream_id = anchor.stream_id
+                                   AND e.stream_position BETWEEN anchor.stream_position - 3 AND anchor.stream_position + 1),
   keys (identity, value) AS (
     ${barrierProbesSql()}
     UNION ALL ${missingBarrierProbeSql(gate)}),
@@ -223,14 +257,23 @@ const barrierCtes = (gate: string) => `b AS (SELECT * FROM ql3.tool_execution_st
     SELECT i.ctid::text AS row_id, i.identity, i.value, i.start_id, ib.command_digest
       FROM keys k JOIN ql3.start_replay_identities i ON i.identity = k.identity AND i.value = k.value
       LEFT JOIN ql3.tool_execution_start_barriers ib ON ib.start_id = i.start_id)`;
+/**
+ * The events around the barrier's RunEvent (its three evidence facts before it, its barrier
+ * event after it) travel as json without their JSON; each one's JSON is its own text column,
+ * by its place in that order: the stored cell itself, parsed once, by the verifier (inside a
+ * json aggregate it would be escaped by the server and parsed by the driver first).
+ */
+export const EVENTS_AROUND = 5;
+export const EVENT_DATA_COLUMNS: readonly string[] = Array.from({ length: EVENTS_AROUND }, (_, i) => `event_data_${i + 1}`);
 const BARRIER_READ_COLUMNS = `(SELECT json_agg(b) FROM b) AS barriers,
   (SELECT json_agg(a) FROM ql3.security_audit_events a WHERE a.audit_event_id IN (SELECT audit_event_id FROM b)) AS audits,
   (SELECT json_agg(t) FROM ql3.trace_anchors t WHERE t.trace_id IN (SELECT trace_id FROM b)) AS traces,
   (SELECT json_agg(r) FROM ql3.audit_receipts r WHERE r.audit_receipt_id IN (SELECT audit_receipt_id FROM b)) AS receipts,
   (SELECT json_agg(m) FROM ql3.step_run_mutations m WHERE m.mutation_id IN (SELECT mutation_id FROM b)) AS mutations,
-  (SELECT json_agg(e ORDER BY e.stream_position)
-     FROM anchor JOIN ql3.events e ON e.stream_id = anchor.stream_id
-                                  AND e.stream_position BETWEEN anchor.stream_position - 3 AND anchor.stream_position + 1) AS events,
+  (SELECT json_agg(json_build_object('global_position', global_position, 'stream_id', stream_id, 'stream_position', stream_position,
+                                     'event_id', event_id, 'event_type', event_type, 'committed_at_ms', committed_at_ms, 'n', n) ORDER BY n)
+     FROM around) AS events,
+  ${Array.from({ length: EVENTS_AROUND }, (_, i) => `(SELECT data_json FROM around WHERE n = ${i + 1}) AS ${EVENT_DATA_COLUMNS[i]}`).join(',\n  ')},
   (SELECT json_agg(identities) FROM identities) AS identities`;
 export const READ_BARRIER = named(`WITH
   ${barrierCtes('')}

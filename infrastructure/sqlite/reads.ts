@@ -45,20 +45,39 @@ const probeValuesOf = (keys: ReplayKeys): string[] => {
   return Object.keys(IDENTITY_STORAGE).map((identity) => values[identity as ReplayIdentity]);
 };
 
-/** R3.1: every identity of the command through the unique replay index, one statement. */
-export const lookupReplay = (s: Statements, keys: ReplayKeys): ReplayHits => {
-  const rows = s.lookup.all(...probeValuesOf(keys)) as (Omit<ReplayIdentityRow, 'command_digest'> & { command_digest: string | null })[];
+/** The index rows under these identity values (in the order of probeValuesOf), as the probes of identities.ts return them. */
+export interface ProbedIdentities {
+  readonly values: readonly string[];
+  readonly rows: readonly (ReplayIdentityRow & { row_id: number })[];
+}
+
+/**
+ * R3.1: every identity of the command through the unique replay index, one statement. `probed`,
+ * when given, receives what was probed: the lookup and the barrier read's probes are the same
+ * statement, so a barrier read later in the same transaction, with nothing written in between,
+ * reuses these rows for the values it would probe again (readBarrier).
+ */
+export const lookupReplay = (s: Statements, keys: ReplayKeys, probed?: { current?: ProbedIdentities }): ReplayHits => {
+  const values = probeValuesOf(keys);
+  const rows = s.lookup.all(...values) as (Omit<ReplayIdentityRow, 'command_digest'> & { command_digest: string | null; row_id: number })[];
   const hits = noReplayHits() as Record<ReplayIdentity, ReplayHit[]>;
   for (const r of rows) {
     if (!(REPLAY_IDENTITIES as readonly string[]).includes(r.identity)) throw new CorruptRecordError('replay index', r.value, `unknown identity ${r.identity}`);
     if (r.command_digest === null) throw new CorruptRecordError('replay index', r.value, `names start ${r.start_id}, which has no barrier`);
     hits[r.identity] = [...hits[r.identity], { startId: r.start_id, commandDigest: r.command_digest }];
   }
+  if (probed !== undefined) probed.current = { values, rows: rows as ProbedIdentities['rows'] };
   return hits;
 };
 
+/** The index rows under the barrier's own identity values: the lookup's when it probed exactly these values, else probed now. */
+const identityRowsOf = (s: Statements, values: readonly string[], probed: ProbedIdentities | undefined): ProbedIdentities['rows'] => {
+  if (probed !== undefined && probed.values.length === values.length && probed.values.every((v, i) => v === values[i])) return probed.rows;
+  return s.identitiesOfStart.all(...values) as ProbedIdentities['rows'];
+};
+
 /** R5.3: every row a barrier binds, re-derived from the event log by checkStartRows. */
-export const readBarrier = (s: Statements, startId: string, keys?: EvidenceKeyring): StoredBarrier | null => {
+export const readBarrier = (s: Statements, startId: string, keys?: EvidenceKeyring, probed?: ProbedIdentities): StoredBarrier | null => {
   const barrier = s.barrier.get(startId) as BarrierRow | undefined;
   if (barrier === undefined) {
     // No barrier under this id is an answer only if nothing else claims the start exists (R9.3).
@@ -69,7 +88,8 @@ export const readBarrier = (s: Statements, startId: string, keys?: EvidenceKeyri
   // The five events around the RunEvent the barrier names hold the one copy of every record's
   // JSON (0080); the probes are the identity values the barrier mirrors.
   const events = s.startEvents.all(barrier.run_event_id, streamNameOf(barrier.run_id)) as EventRow[];
-  const identityRows = s.identitiesOfStart.all(...probeValuesOf(replayKeysOfBarrierRow(barrier))) as (ReplayIdentityRow & { row_id: number })[];
+  // On an exact replay these are the values the lookup just probed in this transaction (probed).
+  const identityRows = identityRowsOf(s, probeValuesOf(replayKeysOfBarrierRow(barrier)), probed);
   const unique = [...new Map(identityRows.map((r) => [r.row_id, r])).values()].map(({ row_id: _, ...r }) => r);
   const verified = checkStartRows({
     barrier,

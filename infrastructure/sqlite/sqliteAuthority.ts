@@ -186,7 +186,7 @@ class SqliteAuthority implements SqliteStartBarrier {
   readonly barriers = {
     prepare: async (command: unknown): Promise<PrepareResult> => {
       const decoded = decodeStartCommand(command); // bad input: typed error, nothing opened
-      return this.write(() => runStartTransaction(startUnitOfWork(this.s, this.keys, this.seal), decoded, this.hook), decoded.command.startId);
+      return this.write(() => runStartTransaction(startUnitOfWork(this.s, this.keys, this.seal, this.hook === undefined), decoded, this.hook), decoded.command.startId);
     },
     getByStartId: async (startId: string): Promise<StoredBarrier | null> => {
       const id = decodeStartIdArgs(startId);

@@ -9,7 +9,7 @@ import type { StoredEvent } from '../../application/authority';
 import type { LifecycleUnitOfWork } from '../../application/lifecycleProtocol';
 import type { StartUnitOfWork } from '../../application/startProtocol';
 import type { StartEventRow, StartWrite, StartWriteStep } from '../../application/startWrite';
-import { loadRunState, lookupReplay, readBarrier } from './reads';
+import { loadRunState, lookupReplay, readBarrier, type ProbedIdentities } from './reads';
 import { nowMsOf, type Statements } from './statements';
 
 // The SQLite writes: the start's write plan executed step by step, and lifecycle appends. Both
@@ -80,10 +80,18 @@ const writeStep = (s: Statements, plan: StartWrite, step: StartWriteStep): void 
 /** Keyed evidence (R9.4): stores the seal of what one transaction appended to one stream. */
 export type Sealer = (streamId: string, events: readonly ChainedCells[]) => void;
 
-export const startUnitOfWork = (s: Statements, keys?: EvidenceKeyring, seal?: Sealer): StartUnitOfWork => ({
-  lookupReplay: async (keys) => lookupReplay(s, keys),
+/**
+ * `reuseLookup`: the barrier read takes the replay lookup's index rows for the identity values
+ * it probed (reads.ts), sound only when nothing can write between the two on this connection
+ * (the write lock is held, so no other connection can): false when a fault-injection hook runs
+ * between them.
+ */
+export const startUnitOfWork = (s: Statements, keys?: EvidenceKeyring, seal?: Sealer, reuseLookup = false): StartUnitOfWork => {
+  const probed: { current?: ProbedIdentities } = {};
+  return {
+  lookupReplay: async (replayKeys) => lookupReplay(s, replayKeys, reuseLookup ? probed : undefined),
   lockForStart: async (runId, stepRunId) => loadRunState(s, runId, [stepRunId]),
-  readBarrier: async (startId) => readBarrier(s, startId, keys),
+  readBarrier: async (startId) => readBarrier(s, startId, keys, probed.current),
   clockMs: async () => nowMsOf(s),
   writesAtOnce: false,
   writeStart: async (plan, steps) => {
@@ -98,7 +106,8 @@ export const startUnitOfWork = (s: Statements, keys?: EvidenceKeyring, seal?: Se
           seal?.(plan.streamId, startEventCells(plan));
         },
       }),
-});
+  };
+};
 
 const insertEvent = (s: Statements, stream: string, position: number, event: RunStreamEvent, committedAtMs: number): StoredEvent => {
   const eventId = naturalEventIdOf(event) ?? randomUUID();

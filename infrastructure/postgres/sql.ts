@@ -17,8 +17,10 @@ import { named, prefixed, type NamedSql, type Params } from './named';
 
 export const SCHEMA = 'ql3';
 
-// The transaction prelude, the Run turn and COMMIT live in transactionSql.ts.
+// The transaction prelude, the Run turn and COMMIT live in transactionSql.ts; the migration
+// runner's statements in migrationSql.ts.
 export * from './transactionSql';
+export * from './migrationSql';
 
 // ------------------------------------------------------------------ R3.1 replay lookup
 
@@ -308,25 +310,6 @@ SELECT 'barrier', b.start_id FROM ql3.tool_execution_start_barriers b
 export const READ_STREAM = named(`SELECT
   (SELECT version FROM ql3.streams WHERE stream_id = :stream_id) AS stream_version,
   (SELECT json_agg(e ORDER BY e.stream_position) FROM ql3.events e WHERE e.stream_id = :stream_id) AS events`);
-
-// ------------------------------------------------------------------ migrations
-
-/** One key for `ql3` migrations (advisory locks are per database): two migrators never interleave. */
-export const MIGRATION_LOCK_KEY = '7173100158'; // "ql3" + ADR number, as a bigint
-export const MIGRATION_LOCK = named('SELECT pg_advisory_xact_lock(:key::bigint)');
-/**
- * A migration may backfill and a second migrator must wait for the first, so the
- * runtime's session timeouts (our pool sets them per connection) are lifted for this
- * transaction only.
- */
-export const MIGRATION_TIMEOUTS = named(`SELECT set_config('statement_timeout', :statement_timeout, true), set_config('lock_timeout', :lock_timeout, true)`);
-export const MIGRATIONS_PRESENT = named(`SELECT to_regclass(:table) IS NOT NULL AS present`);
-export const SELECT_APPLIED = named('SELECT name, checksum FROM ql3.schema_migrations ORDER BY name');
-/** verify's reading of the ledger: each row with when it was applied and its digest (pg-0042). */
-export const SELECT_LEDGER = named('SELECT name, checksum, applied_at_ms, ledger_digest FROM ql3.schema_migrations ORDER BY name');
-export const INSERT_APPLIED = named(`INSERT INTO ql3.schema_migrations (name, checksum, applied_at_ms)
-  VALUES (:name, :checksum, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)`);
-export const RESET_ROLE = 'RESET ROLE';
 
 /** Keyed evidence (R9.4): the MAC row of one barrier, written and read only with a keyring. */
 export const INSERT_EVIDENCE_MAC = named('INSERT INTO ql3.start_evidence_macs (start_id, key_id, mac) VALUES (:start_id, :key_id, :mac)');

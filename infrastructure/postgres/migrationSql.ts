@@ -1,0 +1,21 @@
+import { named } from './named';
+
+// The PostgreSQL migration runner's statements (migrate.ts), in schema ql3: its lock, its
+// timeouts and the ledger of applied files.
+
+/** One key for `ql3` migrations (advisory locks are per database): two migrators never interleave. */
+export const MIGRATION_LOCK_KEY = '7173100158'; // "ql3" + ADR number, as a bigint
+export const MIGRATION_LOCK = named('SELECT pg_advisory_xact_lock(:key::bigint)');
+/**
+ * A migration may backfill and a second migrator must wait for the first, so the
+ * runtime's session timeouts (our pool sets them per connection) are lifted for this
+ * transaction only.
+ */
+export const MIGRATION_TIMEOUTS = named(`SELECT set_config('statement_timeout', :statement_timeout, true), set_config('lock_timeout', :lock_timeout, true)`);
+export const MIGRATIONS_PRESENT = named(`SELECT to_regclass(:table) IS NOT NULL AS present`);
+export const SELECT_APPLIED = named('SELECT name, checksum FROM ql3.schema_migrations ORDER BY name');
+/** verify's reading of the ledger: each row with when it was applied and its digest (pg-0042). */
+export const SELECT_LEDGER = named('SELECT name, checksum, applied_at_ms, ledger_digest FROM ql3.schema_migrations ORDER BY name');
+export const INSERT_APPLIED = named(`INSERT INTO ql3.schema_migrations (name, checksum, applied_at_ms)
+  VALUES (:name, :checksum, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)`);
+export const RESET_ROLE = 'RESET ROLE';

@@ -91,8 +91,6 @@ export interface RecoveryView {
   outcomeRowsAfter(after: string, limit: number): Promise<readonly StartOutcomeRow[]>;
   runRowsAfter(after: string, limit: number): Promise<readonly (RunRow & { stream_version: number | string | null })[]>;
   stepRunRowsAfter(after: readonly [string, string], limit: number): Promise<readonly StepRunRow[]>;
-  /** With each row's chain link where the backend keeps one (R9.2). */
-  eventRowsAfter(afterGlobalPosition: number, limit: number): Promise<readonly (LoggedEventRow & { global_position: number | string })[]>;
   /**
    * The log in stream order, after (stream, position): each stream's events come together, so
    * `verify` holds one stream's fold at a time, not every Run's state at once.

@@ -96,3 +96,18 @@ export const PG_RESTORE_REPEATED_KEYS = `
     ADD CONSTRAINT tool_execution_start_barriers_audit_receipt_id_key UNIQUE (audit_receipt_id),
     ADD CONSTRAINT tool_execution_start_barriers_attempt_key UNIQUE (run_id, step_run_id, started_step_run_version);
 `;
+
+/**
+ * The replay index's table and indexes as 0055 made them, before 0081 compacted it: each row
+ * repeats its start's command digest, and start_id has its own index. Fixed for the same reason.
+ */
+export const REPLAY_INDEX_TABLE_BEFORE_COMPACT = `
+  CREATE TABLE start_replay_identities (
+    identity       TEXT NOT NULL CHECK (identity IN ('startId', 'mutationId', 'runEventId', 'traceId', 'auditEventId', 'auditReceiptId', 'attempt')),
+    value          TEXT NOT NULL,
+    start_id       TEXT NOT NULL REFERENCES tool_execution_start_barriers (start_id),
+    command_digest TEXT NOT NULL
+  ) STRICT;`;
+export const REPLAY_INDEX_INDEXES_BEFORE_COMPACT = `
+  CREATE UNIQUE INDEX start_replay_identities_key ON start_replay_identities (identity, value);
+  CREATE INDEX start_replay_identities_start ON start_replay_identities (start_id);`;

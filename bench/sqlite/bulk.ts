@@ -22,15 +22,7 @@ const SEPARATOR_CODE = FIELD_SEPARATOR.charCodeAt(0);
  * start_id), for the bare baseline on the schema before each fact was stored once.
  */
 const INDEX_BEFORE_COMPACT = `BEGIN;
-  DROP TABLE start_replay_identities;
-  CREATE TABLE start_replay_identities (
-    identity       TEXT NOT NULL CHECK (identity IN ('startId', 'mutationId', 'runEventId', 'traceId', 'auditEventId', 'auditReceiptId', 'attempt')),
-    value          TEXT NOT NULL,
-    start_id       TEXT NOT NULL REFERENCES tool_execution_start_barriers (start_id),
-    command_digest TEXT NOT NULL
-  ) STRICT;
-  CREATE UNIQUE INDEX start_replay_identities_key ON start_replay_identities (identity, value);
-  CREATE INDEX start_replay_identities_start ON start_replay_identities (start_id);
+  DROP TABLE start_replay_identities;${BEFORE.REPLAY_INDEX_TABLE_BEFORE_COMPACT}${BEFORE.REPLAY_INDEX_INDEXES_BEFORE_COMPACT}
   COMMIT;`;
 const INSERT_IDENTITY_BEFORE_COMPACT = `INSERT INTO start_replay_identities (identity, value, start_id, command_digest)
   VALUES (@identity, @value, @start_id, @command_digest)`;

@@ -75,7 +75,6 @@ export const createMemoryRecoveryView = (t: Tables, host: MemoryRecoveryHost): R
       const from = `${after[0]}\u0000${after[1]}`;
       return byKey(t.stepRuns.values(), stepKey).filter((r) => stepKey(r) > from).slice(0, limit);
     },
-    eventRowsAfter: async (after, limit) => t.events.slice(after, after + limit).map((e, i) => ({ ...e, global_position: after + i + 1 })),
     eventRowsByStreamAfter: async ([afterStream, afterPosition], limit) =>
       t.events
         .map((e, i) => ({ ...e, global_position: i + 1 }))

@@ -75,8 +75,6 @@ const STEP_RUN_ROWS_OF_RUN = named('SELECT * FROM ql3.step_runs WHERE run_id = :
 const GLOBAL_ORDER_AGAINST_STREAMS = named(`SELECT stream_id, stream_position, global_position FROM (
     SELECT stream_id, stream_position, global_position, lag(global_position) OVER (PARTITION BY stream_id ORDER BY stream_position) AS previous FROM ql3.events) x
   WHERE previous >= global_position LIMIT 20`);
-const EVENT_ROWS_AFTER = named(`SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms, chain_digest
-  FROM ql3.events WHERE global_position > :after ORDER BY global_position LIMIT :limit`);
 
 /** Every foreign key of schema ql3, from the catalog, so `verify` checks all of them (the twin of PRAGMA foreign_key_check). */
 const FOREIGN_KEYS = named(`SELECT c.conname, cl.relname AS child, pcl.relname AS parent,
@@ -190,7 +188,6 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
     outcomeRowsAfter: (after, limit) => rowsOf(client, OUTCOME_ROWS_AFTER, { after, limit }, StartOutcomeRowCodec, 'start outcome', 'page') as Promise<StartOutcomeRow[]>,
     runRowsAfter: (after, limit) => rowsOf(client, RUN_ROWS_AFTER, { after, limit }, RunPageRow, 'run', 'page'),
     stepRunRowsAfter: (after, limit) => rowsOf(client, STEP_RUN_ROWS_AFTER, { after_run: after[0], after_step: after[1], limit }, StepRunRowCodec, 'step run', 'page'),
-    eventRowsAfter: (after, limit) => rowsOf(client, EVENT_ROWS_AFTER, { after, limit }, LoggedEventRowCodec, 'event', 'page'),
     eventRowsByStreamAfter: (after, limit) =>
       rowsOf(client, EVENT_ROWS_BY_STREAM_AFTER, { after_stream: after[0], after_position: after[1], limit }, LoggedEventRowCodec, 'event', 'page'),
     headsOfRun: async (runId) => ({

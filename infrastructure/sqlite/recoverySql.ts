@@ -47,8 +47,6 @@ export const EVENT_ROWS_BY_STREAM_AFTER = `SELECT global_position, stream_id, st
 export const RUN_ROW = `SELECT r.run_id, r.project_id, r.snapshot_id, r.snapshot_digest, r.version, s.version AS stream_version
   FROM runs r LEFT JOIN streams s ON s.stream_id = 'run-' || r.run_id WHERE r.run_id = ?`;
 export const STEP_RUN_ROWS_OF_RUN = 'SELECT * FROM step_runs WHERE run_id = ? ORDER BY step_run_id';
-export const EVENT_ROWS_AFTER = `SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms, chain_digest
-  FROM events WHERE global_position > ? ORDER BY global_position LIMIT ?`;
 
 // --- integrity checks of `verify`: each returns only the bad rows ---
 

@@ -47,7 +47,6 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
     outcomeRows: p(RSQL.OUTCOME_ROWS_AFTER),
     runRows: p(RSQL.RUN_ROWS_AFTER),
     stepRunRows: p(RSQL.STEP_RUN_ROWS_AFTER),
-    eventRows: p(RSQL.EVENT_ROWS_AFTER),
     eventRowsByStream: p(RSQL.EVENT_ROWS_BY_STREAM_AFTER),
     runRow: p(RSQL.RUN_ROW),
     stepRunRowsOfRun: p(RSQL.STEP_RUN_ROWS_OF_RUN),
@@ -87,7 +86,6 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
     outcomeRowsAfter: async (after, limit) => s.outcomeRows.all(after, limit) as StartOutcomeRow[],
     runRowsAfter: async (after, limit) => s.runRows.all(after, limit) as (RunRow & { stream_version: number | null })[],
     stepRunRowsAfter: async (after, limit) => s.stepRunRows.all(after[0], after[1], limit) as StepRunRow[],
-    eventRowsAfter: async (after, limit) => s.eventRows.all(after, limit) as (EventRow & { global_position: number })[],
     eventRowsByStreamAfter: async (after, limit) => s.eventRowsByStream.all(after[0], after[1], limit) as (EventRow & { global_position: number })[],
     headsOfRun: async (runId) => ({
       run: s.runRow.get(runId) as (RunRow & { stream_version: number | null }) | undefined,

@@ -1,4 +1,4 @@
-import { DROP_START_TABLES, START_TABLES_BEFORE_STORED_ONCE } from '../../testkit/beforeStoredOnce';
+import { DROP_START_TABLES, REPLAY_INDEX_INDEXES_BEFORE_COMPACT, REPLAY_INDEX_TABLE_BEFORE_COMPACT, START_TABLES_BEFORE_STORED_ONCE } from '../../testkit/beforeStoredOnce';
 
 // What 0080 changes, taken back: the five start tables with their JSON copies (filled again from
 // the events, the one place 0080 keeps it), their repeated unique constraints, and every trigger
@@ -11,16 +11,10 @@ export const UNDO_COMPACT_INDEX = `
   CREATE TEMP TABLE u_identities AS SELECT i.identity, i.value, i.start_id, b.command_digest
     FROM start_replay_identities i JOIN tool_execution_start_barriers b ON b.start_id = i.start_id ORDER BY i.rowid;
   DROP TABLE start_replay_identities;
-  CREATE TABLE start_replay_identities (
-    identity       TEXT NOT NULL CHECK (identity IN ('startId', 'mutationId', 'runEventId', 'traceId', 'auditEventId', 'auditReceiptId', 'attempt')),
-    value          TEXT NOT NULL,
-    start_id       TEXT NOT NULL REFERENCES tool_execution_start_barriers (start_id),
-    command_digest TEXT NOT NULL
-  ) STRICT;
+  ${REPLAY_INDEX_TABLE_BEFORE_COMPACT}
   INSERT INTO start_replay_identities SELECT * FROM temp.u_identities ORDER BY rowid;
   DROP TABLE temp.u_identities;
-  CREATE UNIQUE INDEX start_replay_identities_key ON start_replay_identities (identity, value);
-  CREATE INDEX start_replay_identities_start ON start_replay_identities (start_id);
+  ${REPLAY_INDEX_INDEXES_BEFORE_COMPACT}
   CREATE TRIGGER start_replay_identities_no_update BEFORE UPDATE ON start_replay_identities BEGIN SELECT RAISE(ABORT, 'replay identities are immutable'); END;
   CREATE TRIGGER start_replay_identities_no_delete BEFORE DELETE ON start_replay_identities BEGIN SELECT RAISE(ABORT, 'replay identities are immutable'); END;
   DELETE FROM schema_migrations WHERE name >= '0081';

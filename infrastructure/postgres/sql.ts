@@ -298,8 +298,8 @@ SELECT (SELECT json_agg(lookup) FROM lookup) AS hits,
   ${BARRIER_READ_COLUMNS},
   (SELECT json_agg(m) FROM ql3.start_evidence_macs m WHERE m.start_id = :start_id AND EXISTS (SELECT 1 FROM b)) AS macs`);
 
-/** R3.2, R3.5: the Run turn and the Run version the start was decided on, in the write round trip (pg-0045). */
-export const TAKE_START_TURN = named('SELECT ql3.take_start_turn(:run_id, :expected_version::bigint) AS now_ms');
+/** R3.2, R3.5: the Run turn and the Run version the start was decided on (pg-0045); the last attempt alone (pg-0052). */
+export const TAKE_START_TURN = named('SELECT ql3.take_start_turn(:run_id, :expected_version::bigint, :alone::boolean) AS now_ms');
 
 /** R5.4 lookup by attempt: the replay index and the barrier's own unique key must agree. */
 export const FIND_ATTEMPT = named(`SELECT 'index' AS source, i.start_id FROM ql3.start_replay_identities i WHERE i.identity = 'attempt' AND i.value = :attempt

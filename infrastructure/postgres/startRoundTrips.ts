@@ -103,8 +103,8 @@ export const existingOfRead = (read: StartRead, decoded: DecodedStartCommand, ke
   );
 
 /** The write plan's statements: the turn and its expectation, the batched write, the seal when keyed. */
-const partsOf = (plan: StartWrite, keys: EvidenceKeyring | undefined): { turn: Part; writes: Part[] } => ({
-  turn: { sql: SQL.TAKE_START_TURN, params: { run_id: plan.runId, expected_version: plan.runCas.expected } },
+const partsOf = (plan: StartWrite, keys: EvidenceKeyring | undefined, alone: boolean): { turn: Part; writes: Part[] } => ({
+  turn: { sql: SQL.TAKE_START_TURN, params: { run_id: plan.runId, expected_version: plan.runCas.expected, alone } },
   writes: [
     { sql: SQL.START_BATCHED_STATEMENT, params: SQL.startParams(plan, START_WRITE_STEPS) },
     // keyed (R9.4): the barrier's MAC and the seal of the start's five events, one statement
@@ -116,8 +116,8 @@ type Results = { rows: Record<string, unknown>[] }[];
 const clockOf = (result: Results[number] | undefined, runId: string): number => decodeRow(PgInt, result?.rows[0]?.now_ms, 'transaction clock', runId);
 
 /** Round trip 2 (or, with a hook, the same statements with the transaction held open between them). */
-const write = async (client: PoolClient, ctx: RoundTripContext, plan: StartWrite, open: { value: boolean }): Promise<StoredBarrier> => {
-  const { turn, writes } = partsOf(plan, ctx.keys);
+const write = async (client: PoolClient, ctx: RoundTripContext, plan: StartWrite, open: { value: boolean }, alone: boolean): Promise<StoredBarrier> => {
+  const { turn, writes } = partsOf(plan, ctx.keys, alone);
   const timeouts = setLocalTimeouts(ctx.timeouts);
   let nowMs: number;
   let counts: Results[number] | undefined;
@@ -179,7 +179,7 @@ export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: Decode
         const { facts, json } = buildStartFactsWithJson(decoded, state);
         const plan = planStartWrite(facts, state, PENDING_CLOCK, json);
         await ctx.sealer?.ensureOrigin(client);
-        return { outcome: 'created', barrier: await write(client, ctx, plan, open) };
+        return { outcome: 'created', barrier: await write(client, ctx, plan, open, ctx.tx.isLastAttempt(budget)) };
       } catch (e) {
         if (open.value && broken === undefined && unavailableReasonOf(e) === undefined) {
           open.value = false;

@@ -19,7 +19,7 @@ export const ROLLBACK = 'ROLLBACK';
  * statement: a writer that had to wait for the turn inside its transaction would then fail on
  * the previous holder's writes. So the turn never waits here; `AWAIT_RUN_TURN` waits outside.
  */
-export const beginConfigured = (t: { readonly statementMs: number; readonly lockMs: number; readonly idleInTransactionMs: number }): ((runLiteral: string) => string) => {
+export const beginConfigured = (t: { readonly statementMs: number; readonly lockMs: number; readonly idleInTransactionMs: number }): ((runLiteral: string, alone: boolean) => string) => {
   const ms = (v: number) => {
     if (!Number.isSafeInteger(v) || v < 1) throw new RangeError(`timeout ${v} is not a positive integer`);
     return `'${v}'`;
@@ -29,7 +29,7 @@ export const beginConfigured = (t: { readonly statementMs: number; readonly lock
   set_config('lock_timeout', ${ms(t.lockMs)}, true) AS lock_timeout,
   set_config('idle_in_transaction_session_timeout', ${ms(t.idleInTransactionMs)}, true) AS idle_timeout,
   (extract(epoch FROM transaction_timestamp()) * 1000)::bigint AS now_ms`;
-  return (runLiteral) => `${begin}; SELECT ql3.take_run_turn(${runLiteral}) AS turn`;
+  return (runLiteral, alone) => `${begin}; SELECT ql3.take_run_turn(${runLiteral}, ${alone ? 'true' : 'false'}) AS turn`;
 };
 
 /**

@@ -58,7 +58,7 @@ const RETRY_PAUSE_MS = 20;
 
 export class PostgresTransactions {
   /** BEGIN + SET LOCAL of the timeouts + the transaction clock + the Run turn, one round trip (sql.ts). */
-  private readonly beginText: (runLiteral: string) => string;
+  private readonly beginText: (runLiteral: string, alone: boolean) => string;
 
   constructor(
     private readonly pool: Pool,
@@ -86,7 +86,7 @@ export class PostgresTransactions {
     for (;;) {
       this.spend(budget);
       try {
-        return await this.attempt(body, runId, beforeBegin);
+        return await this.attempt(body, runId, beforeBegin, this.isLastAttempt(budget));
       } catch (e) {
         if (!isRetryable(e)) throw mapPgError(e);
         await this.afterRetryable(budget, e);
@@ -101,6 +101,15 @@ export class PostgresTransactions {
     }
     budget.attempts++;
     this.onAttempt?.(budget.attempts);
+  }
+
+  /**
+   * The operation's last attempt (R9.5): it runs alone (pg-0052), waiting for the write
+   * transactions then running and making the ones after it wait, so no writer of another Run
+   * can make it fail on a page they share.
+   */
+  isLastAttempt(budget: AttemptBudget): boolean {
+    return budget.attempts > this.maxRetries;
   }
 
   /**
@@ -136,7 +145,7 @@ export class PostgresTransactions {
    * writers of different Runs never wait for each other. The lock lives exactly as long as the
    * transaction, and only the product's role can take it.
    */
-  private async attempt<T>(body: (tx: Tx) => Promise<T>, runId: string, beforeBegin: BeforeBegin | undefined): Promise<T> {
+  private async attempt<T>(body: (tx: Tx) => Promise<T>, runId: string, beforeBegin: BeforeBegin | undefined, alone: boolean): Promise<T> {
     const client = await this.pool.connect();
     let broken: unknown;
     const onError = (err: Error) => {
@@ -145,7 +154,7 @@ export class PostgresTransactions {
     client.on('error', onError);
     try {
       let before = beforeBegin === undefined ? undefined : await beforeBegin(client);
-      const begin = this.beginText(client.escapeLiteral(runId));
+      const begin = this.beginText(client.escapeLiteral(runId), alone);
       let nowMs: number | undefined;
       let turnVersion: number | null = null;
       while (nowMs === undefined) {

@@ -131,11 +131,12 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
     // round trip 1 is the unlocked read (the replay lookup among it: no predicate lock shared
     // with other Runs); round trip 2 is one simple query, one implicit SERIALIZABLE transaction:
     // the timeouts SET LOCAL (inlined), the Run's turn and expected version (R9.5: the Run row
-    // lock, no advisory key), the write, each statement prepared once per connection
+    // lock, no advisory key; a first attempt, so not alone: pg-0052), the write, each statement
+    // prepared once per connection
     expect(statements).to.have.length(2);
     expect(statements[0]).to.contain('start_replay_identities i ON');
     expect(statements[1]).to.match(
-      /^SET TRANSACTION ISOLATION LEVEL SERIALIZABLE;\nSET LOCAL statement_timeout = '5000';\nSET LOCAL lock_timeout = '2000';\nSET LOCAL idle_in_transaction_session_timeout = '10000';\n(PREPARE ql3w_[0-9a-f]+ AS [^]*?;\n)*EXECUTE ql3w_[0-9a-f]+\('[^']+', '\d+'\);\nEXECUTE ql3w_[0-9a-f]+\([^]*\)$/,
+      /^SET TRANSACTION ISOLATION LEVEL SERIALIZABLE;\nSET LOCAL statement_timeout = '5000';\nSET LOCAL lock_timeout = '2000';\nSET LOCAL idle_in_transaction_session_timeout = '10000';\n(PREPARE ql3w_[0-9a-f]+ AS [^]*?;\n)*EXECUTE ql3w_[0-9a-f]+\('[^']+', '\d+', 'false'\);\nEXECUTE ql3w_[0-9a-f]+\([^]*\)$/,
     );
     expect(statements[1]).to.contain('take_start_turn');
     expect(statements.join('\n')).not.to.contain('pg_advisory');

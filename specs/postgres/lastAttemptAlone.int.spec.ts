@@ -1,0 +1,140 @@
+import { expect } from 'chai';
+import { ConcurrencyExhaustedError } from '../../domain';
+import { buildScenario, type Scenario } from '../../domain/scenario';
+import type { PostgresStartBarrier, PostgresStartBarrierOptions } from '../../infrastructure/postgres';
+import { createDatabase, openOn, type TestDatabase } from '../../testkit/postgresHarness';
+
+// R9.5, R5.2 (pg-0052): starts of different Runs still meet on shared B-tree pages under
+// SERIALIZABLE (SSI locks the index pages their probes read), most on a young store. A start's
+// last attempt therefore runs alone: it takes the start gate exclusively, without queueing, and
+// so meets no concurrent writer. No start of an unrelated Run runs out of retries that way, and
+// a session holding the gate (as pg_dump holds every table) delays the last attempt by a bound,
+// never stalls anyone, and never makes a start fail.
+
+describe('PostgreSQL: the last attempt runs alone (R9.5, R5.2)', function () {
+  this.timeout(120_000);
+  let db: TestDatabase;
+  let main: PostgresStartBarrier;
+  const opened: PostgresStartBarrier[] = [];
+
+  before(async () => {
+    db = await createDatabase();
+    main = await openOn(db);
+  });
+  after(async () => {
+    for (const a of opened.splice(0)) await a.close();
+    await main?.close();
+    await db?.drop();
+  });
+
+  const clients = async (n: number, options: Partial<PostgresStartBarrierOptions> = {}): Promise<PostgresStartBarrier[]> => {
+    const list = await Promise.all(Array.from({ length: n }, () => openOn(db, { migrate: false, ...options })));
+    await Promise.all(list.map((a) => a.runs.getStepRun('warm-up', 'warm-up')));
+    opened.push(...list);
+    return list;
+  };
+
+  const readyRuns = async (n: number): Promise<Scenario[]> => {
+    const list = Array.from({ length: n }, () => buildScenario());
+    for (const sc of list) for (const c of sc.lifecycle) await main.runs.handle(c);
+    return list;
+  };
+
+  it('R9.5 R5.2 given 8 clients on a fresh store, when they make 320 starts of distinct Runs, then every one is created: none runs out of retries', async () => {
+    const racers = await clients(8);
+    const perClient = 40;
+    const scenarios = await readyRuns(racers.length * perClient);
+    const outcomes = await Promise.all(
+      racers.map(async (racer, c) => {
+        const results: string[] = [];
+        for (let i = 0; i < perClient; i++) {
+          results.push(await racer.barriers.prepare(scenarios[c * perClient + i]!.startCommand()).then((r) => r.outcome, (e: Error) => `${e.name}: ${e.message}`));
+        }
+        return results;
+      }),
+    );
+    expect(outcomes.flat().filter((o) => o !== 'created')).to.deep.equal([]);
+    for (const sc of scenarios) expect((await main.runs.getStepRun(sc.runId, sc.stepRunId))?.status).to.equal('running');
+  });
+
+  it('R9.5 given no retries at all (every attempt is the last), when 8 clients start distinct Runs together, then each attempt runs alone and every start is created', async () => {
+    const racers = await clients(8, { maxRetries: 0 });
+    const scenarios = await readyRuns(racers.length * 5);
+    const outcomes = await Promise.all(
+      racers.map(async (racer, c) => {
+        const results: string[] = [];
+        for (let i = 0; i < 5; i++) results.push(await racer.barriers.prepare(scenarios[c * 5 + i]!.startCommand()).then((r) => r.outcome, (e: Error) => `${e.name}: ${e.message}`));
+        return results;
+      }),
+    );
+    expect(outcomes.flat().filter((o) => o !== 'created')).to.deep.equal([]);
+  });
+
+  it('R9.5 given another session holding the start gate in share mode (as pg_dump does), when starts and lifecycle commands run with every attempt the last, then they still commit: the gate delays the last attempt by its bound and stalls nothing', async () => {
+    const [racer] = await clients(1, { maxRetries: 0, timeouts: { lockMs: 200 } });
+    const [s, other] = await readyRuns(2);
+    await db.admin(async (holder) => {
+      await holder.query('BEGIN');
+      await holder.query('LOCK TABLE ql3.start_gate IN ACCESS SHARE MODE');
+      try {
+        expect((await racer!.barriers.prepare(s!.startCommand())).outcome).to.equal('created');
+        await racer!.runs.handle({ type: 'CompleteStepRun', data: { runId: s!.runId, stepRunId: s!.stepRunId, decidedBy: 'spec', reason: 'tool_succeeded', requestedAtMs: 2 } });
+        expect((await main.barriers.prepare(other!.startCommand())).outcome).to.equal('created');
+      } finally {
+        await holder.query('ROLLBACK');
+      }
+    });
+  });
+
+  it('R9.5 given a login with CONNECT only, when it tries to lock the start gate, then it is refused: only the product\'s functions take it', async () => {
+    const stranger = `ql3_spec_gate_${process.pid}_${Date.now()}`;
+    await db.admin(async (c) => {
+      await c.query(`CREATE ROLE ${stranger} NOLOGIN`);
+      await c.query(`GRANT CONNECT ON DATABASE ${c.escapeIdentifier(db.name)} TO ${stranger}`);
+    });
+    try {
+      for (const mode of ['ACCESS SHARE', 'ACCESS EXCLUSIVE']) {
+        const code = await db.admin(async (c) => {
+          await c.query('BEGIN');
+          try {
+            await c.query(`SET LOCAL ROLE ${stranger}`);
+            await c.query(`LOCK TABLE ql3.start_gate IN ${mode} MODE NOWAIT`);
+            return 'locked';
+          } catch (e) {
+            return (e as { code?: string }).code;
+          } finally {
+            await c.query('ROLLBACK');
+          }
+        });
+        expect(code, mode).to.equal('42501');
+      }
+      const fn = await db.admin(async (c) => (await c.query<{ ok: boolean }>(`SELECT has_function_privilege($1, 'ql3.take_start_gate(boolean)', 'EXECUTE') AS ok`, [stranger])).rows[0]?.ok);
+      expect(fn).to.equal(false);
+    } finally {
+      await db.admin(async (c) => {
+        await c.query(`REVOKE CONNECT ON DATABASE ${c.escapeIdentifier(db.name)} FROM ${stranger}`);
+        await c.query(`DROP ROLE ${stranger}`);
+      });
+    }
+  });
+
+  it('R5.2 given no retries, when a start meets a 40001 it cannot avoid (its own stream head moved under it), then it still ends typed CONCURRENCY_EXHAUSTED having written nothing', async () => {
+    const [s] = await readyRuns(1);
+    const command = s!.startCommand();
+    let interfered = false;
+    const [loser] = await clients(1, {
+      maxRetries: 0,
+      hooks: {
+        onStartStep: async (step) => {
+          if (step !== 'lock' || interfered) return;
+          interfered = true;
+          await db.admin((c) => c.query('UPDATE ql3.streams SET version = version WHERE stream_id = $1', [`run-${s!.runId}`]));
+        },
+      },
+    });
+    const error = await loser!.barriers.prepare(command).then(() => null, (e: Error) => e);
+    expect(error).to.be.instanceOf(ConcurrencyExhaustedError);
+    expect(await main.barriers.getByStartId(command.startId)).to.equal(null);
+    expect((await main.runs.getStepRun(s!.runId, s!.stepRunId))?.status).to.equal('ready');
+  });
+});

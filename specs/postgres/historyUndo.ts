@@ -1,11 +1,36 @@
 import { PG_ADD_JSON_COPIES, PG_FILL_JSON_COPIES, PG_RESTORE_REPEATED_KEYS } from '../../testkit/beforeStoredOnce';
+import { loadMigrations } from '../../infrastructure/migrations';
+
+/** A function as the migration that created it defined it, to put back what a later one replaced. */
+const functionAsCreatedBy = (migration: string, signature: string): string => {
+  const sql = loadMigrations('postgres').find((m) => m.name.startsWith(migration))?.sql ?? '';
+  const from = sql.indexOf(`CREATE FUNCTION ${signature}`);
+  const to = sql.indexOf('$fn$;', from);
+  if (from < 0 || to < 0) throw new Error(`${migration} does not create ${signature}`);
+  return `${sql.slice(from, to + '$fn$;'.length).replace('CREATE FUNCTION', 'CREATE OR REPLACE FUNCTION')}`;
+};
+
+// What pg-0052 (the last attempt alone) and pg-0053 (the heads moved once per statement) change,
+// taken back: the functions they replaced as pg-0036, pg-0037 and pg-0045 made them.
+export const UNDO_GATE_AND_HEADS = `
+  DROP TRIGGER events_move_run_heads ON ql3.events;
+  DROP FUNCTION ql3.move_run_heads();
+  SET ROLE ql3_owner;
+  ${functionAsCreatedBy('pg-0036', 'ql3.append_run_event()')}
+  ${functionAsCreatedBy('pg-0037', 'ql3.take_run_turn(p_run_id text)')}
+  ${functionAsCreatedBy('pg-0045', 'ql3.take_start_turn(p_run_id text, p_expected_version bigint)')}
+  RESET ROLE;
+  DROP FUNCTION ql3.take_run_turn(text, boolean), ql3.take_start_turn(text, bigint, boolean), ql3.take_start_gate(boolean);
+  DROP TABLE ql3.start_gate;
+  DELETE FROM ql3.schema_migrations WHERE name >= 'pg-0052';
+`;
 
 // What pg-0050 changes, taken back (testkit/beforeStoredOnce.ts): the JSON copies, filled again
 // from the events (the one place pg-0050 keeps them), and the repeated unique constraints. Run as
 // a superuser (replica role skips the append-only triggers while the copies are written back).
 // What pg-0051 changes, taken back: the replay index's command digest (filled again from the
 // barrier each row names) and its start_id index.
-export const UNDO_COMPACT_INDEX = `
+export const UNDO_COMPACT_INDEX = `${UNDO_GATE_AND_HEADS}
   ALTER TABLE ql3.start_replay_identities ADD COLUMN command_digest TEXT;
   SET session_replication_role = replica;
   UPDATE ql3.start_replay_identities i SET command_digest = b.command_digest FROM ql3.tool_execution_start_barriers b WHERE b.start_id = i.start_id;

@@ -40,11 +40,15 @@ export const paramOf = (identity: string): string => identity.replace(/[A-Z]/g, 
 /**
  * R3.1: one equality probe of the unique replay index per identity, in one statement. The
  * command digest is the barrier's (pg-0051); a row whose barrier is missing comes back with a
- * NULL digest, which the row codec refuses (fail closed).
+ * NULL digest, which the row codec refuses (fail closed). Each probe is its own lateral scan
+ * (OFFSET 0 keeps the planner from joining the seven values to the whole table): on a young
+ * store a hash join over a sequential scan costs less on paper, but it reads every row, and in
+ * a SERIALIZABLE transaction it locks the whole relation for SSI.
  */
 export const lookupReplaySql = (table: IdentityTable = IDENTITY_STORAGE): string => `SELECT i.identity, i.value, i.start_id, ib.command_digest
   FROM (VALUES ${Object.keys(table).map((identity) => `('${identity}', :${paramOf(identity)})`).join(', ')}) AS k (identity, value)
-  JOIN ql3.start_replay_identities i ON i.identity = k.identity AND i.value = k.value
+  CROSS JOIN LATERAL (SELECT p.identity, p.value, p.start_id FROM ql3.start_replay_identities p
+                       WHERE p.identity = k.identity AND p.value = k.value OFFSET 0) i
   LEFT JOIN ql3.tool_execution_start_barriers ib ON ib.start_id = i.start_id`;
 
 /**

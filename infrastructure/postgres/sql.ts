@@ -242,7 +242,8 @@ export const INSERT_EVENTS = named(INSERT_EVENTS_SQL);
  * of its identity values (duplicates included; each probe is an index lookup, so the read stays
  * constant-cost); with no barrier row, the start id's own probe, so that an index naming a
  * missing barrier fails closed. A row naming this start under a value the barrier does not
- * hold is verify's to find (pg-0051). A row found by two probes comes back twice with the same
+ * hold is verify's to find (pg-0051). Each probe is its own lateral index scan, as in the
+ * replay lookup (identities.ts). A row found by two probes comes back twice with the same
  * ctid and is counted once. Rows travel as json (text-exact, never jsonb), the events' JSON as text (below).
  */
 const barrierCtes = (gate: string) => `b AS (SELECT * FROM ql3.tool_execution_start_barriers WHERE start_id = :start_id${gate}),
@@ -256,8 +257,9 @@ const barrierCtes = (gate: string) => `b AS (SELECT * FROM ql3.tool_execution_st
     ${barrierProbesSql()}
     UNION ALL ${missingBarrierProbeSql(gate)}),
   identities AS (
-    SELECT i.ctid::text AS row_id, i.identity, i.value, i.start_id, ib.command_digest
-      FROM keys k JOIN ql3.start_replay_identities i ON i.identity = k.identity AND i.value = k.value
+    SELECT i.row_id, i.identity, i.value, i.start_id, ib.command_digest
+      FROM keys k CROSS JOIN LATERAL (SELECT p.ctid::text AS row_id, p.identity, p.value, p.start_id FROM ql3.start_replay_identities p
+                                       WHERE p.identity = k.identity AND p.value = k.value OFFSET 0) i
       LEFT JOIN ql3.tool_execution_start_barriers ib ON ib.start_id = i.start_id)`;
 /**
  * The events around the barrier's RunEvent (its three evidence facts before it, its barrier

@@ -134,7 +134,7 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
     // lock, no advisory key; a first attempt, so not alone: pg-0052), the write, each statement
     // prepared once per connection
     expect(statements).to.have.length(2);
-    expect(statements[0]).to.contain('start_replay_identities i ON');
+    expect(statements[0]).to.contain('FROM ql3.start_replay_identities p');
     expect(statements[1]).to.match(
       /^SET TRANSACTION ISOLATION LEVEL SERIALIZABLE;\nSET LOCAL statement_timeout = '5000';\nSET LOCAL lock_timeout = '2000';\nSET LOCAL idle_in_transaction_session_timeout = '10000';\n(PREPARE ql3w_[0-9a-f]+ AS [^]*?;\n)*EXECUTE ql3w_[0-9a-f]+\('[^']+', '\d+', 'false'\);\nEXECUTE ql3w_[0-9a-f]+\([^]*\)$/,
     );

@@ -9,14 +9,14 @@
 -- these functions (owned by ql3_owner), so no other login can take it in a mode the functions'
 -- callers wait for. Every write transaction takes it in ACCESS SHARE mode as it takes the Run's
 -- turn (writers never wait for each other there); the last attempt an operation has left takes
--- it in ACCESS EXCLUSIVE mode, without queueing (NOWAIT, asked again every millisecond for at
--- most 500 ms), as soon as no write transaction is running, and the ones that come after wait
--- for it: it meets no concurrent writer, so nothing can make it a serialization failure. A
--- session that holds the gate all along (a superuser's pg_dump takes ACCESS SHARE on every
--- table) delays that attempt by the bound and no more: it then takes the shared mode and runs
--- as any other attempt. Nobody waits behind a request, only behind the short write
--- transaction that holds the gate, so no lock an unrelated session can hold stalls the starts
--- of other Runs. It is taken after the snapshot (a function runs inside a statement), so the
+-- it in ACCESS EXCLUSIVE mode: first without queueing (NOWAIT, asked again every millisecond
+-- for 20 ms) as soon as no write transaction is running, then, since under steady load one
+-- always is, waiting in the queue for at most 200 ms; the writers that come after wait for it.
+-- It meets no concurrent writer, so nothing can make it a serialization failure. A session
+-- that holds the gate all along (a superuser's pg_dump takes ACCESS SHARE on every table)
+-- delays that attempt, and the writers queued behind its request, by those bounds and no more:
+-- it then takes the shared mode and runs as any other attempt. So no lock an unrelated session
+-- can hold stalls the starts of other Runs beyond 200 ms, and only when a last attempt asks. It is taken after the snapshot (a function runs inside a statement), so the
 -- writers that ended while it asked are concurrent with it; having committed first, they can
 -- only form a dangerous structure with it if it read a row version one of them wrote, and they
 -- wrote only their own Runs' rows.
@@ -28,14 +28,22 @@ SET LOCAL ROLE ql3_owner;
 CREATE TABLE ql3.start_gate ();
 REVOKE ALL ON ql3.start_gate FROM PUBLIC;
 
+-- The exclusive mode, waiting in the queue at most 200 ms (the SET clause bounds this call only).
+CREATE FUNCTION ql3.wait_start_gate_alone() RETURNS void
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET lock_timeout = '200ms' AS $fn$
+BEGIN
+  LOCK TABLE ql3.start_gate IN ACCESS EXCLUSIVE MODE;
+END
+$fn$;
+REVOKE ALL ON FUNCTION ql3.wait_start_gate_alone() FROM PUBLIC;
+
 CREATE FUNCTION ql3.take_start_gate(p_alone boolean) RETURNS void
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
-  deadline timestamptz := clock_timestamp() + interval '500 ms';
+  deadline timestamptz := clock_timestamp() + interval '20 ms';
 BEGIN
   IF p_alone THEN
-    -- Asked for without waiting, again every millisecond: a request waiting in the queue would
-    -- make every writer that comes after it wait too, whoever holds the gate.
+    -- First asked for without waiting, again every millisecond: no writer waits behind that.
     LOOP
       BEGIN
         LOCK TABLE ql3.start_gate IN ACCESS EXCLUSIVE MODE NOWAIT;
@@ -45,6 +53,14 @@ BEGIN
       END;
       PERFORM pg_sleep(0.001);
     END LOOP;
+    -- Under steady load some writer is always running: wait in the queue, briefly (writers that
+    -- come meanwhile wait behind the request, at most that long).
+    BEGIN
+      PERFORM ql3.wait_start_gate_alone();
+      RETURN;
+    EXCEPTION WHEN lock_not_available THEN
+      NULL; -- held all along (pg_dump): run as any other attempt
+    END;
   END IF;
   LOCK TABLE ql3.start_gate IN ACCESS SHARE MODE;
 END

@@ -20,7 +20,7 @@ export const UNDO_GATE_AND_HEADS = `
   ${functionAsCreatedBy('pg-0037', 'ql3.take_run_turn(p_run_id text)')}
   ${functionAsCreatedBy('pg-0045', 'ql3.take_start_turn(p_run_id text, p_expected_version bigint)')}
   RESET ROLE;
-  DROP FUNCTION ql3.take_run_turn(text, boolean), ql3.take_start_turn(text, bigint, boolean), ql3.take_start_gate(boolean);
+  DROP FUNCTION ql3.take_run_turn(text, boolean), ql3.take_start_turn(text, bigint, boolean), ql3.take_start_gate(boolean), ql3.wait_start_gate_alone();
   DROP TABLE ql3.start_gate;
   DELETE FROM ql3.schema_migrations WHERE name >= 'pg-0052';
 `;

@@ -11,12 +11,13 @@
 -- turn (writers never wait for each other there); the last attempt an operation has left takes
 -- it in ACCESS EXCLUSIVE mode: first without queueing (NOWAIT, asked again every millisecond
 -- for 20 ms) as soon as no write transaction is running, then, since under steady load one
--- always is, waiting in the queue for at most 200 ms; the writers that come after wait for it.
--- It meets no concurrent writer, so nothing can make it a serialization failure. A session
--- that holds the gate all along (a superuser's pg_dump takes ACCESS SHARE on every table)
--- delays that attempt, and the writers queued behind its request, by those bounds and no more:
--- it then takes the shared mode and runs as any other attempt. So no lock an unrelated session
--- can hold stalls the starts of other Runs beyond 200 ms, and only when a last attempt asks. It is taken after the snapshot (a function runs inside a statement), so the
+-- always is, waiting in the queue, bounded by lock_timeout as every lock wait of a write is;
+-- the writers that come after wait for it. It meets no concurrent writer, so nothing can make
+-- it a serialization failure. A session that holds the gate all along (a superuser's pg_dump
+-- takes ACCESS SHARE on every table) delays that attempt, and the writers queued behind its
+-- request, by that bound and no more: it then takes the shared mode and runs as any other
+-- attempt. So no lock an unrelated session can hold stalls the starts of other Runs beyond
+-- lock_timeout, and only while a last attempt asks. It is taken after the snapshot (a function runs inside a statement), so the
 -- writers that ended while it asked are concurrent with it; having committed first, they can
 -- only form a dangerous structure with it if it read a row version one of them wrote, and they
 -- wrote only their own Runs' rows.
@@ -28,9 +29,9 @@ SET LOCAL ROLE ql3_owner;
 CREATE TABLE ql3.start_gate ();
 REVOKE ALL ON ql3.start_gate FROM PUBLIC;
 
--- The exclusive mode, waiting in the queue at most 200 ms (the SET clause bounds this call only).
+-- The exclusive mode, waiting in the queue as long as the transaction's lock_timeout allows.
 CREATE FUNCTION ql3.wait_start_gate_alone() RETURNS void
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp SET lock_timeout = '200ms' AS $fn$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
   LOCK TABLE ql3.start_gate IN ACCESS EXCLUSIVE MODE;
 END

@@ -70,7 +70,7 @@ describe('PostgreSQL: the last attempt runs alone (R9.5, R5.2)', function () {
     expect(outcomes.flat().filter((o) => o !== 'created')).to.deep.equal([]);
   });
 
-  it('R9.5 given another session holding the start gate in share mode (as pg_dump does), when starts and lifecycle commands run with every attempt the last, then they still commit: the gate delays the last attempt by its bounds (20 ms asking, 200 ms queued) and fails nothing', async () => {
+  it('R9.5 given another session holding the start gate in share mode (as pg_dump does), when starts and lifecycle commands run with every attempt the last, then they still commit: the gate delays the last attempt by its bounds (20 ms asking, then lock_timeout queued) and fails nothing', async () => {
     const [racer] = await clients(1, { maxRetries: 0, timeouts: { lockMs: 200 } });
     const [s, other] = await readyRuns(2);
     await db.admin(async (holder) => {

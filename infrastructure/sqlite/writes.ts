@@ -13,9 +13,11 @@ import { loadRunState, lookupReplay, readBarrier, type ProbedIdentities } from '
 import { nowMsOf, type Statements } from './statements';
 
 // The SQLite writes: the start's write plan executed step by step, and lifecycle appends. Both
-// run inside the authority's `BEGIN IMMEDIATE` on its one connection. Each move appends its
-// events first (each with its chain link, R9.2) and then moves the heads, so the database's
-// triggers (0062) can check that every head move is the image of the event just appended.
+// run in one transaction of the authority's one connection holding the write lock (a
+// lifecycle's `BEGIN IMMEDIATE`; a start's read snapshot, upgraded by its first write). Each
+// move appends its events first (each with its chain link, R9.2) and then moves the heads, so
+// the database's triggers (0062) can check that every head move is the image of the event
+// just appended.
 
 const casStream = (s: Statements, stream: string, expected: number, next: number): void => {
   if (s.casStream.run(next, stream, expected).changes !== 1) throw new CompareAndSetLostError(`stream ${stream}`, `it moved past version ${expected}`);
@@ -94,8 +96,8 @@ export type Sealer = (streamId: string, events: readonly ChainedCells[]) => void
 /**
  * `reuseLookup`: the barrier read takes the replay lookup's index rows for the identity values
  * it probed (reads.ts), sound only when nothing can write between the two on this connection
- * (the write lock is held, so no other connection can): false when a fault-injection hook runs
- * between them.
+ * (another connection's commits are not in this transaction's snapshot): false when a
+ * fault-injection hook runs between them.
  */
 export const startUnitOfWork = (s: Statements, keys?: EvidenceKeyring, seal?: Sealer, reuseLookup = false): StartUnitOfWork => {
   const probed: { current?: ProbedIdentities } = {};

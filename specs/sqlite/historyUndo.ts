@@ -4,9 +4,23 @@ import { DROP_START_TABLES, REPLAY_INDEX_INDEXES_BEFORE_COMPACT, REPLAY_INDEX_TA
 // the events, the one place 0080 keeps it), their repeated unique constraints, and every trigger
 // and index 0003, 0055, 0057 and 0063 put on them (testkit/beforeStoredOnce.ts). Foreign keys are
 // deferred while they are rebuilt.
+// What 0083 changes, taken back: start_whole_at_commit as the rowid table 0063 made.
+export const UNDO_WHOLE_START_KEYED = `
+  BEGIN;
+  CREATE TEMP TABLE u_whole AS SELECT start_id FROM start_whole_at_commit ORDER BY start_id;
+  DROP TABLE start_whole_at_commit;
+  CREATE TABLE start_whole_at_commit (
+    start_id TEXT NOT NULL PRIMARY KEY REFERENCES tool_execution_start_barriers (start_id) DEFERRABLE INITIALLY DEFERRED
+  ) STRICT;
+  INSERT INTO start_whole_at_commit SELECT start_id FROM temp.u_whole ORDER BY rowid;
+  DROP TABLE temp.u_whole;
+  DELETE FROM schema_migrations WHERE name >= '0083';
+  COMMIT;
+`;
+
 // What 0082 changes, taken back: the replay index as a rowid table with its unique index on
 // (identity, value), as 0081 left it, rows in key order.
-export const UNDO_KEYED_INDEX = `
+export const UNDO_KEYED_INDEX = `${UNDO_WHOLE_START_KEYED}
   BEGIN;
   CREATE TEMP TABLE u_keyed AS SELECT identity, value, start_id FROM start_replay_identities ORDER BY identity, value;
   DROP TABLE start_replay_identities;

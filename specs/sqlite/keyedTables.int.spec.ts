@@ -9,11 +9,12 @@ import * as SQL from '../../infrastructure/sqlite/sql';
 import { registerMigrationFunctions } from '../../infrastructure/sqlite/fileIdentity';
 import { setUp } from '../conformance/startBarrierConformance';
 import { freshDbPath } from '../support/tmp';
-import { UNDO_KEYED_INDEX } from './historyUndo';
+import { UNDO_KEYED_INDEX, UNDO_WHOLE_START_KEYED } from './historyUndo';
 
 // The replay index keyed by its own identity (0082): an old store moves forward with the same
 // index rows in a WITHOUT ROWID table whose primary key (identity, value) is the one unique index
 // of every R4.1 identity; a store it cannot carry over row for row is refused, not migrated.
+// start_whole_at_commit keyed by its start id (0083): the same rows and the same deferred check.
 
 const FIXTURE = join(__dirname, '..', 'fixtures', 'legacy-store-before-r10.2.sqlite.gz');
 
@@ -30,11 +31,11 @@ const migrateUpTo = (db: Database.Database, before: string): void => {
   db.exec('COMMIT');
 };
 
-const oldStore = (name: string): string => {
+const oldStore = (name: string, before = '0082'): string => {
   const path = freshDbPath(name);
   writeFileSync(path, gunzipSync(readFileSync(FIXTURE)));
   const old = new Database(path);
-  migrateUpTo(old, '0082');
+  migrateUpTo(old, before);
   old.close();
   return path;
 };
@@ -49,8 +50,8 @@ const rejects = async (p: Promise<unknown>): Promise<Error> => {
 };
 
 const ROWS = 'SELECT identity, value, start_id FROM start_replay_identities ORDER BY identity, value';
-const tableSql = (db: Database.Database): string =>
-  (db.prepare("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'start_replay_identities'").get() as { sql: string }).sql;
+const tableSql = (db: Database.Database, table = 'start_replay_identities'): string =>
+  (db.prepare("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?").get(table) as { sql: string }).sql;
 
 describe('R4.1 the replay index keyed by its identity on SQLite (0082)', function () {
   this.timeout(120_000);
@@ -157,4 +158,88 @@ describe('R4.1 the replay index keyed by its identity on SQLite (0082)', functio
       }
     });
   }
+});
+
+describe('R9.1 start_whole_at_commit keyed by its start id on SQLite (0083)', function () {
+  this.timeout(120_000);
+  const WHOLE = 'SELECT start_id FROM start_whole_at_commit ORDER BY start_id';
+
+  it('R9.1 given an old store, when it is opened, then the same rows are in a WITHOUT ROWID table with the deferred foreign key, and it verifies', async () => {
+    const path = oldStore('whole-keyed', '0083');
+    const old = new Database(path);
+    const before = old.prepare(WHOLE).all();
+    expect(before).to.have.length(2);
+    old.close();
+    const a = await openSqliteStartBarrier({ path });
+    const db = a.db as unknown as Database.Database;
+    try {
+      expect(tableSql(db, 'start_whole_at_commit')).to.match(/DEFERRABLE INITIALLY DEFERRED\s*\) STRICT, WITHOUT ROWID$/);
+      expect(db.prepare(WHOLE).all()).to.deep.equal(before);
+      const report = await a.recovery.verify();
+      expect(report.ok, JSON.stringify(report.problems)).to.equal(true);
+    } finally {
+      await a.close();
+    }
+  });
+
+  it('R9.1 given the keyed table, when a fact of a start is committed without its barrier, then COMMIT fails and nothing is kept', async () => {
+    const a = await openSqliteStartBarrier({ path: freshDbPath('whole-keyed-commit') });
+    const db = a.db as unknown as Database.Database;
+    try {
+      db.exec('BEGIN');
+      db.prepare('INSERT INTO security_audit_events (audit_event_id, start_id, run_id, step_run_id, audit_event_digest, committed_at_ms) VALUES (?, ?, ?, ?, ?, ?)').run(
+        'audit-alone',
+        'start-alone',
+        'run-x',
+        'step-x',
+        'sha256:0',
+        1,
+      );
+      expect(() => db.exec('COMMIT')).to.throw(/FOREIGN KEY constraint failed/);
+      if (db.inTransaction) db.exec('ROLLBACK');
+      expect(db.prepare('SELECT count(*) AS n FROM security_audit_events').get()).to.deep.equal({ n: 0 });
+      expect(db.prepare(WHOLE).all()).to.deep.equal([]);
+    } finally {
+      await a.close();
+    }
+  });
+
+  it('R9.1 given a store taken back to before 0083 (the history undo), when it is opened again, then it moves forward and verifies', async () => {
+    const path = freshDbPath('whole-keyed-undo');
+    let a = await openSqliteStartBarrier({ path });
+    const s = await setUp(a);
+    await a.barriers.prepare(s.startCommand());
+    const db = a.db as unknown as Database.Database;
+    const before = db.prepare(WHOLE).all();
+    expect(before).to.have.length(1);
+    db.exec(UNDO_WHOLE_START_KEYED);
+    expect(tableSql(db, 'start_whole_at_commit')).to.not.match(/WITHOUT ROWID/);
+    await a.close();
+    a = await openSqliteStartBarrier({ path });
+    try {
+      expect(tableSql(a.db as unknown as Database.Database, 'start_whole_at_commit')).to.match(/WITHOUT ROWID$/);
+      expect((a.db as unknown as Database.Database).prepare(WHOLE).all()).to.deep.equal(before);
+      expect((await a.recovery.verify()).ok).to.equal(true);
+    } finally {
+      await a.close();
+    }
+  });
+
+  it('given an old store holding a row whose barrier is missing, when it is opened, then the migration refuses it and the store is left as it was', async () => {
+    const path = oldStore('whole-keyed-refused', '0083');
+    const old = new Database(path);
+    old.exec("PRAGMA foreign_keys = OFF; INSERT INTO start_whole_at_commit (start_id) VALUES ('start-ghost')");
+    const rows = old.prepare(WHOLE).all();
+    old.close();
+    const error = await rejects(openSqliteStartBarrier({ path }));
+    expect(String(error)).to.contain('a_whole_start_row_without_its_barrier');
+    const again = new Database(path, { readonly: true });
+    try {
+      expect((again.prepare("SELECT count(*) AS n FROM schema_migrations WHERE name >= '0083'").get() as { n: number }).n).to.equal(0);
+      expect(tableSql(again, 'start_whole_at_commit')).to.not.match(/WITHOUT ROWID/);
+      expect(again.prepare(WHOLE).all()).to.deep.equal(rows);
+    } finally {
+      again.close();
+    }
+  });
 });

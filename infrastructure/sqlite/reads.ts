@@ -48,7 +48,7 @@ const probeValuesOf = (keys: ReplayKeys): string[] => {
 /** The index rows under these identity values (in the order of probeValuesOf), as the probes of identities.ts return them. */
 export interface ProbedIdentities {
   readonly values: readonly string[];
-  readonly rows: readonly (ReplayIdentityRow & { row_id: number })[];
+  readonly rows: readonly ReplayIdentityRow[];
 }
 
 /**
@@ -59,7 +59,7 @@ export interface ProbedIdentities {
  */
 export const lookupReplay = (s: Statements, keys: ReplayKeys, probed?: { current?: ProbedIdentities }): ReplayHits => {
   const values = probeValuesOf(keys);
-  const rows = s.lookup.all(...values) as (Omit<ReplayIdentityRow, 'command_digest'> & { command_digest: string | null; row_id: number })[];
+  const rows = s.lookup.all(...values) as (Omit<ReplayIdentityRow, 'command_digest'> & { command_digest: string | null })[];
   const hits = noReplayHits() as Record<ReplayIdentity, ReplayHit[]>;
   for (const r of rows) {
     if (!(REPLAY_IDENTITIES as readonly string[]).includes(r.identity)) throw new CorruptRecordError('replay index', r.value, `unknown identity ${r.identity}`);
@@ -76,10 +76,55 @@ const identityRowsOf = (s: Statements, values: readonly string[], probed: Probed
   return s.identitiesOfStart.all(...values) as ProbedIdentities['rows'];
 };
 
+/** The row each table of SELECT_BARRIER_WITH_FACTS fills. */
+const FACT_TABLES = {
+  tool_execution_start_barriers: 'barrier',
+  security_audit_events: 'audit',
+  trace_anchors: 'trace',
+  audit_receipts: 'receipt',
+  step_run_mutations: 'mutation',
+} as const;
+type FactRows = { -readonly [K in (typeof FACT_TABLES)[keyof typeof FACT_TABLES]]?: Record<string, unknown> };
+
+/** Which cell goes to which row under which name, read once from the statement's column metadata. */
+const layouts = new WeakMap<Statements['barrierWithFacts'], readonly { row: keyof FactRows; name: string }[]>();
+const layoutOf = (statement: Statements['barrierWithFacts']) => {
+  let layout = layouts.get(statement);
+  if (layout === undefined) {
+    layout = statement.columns().map((c) => {
+      const row = FACT_TABLES[c.table as keyof typeof FACT_TABLES];
+      if (row === undefined) throw new Error(`the barrier read returned a column of ${c.table}`);
+      return { row, name: c.name };
+    });
+    layouts.set(statement, layout);
+  }
+  return layout;
+};
+
+/**
+ * The barrier row and the four fact rows it names, in one statement: each row as its own
+ * `SELECT *` would return it, and a fact row the LEFT JOIN did not find (all its cells NULL:
+ * every row has a NOT NULL key) undefined.
+ */
+const barrierWithFacts = (s: Statements, startId: string): FactRows | undefined => {
+  const cells = s.barrierWithFacts.get(startId) as unknown[] | undefined;
+  if (cells === undefined) return undefined;
+  const rows: FactRows = {};
+  const found = new Set<keyof FactRows>();
+  layoutOf(s.barrierWithFacts).forEach(({ row, name }, i) => {
+    const value = cells[i];
+    (rows[row] ??= {})[name] = value;
+    if (value !== null) found.add(row);
+  });
+  for (const row of Object.keys(rows) as (keyof FactRows)[]) if (!found.has(row)) delete rows[row];
+  return rows;
+};
+
 /** R5.3: every row a barrier binds, re-derived from the event log by checkStartRows. */
 export const readBarrier = (s: Statements, startId: string, keys?: EvidenceKeyring, probed?: ProbedIdentities): StoredBarrier | null => {
-  const barrier = s.barrier.get(startId) as BarrierRow | undefined;
-  if (barrier === undefined) {
+  const rows = barrierWithFacts(s, startId);
+  const barrier = rows?.barrier as BarrierRow | undefined;
+  if (rows === undefined || barrier === undefined) {
     // No barrier under this id is an answer only if nothing else claims the start exists (R9.3).
     const { n } = s.indexNamesStart.get(startId) as { n: number };
     if (n > 0) throw new CorruptRecordError('start barrier', startId, 'the replay index names this start but its barrier row is missing');
@@ -90,15 +135,14 @@ export const readBarrier = (s: Statements, startId: string, keys?: EvidenceKeyri
   const events = s.startEvents.all(barrier.run_event_id, streamNameOf(barrier.run_id)) as EventRow[];
   // On an exact replay these are the values the lookup just probed in this transaction (probed).
   const identityRows = identityRowsOf(s, probeValuesOf(replayKeysOfBarrierRow(barrier)), probed);
-  const unique = [...new Map(identityRows.map((r) => [r.row_id, r])).values()].map(({ row_id: _, ...r }) => r);
   const verified = checkStartRows({
     barrier,
-    audit: s.audit.get(barrier.audit_event_id) as never,
-    trace: s.trace.get(barrier.trace_id) as never,
-    receipt: s.receipt.get(barrier.audit_receipt_id) as never,
-    mutation: s.mutation.get(barrier.mutation_id) as never,
+    audit: rows.audit as never,
+    trace: rows.trace as never,
+    receipt: rows.receipt as never,
+    mutation: rows.mutation as never,
     events,
-    identities: unique,
+    identities: identityRows,
   });
   return keys === undefined ? verified : keys.verify(verified, s.evidenceMacs.all(startId) as EvidenceMacRow[]);
 };

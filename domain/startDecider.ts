@@ -1,7 +1,7 @@
 import type { Command } from '@event-driven-io/emmett';
 import { canonicalJson, canonicalWithout, digestCanonical, digestOf, RECORD_TAGS, type RecordTag } from './canonical';
 import { decodeStartCommand, startedVersionOf, type DecodedStartCommand, type ToolExecutionStartCommand } from './command';
-import { commandOfBarrier, sealBarrier, type StartBarrierRecord } from './barrier';
+import { sealBarrier, type StartBarrierRecord } from './barrier';
 import {
   CorruptRecordError,
   PreconditionError,
@@ -53,7 +53,16 @@ export const replayKeysOf = (c: ToolExecutionStartCommand): ReplayKeys => ({
 });
 
 /** The same identities of a stored barrier: it keeps every binding of its command (R4.1). */
-export const replayKeysOfBarrier = (b: StartBarrierRecord): ReplayKeys => replayKeysOf(commandOfBarrier(b));
+export const replayKeysOfBarrier = (b: StartBarrierRecord): ReplayKeys => ({
+  // replayKeysOf(commandOfBarrier(b)), read off the barrier without building the command.
+  startId: b.startId,
+  mutationId: b.mutation.mutationId,
+  runEventId: b.runEvent.runEventId,
+  traceId: b.trace.traceId,
+  auditEventId: b.audit.auditEventId,
+  auditReceiptId: b.audit.auditReceiptId,
+  attempt: { runId: b.runId, stepRunId: b.stepRunId, startedStepRunVersion: b.attempt.fromStepRunVersion + 1 },
+});
 
 const describeKey = (keys: ReplayKeys, identity: ReplayIdentity): string => {
   if (identity !== 'attempt') return keys[identity];

@@ -110,8 +110,9 @@ export interface ReplayIdentityRow {
   command_digest: string;
 }
 
+/** The canonical JSON of the attempt key: an array of two strings and a number, which the native serialiser prints canonically (no keys to sort). */
 export const attemptValue = (runId: string, stepRunId: string, startedStepRunVersion: number): string =>
-  canonicalJson([runId, stepRunId, startedStepRunVersion]);
+  JSON.stringify([runId, stepRunId, startedStepRunVersion]);
 
 /** The stored value of each R4.1 identity (the attempt key as its canonical JSON), derived here only. */
 export const replayValuesOf = (keys: ReplayKeys): Readonly<Record<ReplayIdentity, string>> =>

@@ -1,6 +1,6 @@
 import * as t from 'io-ts';
 import { Traceparent } from './traceContext';
-import { canonicalJson, digestCanonical, RECORD_TAGS, utf8Length } from './canonical';
+import { canonicalJson, canonicalJsonOf, digestCanonical, RECORD_TAGS, utf8Length } from './canonical';
 import {
   Digest,
   EpochMillis,
@@ -124,7 +124,7 @@ export const decodeStartCommand = (input: unknown): DecodedStartCommand => {
   if (shape.length > 0) throw new ValidationError('start command', shape);
   // R1.1 before the content checks: what was sent, not what it says, bounds the cost of reading it.
   // Plain data (no proxy, getter or class, checked just above) reads the same twice.
-  const sent = withinCommandLimit(canonicalJson(input));
+  const sent = withinCommandLimit(canonicalJsonOf(input));
   // The private copy is the parse of that text: one native pass instead of structuredClone, and
   // nothing the caller does to `input` afterwards can reach it. When the codec accepts it (`is`
   // gives `validate`'s verdict without building an error context per field) it is the command;

@@ -6,6 +6,7 @@ import {
   DIGEST_PATTERN,
   RECORD_TAGS,
   canonicalJson,
+  canonicalJsonOf,
   commandDigestOf,
   decodeStartCommand,
   digestCanonical,
@@ -50,6 +51,14 @@ const GOLDEN = {
 } as const;
 
 const golden = () => scenarioWithHistory({ prefix: 'golden', requestedAtMs: 1_780_000_000_000 });
+
+const attempt = (f: () => unknown): { value?: unknown; error?: string } => {
+  try {
+    return { value: f() };
+  } catch (e) {
+    return { error: (e as Error).constructor.name };
+  }
+};
 
 describe('R1 canonical JSON and domain-separated digests', () => {
   it('R1.1 the golden command canonicalises to a frozen size and digest', () => {
@@ -145,6 +154,31 @@ describe('R1 canonical JSON and domain-separated digests', () => {
     );
     for (const json of ['{"b":1,"a":2}', '{"10":1,"9":2}', '{"a":1,"a":1}', '{"a":-0}', '{"a":1.0}', '{"a":"\\u0041"}', '[1, 2]', '{"a":{"c":1,"b":2}}']) {
       expect(isCanonicalTextOf(JSON.parse(json), json), json).to.equal(false);
+    }
+  });
+
+  it('R1.3 canonicalJsonOf (native when already in canonical key order) equals canonicalJson byte for byte on any JSON value, in any key order', () => {
+    // Every record the decider seals goes through it. Values: arbitrary JSON as generated
+    // (insertion order, integer-like keys enumerated first), and the same value re-read from its
+    // canonical text (every object in order, so printed natively); plus what is not plain JSON.
+    const text = fc.string({ unit: 'binary', maxLength: 12 });
+    const number = fc.oneof(fc.double({ noNaN: true, noDefaultInfinity: true }), fc.integer(), fc.constantFrom(-0, 1e21, 1e-7, 5e-324, Number.MAX_VALUE));
+    const value = fc.letrec((tie) => ({
+      v: fc.oneof({ depthSize: 'small' }, fc.constant(null), fc.boolean(), number, text, fc.array(tie('v'), { maxLength: 5 }), fc.dictionary(text, tie('v'), { maxKeys: 6 })),
+    })).v;
+    fc.assert(
+      fc.property(value, (v) => {
+        expect(canonicalJsonOf(v)).to.equal(canonicalJson(v));
+        const ordered: unknown = JSON.parse(canonicalJson(v));
+        expect(canonicalJsonOf(ordered)).to.equal(canonicalJson(v));
+      }),
+      { numRuns: 3000 },
+    );
+    expect(canonicalJsonOf(GOLDEN.edgeObject)).to.equal(canonicalJson(GOLDEN.edgeObject));
+    for (const bad of [Number.NaN, Number.POSITIVE_INFINITY, { a: Number.NEGATIVE_INFINITY }, { a: undefined }, [undefined], { a: () => 1 }, new Date(0), { a: 1n }]) {
+      const want = attempt(() => canonicalJson(bad));
+      const got = attempt(() => canonicalJsonOf(bad));
+      expect(got, String(bad)).to.deep.equal(want);
     }
   });
 

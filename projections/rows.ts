@@ -1,5 +1,6 @@
 import {
   canonicalJson,
+  canonicalJsonOf,
   stepRunDigest,
   type EventOf,
   REPLAY_IDENTITIES,
@@ -150,8 +151,35 @@ export const stepRunRowOf = (s: StepRunState): StepRunRow => ({
   status: s.status,
   version: s.version,
   digest: stepRunDigest(s),
-  state_json: canonicalJson(s),
+  state_json: canonicalJsonOf(s),
 });
+
+/**
+ * stepRunRowOf for the StepRun a start leaves: `from` moved to running at `version`, its attempt
+ * `startId`, and `digest` that state's digest as the decider computed it (startedStepRunDigest).
+ * Built in canonical key order, field by field, so its state JSON prints natively.
+ */
+export const startedStepRunRowOf = (from: StepRunState, version: number, startId: string, digest: string): StepRunRow => {
+  const state: Record<string, unknown> = from.approval ? { approval: from.approval } : {};
+  state.kind = from.kind;
+  state.lastStartId = startId;
+  state.projectId = from.projectId;
+  state.runId = from.runId;
+  state.status = 'running';
+  state.stepRunId = from.stepRunId;
+  if (from.toolDefinition) state.toolDefinition = from.toolDefinition;
+  state.version = version;
+  return {
+    run_id: from.runId,
+    step_run_id: from.stepRunId,
+    project_id: from.projectId,
+    kind: from.kind,
+    status: 'running',
+    version,
+    digest,
+    state_json: canonicalJsonOf(state),
+  };
+};
 
 export interface StartRows {
   audit: AuditEventRow;

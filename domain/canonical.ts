@@ -55,6 +55,38 @@ export const inCanonicalOrder = (value: unknown): boolean => {
  */
 export const canonicalJsonOf = (value: unknown): string => (inCanonicalOrder(value) ? JSON.stringify(value) : canonicalJson(value));
 
+const UNSURE: unique symbol = Symbol('unsure');
+
+const sortedCopy = (value: unknown): unknown => {
+  if (typeof value !== 'object' || value === null) return value === 0 ? 0 : value; // -0 reads back as 0
+  if (Array.isArray(value)) {
+    const out = new Array<unknown>(value.length);
+    for (let i = 0; i < value.length; i++) if ((out[i] = sortedCopy(value[i])) === UNSURE) return UNSURE;
+    return out;
+  }
+  const keys = Object.keys(value).sort();
+  const out: Record<string, unknown> = {};
+  for (const key of keys) {
+    // Integer-like keys enumerate first whatever the insertion order, and `__proto__` would set
+    // the prototype: neither can be copied in canonical order by assignment.
+    const first = key.charCodeAt(0);
+    if ((first >= 0x30 && first <= 0x39) || key === '__proto__') return UNSURE;
+    if ((out[key] = sortedCopy((value as Record<string, unknown>)[key])) === UNSURE) return UNSURE;
+  }
+  return out;
+};
+
+/**
+ * For plain JSON (plainJsonIssues found nothing): a private deep copy with every object's keys
+ * in canonical order, the value JSON.parse(canonicalJson(value)) gives, and its canonical text
+ * (printed natively); one walk instead of a sorting serialiser and a parse. Undefined where an
+ * object has a key that cannot be copied in order (integer-like, `__proto__`).
+ */
+export const canonicalCopyOf = (value: unknown): { readonly copy: unknown; readonly canonical: string } | undefined => {
+  const copy = sortedCopy(value);
+  return copy === UNSURE ? undefined : { copy, canonical: JSON.stringify(copy) };
+};
+
 /** Whether every object of a parsed JSON value lists its keys in canonical (UTF-16 code unit) order. */
 const keysInCanonicalOrder = (value: unknown): boolean => {
   if (typeof value !== 'object' || value === null) return true;

@@ -5,6 +5,7 @@ import fc from 'fast-check';
 import {
   DIGEST_PATTERN,
   RECORD_TAGS,
+  canonicalCopyOf,
   canonicalJson,
   canonicalJsonOf,
   commandDigestOf,
@@ -180,6 +181,33 @@ describe('R1 canonical JSON and domain-separated digests', () => {
       const got = attempt(() => canonicalJsonOf(bad));
       expect(got, String(bad)).to.deep.equal(want);
     }
+  });
+
+  it('R1.3 canonicalCopyOf gives what parsing the canonical text gives (same value, same key order, -0 as 0), and that text, or defers', () => {
+    // decodeStartCommand's private copy of every command. Keys include integer-like ones and
+    // `__proto__` (deferred to the sorting serialiser and a parse).
+    const text = fc.oneof(fc.string({ unit: 'binary', maxLength: 12 }), fc.constantFrom('__proto__', '10', '9', '0', 'a'));
+    const number = fc.oneof(fc.double({ noNaN: true, noDefaultInfinity: true }), fc.integer(), fc.constantFrom(-0, 1e21, 1e-7, 5e-324, Number.MAX_VALUE));
+    const value = fc.letrec((tie) => ({
+      v: fc.oneof({ depthSize: 'small' }, fc.constant(null), fc.boolean(), number, text, fc.array(tie('v'), { maxLength: 5 }), fc.dictionary(text, tie('v'), { maxKeys: 6 })),
+    })).v;
+    let copied = 0;
+    fc.assert(
+      fc.property(value, (v) => {
+        const got = canonicalCopyOf(v);
+        if (got === undefined) return;
+        copied++;
+        const canonical = canonicalJson(v);
+        expect(got.canonical).to.equal(canonical);
+        expect(got.copy).to.deep.equal(JSON.parse(canonical));
+        expect(JSON.stringify(got.copy)).to.equal(canonical);
+      }),
+      { numRuns: 3000 },
+    );
+    expect(copied).to.be.greaterThan(1000);
+    expect(Object.is((canonicalCopyOf({ a: -0 })!.copy as { a: number }).a, 0), '-0 reads back as 0').to.equal(true);
+    expect(canonicalCopyOf({ b: 1, '10': 2 })).to.equal(undefined);
+    expect(canonicalCopyOf(JSON.parse('{"__proto__":{"a":1}}'))).to.equal(undefined);
   });
 
   it('R1.1 sizes are UTF-8 bytes of the canonical form, not UTF-16 code units', () => {

@@ -1,6 +1,8 @@
 import { join, resolve } from 'node:path';
 import { buildScenario } from '../domain/scenario';
 import { lifecycleOf, seededRunOf } from './lib/startRows';
+import { stepRunRowOf } from '../projections/rows';
+import { decodeStepRunRow, runStateOf } from '../projections/runState';
 import { median } from './lib/stats';
 
 // `npx tsx bench/domainSideBySide.ts --baseline DIR [--candidate DIR] [--rounds N] [--n N]`:
@@ -53,7 +55,11 @@ const scenarios = Array.from({ length: n }, (_, i) => buildScenario({ withApprov
 const seeded = scenarios.map((sc) => seededRunOf(sc, at));
 /** Commands as a caller sends them: plain parsed JSON. */
 const commands = scenarios.map((sc) => JSON.parse(JSON.stringify(sc.startCommand())) as unknown);
-const states = scenarios.map((sc) => lifecycleOf(sc).state);
+/** The Run state as a start reads it: each StepRun decoded from its stored row (canonical state JSON). */
+const states = scenarios.map((sc) => {
+  const { state } = lifecycleOf(sc);
+  return runStateOf(state.run, Object.values(state.stepRuns).map((s) => decodeStepRunRow(stepRunRowOf(s))));
+});
 /** Rows as a verified read gets them: fresh strings and objects, identities in index order. */
 const rowsOf = (s: (typeof seeded)[number]): unknown => {
   const r = s.start.rows;

@@ -116,13 +116,15 @@ export const attemptValue = (runId: string, stepRunId: string, startedStepRunVer
   JSON.stringify([runId, stepRunId, startedStepRunVersion]);
 
 /** The stored value of each R4.1 identity (the attempt key as its canonical JSON), derived here only. */
-export const replayValuesOf = (keys: ReplayKeys): Readonly<Record<ReplayIdentity, string>> =>
-  Object.fromEntries(
-    REPLAY_IDENTITIES.map((identity) => {
-      const value = keys[identity];
-      return [identity, typeof value === 'string' ? value : attemptValue(value.runId, value.stepRunId, value.startedStepRunVersion)];
-    }),
-  ) as Record<ReplayIdentity, string>;
+export const replayValuesOf = (keys: ReplayKeys): Readonly<Record<ReplayIdentity, string>> => ({
+  startId: keys.startId,
+  mutationId: keys.mutationId,
+  runEventId: keys.runEventId,
+  traceId: keys.traceId,
+  auditEventId: keys.auditEventId,
+  auditReceiptId: keys.auditReceiptId,
+  attempt: attemptValue(keys.attempt.runId, keys.attempt.stepRunId, keys.attempt.startedStepRunVersion),
+});
 
 /** The R4.1 keys a barrier row mirrors: the probes of its read (a damaged mirror finds other rows, and fails the check). */
 export const replayKeysOfBarrierRow = (b: BarrierRow): ReplayKeys => ({

@@ -45,7 +45,7 @@ export interface DamageSession {
   /** Set one cell; `refused` when a unique index or a type refuses the value. Returns the row's key after. */
   set(table: string, key: RowKey, column: string, value: unknown): Promise<{ applied: boolean; key: RowKey; reason?: string }>;
   /**
-   * Drop the identity index and duplicate one identity row (naming `startId` instead, when
+   * Drop the identity index (SQLite: unkey the replay index table) and duplicate one identity row (naming `startId` instead, when
    * given: a stray that claims the value for another start); `undo` puts both back.
    */
   duplicateIdentity(key: RowKey, startId?: string): Promise<{ undo: () => Promise<void> }>;
@@ -112,6 +112,24 @@ export const sqliteDamageSession = (source: string, copy: string): DamageSession
       }
     },
     duplicateIdentity: async (key, startId) => {
+      if ((await withoutRowidKey('start_replay_identities')) !== undefined) {
+        // The replay index is the table's own key (0082): a second row under one identity value
+        // needs the table unkeyed first. The keyed table is set aside whole and put back by undo.
+        const [identity, value] = JSON.parse(key) as [string, string];
+        await raw.exec(`PRAGMA legacy_alter_table = ON; ALTER TABLE start_replay_identities RENAME TO start_replay_identities_keyed;
+          CREATE TABLE start_replay_identities (identity TEXT NOT NULL, value TEXT NOT NULL, start_id TEXT NOT NULL) STRICT;
+          INSERT INTO start_replay_identities SELECT identity, value, start_id FROM start_replay_identities_keyed; PRAGMA legacy_alter_table = OFF`);
+        await raw.run('INSERT INTO start_replay_identities SELECT identity, value, coalesce(?, start_id) FROM start_replay_identities_keyed WHERE identity = ? AND value = ?', [
+          startId ?? null,
+          identity,
+          value,
+        ]);
+        return {
+          undo: () =>
+            raw.exec(`PRAGMA legacy_alter_table = ON; DROP TABLE start_replay_identities;
+              ALTER TABLE start_replay_identities_keyed RENAME TO start_replay_identities; PRAGMA legacy_alter_table = OFF`),
+        };
+      }
       await raw.exec('DROP INDEX start_replay_identities_key');
       await raw.run('INSERT INTO start_replay_identities (identity, value, start_id) SELECT identity, value, coalesce(?, start_id) FROM start_replay_identities WHERE rowid = ?', [startId ?? null, key]);
       const [{ dup }] = (await raw.all<{ dup: number }>('SELECT max(rowid) AS dup FROM start_replay_identities')) as [{ dup: number }];
@@ -123,9 +141,12 @@ export const sqliteDamageSession = (source: string, copy: string): DamageSession
       };
     },
     remove: async (table, key) => {
-      const [row] = await raw.all<Record<string, unknown>>(`SELECT * FROM ${table} WHERE rowid = ?`, [key]);
+      const pk = await withoutRowidKey(table);
+      const where = pk === undefined ? 'rowid = ?' : pk.map((c) => `"${c}" = ?`).join(' AND ');
+      const params = pk === undefined ? [key] : (JSON.parse(key) as unknown[]);
+      const [row] = await raw.all<Record<string, unknown>>(`SELECT * FROM ${table} WHERE ${where}`, params);
       if (row === undefined) throw new Error(`${table}: no row ${key}`);
-      await raw.run(`DELETE FROM ${table} WHERE rowid = ?`, [key]);
+      await raw.run(`DELETE FROM ${table} WHERE ${where}`, params);
       const back = reinsert(table, row);
       return { undo: () => raw.run(back.sql, back.params).then(() => undefined) };
     },

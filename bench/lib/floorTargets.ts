@@ -53,9 +53,13 @@ const bytesWhy = (b: BytesFigure, backend: 'pg' | 'sqlite'): string => {
   const replay = size((n) => groupOf(n) === 'start_replay_identities');
   const engine =
     backend === 'sqlite'
-      ? `event pages ${kbOf(events?.bytes ?? 0)} for ${kbOf(events?.payload ?? 0)} of cells: rows of 0.3-2.6 KB are appended in position order, and when one does not fit the last leaf page SQLite starts a new page and leaves that one as it is, so ${kbOf((events?.bytes ?? 0) - (events?.payload ?? 0))} per start is free space in 4 KB pages (a larger page size packs them, but every page a commit touches goes whole to the WAL: more WAL bytes and CPU per start, see RESULTS.md)`
+      ? `event pages ${kbOf(events?.bytes ?? 0)} (${((events?.bytes ?? 0) / 4096).toFixed(1)} pages of 4 KB) for ${kbOf(events?.payload ?? 0)} of cells${(events?.bytes ?? 0) > allowance ? `, alone above the allowance` : ''}: ` +
+        `a B-tree keeps the rows in key order, here the log's position order (R9.1 fixes a start's five events in it), and appends a row that does not fit the last leaf page to a new page, leaving that one as it is; ` +
+        `the barrier event's row (over half a page) leaves room in its page for little more than one neighbour, so a start's rows take two pages and ${kbOf((events?.bytes ?? 0) - (events?.payload ?? 0))} of them is free space. ` +
+        `No layout of the one events table packs them tighter in 4 KB pages: a row's columns are one cell whatever their order, a table row spills to overflow pages only above 4061 bytes, and a row in a table of its own still takes a page to itself; ` +
+        `a larger page size packs them, but every page a commit touches goes whole to the WAL: more WAL bytes and CPU per start, see RESULTS.md`
       : `event heap ${kbOf(events?.bytes ?? 0)}: PostgreSQL compresses a row only above TOAST_TUPLE_THRESHOLD (~2 KB, fixed at build time; toast_tuple_target only sets how far a row above it is squeezed), so event rows below it are stored uncompressed, and lz4 in place of pglz changes nothing for them; the heads a start rewrites (step_runs once, runs and streams once per event) grew ${kbOf(heads)}: most new versions go into the room fillfactor 50 leaves (HOT), the others extend the table`;
-  return `${kbOf(b.tableBytes - allowance)} per start above the ${kbOf(allowance)} the target allows. Largest growth: ${largest}. The five events' JSON is stored once; above it: ${engine}; the events' unique indexes ${kbOf(eventIndexes)}; the replay index (seven rows, one unique index) ${kbOf(replay)}`;
+  return `${kbOf(b.tableBytes - allowance)} per start above the ${kbOf(allowance)} the target allows. Largest growth: ${largest}. The five events' JSON is stored once; above it: ${engine}; the events' unique indexes ${kbOf(eventIndexes)}; the replay index (seven rows, ${backend === 'sqlite' ? 'a table keyed by identity and value that is its one unique index' : 'one unique index'}) ${kbOf(replay)}`;
 };
 
 const roundTripWhy = (s: Summary, required: number): string | undefined => {

@@ -36,8 +36,9 @@ export const IDENTITY_STORAGE: Readonly<Record<ReplayIdentity, IdentityStorage>>
 
 // The command digest is the barrier's (0081): the index row holds the identity and its start.
 // LEFT JOIN: a row whose barrier is missing comes back with a NULL digest and fails closed.
+// Each probe names one identity, so no row comes back twice (the table has no rowid, 0082).
 const probe = (identity: string) =>
-  `SELECT i.rowid AS row_id, i.identity, i.value, i.start_id, b.command_digest FROM start_replay_identities i
+  `SELECT i.identity, i.value, i.start_id, b.command_digest FROM start_replay_identities i
     LEFT JOIN tool_execution_start_barriers b ON b.start_id = i.start_id WHERE i.identity = '${identity}' AND i.value = ?`;
 
 /** R3.1: one unique-index probe per identity in one statement; values bound in table order. */

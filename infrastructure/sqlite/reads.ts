@@ -48,7 +48,7 @@ const probeValuesOf = (keys: ReplayKeys): string[] => {
 /** The index rows under these identity values (in the order of probeValuesOf), as the probes of identities.ts return them. */
 export interface ProbedIdentities {
   readonly values: readonly string[];
-  readonly rows: readonly (ReplayIdentityRow & { row_id: number })[];
+  readonly rows: readonly ReplayIdentityRow[];
 }
 
 /**
@@ -59,7 +59,7 @@ export interface ProbedIdentities {
  */
 export const lookupReplay = (s: Statements, keys: ReplayKeys, probed?: { current?: ProbedIdentities }): ReplayHits => {
   const values = probeValuesOf(keys);
-  const rows = s.lookup.all(...values) as (Omit<ReplayIdentityRow, 'command_digest'> & { command_digest: string | null; row_id: number })[];
+  const rows = s.lookup.all(...values) as (Omit<ReplayIdentityRow, 'command_digest'> & { command_digest: string | null })[];
   const hits = noReplayHits() as Record<ReplayIdentity, ReplayHit[]>;
   for (const r of rows) {
     if (!(REPLAY_IDENTITIES as readonly string[]).includes(r.identity)) throw new CorruptRecordError('replay index', r.value, `unknown identity ${r.identity}`);
@@ -90,7 +90,6 @@ export const readBarrier = (s: Statements, startId: string, keys?: EvidenceKeyri
   const events = s.startEvents.all(barrier.run_event_id, streamNameOf(barrier.run_id)) as EventRow[];
   // On an exact replay these are the values the lookup just probed in this transaction (probed).
   const identityRows = identityRowsOf(s, probeValuesOf(replayKeysOfBarrierRow(barrier)), probed);
-  const unique = [...new Map(identityRows.map((r) => [r.row_id, r])).values()].map(({ row_id: _, ...r }) => r);
   const verified = checkStartRows({
     barrier,
     audit: s.audit.get(barrier.audit_event_id) as never,
@@ -98,7 +97,7 @@ export const readBarrier = (s: Statements, startId: string, keys?: EvidenceKeyri
     receipt: s.receipt.get(barrier.audit_receipt_id) as never,
     mutation: s.mutation.get(barrier.mutation_id) as never,
     events,
-    identities: unique,
+    identities: identityRows,
   });
   return keys === undefined ? verified : keys.verify(verified, s.evidenceMacs.all(startId) as EvidenceMacRow[]);
 };

@@ -78,7 +78,10 @@ describe('recovery read models on SQLite: atomicity, upgrade, damage', function 
   it('issue 5 / R4.1: an identity bound to two barriers fails closed on lookup; verify lists the duplicate', async () => {
     const one = await startedScenario(a);
     const two = await startedScenario(a);
-    a.db.exec('DROP INDEX start_replay_identities_key');
+    // The replay index is the table's own key (0082): the damaging process rebuilds it unkeyed.
+    a.db.exec(`PRAGMA legacy_alter_table = ON; ALTER TABLE start_replay_identities RENAME TO start_replay_identities_keyed;
+      CREATE TABLE start_replay_identities (identity TEXT NOT NULL, value TEXT NOT NULL, start_id TEXT NOT NULL) STRICT;
+      INSERT INTO start_replay_identities SELECT identity, value, start_id FROM start_replay_identities_keyed; PRAGMA legacy_alter_table = OFF`);
     a.db
       .prepare("INSERT INTO start_replay_identities (identity, value, start_id) VALUES ('traceId', ?, ?)")
       .run(one.barrier.record.trace.traceId, two.startId);

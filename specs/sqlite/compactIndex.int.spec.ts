@@ -65,7 +65,8 @@ describe('the compact replay index on SQLite (0081)', function () {
       const columns = (db.prepare("SELECT name FROM pragma_table_info('start_replay_identities')").all() as { name: string }[]).map((c) => c.name);
       expect(columns).to.deep.equal(['identity', 'value', 'start_id']);
       const indexes = (db.prepare("SELECT name, \"unique\" FROM pragma_index_list('start_replay_identities') ORDER BY name").all() as { name: string; unique: number }[]);
-      expect(indexes).to.deep.equal([{ name: 'start_replay_identities_key', unique: 1 }]);
+      // one unique index: the table's own primary key since 0082 (keyedTables.int.spec.ts)
+      expect(indexes).to.deep.equal([{ name: 'sqlite_autoindex_start_replay_identities_1', unique: 1 }]);
       const after = db
         .prepare(`SELECT i.identity, i.value, i.start_id, b.command_digest FROM start_replay_identities i
           JOIN tool_execution_start_barriers b ON b.start_id = i.start_id ORDER BY i.identity, i.value`)

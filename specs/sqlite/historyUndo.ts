@@ -4,9 +4,42 @@ import { DROP_START_TABLES, REPLAY_INDEX_INDEXES_BEFORE_COMPACT, REPLAY_INDEX_TA
 // the events, the one place 0080 keeps it), their repeated unique constraints, and every trigger
 // and index 0003, 0055, 0057 and 0063 put on them (testkit/beforeStoredOnce.ts). Foreign keys are
 // deferred while they are rebuilt.
+// What 0083 changes, taken back: start_whole_at_commit as the rowid table 0063 made.
+export const UNDO_WHOLE_START_KEYED = `
+  BEGIN;
+  CREATE TEMP TABLE u_whole AS SELECT start_id FROM start_whole_at_commit ORDER BY start_id;
+  DROP TABLE start_whole_at_commit;
+  CREATE TABLE start_whole_at_commit (
+    start_id TEXT NOT NULL PRIMARY KEY REFERENCES tool_execution_start_barriers (start_id) DEFERRABLE INITIALLY DEFERRED
+  ) STRICT;
+  INSERT INTO start_whole_at_commit SELECT start_id FROM temp.u_whole ORDER BY rowid;
+  DROP TABLE temp.u_whole;
+  DELETE FROM schema_migrations WHERE name >= '0083';
+  COMMIT;
+`;
+
+// What 0082 changes, taken back: the replay index as a rowid table with its unique index on
+// (identity, value), as 0081 left it, rows in key order.
+export const UNDO_KEYED_INDEX = `${UNDO_WHOLE_START_KEYED}
+  BEGIN;
+  CREATE TEMP TABLE u_keyed AS SELECT identity, value, start_id FROM start_replay_identities ORDER BY identity, value;
+  DROP TABLE start_replay_identities;
+  CREATE TABLE start_replay_identities (
+    identity TEXT NOT NULL CHECK (identity IN ('startId', 'mutationId', 'runEventId', 'traceId', 'auditEventId', 'auditReceiptId', 'attempt')),
+    value    TEXT NOT NULL,
+    start_id TEXT NOT NULL REFERENCES tool_execution_start_barriers (start_id)) STRICT;
+  INSERT INTO start_replay_identities SELECT identity, value, start_id FROM temp.u_keyed ORDER BY rowid;
+  DROP TABLE temp.u_keyed;
+  CREATE UNIQUE INDEX start_replay_identities_key ON start_replay_identities (identity, value);
+  CREATE TRIGGER start_replay_identities_no_update BEFORE UPDATE ON start_replay_identities BEGIN SELECT RAISE(ABORT, 'replay identities are immutable'); END;
+  CREATE TRIGGER start_replay_identities_no_delete BEFORE DELETE ON start_replay_identities BEGIN SELECT RAISE(ABORT, 'replay identities are immutable'); END;
+  DELETE FROM schema_migrations WHERE name >= '0082';
+  COMMIT;
+`;
+
 // What 0081 changes, taken back: the replay index's command digest (filled again from the
 // barrier each row names), its start_id index and its triggers, as 0055 made them.
-export const UNDO_COMPACT_INDEX = `
+export const UNDO_COMPACT_INDEX = `${UNDO_KEYED_INDEX}
   BEGIN;
   CREATE TEMP TABLE u_identities AS SELECT i.identity, i.value, i.start_id, b.command_digest
     FROM start_replay_identities i JOIN tool_execution_start_barriers b ON b.start_id = i.start_id ORDER BY i.rowid;

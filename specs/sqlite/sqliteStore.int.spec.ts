@@ -26,7 +26,10 @@ describe('SQLite backend (R5.1)', function () {
           'streams', 'events', 'runs', 'step_runs', 'security_audit_events', 'trace_anchors', 'audit_receipts',
           'step_run_mutations', 'tool_execution_start_barriers', 'start_replay_identities', 'capabilities', 'schema_migrations',
         ]);
-        expect(names('index')).to.include('start_replay_identities_key');
+        // the replay index is the primary key of its WITHOUT ROWID table (0082)
+        expect(a.db.prepare("SELECT name, \"unique\", origin FROM pragma_index_list('start_replay_identities')").all()).to.deep.equal([
+          { name: 'sqlite_autoindex_start_replay_identities_1', unique: 1, origin: 'pk' },
+        ]);
         expect(names('trigger')).to.include.members(['events_no_update', 'events_no_delete', 'tool_execution_start_barriers_no_update', 'tool_execution_start_barriers_no_delete']);
         const fks = (a.db.prepare("SELECT \"table\" AS target, \"from\" AS col FROM pragma_foreign_key_list('tool_execution_start_barriers')").all() as { target: string; col: string }[])
           .map((f) => `${f.col}->${f.target}`)
@@ -190,7 +193,7 @@ describe('SQLite backend (R5.1)', function () {
       // Each identity is enforced once, by the replay index (0080): the attempt key there is
       // the canonical [runId, stepRunId, startedStepRunVersion]; the barrier's own unique key is its startId.
       expect(unique).to.deep.equal(['start_id']);
-      const index = (a.db.prepare("SELECT name FROM pragma_index_info('start_replay_identities_key')").all() as { name: string }[]).map((c) => c.name);
+      const index = (a.db.prepare("SELECT name FROM pragma_index_info('sqlite_autoindex_start_replay_identities_1')").all() as { name: string }[]).map((c) => c.name);
       expect(index).to.deep.equal(['identity', 'value']);
       expect(attemptValue('r', 's', 3)).to.equal('["r","s",3]');
       await a.close();

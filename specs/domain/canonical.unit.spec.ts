@@ -8,6 +8,7 @@ import {
   canonicalCopyOf,
   canonicalJson,
   canonicalJsonOf,
+  plainJsonIssues,
   commandDigestOf,
   decodeStartCommand,
   digestCanonical,
@@ -18,6 +19,7 @@ import {
   utf8Length,
   type EventOf,
 } from '../../domain';
+import { plainCanonicalCopyOf } from '../../domain/codecs';
 import { given } from '../../testkit/deciderSpec';
 import { scenarioWithHistory } from '../../testkit/domainFixtures';
 
@@ -208,6 +210,44 @@ describe('R1 canonical JSON and domain-separated digests', () => {
     expect(Object.is((canonicalCopyOf({ a: -0 })!.copy as { a: number }).a, 0), '-0 reads back as 0').to.equal(true);
     expect(canonicalCopyOf({ b: 1, '10': 2 })).to.equal(undefined);
     expect(canonicalCopyOf(JSON.parse('{"__proto__":{"a":1}}'))).to.equal(undefined);
+  });
+
+  it('R1.5 plainCanonicalCopyOf copies only what plainJsonIssues passes, exactly as canonicalCopyOf copies it (accessors, proxies, holes, symbols, errors, class instances, lone surrogates, depth)', () => {
+    // decodeStartCommand's one walk: it may defer (undefined) on anything, but must never copy
+    // what plainJsonIssues would refuse, nor copy differently.
+    const sameAsLongWay = (v: unknown, label: string): boolean => {
+      const got = plainCanonicalCopyOf(v);
+      if (got === undefined) return false;
+      expect(plainJsonIssues(v), label).to.deep.equal([]);
+      const long = canonicalCopyOf(v);
+      expect(long, label).not.to.equal(undefined);
+      expect(got.canonical, label).to.equal(long!.canonical);
+      expect(got.copy, label).to.deep.equal(long!.copy);
+      return true;
+    };
+    fc.assert(fc.property(fc.anything({ withBigInt: true, withBoxedValues: true, withDate: true, withMap: true, withSet: true, withNullPrototype: true, withObjectString: true, withSparseArray: true, withTypedArray: true, withUnicodeString: true, maxDepth: 20 }), (v) => void sameAsLongWay(v, 'anything')), { numRuns: 3000 });
+    const text = fc.string({ unit: 'binary', maxLength: 12 });
+    const value = fc.letrec((tie) => ({
+      v: fc.oneof({ depthSize: 'small' }, fc.constant(null), fc.boolean(), fc.double({ noNaN: true, noDefaultInfinity: true }), text, fc.array(tie('v'), { maxLength: 5 }), fc.dictionary(text, tie('v'), { maxKeys: 6 })),
+    })).v;
+    let copied = 0;
+    fc.assert(
+      fc.property(value, (v) => {
+        const plain = JSON.parse(canonicalJson(v)) as unknown;
+        if (sameAsLongWay(plain, 'parsed JSON')) copied++;
+        else if (!/"[0-9]|__proto__|\\ud[89abcdef]/.test(canonicalJson(v))) expect.fail(`deferred on plain JSON ${canonicalJson(v)}`);
+      }),
+      { numRuns: 2000 },
+    );
+    expect(copied).to.be.greaterThan(1000);
+    const getter = Object.defineProperty({ a: 1 }, 'b', { get: () => 2, enumerable: true });
+    const hidden = Object.defineProperty({ a: 1 }, 'b', { get: () => 2, enumerable: false });
+    const deep = JSON.parse(`${'{"a":'.repeat(17)}1${'}'.repeat(17)}`) as unknown;
+    // eslint-disable-next-line no-sparse-arrays
+    for (const [label, v] of Object.entries({ getter, hidden, deep, proxy: new Proxy({ a: 1 }, {}), holes: [1, , 3], error: new Error('x'), symbolKey: { [Symbol('s')]: 1, a: 1 }, lone: { a: '\ud800' }, loneKey: { '\udc00': 1 }, klass: new (class K {})(), fn: { a: () => 1 }, undef: { a: undefined }, nan: [Number.NaN] })) {
+      expect(plainCanonicalCopyOf(v), label).to.equal(undefined);
+    }
+    expect(sameAsLongWay({ b: [1, { d: null, c: -0 }], a: 'x' }, 'nested')).to.equal(true);
   });
 
   it('R1.1 sizes are UTF-8 bytes of the canonical form, not UTF-16 code units', () => {

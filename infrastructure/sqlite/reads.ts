@@ -76,10 +76,55 @@ const identityRowsOf = (s: Statements, values: readonly string[], probed: Probed
   return s.identitiesOfStart.all(...values) as ProbedIdentities['rows'];
 };
 
+/** The row each table of SELECT_BARRIER_WITH_FACTS fills. */
+const FACT_TABLES = {
+  tool_execution_start_barriers: 'barrier',
+  security_audit_events: 'audit',
+  trace_anchors: 'trace',
+  audit_receipts: 'receipt',
+  step_run_mutations: 'mutation',
+} as const;
+type FactRows = { -readonly [K in (typeof FACT_TABLES)[keyof typeof FACT_TABLES]]?: Record<string, unknown> };
+
+/** Which cell goes to which row under which name, read once from the statement's column metadata. */
+const layouts = new WeakMap<Statements['barrierWithFacts'], readonly { row: keyof FactRows; name: string }[]>();
+const layoutOf = (statement: Statements['barrierWithFacts']) => {
+  let layout = layouts.get(statement);
+  if (layout === undefined) {
+    layout = statement.columns().map((c) => {
+      const row = FACT_TABLES[c.table as keyof typeof FACT_TABLES];
+      if (row === undefined) throw new Error(`the barrier read returned a column of ${c.table}`);
+      return { row, name: c.name };
+    });
+    layouts.set(statement, layout);
+  }
+  return layout;
+};
+
+/**
+ * The barrier row and the four fact rows it names, in one statement: each row as its own
+ * `SELECT *` would return it, and a fact row the LEFT JOIN did not find (all its cells NULL:
+ * every row has a NOT NULL key) undefined.
+ */
+const barrierWithFacts = (s: Statements, startId: string): FactRows | undefined => {
+  const cells = s.barrierWithFacts.get(startId) as unknown[] | undefined;
+  if (cells === undefined) return undefined;
+  const rows: FactRows = {};
+  const found = new Set<keyof FactRows>();
+  layoutOf(s.barrierWithFacts).forEach(({ row, name }, i) => {
+    const value = cells[i];
+    (rows[row] ??= {})[name] = value;
+    if (value !== null) found.add(row);
+  });
+  for (const row of Object.keys(rows) as (keyof FactRows)[]) if (!found.has(row)) delete rows[row];
+  return rows;
+};
+
 /** R5.3: every row a barrier binds, re-derived from the event log by checkStartRows. */
 export const readBarrier = (s: Statements, startId: string, keys?: EvidenceKeyring, probed?: ProbedIdentities): StoredBarrier | null => {
-  const barrier = s.barrier.get(startId) as BarrierRow | undefined;
-  if (barrier === undefined) {
+  const rows = barrierWithFacts(s, startId);
+  const barrier = rows?.barrier as BarrierRow | undefined;
+  if (rows === undefined || barrier === undefined) {
     // No barrier under this id is an answer only if nothing else claims the start exists (R9.3).
     const { n } = s.indexNamesStart.get(startId) as { n: number };
     if (n > 0) throw new CorruptRecordError('start barrier', startId, 'the replay index names this start but its barrier row is missing');
@@ -92,10 +137,10 @@ export const readBarrier = (s: Statements, startId: string, keys?: EvidenceKeyri
   const identityRows = identityRowsOf(s, probeValuesOf(replayKeysOfBarrierRow(barrier)), probed);
   const verified = checkStartRows({
     barrier,
-    audit: s.audit.get(barrier.audit_event_id) as never,
-    trace: s.trace.get(barrier.trace_id) as never,
-    receipt: s.receipt.get(barrier.audit_receipt_id) as never,
-    mutation: s.mutation.get(barrier.mutation_id) as never,
+    audit: rows.audit as never,
+    trace: rows.trace as never,
+    receipt: rows.receipt as never,
+    mutation: rows.mutation as never,
     events,
     identities: identityRows,
   });

@@ -75,7 +75,13 @@ export const INSERT_BARRIER = `INSERT INTO tool_execution_start_barriers (start_
 export const INSERT_IDENTITY = `INSERT INTO start_replay_identities (identity, value, start_id)
   VALUES (@identity, @value, @start_id)`;
 
-export const SELECT_BARRIER = 'SELECT * FROM tool_execution_start_barriers WHERE start_id = ?';
+/** A barrier and the four fact rows it names, in one row (each by its primary key); a missing fact comes back as NULLs. */
+export const SELECT_BARRIER_WITH_FACTS = `SELECT b.*, a.*, t.*, r.*, m.* FROM tool_execution_start_barriers b
+  LEFT JOIN security_audit_events a ON a.audit_event_id = b.audit_event_id
+  LEFT JOIN trace_anchors t ON t.trace_id = b.trace_id
+  LEFT JOIN audit_receipts r ON r.audit_receipt_id = b.audit_receipt_id
+  LEFT JOIN step_run_mutations m ON m.mutation_id = b.mutation_id
+  WHERE b.start_id = ?`;
 /**
  * The five events of a start, around the RunEvent its barrier names (R5.3): their data is the
  * one stored copy of each record's JSON (0080), proven against the barrier's mirror columns.
@@ -83,10 +89,6 @@ export const SELECT_BARRIER = 'SELECT * FROM tool_execution_start_barriers WHERE
 export const SELECT_START_EVENTS = `SELECT e.global_position, e.stream_id, e.stream_position, e.event_id, e.event_type, e.data_json, e.committed_at_ms
   FROM events a JOIN events e ON e.stream_id = a.stream_id AND e.stream_position BETWEEN a.stream_position - 3 AND a.stream_position + 1
   WHERE a.event_id = ? AND a.stream_id = ? ORDER BY e.stream_position`;
-export const SELECT_AUDIT = 'SELECT * FROM security_audit_events WHERE audit_event_id = ?';
-export const SELECT_TRACE = 'SELECT * FROM trace_anchors WHERE trace_id = ?';
-export const SELECT_RECEIPT = 'SELECT * FROM audit_receipts WHERE audit_receipt_id = ?';
-export const SELECT_MUTATION = 'SELECT * FROM step_run_mutations WHERE mutation_id = ?';
 /** An attempt's start, from both sides: the replay index and the barrier's attempt columns. */
 export const SELECT_ATTEMPT = `SELECT 'index' AS source, start_id FROM start_replay_identities WHERE identity = 'attempt' AND value = ?
   UNION ALL SELECT 'barrier', start_id FROM tool_execution_start_barriers WHERE run_id = ? AND step_run_id = ? AND started_step_run_version = ?`;

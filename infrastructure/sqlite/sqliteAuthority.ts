@@ -21,7 +21,7 @@ import { runStartTransaction } from '../../application/startProtocol';
 import { createRecoveryApi } from '../../application/recoveryRules';
 import { createEvidenceKeyring, type EvidenceKeyring, type EvidenceKeyringOptions } from '../../application/evidenceKeys';
 import * as SQL from './sql';
-import { mapSqliteError } from './errors';
+import { isUpgradeRefused, mapSqliteError } from './errors';
 import { createRunEventStore } from './eventStore';
 import { openReadOnlyBarrierFile, openWritable } from './fileIdentity';
 import { createSqliteNoteStore } from './sqliteNotes';
@@ -102,6 +102,7 @@ class SqliteAuthority implements SqliteStartBarrier {
   private closed = false;
   private readonly s: Statements;
   private readonly seal: Sealer | undefined;
+  private readonly tx: { readonly deferred: Database.Statement; readonly immediate: Database.Statement; readonly commit: Database.Statement; readonly rollback: Database.Statement };
 
   constructor(
     readonly db: Database.Database,
@@ -109,6 +110,7 @@ class SqliteAuthority implements SqliteStartBarrier {
     private readonly keys: EvidenceKeyring | undefined,
   ) {
     this.s = prepareStatements(db);
+    this.tx = { deferred: db.prepare('BEGIN DEFERRED'), immediate: db.prepare('BEGIN IMMEDIATE'), commit: db.prepare('COMMIT'), rollback: db.prepare('ROLLBACK') };
     this.seal = keys === undefined ? undefined : sqliteSealer(this.s, keys);
     this.eventStore = createRunEventStore(this.s, { read: (body) => this.read(body), write: (body) => this.write(body) }, false, this.seal, keys);
   }
@@ -122,23 +124,53 @@ class SqliteAuthority implements SqliteStartBarrier {
     return this.serial.run(async () => {
       this.assertOpen();
       try {
-        this.db.exec('BEGIN IMMEDIATE');
+        return await this.transaction(this.tx.immediate, body);
       } catch (e) {
-        throw mapSqliteError(e, startId);
-      }
-      try {
-        const result = await body();
-        this.db.exec('COMMIT');
-        return result;
-      } catch (e) {
-        try {
-          if (this.db.inTransaction) this.db.exec('ROLLBACK');
-        } catch {
-          // SQLite may already have rolled back (SQLITE_FULL); the first error is the answer
-        }
         throw mapSqliteError(e, startId);
       }
     });
+  }
+
+  /**
+   * A start reads first (R3.1, R5.1): its lookup runs in a deferred transaction, a WAL read
+   * snapshot, so an exact replay verifies and returns without ever taking the write lock. A new
+   * start writes on in the same transaction: SQLite upgrades the snapshot to the write lock only
+   * if no other connection committed since it was taken, and otherwise refuses at once
+   * (SQLITE_BUSY_SNAPSHOT; SQLITE_BUSY while another connection holds the lock, without waiting).
+   * Nothing was written then: the attempt rolls back and the whole start is decided again under
+   * `BEGIN IMMEDIATE`, which waits its turn (busy_timeout) and decides on the latest commit.
+   */
+  private start<T>(body: () => Promise<T>, startId: string): Promise<T> {
+    return this.serial.run(async () => {
+      this.assertOpen();
+      try {
+        return await this.transaction(this.tx.deferred, body);
+      } catch (e) {
+        if (!isUpgradeRefused(e)) throw mapSqliteError(e, startId);
+      }
+      try {
+        return await this.transaction(this.tx.immediate, body);
+      } catch (e) {
+        throw mapSqliteError(e, startId);
+      }
+    });
+  }
+
+  /** One transaction, committed when `body` returns and rolled back when it throws; errors raw. */
+  private async transaction<T>(begin: Database.Statement, body: () => Promise<T>): Promise<T> {
+    begin.run();
+    try {
+      const result = await body();
+      this.tx.commit.run();
+      return result;
+    } catch (e) {
+      try {
+        if (this.db.inTransaction) this.tx.rollback.run();
+      } catch {
+        // SQLite may already have rolled back (SQLITE_FULL); the first error is the answer
+      }
+      throw e;
+    }
   }
 
   /** Reads run in a deferred transaction so every row comes from one snapshot. */
@@ -186,7 +218,8 @@ class SqliteAuthority implements SqliteStartBarrier {
   readonly barriers = {
     prepare: async (command: unknown): Promise<PrepareResult> => {
       const decoded = decodeStartCommand(command); // bad input: typed error, nothing opened
-      return this.write(() => runStartTransaction(startUnitOfWork(this.s, this.keys, this.seal, this.hook === undefined), decoded, this.hook), decoded.command.startId);
+      // A fresh unit of work per attempt: nothing an attempt rolled back is carried into the next.
+      return this.start(() => runStartTransaction(startUnitOfWork(this.s, this.keys, this.seal, this.hook === undefined), decoded, this.hook), decoded.command.startId);
     },
     getByStartId: async (startId: string): Promise<StoredBarrier | null> => {
       const id = decodeStartIdArgs(startId);

@@ -24,12 +24,8 @@ const STATEMENTS = {
   insertMutation: SQL.INSERT_MUTATION,
   insertBarrier: SQL.INSERT_BARRIER,
   insertIdentity: SQL.INSERT_IDENTITY,
-  barrier: SQL.SELECT_BARRIER,
+  barrierWithFacts: SQL.SELECT_BARRIER_WITH_FACTS,
   startEvents: SQL.SELECT_START_EVENTS,
-  audit: SQL.SELECT_AUDIT,
-  trace: SQL.SELECT_TRACE,
-  receipt: SQL.SELECT_RECEIPT,
-  mutation: SQL.SELECT_MUTATION,
   attempt: SQL.SELECT_ATTEMPT,
   indexNamesStart: SQL.SELECT_INDEX_NAMES_START,
   insertEvidenceMac: SQL.INSERT_EVIDENCE_MAC,
@@ -44,9 +40,17 @@ const STATEMENTS = {
 
 export type Statements = { readonly [K in keyof typeof STATEMENTS]: Database.Statement };
 
+/** Statements whose rows come back as arrays of cells: their columns repeat names across tables. */
+const RAW: ReadonlySet<keyof typeof STATEMENTS> = new Set(['barrierWithFacts']);
+
 /** Prepared once on the authority's one connection. */
 export const prepareStatements = (db: Database.Database): Statements =>
-  Object.fromEntries(Object.entries(STATEMENTS).map(([name, sql]) => [name, db.prepare(sql)])) as unknown as Statements;
+  Object.fromEntries(
+    Object.entries(STATEMENTS).map(([name, sql]) => {
+      const statement = db.prepare(sql);
+      return [name, RAW.has(name as keyof typeof STATEMENTS) ? statement.raw(true) : statement];
+    }),
+  ) as unknown as Statements;
 
 /** SQLite's own clock (R3.10), read once per transaction. */
 export const nowMsOf = (s: Statements): number => (s.now.get() as { now_ms: number }).now_ms;

@@ -13,23 +13,36 @@ import { loadRunState, lookupReplay, readBarrier, type ProbedIdentities } from '
 import { nowMsOf, type Statements } from './statements';
 
 // The SQLite writes: the start's write plan executed step by step, and lifecycle appends. Both
-// run inside the authority's `BEGIN IMMEDIATE` on its one connection. Each move appends its
-// events first (each with its chain link, R9.2) and then moves the heads, so the database's
-// triggers (0062) can check that every head move is the image of the event just appended.
+// run in one transaction of the authority's one connection holding the write lock (a
+// lifecycle's `BEGIN IMMEDIATE`; a start's read snapshot, upgraded by its first write). Each
+// move appends its events first (each with its chain link, R9.2) and then moves the heads, so
+// the database's triggers (0062) can check that every head move is the image of the event
+// just appended.
 
 const casStream = (s: Statements, stream: string, expected: number, next: number): void => {
   if (s.casStream.run(next, stream, expected).changes !== 1) throw new CompareAndSetLostError(`stream ${stream}`, `it moved past version ${expected}`);
 };
 
+/** The chain link of the event a transaction appended last: the next one binds it without reading it back. */
+type LastLink = { stream: string; position: number; chain: string } | undefined;
+
 /** Appends one event with its chain link: the digest over the link of the event before it. */
-const insertChained = (s: Statements, stream: string, position: number, eventId: string, type: string, dataJson: string, committedAtMs: number): number => {
-  const previous = position === 1 ? '' : (s.chainDigest.get(stream, position - 1) as { chain_digest: string | null } | undefined)?.chain_digest ?? '';
+const insertChained = (s: Statements, stream: string, position: number, eventId: string, type: string, dataJson: string, committedAtMs: number, last: { current: LastLink }): number => {
+  const known = last.current;
+  const previous =
+    position === 1
+      ? ''
+      : known !== undefined && known.stream === stream && known.position === position - 1
+        ? known.chain // appended by this very transaction, just above
+        : (s.chainDigest.get(stream, position - 1) as { chain_digest: string | null } | undefined)?.chain_digest ?? '';
   const chain = eventChainDigest(previous, { stream_id: stream, stream_position: position, event_id: eventId, event_type: type, data_json: dataJson, committed_at_ms: committedAtMs });
-  return (s.insertEvent.get(stream, position, eventId, type, dataJson, committedAtMs, chain) as { global_position: number }).global_position;
+  const globalPosition = (s.insertEvent.get(stream, position, eventId, type, dataJson, committedAtMs, chain) as { global_position: number }).global_position;
+  last.current = { stream, position, chain };
+  return globalPosition;
 };
 
-const insertEventRows = (s: Statements, plan: StartWrite, events: readonly StartEventRow[]): void => {
-  for (const e of events) insertChained(s, plan.streamId, e.position, e.eventId, e.type, e.dataJson, plan.committedAtMs);
+const insertEventRows = (s: Statements, plan: StartWrite, events: readonly StartEventRow[], last: { current: LastLink }): void => {
+  for (const e of events) insertChained(s, plan.streamId, e.position, e.eventId, e.type, e.dataJson, plan.committedAtMs, last);
 };
 
 /** R3.4: status, version and digest together, after the StepRunStarted that makes the move. */
@@ -47,11 +60,11 @@ const casRun = (s: Statements, plan: StartWrite): void => {
 };
 
 /** One step of the plan: the same rows, in the same order, as every other backend. */
-const writeStep = (s: Statements, plan: StartWrite, step: StartWriteStep): void => {
+const writeStep = (s: Statements, plan: StartWrite, step: StartWriteStep, last: { current: LastLink }): void => {
   const { rows } = plan;
   switch (step) {
     case 'evidence': // R3.3
-      insertEventRows(s, plan, plan.events.evidence);
+      insertEventRows(s, plan, plan.events.evidence, last);
       s.insertAudit.run(rows.audit);
       s.insertTrace.run(rows.trace);
       s.insertReceipt.run(rows.receipt);
@@ -60,12 +73,12 @@ const writeStep = (s: Statements, plan: StartWrite, step: StartWriteStep): void 
     case 'runCas': // R3.5: made with the barrier below
       return;
     case 'runEvent': // R3.6, and R3.4's StepRun move it makes
-      insertEventRows(s, plan, plan.events.runEvent);
+      insertEventRows(s, plan, plan.events.runEvent, last);
       casStepRun(s, plan);
       s.insertMutation.run(rows.mutation);
       return;
     case 'barrier': // R3.7, and R3.5's head moves over the whole start
-      insertEventRows(s, plan, plan.events.barrier);
+      insertEventRows(s, plan, plan.events.barrier, last);
       s.insertBarrier.run(rows.barrier);
       for (const identity of rows.identities) s.insertIdentity.run(identity);
       casRun(s, plan);
@@ -83,11 +96,12 @@ export type Sealer = (streamId: string, events: readonly ChainedCells[]) => void
 /**
  * `reuseLookup`: the barrier read takes the replay lookup's index rows for the identity values
  * it probed (reads.ts), sound only when nothing can write between the two on this connection
- * (the write lock is held, so no other connection can): false when a fault-injection hook runs
- * between them.
+ * (another connection's commits are not in this transaction's snapshot): false when a
+ * fault-injection hook runs between them.
  */
 export const startUnitOfWork = (s: Statements, keys?: EvidenceKeyring, seal?: Sealer, reuseLookup = false): StartUnitOfWork => {
   const probed: { current?: ProbedIdentities } = {};
+  const last: { current: LastLink } = { current: undefined };
   return {
   lookupReplay: async (replayKeys) => lookupReplay(s, replayKeys, reuseLookup ? probed : undefined),
   lockForStart: async (runId, stepRunId) => loadRunState(s, runId, [stepRunId]),
@@ -95,7 +109,7 @@ export const startUnitOfWork = (s: Statements, keys?: EvidenceKeyring, seal?: Se
   clockMs: async () => nowMsOf(s),
   writesAtOnce: false,
   writeStart: async (plan, steps) => {
-    for (const step of steps) writeStep(s, plan, step);
+    for (const step of steps) writeStep(s, plan, step, last);
   },
   ...(keys === undefined
     ? {}
@@ -109,9 +123,9 @@ export const startUnitOfWork = (s: Statements, keys?: EvidenceKeyring, seal?: Se
   };
 };
 
-const insertEvent = (s: Statements, stream: string, position: number, event: RunStreamEvent, committedAtMs: number): StoredEvent => {
+const insertEvent = (s: Statements, stream: string, position: number, event: RunStreamEvent, committedAtMs: number, last: { current: LastLink }): StoredEvent => {
   const eventId = naturalEventIdOf(event) ?? randomUUID();
-  const globalPosition = insertChained(s, stream, position, eventId, event.type, canonicalJson(event.data), committedAtMs);
+  const globalPosition = insertChained(s, stream, position, eventId, event.type, canonicalJson(event.data), committedAtMs, last);
   return { eventId, streamPosition: position, globalPosition, committedAtMs, event };
 };
 
@@ -129,10 +143,11 @@ export const lifecycleUnitOfWork = (s: Statements, collect: StoredEvent[], seal?
     let state: RunState = before;
     let head = from;
     const appended: StoredEvent[] = [];
+    const last: { current: LastLink } = { current: undefined };
     for (const [i, event] of events.entries()) {
       const position = from + i + 1;
       const next = evolve(state, event);
-      appended.push(insertEvent(s, stream, position, event, committedAtMs));
+      appended.push(insertEvent(s, stream, position, event, committedAtMs, last));
       if (state.run === null) s.insertRun.run(runRowOf(next.run!));
       else if (position > 1) {
         casStream(s, stream, head, position);

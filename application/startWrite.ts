@@ -1,5 +1,5 @@
 import { streamNameOf, type RunState, type StartFacts, type StartFactsJson } from '../domain';
-import { naturalEventIdOf, startEventJsonOf, startRowsOf, stepRunRowOf, type StartRows, type StepRunRow } from '../projections/rows';
+import { naturalEventIdOf, startEventJsonOf, startRowsOf, startedStepRunRowOf, type StartRows, type StepRunRow } from '../projections/rows';
 import type { StoredBarrier } from './authority';
 
 // The write plan of one start: every row, every event row (with its stream position and id)
@@ -60,7 +60,7 @@ export const planStartWrite = (facts: StartFacts, before: RunState, committedAtM
     events: { evidence: events.slice(0, 3), runEvent: events.slice(3, 4), barrier: events.slice(4, 5) },
     stepRunCas: {
       expected: { version: from.version, status: from.status, digest: started.data.fromStepRunDigest },
-      next: stepRunRowOf({ ...from, status: 'running', version: started.data.stepRunVersion, lastStartId: started.data.startId }),
+      next: startedStepRunRowOf(from, started.data.stepRunVersion, started.data.startId, started.data.startedStepRunDigest),
     },
     runCas: { expected: head.version, next: head.version + facts.length },
     result: { record: committed.data.barrier, barrierDigest: committed.data.barrierDigest, committedAtMs },

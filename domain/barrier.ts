@@ -1,5 +1,5 @@
 import * as t from 'io-ts';
-import { canonicalJson, digestCanonical, RECORD_TAGS, utf8Length } from './canonical';
+import { canonicalJson, canonicalJsonOf, digestCanonical, RECORD_TAGS, utf8Length } from './canonical';
 import {
   Annotations,
   Digest,
@@ -75,7 +75,7 @@ export interface SealedBarrier {
 
 /** Canonicalise, enforce R1.2's byte limit, and digest under the barrier's own tag (R1.3). */
 export const sealBarrier = (record: StartBarrierRecord): SealedBarrier => {
-  const canonical = canonicalJson(record);
+  const canonical = canonicalJsonOf(record);
   const bytes = utf8Length(canonical);
   if (bytes > MAX_BARRIER_BYTES) {
     throw new ValidationError('start barrier', [

@@ -15,6 +15,78 @@ export const canonicalJson = (value: unknown): string => {
   return out;
 };
 
+/**
+ * Whether the native serialiser prints `value` as its canonical JSON: plain JSON only (strings,
+ * finite numbers, booleans, null, arrays, plain objects) with every object's keys, as they are
+ * enumerated, in canonical (UTF-16 code unit) order. Anything else answers false.
+ */
+export const inCanonicalOrder = (value: unknown): boolean => {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return true;
+    case 'number':
+      return Number.isFinite(value);
+    case 'object':
+      break;
+    default:
+      return false;
+  }
+  if (value === null) return true;
+  if (Array.isArray(value)) {
+    for (const v of value) if (!inCanonicalOrder(v)) return false;
+    return true;
+  }
+  const proto = Object.getPrototypeOf(value) as unknown;
+  if (proto !== Object.prototype && proto !== null) return false;
+  let previous: string | undefined;
+  for (const key of Object.keys(value)) {
+    if (previous !== undefined && !(previous < key)) return false;
+    previous = key;
+    if (!inCanonicalOrder((value as Record<string, unknown>)[key])) return false;
+  }
+  return true;
+};
+
+/**
+ * canonicalJson(value), by the native serialiser when the value's objects already list their
+ * keys in canonical order (the records built here do, and so does anything parsed from
+ * canonical text): no sort, no JavaScript-side escaping. Otherwise canonicalJson itself.
+ */
+export const canonicalJsonOf = (value: unknown): string => (inCanonicalOrder(value) ? JSON.stringify(value) : canonicalJson(value));
+
+const UNSURE: unique symbol = Symbol('unsure');
+
+const sortedCopy = (value: unknown): unknown => {
+  if (typeof value !== 'object' || value === null) return value === 0 ? 0 : value; // -0 reads back as 0
+  if (Array.isArray(value)) {
+    const out = new Array<unknown>(value.length);
+    for (let i = 0; i < value.length; i++) if ((out[i] = sortedCopy(value[i])) === UNSURE) return UNSURE;
+    return out;
+  }
+  const keys = Object.keys(value).sort();
+  const out: Record<string, unknown> = {};
+  for (const key of keys) {
+    // Integer-like keys enumerate first whatever the insertion order, and `__proto__` would set
+    // the prototype: neither can be copied in canonical order by assignment.
+    const first = key.charCodeAt(0);
+    if ((first >= 0x30 && first <= 0x39) || key === '__proto__') return UNSURE;
+    if ((out[key] = sortedCopy((value as Record<string, unknown>)[key])) === UNSURE) return UNSURE;
+  }
+  return out;
+};
+
+/**
+ * For plain JSON (plainJsonIssues found nothing): a private deep copy with every object's keys
+ * in canonical order, the value JSON.parse(canonicalJson(value)) gives, and its canonical text
+ * (printed natively); one walk instead of a sorting serialiser and a parse. Undefined where an
+ * object has a key that cannot be copied in order (integer-like, `__proto__`).
+ */
+export const canonicalCopyOf = (value: unknown): { readonly copy: unknown; readonly canonical: string } | undefined => {
+  const copy = sortedCopy(value);
+  return copy === UNSURE ? undefined : { copy, canonical: JSON.stringify(copy) };
+};
+
 /** Whether every object of a parsed JSON value lists its keys in canonical (UTF-16 code unit) order. */
 const keysInCanonicalOrder = (value: unknown): boolean => {
   if (typeof value !== 'object' || value === null) return true;
@@ -78,4 +150,4 @@ export const digestCanonical = (tag: RecordTag, canonical: string): string =>
   // and every verified read digests seven of them.
   'sha256:' + hash('sha256', `${tag}\u0000${canonical}`, 'hex');
 
-export const digestOf = (tag: RecordTag, value: unknown): string => digestCanonical(tag, canonicalJson(value));
+export const digestOf = (tag: RecordTag, value: unknown): string => digestCanonical(tag, canonicalJsonOf(value));

@@ -1,7 +1,7 @@
 import type * as t from 'io-ts';
 import { MAX_BARRIER_BYTES, StoredStartBarrierRecord, barrierMatchesItsCommand, type SealedBarrier, type StartBarrierRecord } from './barrier';
 import { canonicalJson, canonicalWithout, digestCanonical, isCanonicalTextOf, RECORD_TAGS, type RecordTag } from './canonical';
-import { PAYLOAD_CODECS, type RunEventType, type StartFacts } from './events';
+import { PAYLOAD_CODECS, type PayloadOf, type RunEventType, type StartFacts } from './events';
 
 // R5.3 at the cost of one pass. The verifiers of barrier.ts, events.ts and verify.ts are the
 // oracle: they decode on a private copy with io-ts contexts, canonicalise each text again for
@@ -74,20 +74,20 @@ const commandDigestOfProven = (b: StartBarrierRecord): string => {
 };
 
 /** startedStepRunDigestOf(b), printed natively as commandDigestOfProven is: the StepRun's keys in order, its objects the barrier's own. */
-const startedStepRunDigestOfProven = (b: StartBarrierRecord): string =>
-  digestCanonical(
-    RECORD_TAGS.stepRun,
-    JSON.stringify({
-      ...(b.approval ? { approval: b.approval } : {}),
-      kind: 'tool',
-      projectId: b.projectId,
-      runId: b.runId,
-      status: 'running',
-      stepRunId: b.stepRunId,
-      toolDefinition: b.toolDefinition,
-      version: b.attempt.startedStepRunVersion,
-    }),
-  );
+const startedStepRunDigestOfProven = (b: StartBarrierRecord): string => {
+  const rest = {
+    kind: 'tool',
+    projectId: b.projectId,
+    runId: b.runId,
+    status: 'running',
+    stepRunId: b.stepRunId,
+    toolDefinition: b.toolDefinition,
+    version: b.attempt.startedStepRunVersion,
+  };
+  // `approval` sorts first; printed before the rest rather than spread into a new object (slow to build and to print).
+  const text = b.approval ? `{"approval":${JSON.stringify(b.approval)},${JSON.stringify(rest).slice(1)}` : JSON.stringify(rest);
+  return digestCanonical(RECORD_TAGS.stepRun, text);
+};
 
 /** The barrier text proven as verifyStoredBarrier would: codec, R1.2 size, canonical, digest, startId, command digest. */
 export const provenBarrier = (startId: string, text: unknown, storedDigest: unknown): SealedBarrier | undefined => {
@@ -107,7 +107,7 @@ export const provenBarrier = (startId: string, text: unknown, storedDigest: unkn
  * sorted). The member is found by its exact bytes and must occur once, so it is the top-level
  * one; otherwise the body is serialised again.
  */
-const digestWithout = (tag: RecordTag, text: string, value: Record<string, unknown>, key: string): string => {
+const digestWithout = <T extends object>(tag: RecordTag, text: string, value: T, key: keyof T & string): string => {
   const body = canonicalWithout(text, `"${key}":${JSON.stringify(value[key])}`);
   if (body !== undefined) return digestCanonical(tag, body);
   const { [key]: _, ...rest } = value;
@@ -194,12 +194,107 @@ export const factsAgree = (sealed: SealedBarrier, facts: StartFacts, texts: Fact
   }
   if (committed.data.barrier !== b || committed.data.barrierDigest !== sealed.barrierDigest) return false;
   // The digests last: the field comparisons above are cheaper and catch most drift.
-  if (digestWithout(RECORD_TAGS.auditEvent, texts.audit, a, 'auditEventDigest') !== a.auditEventDigest) return false;
-  if (digestWithout(RECORD_TAGS.traceAnchor, texts.trace, tr, 'traceDigest') !== tr.traceDigest) return false;
-  if (digestWithout(RECORD_TAGS.auditReceipt, texts.receipt, r, 'receiptDigest') !== r.receiptDigest) return false;
-  if (digestWithout(RECORD_TAGS.mutation, texts.mutation, m, 'mutationDigest') !== m.mutationDigest) return false;
-  return startedStepRunDigestOfProven(b) === b.attempt.startedStepRunDigest;
+  return digestsRecompute(b, [a, tr, r, m], texts);
 };
+
+/**
+ * The digests of verifyStartFacts, for facts that agree with the barrier field by field: each
+ * fact's own digest (the barrier names the same one) recomputed from its proven canonical
+ * text, and the started StepRun's from the barrier.
+ */
+const digestsRecompute = (b: StartBarrierRecord, [a, tr, r, m]: FactPayloads, texts: FactTexts): boolean =>
+  digestWithout(RECORD_TAGS.auditEvent, texts.audit, a, 'auditEventDigest') === b.audit.auditEventDigest &&
+  digestWithout(RECORD_TAGS.traceAnchor, texts.trace, tr, 'traceDigest') === b.trace.traceDigest &&
+  digestWithout(RECORD_TAGS.auditReceipt, texts.receipt, r, 'receiptDigest') === b.audit.auditReceiptDigest &&
+  digestWithout(RECORD_TAGS.mutation, texts.mutation, m, 'mutationDigest') === b.mutation.mutationDigest &&
+  startedStepRunDigestOfProven(b) === b.attempt.startedStepRunDigest;
+
+/** The four fact payloads of a start, in fact order. */
+export type FactPayloads = readonly [
+  PayloadOf<'SecurityAuditEventRecorded'>,
+  PayloadOf<'TraceAnchorRecorded'>,
+  PayloadOf<'AuditReceiptIssued'>,
+  PayloadOf<'StepRunStarted'>,
+];
+
+/**
+ * The four fact payloads a proven barrier implies, as the decider builds them for the command
+ * the barrier keeps, and their canonical text. Each is written with its keys in canonical
+ * order, and every object it shares with the barrier lists its keys in order (the barrier's
+ * text was proven canonical), so the native serialiser prints the canonical text.
+ *
+ * Stored texts equal to these pass every check verifyStartFacts makes of the facts, once their
+ * digests recompute (impliedFactsHold): each field is a constant of its codec or the barrier's
+ * own value under a codec that accepts it, so the text parses, decodes and is canonical, and
+ * each field agrees with the barrier by construction. Stored texts that differ are not refused
+ * here: the caller proves them the long way, or the oracle judges them.
+ */
+export const impliedFacts = (sealed: SealedBarrier): { readonly payloads: FactPayloads; readonly texts: FactTexts } => {
+  const b = sealed.record;
+  const audit: PayloadOf<'SecurityAuditEventRecorded'> = {
+    action: 'tool_execution.start',
+    actionDigest: b.admission.actionDigest,
+    admissionDigest: b.admission.admissionDigest,
+    auditContract: b.contracts.audit,
+    auditEventDigest: b.audit.auditEventDigest,
+    auditEventId: b.audit.auditEventId,
+    commandDigest: b.commandDigest,
+    decision: 'allowed',
+    occurredAtMs: b.requestedAtMs,
+    policyFence: b.admission.policyFence,
+    projectId: b.projectId,
+    runId: b.runId,
+    startId: b.startId,
+    stepRunId: b.stepRunId,
+  };
+  const trace: PayloadOf<'TraceAnchorRecorded'> = {
+    commandDigest: b.commandDigest,
+    runId: b.runId,
+    spanId: b.trace.spanId,
+    startId: b.startId,
+    stepRunId: b.stepRunId,
+    traceDigest: b.trace.traceDigest,
+    traceId: b.trace.traceId,
+  };
+  // Set, not spread: its place (last) is its canonical one, and an object literal built on a
+  // spread is a slow object to build and to print.
+  if (b.trace.traceparent !== undefined) trace.traceparent = b.trace.traceparent;
+  const receipt: PayloadOf<'AuditReceiptIssued'> = {
+    auditEventDigest: b.audit.auditEventDigest,
+    auditEventId: b.audit.auditEventId,
+    auditReceiptId: b.audit.auditReceiptId,
+    receiptDigest: b.audit.auditReceiptDigest,
+    startId: b.startId,
+    traceDigest: b.trace.traceDigest,
+    traceId: b.trace.traceId,
+  };
+  // `approval` sorts first: the object starts with it or without it, never from a spread.
+  const mutation = (b.approval ? { approval: b.approval } : {}) as PayloadOf<'StepRunStarted'>;
+  Object.assign(mutation, {
+    fromStatus: b.attempt.fromStatus,
+    fromStepRunDigest: b.attempt.fromStepRunDigest,
+    fromStepRunVersion: b.attempt.fromStepRunVersion,
+    mutationDigest: b.mutation.mutationDigest,
+    mutationId: b.mutation.mutationId,
+    occurredAtMs: b.requestedAtMs,
+    runEventId: b.runEvent.runEventId,
+    runEventSequence: b.runEvent.runEventSequence,
+    runId: b.runId,
+    startId: b.startId,
+    startedStepRunDigest: b.attempt.startedStepRunDigest,
+    stepRunId: b.stepRunId,
+    stepRunVersion: b.attempt.startedStepRunVersion,
+    toStatus: 'running',
+  });
+  return {
+    payloads: [audit, trace, receipt, mutation],
+    texts: { audit: JSON.stringify(audit), trace: JSON.stringify(trace), receipt: JSON.stringify(receipt), mutation: JSON.stringify(mutation) },
+  };
+};
+
+/** The digests of the facts a proven barrier implies (impliedFacts' texts) recompute, and so does its started StepRun's. */
+export const impliedFactsHold = (sealed: SealedBarrier, implied: { readonly payloads: FactPayloads; readonly texts: FactTexts }): boolean =>
+  digestsRecompute(sealed.record, implied.payloads, implied.texts);
 
 /** The bytes of the barrier event's data for a proven barrier: the only canonical text of `{ barrier, barrierDigest }`. */
 export const barrierEventJsonOf = (sealed: SealedBarrier): string => `{"barrier":${sealed.canonical},"barrierDigest":${JSON.stringify(sealed.barrierDigest)}}`;

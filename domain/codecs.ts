@@ -94,6 +94,66 @@ export const plainJsonIssues = (value: unknown, path = '', depth = 0, out: Valid
   return out;
 };
 
+const NOT_PLAIN: unique symbol = Symbol('not plain');
+const SURROGATE = /[\uD800-\uDFFF]/;
+/** LONE_SURROGATE's verdict, its look-around run only on text that holds a surrogate at all. */
+const hasLoneSurrogate = (s: string): boolean => SURROGATE.test(s) && LONE_SURROGATE.test(s);
+
+const plainSorted = (value: unknown, depth: number): unknown => {
+  if (depth > MAX_DEPTH) return NOT_PLAIN;
+  switch (typeof value) {
+    case 'string':
+      return hasLoneSurrogate(value) ? NOT_PLAIN : value;
+    case 'boolean':
+      return value;
+    case 'number':
+      return Number.isFinite(value) ? (value === 0 ? 0 : value) : NOT_PLAIN; // -0 reads back as 0
+    case 'object':
+      break;
+    default:
+      return NOT_PLAIN;
+  }
+  if (value === null) return null;
+  if (types.isProxy(value)) return NOT_PLAIN;
+  if (Array.isArray(value)) {
+    if (Object.getPrototypeOf(value) !== Array.prototype || Reflect.ownKeys(value).length !== value.length + 1) return NOT_PLAIN; // holes, extra keys
+    const out = new Array<unknown>(value.length);
+    for (let i = 0; i < value.length; i++) {
+      const d = Reflect.getOwnPropertyDescriptor(value, i);
+      if (d === undefined || !('value' in d) || (out[i] = plainSorted(d.value, depth + 1)) === NOT_PLAIN) return NOT_PLAIN;
+    }
+    return out;
+  }
+  if (!isPlainObject(value) || value instanceof Error) return NOT_PLAIN;
+  if (Object.getOwnPropertySymbols(value).length > 0) return NOT_PLAIN;
+  const keys = Object.getOwnPropertyNames(value).sort();
+  const out: Record<string, unknown> = {};
+  for (const key of keys) {
+    const d = Reflect.getOwnPropertyDescriptor(value, key)!;
+    if (!('value' in d)) return NOT_PLAIN;
+    if (!d.enumerable) continue;
+    // Integer-like keys enumerate first whatever the insertion order, and `__proto__` would set
+    // the prototype: neither can be copied in canonical order by assignment.
+    const first = key.charCodeAt(0);
+    if ((first >= 0x30 && first <= 0x39) || key === '__proto__' || hasLoneSurrogate(key)) return NOT_PLAIN;
+    if ((out[key] = plainSorted(d.value, depth + 1)) === NOT_PLAIN) return NOT_PLAIN;
+  }
+  return out;
+};
+
+/**
+ * plainJsonIssues and canonicalCopyOf in one walk, for the common case: when `value` is plain
+ * JSON that plainJsonIssues has nothing to say about, in one common shape (no holes, no
+ * symbol keys, no non-enumerable accessors, no integer-like or `__proto__` key), a private deep
+ * copy with every object's keys in canonical order (what parsing its canonical text gives) and
+ * that text, printed natively. Undefined otherwise: the caller then asks plainJsonIssues, which
+ * names every problem, and copies the long way.
+ */
+export const plainCanonicalCopyOf = (value: unknown): { readonly copy: unknown; readonly canonical: string } | undefined => {
+  const copy = plainSorted(value, 0);
+  return copy === NOT_PLAIN ? undefined : { copy, canonical: JSON.stringify(copy) };
+};
+
 // Field names that would carry what R1.5 forbids. Any unknown key is rejected; these get the
 // sharper reason so an integrator sees why the field can never be added.
 const FORBIDDEN_KEY_PARTS = [

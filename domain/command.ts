@@ -1,6 +1,6 @@
 import * as t from 'io-ts';
 import { Traceparent } from './traceContext';
-import { canonicalJson, digestCanonical, RECORD_TAGS, utf8Length } from './canonical';
+import { canonicalCopyOf, canonicalJson, digestCanonical, RECORD_TAGS, utf8Length } from './canonical';
 import {
   Digest,
   EpochMillis,
@@ -10,6 +10,7 @@ import {
   Version,
   decodeSnapshotOrThrow,
   literal,
+  plainCanonicalCopyOf,
   plainJsonIssues,
   oneOf,
   snapshotPlainJson,
@@ -120,16 +121,21 @@ const withinCommandLimit = (canonical: string): string => {
 
 /** Boundary for every start command: shape, R1.5 content rules, R1.1 size, then digest. */
 export const decodeStartCommand = (input: unknown): DecodedStartCommand => {
-  const shape = plainJsonIssues(input);
+  // One walk proves plain JSON and copies it in canonical order; anything unusual is left to
+  // plainJsonIssues, which names each problem by path, and to the copy made the long way.
+  const fast = plainCanonicalCopyOf(input);
+  const shape = fast === undefined ? plainJsonIssues(input) : [];
   if (shape.length > 0) throw new ValidationError('start command', shape);
   // R1.1 before the content checks: what was sent, not what it says, bounds the cost of reading it.
   // Plain data (no proxy, getter or class, checked just above) reads the same twice.
-  const sent = withinCommandLimit(canonicalJson(input));
-  // The private copy is the parse of that text: one native pass instead of structuredClone, and
-  // nothing the caller does to `input` afterwards can reach it. When the codec accepts it (`is`
-  // gives `validate`'s verdict without building an error context per field) it is the command;
-  // otherwise the copy and the decode that name every problem run as they always did.
-  const parsed: unknown = JSON.parse(sent);
+  // The private copy is what parsing the canonical text gives: nothing the caller does to
+  // `input` afterwards can reach it. Copied in canonical key order it is printed natively as
+  // that text; otherwise the text is serialised (sorted) and parsed. When the codec accepts the
+  // copy (`is` gives `validate`'s verdict without building an error context per field) it is
+  // the command; otherwise the copy and the decode that name every problem run as they always did.
+  const ordered = fast ?? canonicalCopyOf(input);
+  const sent = withinCommandLimit(ordered === undefined ? canonicalJson(input) : ordered.canonical);
+  const parsed: unknown = ordered === undefined ? JSON.parse(sent) : ordered.copy;
   let command: ToolExecutionStartCommand;
   let canonical = sent;
   if (ToolExecutionStartCommand.is(parsed)) {

@@ -1,7 +1,7 @@
 import type { Command } from '@event-driven-io/emmett';
-import { canonicalJson, canonicalWithout, digestCanonical, digestOf, RECORD_TAGS, type RecordTag } from './canonical';
+import { canonicalJson, canonicalJsonOf, canonicalWithout, digestCanonical, digestOf, inCanonicalOrder, RECORD_TAGS, type RecordTag } from './canonical';
 import { decodeStartCommand, startedVersionOf, type DecodedStartCommand, type ToolExecutionStartCommand } from './command';
-import { commandOfBarrier, sealBarrier, type StartBarrierRecord } from './barrier';
+import { sealBarrier, type StartBarrierRecord } from './barrier';
 import {
   CorruptRecordError,
   PreconditionError,
@@ -10,7 +10,7 @@ import {
   type ReplayIdentity,
 } from './errors';
 import { event, type PayloadOf, type StartFacts } from './events';
-import { stepRunDigest, type RunState, type StepRunState } from './state';
+import { stepRunDigest, stepRunDigestAt, type RunState, type StepRunState } from './state';
 
 // The start decider (R3.1 .. R3.7). Pure: the store looks up the replay index and the Run
 // state inside its transaction, hands both in, and appends what this returns atomically.
@@ -53,7 +53,16 @@ export const replayKeysOf = (c: ToolExecutionStartCommand): ReplayKeys => ({
 });
 
 /** The same identities of a stored barrier: it keeps every binding of its command (R4.1). */
-export const replayKeysOfBarrier = (b: StartBarrierRecord): ReplayKeys => replayKeysOf(commandOfBarrier(b));
+export const replayKeysOfBarrier = (b: StartBarrierRecord): ReplayKeys => ({
+  // replayKeysOf(commandOfBarrier(b)), read off the barrier without building the command.
+  startId: b.startId,
+  mutationId: b.mutation.mutationId,
+  runEventId: b.runEvent.runEventId,
+  traceId: b.trace.traceId,
+  auditEventId: b.audit.auditEventId,
+  auditReceiptId: b.audit.auditReceiptId,
+  attempt: { runId: b.runId, stepRunId: b.stepRunId, startedStepRunVersion: b.attempt.fromStepRunVersion + 1 },
+});
 
 const describeKey = (keys: ReplayKeys, identity: ReplayIdentity): string => {
   if (identity !== 'attempt') return keys[identity];
@@ -153,20 +162,26 @@ const PENDING_DIGEST = `sha256:${'0'.repeat(64)}`;
 /**
  * A fact's own digest and the canonical text of the fact with it, from one serialisation: the
  * record printed with a placeholder digest of the same length, the digest taken over that text
- * with the member cut out (the canonical text of the record without it), then put in place.
- * The store writes that text, so the write plan need not serialise the fact again.
+ * with the member cut out (the canonical text of the record without it), then put in place,
+ * in the text and in `body` (which becomes the fact). The store writes that text, so the write
+ * plan need not serialise the fact again. `body` lists its keys in canonical order, so it is
+ * printed natively whenever the bindings it carries do too (canonicalJsonOf).
  */
 const withOwnDigest = <T extends object>(tag: RecordTag, body: T, key: keyof T & string, digestOfRecord: (record: T) => string): { digest: string; text: string } => {
-  const pending = canonicalJson({ ...body, [key]: PENDING_DIGEST });
+  const fields = body as Record<string, unknown>;
+  fields[key] = PENDING_DIGEST;
+  const pending = canonicalJsonOf(body);
   const member = `"${key}":"${PENDING_DIGEST}"`;
   const without = canonicalWithout(pending, member);
   if (without !== undefined) {
     const digest = digestCanonical(tag, without);
+    fields[key] = digest;
     const at = pending.indexOf(member);
     return { digest, text: `${pending.slice(0, at)}"${key}":"${digest}"${pending.slice(at + member.length)}` };
   }
   const digest = digestOfRecord(body);
-  return { digest, text: canonicalJson({ ...body, [key]: digest }) };
+  fields[key] = digest;
+  return { digest, text: canonicalJson(body) };
 };
 
 /** The canonical JSON of each start fact's data, and of the barrier record, as the store writes them. */
@@ -186,94 +201,107 @@ export const buildStartFactsWithJson = (decoded: DecodedStartCommand, state: Run
   const c = decoded.command;
   const s = checkStartPreconditions(c, state);
   const run = state.run!;
-  const common = { startId: c.startId, runId: c.stepRun.runId, stepRunId: c.stepRun.stepRunId };
+  const { runId, stepRunId } = c.stepRun;
+  // Every record below lists its keys in canonical order and is built field by field, never on
+  // a spread (slow to build and to print): with the command's own objects (parsed from its
+  // canonical text, so in order too) each prints natively as its canonical JSON.
 
-  const auditBody: AuditData = {
-    auditEventId: c.evidence.auditEventId,
-    ...common,
-    projectId: c.project.projectId,
+  const audit: AuditData = {
     action: 'tool_execution.start',
-    decision: 'allowed',
     actionDigest: c.admission.actionDigest,
     admissionDigest: c.admission.admissionDigest,
-    policyFence: c.admission.policyFence,
     auditContract: c.contracts.audit,
-    commandDigest: decoded.commandDigest,
     auditEventDigest: '',
-    occurredAtMs: c.requestedAtMs,
-  };
-  const auditSealed = withOwnDigest(RECORD_TAGS.auditEvent, auditBody, 'auditEventDigest', auditEventDigestOf);
-  const audit: AuditData = { ...auditBody, auditEventDigest: auditSealed.digest };
-
-  const traceparent = c.evidence.traceparent === undefined ? {} : { traceparent: c.evidence.traceparent };
-  const traceBody: TraceData = { traceId: c.evidence.traceId, spanId: c.evidence.spanId, ...common, commandDigest: decoded.commandDigest, traceDigest: '', ...traceparent };
-  const traceSealed = withOwnDigest(RECORD_TAGS.traceAnchor, traceBody, 'traceDigest', traceDigestOf);
-  const trace: TraceData = { ...traceBody, traceDigest: traceSealed.digest };
-
-  const receiptBody: ReceiptData = {
-    auditReceiptId: c.evidence.auditReceiptId,
-    auditEventId: audit.auditEventId,
-    auditEventDigest: audit.auditEventDigest,
-    traceId: trace.traceId,
-    traceDigest: trace.traceDigest,
-    startId: c.startId,
-    receiptDigest: '',
-  };
-  const receiptSealed = withOwnDigest(RECORD_TAGS.auditReceipt, receiptBody, 'receiptDigest', receiptDigestOf);
-  const receipt: ReceiptData = { ...receiptBody, receiptDigest: receiptSealed.digest };
-
-  const started: StepRunState = { ...s, status: 'running', version: s.version + 1, lastStartId: c.startId };
-  const runEventSequence = run.version + 4; // audit, trace, receipt, then the RunEvent itself
-  const startedBody: StartedData = {
-    runEventId: c.mutation.runEventId,
-    mutationId: c.mutation.mutationId,
-    ...common,
-    fromStatus: c.mutation.fromStatus,
-    toStatus: 'running',
-    fromStepRunVersion: s.version,
-    stepRunVersion: started.version,
-    fromStepRunDigest: c.stepRun.expectedDigest,
-    startedStepRunDigest: stepRunDigest(started),
-    runEventSequence,
-    mutationDigest: '',
-    occurredAtMs: c.requestedAtMs,
-    ...(c.approval ? { approval: c.approval } : {}),
-  };
-  const mutationSealed = withOwnDigest(RECORD_TAGS.mutation, startedBody, 'mutationDigest', mutationDigestOf);
-  const mutation: StartedData = { ...startedBody, mutationDigest: mutationSealed.digest };
-
-  const record: StartBarrierRecord = {
-    schema: 'qinglong/tool-execution-start-barrier@v1',
-    startId: c.startId,
+    auditEventId: c.evidence.auditEventId,
     commandDigest: decoded.commandDigest,
-    requestedAtMs: c.requestedAtMs,
+    decision: 'allowed',
+    occurredAtMs: c.requestedAtMs,
+    policyFence: c.admission.policyFence,
     projectId: c.project.projectId,
-    snapshotId: c.project.snapshotId,
-    snapshotDigest: c.project.snapshotDigest,
-    runId: c.stepRun.runId,
-    stepRunId: c.stepRun.stepRunId,
-    toolDefinition: c.toolDefinition,
-    handlerBinding: c.handlerBinding,
-    admission: c.admission,
-    contracts: c.contracts,
+    runId,
+    startId: c.startId,
+    stepRunId,
+  };
+  const auditSealed = withOwnDigest(RECORD_TAGS.auditEvent, audit, 'auditEventDigest', auditEventDigestOf);
+
+  const trace: TraceData = {
+    commandDigest: decoded.commandDigest,
+    runId,
+    spanId: c.evidence.spanId,
+    startId: c.startId,
+    stepRunId,
+    traceDigest: '',
+    traceId: c.evidence.traceId,
+  };
+  if (c.evidence.traceparent !== undefined) trace.traceparent = c.evidence.traceparent;
+  const traceSealed = withOwnDigest(RECORD_TAGS.traceAnchor, trace, 'traceDigest', traceDigestOf);
+
+  const receipt: ReceiptData = {
+    auditEventDigest: audit.auditEventDigest,
+    auditEventId: audit.auditEventId,
+    auditReceiptId: c.evidence.auditReceiptId,
+    receiptDigest: '',
+    startId: c.startId,
+    traceDigest: trace.traceDigest,
+    traceId: trace.traceId,
+  };
+  const receiptSealed = withOwnDigest(RECORD_TAGS.auditReceipt, receipt, 'receiptDigest', receiptDigestOf);
+
+  const runEventSequence = run.version + 4; // audit, trace, receipt, then the RunEvent itself
+  const stepRunVersion = s.version + 1;
+  // `approval` sorts first: the record starts with it or without it.
+  const mutation = (c.approval ? { approval: c.approval } : {}) as StartedData;
+  Object.assign(mutation, {
+    fromStatus: c.mutation.fromStatus,
+    fromStepRunDigest: c.stepRun.expectedDigest,
+    fromStepRunVersion: s.version,
+    mutationDigest: '',
+    mutationId: c.mutation.mutationId,
+    occurredAtMs: c.requestedAtMs,
+    runEventId: c.mutation.runEventId,
+    runEventSequence,
+    runId,
+    startId: c.startId,
+    startedStepRunDigest: stepRunDigestAt(s, 'running', stepRunVersion),
+    stepRunId,
+    stepRunVersion,
+    toStatus: 'running',
+  } satisfies Omit<StartedData, 'approval'>);
+  const mutationSealed = withOwnDigest(RECORD_TAGS.mutation, mutation, 'mutationDigest', mutationDigestOf);
+
+  const barrierTrace: StartBarrierRecord['trace'] = { spanId: trace.spanId, traceDigest: trace.traceDigest, traceId: trace.traceId };
+  if (trace.traceparent !== undefined) barrierTrace.traceparent = trace.traceparent;
+  const record = (c.approval ? { admission: c.admission, approval: c.approval } : { admission: c.admission }) as StartBarrierRecord;
+  Object.assign(record, {
     attempt: {
       fromStatus: c.mutation.fromStatus,
-      fromStepRunVersion: s.version,
       fromStepRunDigest: mutation.fromStepRunDigest,
-      startedStepRunVersion: mutation.stepRunVersion,
+      fromStepRunVersion: s.version,
       startedStepRunDigest: mutation.startedStepRunDigest,
+      startedStepRunVersion: mutation.stepRunVersion,
     },
-    mutation: { mutationId: mutation.mutationId, mutationDigest: mutation.mutationDigest },
-    runEvent: { runEventId: mutation.runEventId, runEventSequence },
-    trace: { traceId: trace.traceId, spanId: trace.spanId, traceDigest: trace.traceDigest, ...traceparent },
     audit: {
-      auditEventId: audit.auditEventId,
       auditEventDigest: audit.auditEventDigest,
-      auditReceiptId: receipt.auditReceiptId,
+      auditEventId: audit.auditEventId,
       auditReceiptDigest: receipt.receiptDigest,
+      auditReceiptId: receipt.auditReceiptId,
     },
-    ...(c.approval ? { approval: c.approval } : {}),
-  };
+    commandDigest: decoded.commandDigest,
+    contracts: c.contracts,
+    handlerBinding: c.handlerBinding,
+    mutation: { mutationDigest: mutation.mutationDigest, mutationId: mutation.mutationId },
+    projectId: c.project.projectId,
+    requestedAtMs: c.requestedAtMs,
+    runEvent: { runEventId: mutation.runEventId, runEventSequence },
+    runId,
+    schema: 'qinglong/tool-execution-start-barrier@v1',
+    snapshotDigest: c.project.snapshotDigest,
+    snapshotId: c.project.snapshotId,
+    startId: c.startId,
+    stepRunId,
+    toolDefinition: c.toolDefinition,
+    trace: barrierTrace,
+  } satisfies Omit<StartBarrierRecord, 'admission' | 'approval'>);
   const sealed = sealBarrier(record);
 
   const facts: StartFacts = [
@@ -282,8 +310,12 @@ export const buildStartFactsWithJson = (decoded: DecodedStartCommand, state: Run
     event('AuditReceiptIssued', receipt),
     event('StepRunStarted', mutation),
     // The record in its canonical key order, as every read hands it back: a replayed response is
-    // byte-identical to the first one (R4.2), whichever serialiser the caller uses.
-    event('ToolExecutionStartBarrierCommitted', { barrier: JSON.parse(sealed.canonical) as StartBarrierRecord, barrierDigest: sealed.barrierDigest }),
+    // byte-identical to the first one (R4.2), whichever serialiser the caller uses. Built in that
+    // order, it is its own copy; otherwise (a command whose objects were not) it is re-read.
+    event('ToolExecutionStartBarrierCommitted', {
+      barrier: inCanonicalOrder(record) ? record : (JSON.parse(sealed.canonical) as StartBarrierRecord),
+      barrierDigest: sealed.barrierDigest,
+    }),
   ];
   return { facts, json: { audit: auditSealed.text, trace: traceSealed.text, receipt: receiptSealed.text, mutation: mutationSealed.text, barrier: sealed.canonical } };
 };

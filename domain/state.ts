@@ -52,17 +52,22 @@ export const initialRunState = (): RunState => ({ run: null, stepRuns: stepRunTa
 export const streamNameOf = (runId: string): string => `run-${runId}`;
 
 /** The StepRun digest a start command must name (R2.2) and a barrier binds (R5.3). */
-export const stepRunDigest = (s: StepRunState): string =>
-  digestOf(RECORD_TAGS.stepRun, {
-    runId: s.runId,
-    stepRunId: s.stepRunId,
-    projectId: s.projectId,
-    kind: s.kind,
-    status: s.status,
-    version: s.version,
-    ...(s.toolDefinition ? { toolDefinition: s.toolDefinition } : {}),
-    ...(s.approval ? { approval: s.approval } : {}),
-  });
+export const stepRunDigest = (s: StepRunState): string => stepRunDigestAt(s, s.status, s.version);
+
+/** The digest of StepRun `s` moved to `status` at `version`, without building that state. */
+export const stepRunDigestAt = (s: StepRunState, status: StepRunStatus, version: number): string => {
+  // Built in canonical key order (`approval` first), never on a spread: digestOf then prints it
+  // natively when the bindings it holds are in order too.
+  const body: Record<string, unknown> = s.approval ? { approval: s.approval } : {};
+  body.kind = s.kind;
+  body.projectId = s.projectId;
+  body.runId = s.runId;
+  body.status = status;
+  body.stepRunId = s.stepRunId;
+  if (s.toolDefinition) body.toolDefinition = s.toolDefinition;
+  body.version = version;
+  return digestOf(RECORD_TAGS.stepRun, body);
+};
 
 const withStepRun = (state: RunState, run: RunHead, stepRun: StepRunState): RunState => ({
   run,

@@ -1,5 +1,5 @@
-import { START_FACT_TYPES, isRunEventType, streamNameOf, type RunStreamEvent, type StartFacts } from '../domain';
-import { barrierEventJsonOf, factsAgree, provenBarrier, provenPayload } from '../domain/checkRecords';
+import { START_FACT_TYPES, isRunEventType, streamNameOf, type RunStreamEvent, type SealedBarrier, type StartFacts } from '../domain';
+import { barrierEventJsonOf, factsAgree, impliedFacts, impliedFactsHold, provenBarrier, provenPayload } from '../domain/checkRecords';
 import type { StoredBarrier, StoredEvent } from '../application/authority';
 import { naturalEventIdOf, startRowsOf } from './rows';
 import { decodeEventRow, startEventPositions, verifyStartRows, type EventRow, type StoredStartRows } from './verifyRows';
@@ -26,6 +26,30 @@ const barrierTextIn = (data: unknown, digest: unknown): string | undefined => {
   const head = '{"barrier":';
   const tail = `,"barrierDigest":${JSON.stringify(digest)}}`;
   return data.startsWith(head) && data.endsWith(tail) && data.length > head.length + tail.length ? data.slice(head.length, data.length - tail.length) : undefined;
+};
+
+const startFacts = (payloads: readonly unknown[], sealed: SealedBarrier): StartFacts =>
+  [
+    ...payloads.map((data, i) => ({ type: START_FACT_TYPES[i]!, data })),
+    { type: 'ToolExecutionStartBarrierCommitted', data: { barrier: sealed.record, barrierDigest: sealed.barrierDigest } },
+  ] as unknown as StartFacts;
+
+/**
+ * The five facts, from the stored texts of the first four: in the common case, byte for byte
+ * the ones the barrier implies (no parse, no decode); otherwise each parsed, decoded and
+ * compared with the barrier field by field. Undefined when neither proves them.
+ */
+const proveFacts = (sealed: SealedBarrier, audit: string, trace: string, receipt: string, mutation: string): StartFacts | undefined => {
+  const implied = impliedFacts(sealed);
+  const t = implied.texts;
+  if (audit === t.audit && trace === t.trace && receipt === t.receipt && mutation === t.mutation) {
+    return impliedFactsHold(sealed, implied) ? startFacts(implied.payloads, sealed) : undefined;
+  }
+  const texts = { audit, trace, receipt, mutation };
+  const payloads = [audit, trace, receipt, mutation].map((text, i) => provenPayload(START_FACT_TYPES[i]!, text));
+  if (payloads.some((p) => p === undefined)) return undefined;
+  const facts = startFacts(payloads, sealed);
+  return factsAgree(sealed, facts, texts) ? facts : undefined;
 };
 
 /** The barrier and its facts as verifyStartRows returns them, or undefined when the one pass cannot prove them. */
@@ -55,14 +79,9 @@ const prove = (rows: StoredStartRows): StoredBarrier | undefined => {
   const [e1, e2, e3, e4, e5] = events as [EventRow, EventRow, EventRow, EventRow, EventRow];
   // The barrier event by its bytes: the only canonical text of { barrier, barrierDigest }.
   if (e5.data_json !== barrierEventJsonOf(sealed)) return undefined;
-  const payloads = [e1, e2, e3, e4].map((e, i) => provenPayload(START_FACT_TYPES[i]!, e.data_json));
-  if (payloads.some((p) => p === undefined)) return undefined;
-  const facts = [
-    ...payloads.map((data, i) => ({ type: START_FACT_TYPES[i]!, data })),
-    { type: 'ToolExecutionStartBarrierCommitted', data: { barrier: b, barrierDigest: sealed.barrierDigest } },
-  ] as unknown as StartFacts;
+  const facts = proveFacts(sealed, e1.data_json, e2.data_json, e3.data_json, e4.data_json);
+  if (facts === undefined) return undefined;
   const texts = { audit: e1.data_json, trace: e2.data_json, receipt: e3.data_json, mutation: e4.data_json };
-  if (!factsAgree(sealed, facts, texts)) return undefined;
   for (let i = 0; i < 5; i++) if (events[i]!.event_id !== naturalEventIdOf(facts[i]!)) return undefined;
 
   const expected = startRowsOf(facts, committedAtMs, { ...texts, barrier: sealed.canonical });

@@ -1,5 +1,6 @@
 import {
   canonicalJson,
+  canonicalJsonOf,
   stepRunDigest,
   type EventOf,
   REPLAY_IDENTITIES,
@@ -110,17 +111,20 @@ export interface ReplayIdentityRow {
   command_digest: string;
 }
 
+/** The canonical JSON of the attempt key: an array of two strings and a number, which the native serialiser prints canonically (no keys to sort). */
 export const attemptValue = (runId: string, stepRunId: string, startedStepRunVersion: number): string =>
-  canonicalJson([runId, stepRunId, startedStepRunVersion]);
+  JSON.stringify([runId, stepRunId, startedStepRunVersion]);
 
 /** The stored value of each R4.1 identity (the attempt key as its canonical JSON), derived here only. */
-export const replayValuesOf = (keys: ReplayKeys): Readonly<Record<ReplayIdentity, string>> =>
-  Object.fromEntries(
-    REPLAY_IDENTITIES.map((identity) => {
-      const value = keys[identity];
-      return [identity, typeof value === 'string' ? value : attemptValue(value.runId, value.stepRunId, value.startedStepRunVersion)];
-    }),
-  ) as Record<ReplayIdentity, string>;
+export const replayValuesOf = (keys: ReplayKeys): Readonly<Record<ReplayIdentity, string>> => ({
+  startId: keys.startId,
+  mutationId: keys.mutationId,
+  runEventId: keys.runEventId,
+  traceId: keys.traceId,
+  auditEventId: keys.auditEventId,
+  auditReceiptId: keys.auditReceiptId,
+  attempt: attemptValue(keys.attempt.runId, keys.attempt.stepRunId, keys.attempt.startedStepRunVersion),
+});
 
 /** The R4.1 keys a barrier row mirrors: the probes of its read (a damaged mirror finds other rows, and fails the check). */
 export const replayKeysOfBarrierRow = (b: BarrierRow): ReplayKeys => ({
@@ -149,8 +153,35 @@ export const stepRunRowOf = (s: StepRunState): StepRunRow => ({
   status: s.status,
   version: s.version,
   digest: stepRunDigest(s),
-  state_json: canonicalJson(s),
+  state_json: canonicalJsonOf(s),
 });
+
+/**
+ * stepRunRowOf for the StepRun a start leaves: `from` moved to running at `version`, its attempt
+ * `startId`, and `digest` that state's digest as the decider computed it (startedStepRunDigest).
+ * Built in canonical key order, field by field, so its state JSON prints natively.
+ */
+export const startedStepRunRowOf = (from: StepRunState, version: number, startId: string, digest: string): StepRunRow => {
+  const state: Record<string, unknown> = from.approval ? { approval: from.approval } : {};
+  state.kind = from.kind;
+  state.lastStartId = startId;
+  state.projectId = from.projectId;
+  state.runId = from.runId;
+  state.status = 'running';
+  state.stepRunId = from.stepRunId;
+  if (from.toolDefinition) state.toolDefinition = from.toolDefinition;
+  state.version = version;
+  return {
+    run_id: from.runId,
+    step_run_id: from.stepRunId,
+    project_id: from.projectId,
+    kind: from.kind,
+    status: 'running',
+    version,
+    digest,
+    state_json: canonicalJsonOf(state),
+  };
+};
 
 export interface StartRows {
   audit: AuditEventRow;

@@ -5,7 +5,10 @@ import fc from 'fast-check';
 import {
   DIGEST_PATTERN,
   RECORD_TAGS,
+  canonicalCopyOf,
   canonicalJson,
+  canonicalJsonOf,
+  plainJsonIssues,
   commandDigestOf,
   decodeStartCommand,
   digestCanonical,
@@ -16,6 +19,7 @@ import {
   utf8Length,
   type EventOf,
 } from '../../domain';
+import { plainCanonicalCopyOf } from '../../domain/codecs';
 import { given } from '../../testkit/deciderSpec';
 import { scenarioWithHistory } from '../../testkit/domainFixtures';
 
@@ -50,6 +54,14 @@ const GOLDEN = {
 } as const;
 
 const golden = () => scenarioWithHistory({ prefix: 'golden', requestedAtMs: 1_780_000_000_000 });
+
+const attempt = (f: () => unknown): { value?: unknown; error?: string } => {
+  try {
+    return { value: f() };
+  } catch (e) {
+    return { error: (e as Error).constructor.name };
+  }
+};
 
 describe('R1 canonical JSON and domain-separated digests', () => {
   it('R1.1 the golden command canonicalises to a frozen size and digest', () => {
@@ -146,6 +158,96 @@ describe('R1 canonical JSON and domain-separated digests', () => {
     for (const json of ['{"b":1,"a":2}', '{"10":1,"9":2}', '{"a":1,"a":1}', '{"a":-0}', '{"a":1.0}', '{"a":"\\u0041"}', '[1, 2]', '{"a":{"c":1,"b":2}}']) {
       expect(isCanonicalTextOf(JSON.parse(json), json), json).to.equal(false);
     }
+  });
+
+  it('R1.3 canonicalJsonOf (native when already in canonical key order) equals canonicalJson byte for byte on any JSON value, in any key order', () => {
+    // Every record the decider seals goes through it. Values: arbitrary JSON as generated
+    // (insertion order, integer-like keys enumerated first), and the same value re-read from its
+    // canonical text (every object in order, so printed natively); plus what is not plain JSON.
+    const text = fc.string({ unit: 'binary', maxLength: 12 });
+    const number = fc.oneof(fc.double({ noNaN: true, noDefaultInfinity: true }), fc.integer(), fc.constantFrom(-0, 1e21, 1e-7, 5e-324, Number.MAX_VALUE));
+    const value = fc.letrec((tie) => ({
+      v: fc.oneof({ depthSize: 'small' }, fc.constant(null), fc.boolean(), number, text, fc.array(tie('v'), { maxLength: 5 }), fc.dictionary(text, tie('v'), { maxKeys: 6 })),
+    })).v;
+    fc.assert(
+      fc.property(value, (v) => {
+        expect(canonicalJsonOf(v)).to.equal(canonicalJson(v));
+        const ordered: unknown = JSON.parse(canonicalJson(v));
+        expect(canonicalJsonOf(ordered)).to.equal(canonicalJson(v));
+      }),
+      { numRuns: 3000 },
+    );
+    expect(canonicalJsonOf(GOLDEN.edgeObject)).to.equal(canonicalJson(GOLDEN.edgeObject));
+    for (const bad of [Number.NaN, Number.POSITIVE_INFINITY, { a: Number.NEGATIVE_INFINITY }, { a: undefined }, [undefined], { a: () => 1 }, new Date(0), { a: 1n }]) {
+      const want = attempt(() => canonicalJson(bad));
+      const got = attempt(() => canonicalJsonOf(bad));
+      expect(got, String(bad)).to.deep.equal(want);
+    }
+  });
+
+  it('R1.3 canonicalCopyOf gives what parsing the canonical text gives (same value, same key order, -0 as 0), and that text, or defers', () => {
+    // decodeStartCommand's private copy of every command. Keys include integer-like ones and
+    // `__proto__` (deferred to the sorting serialiser and a parse).
+    const text = fc.oneof(fc.string({ unit: 'binary', maxLength: 12 }), fc.constantFrom('__proto__', '10', '9', '0', 'a'));
+    const number = fc.oneof(fc.double({ noNaN: true, noDefaultInfinity: true }), fc.integer(), fc.constantFrom(-0, 1e21, 1e-7, 5e-324, Number.MAX_VALUE));
+    const value = fc.letrec((tie) => ({
+      v: fc.oneof({ depthSize: 'small' }, fc.constant(null), fc.boolean(), number, text, fc.array(tie('v'), { maxLength: 5 }), fc.dictionary(text, tie('v'), { maxKeys: 6 })),
+    })).v;
+    let copied = 0;
+    fc.assert(
+      fc.property(value, (v) => {
+        const got = canonicalCopyOf(v);
+        if (got === undefined) return;
+        copied++;
+        const canonical = canonicalJson(v);
+        expect(got.canonical).to.equal(canonical);
+        expect(got.copy).to.deep.equal(JSON.parse(canonical));
+        expect(JSON.stringify(got.copy)).to.equal(canonical);
+      }),
+      { numRuns: 3000 },
+    );
+    expect(copied).to.be.greaterThan(1000);
+    expect(Object.is((canonicalCopyOf({ a: -0 })!.copy as { a: number }).a, 0), '-0 reads back as 0').to.equal(true);
+    expect(canonicalCopyOf({ b: 1, '10': 2 })).to.equal(undefined);
+    expect(canonicalCopyOf(JSON.parse('{"__proto__":{"a":1}}'))).to.equal(undefined);
+  });
+
+  it('R1.5 plainCanonicalCopyOf copies only what plainJsonIssues passes, exactly as canonicalCopyOf copies it (accessors, proxies, holes, symbols, errors, class instances, lone surrogates, depth)', () => {
+    // decodeStartCommand's one walk: it may defer (undefined) on anything, but must never copy
+    // what plainJsonIssues would refuse, nor copy differently.
+    const sameAsLongWay = (v: unknown, label: string): boolean => {
+      const got = plainCanonicalCopyOf(v);
+      if (got === undefined) return false;
+      expect(plainJsonIssues(v), label).to.deep.equal([]);
+      const long = canonicalCopyOf(v);
+      expect(long, label).not.to.equal(undefined);
+      expect(got.canonical, label).to.equal(long!.canonical);
+      expect(got.copy, label).to.deep.equal(long!.copy);
+      return true;
+    };
+    fc.assert(fc.property(fc.anything({ withBigInt: true, withBoxedValues: true, withDate: true, withMap: true, withSet: true, withNullPrototype: true, withObjectString: true, withSparseArray: true, withTypedArray: true, withUnicodeString: true, maxDepth: 20 }), (v) => void sameAsLongWay(v, 'anything')), { numRuns: 3000 });
+    const text = fc.string({ unit: 'binary', maxLength: 12 });
+    const value = fc.letrec((tie) => ({
+      v: fc.oneof({ depthSize: 'small' }, fc.constant(null), fc.boolean(), fc.double({ noNaN: true, noDefaultInfinity: true }), text, fc.array(tie('v'), { maxLength: 5 }), fc.dictionary(text, tie('v'), { maxKeys: 6 })),
+    })).v;
+    let copied = 0;
+    fc.assert(
+      fc.property(value, (v) => {
+        const plain = JSON.parse(canonicalJson(v)) as unknown;
+        if (sameAsLongWay(plain, 'parsed JSON')) copied++;
+        else if (!/"[0-9]|__proto__|\\ud[89abcdef]/.test(canonicalJson(v))) expect.fail(`deferred on plain JSON ${canonicalJson(v)}`);
+      }),
+      { numRuns: 2000 },
+    );
+    expect(copied).to.be.greaterThan(1000);
+    const getter = Object.defineProperty({ a: 1 }, 'b', { get: () => 2, enumerable: true });
+    const hidden = Object.defineProperty({ a: 1 }, 'b', { get: () => 2, enumerable: false });
+    const deep = JSON.parse(`${'{"a":'.repeat(17)}1${'}'.repeat(17)}`) as unknown;
+    // eslint-disable-next-line no-sparse-arrays
+    for (const [label, v] of Object.entries({ getter, hidden, deep, proxy: new Proxy({ a: 1 }, {}), holes: [1, , 3], error: new Error('x'), symbolKey: { [Symbol('s')]: 1, a: 1 }, lone: { a: '\ud800' }, loneKey: { '\udc00': 1 }, klass: new (class K {})(), fn: { a: () => 1 }, undef: { a: undefined }, nan: [Number.NaN] })) {
+      expect(plainCanonicalCopyOf(v), label).to.equal(undefined);
+    }
+    expect(sameAsLongWay({ b: [1, { d: null, c: -0 }], a: 'x' }, 'nested')).to.equal(true);
   });
 
   it('R1.1 sizes are UTF-8 bytes of the canonical form, not UTF-16 code units', () => {

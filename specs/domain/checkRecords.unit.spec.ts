@@ -1,6 +1,8 @@
 import { expect } from 'chai';
 import {
   RECORD_TAGS,
+  START_FACT_TYPES,
+  decodeRunEvent,
   auditEventDigestOf,
   canonicalJson,
   digestOf,
@@ -13,7 +15,7 @@ import {
   type SealedBarrier,
   type StartFacts,
 } from '../../domain';
-import { factsAgree, type FactTexts } from '../../domain/checkRecords';
+import { factsAgree, impliedFacts, impliedFactsHold, type FactTexts } from '../../domain/checkRecords';
 import { given } from '../../testkit/deciderSpec';
 import { getPath, leafPaths, scenarioWithHistory, withPath } from '../../testkit/domainFixtures';
 
@@ -117,6 +119,64 @@ describe('R5.3 factsAgree answers as verifyStartFacts (domain/checkRecords.ts ag
         const read = asRead(facts, resealed);
         expect(factsAgree(resealed, read, textsOf(read)), `barrier.${path.join('.')}`).to.equal(oracleAccepts(resealed, read));
       }
+    });
+  }
+});
+
+/** The implied texts read back as the oracle reads stored facts: parsed, decoded, canonical, beside the barrier's event. */
+const readImplied = (sealed: SealedBarrier, texts: FactTexts): StartFacts => {
+  const data = [texts.audit, texts.trace, texts.receipt, texts.mutation].map((text, i) => {
+    const e = decodeRunEvent(START_FACT_TYPES[i]!, JSON.parse(text), `fact ${i}`);
+    expect(canonicalJson(e.data), `fact ${i} canonical`).to.equal(text);
+    return e;
+  });
+  return [...data, { type: 'ToolExecutionStartBarrierCommitted', data: { barrier: sealed.record, barrierDigest: sealed.barrierDigest } }] as unknown as StartFacts;
+};
+
+describe('R5.3 impliedFacts: the facts a barrier implies are the decided ones, and accepting them never exceeds verifyStartFacts', () => {
+  for (const withApproval of [false, true]) {
+    const variant = withApproval ? ' (from waiting_approval, with a traceparent)' : '';
+    it(`R5.3 on the decider's own facts the implied texts are their canonical JSON, byte for byte, and their digests recompute${variant}`, () => {
+      const facts = decided(withApproval);
+      const sealed = sealBarrier(facts[4].data.barrier);
+      const implied = impliedFacts(sealed);
+      expect(implied.texts).to.deep.equal(textsOf(facts));
+      expect(implied.payloads).to.deep.equal(facts.slice(0, 4).map((f) => f.data));
+      expect(impliedFactsHold(sealed, implied)).to.equal(true);
+      expect(oracleAccepts(sealed, readImplied(sealed, implied.texts))).to.equal(true);
+    });
+
+    it(`R5.3 on every single barrier field damaged and re-sealed: whenever the implied facts hold, the oracle accepts them as stored${variant}`, () => {
+      const record = decided(withApproval)[4].data.barrier;
+      let held = 0;
+      for (const path of leafPaths(record)) {
+        const resealed = sealBarrier(withPath(record, path, tamper(getPath(record, path))));
+        const implied = impliedFacts(resealed);
+        if (!impliedFactsHold(resealed, implied)) continue;
+        held++;
+        expect(oracleAccepts(resealed, readImplied(resealed, implied.texts)), `barrier.${path.join('.')}`).to.equal(true);
+      }
+      // A field no digest covers (the Policy fence's version, an id) still implies facts the oracle accepts.
+      expect(held).to.be.greaterThan(0);
+    });
+
+    it(`R5.3 on every single fact field damaged and hidden from every digest: stored texts equal to the implied ones only where the oracle accepts${variant}`, () => {
+      const facts = decided(withApproval);
+      const valid = asRead(facts, sealBarrier(facts[4].data.barrier));
+      let differ = 0;
+      for (let i = 0; i < 4; i++) {
+        for (const path of leafPaths(valid[i]!.data)) {
+          const damaged = valid.map((f, j) => (j === i ? withPath(f, ['data', ...path], tamper(getPath(f.data, path))) : f)) as unknown as StartFacts;
+          const [resealed, hidden] = rebound(damaged, i);
+          const implied = impliedFacts(resealed);
+          const stored = textsOf(hidden);
+          const same = (Object.keys(stored) as (keyof FactTexts)[]).every((k) => stored[k] === implied.texts[k]);
+          if (same && impliedFactsHold(resealed, implied)) expect(oracleAccepts(resealed, hidden), `${valid[i]!.type}.${path.join('.')}`).to.equal(true);
+          if (!same) differ++;
+        }
+      }
+      // Fields the oracle never compares with the barrier (a trace anchor's runId) leave the implied texts behind: the caller proves those the long way.
+      expect(differ).to.be.greaterThan(0);
     });
   }
 });

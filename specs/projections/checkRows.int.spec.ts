@@ -5,10 +5,11 @@ import { isLeft } from 'fp-ts/lib/Either';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
-import { CorruptRecordError, PAYLOAD_CODECS, StoredStartBarrierRecord, canonicalJson, isRunEventType, verifyStoredBarrier } from '../../domain';
+import { CorruptRecordError, PAYLOAD_CODECS, StoredStartBarrierRecord, canonicalJson, isRunEventType, receiptDigestOf, sealBarrier, traceDigestOf, verifyStoredBarrier, type StartFacts } from '../../domain';
+import { naturalEventIdOf, startEventJsonOf, startRowsOf } from '../../projections/rows';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { buildScenario } from '../../domain/scenario';
-import { provenBarrier } from '../../domain/checkRecords';
+import { impliedFacts, provenBarrier } from '../../domain/checkRecords';
 import { checkEventRow, checkStartRows, provenEventRow, provenStartRows } from '../../projections/checkRows';
 import { decodeEventRow, verifyStartRows, type EventRow, type StoredStartRows } from '../../projections/verifyRows';
 import { recordCases } from '../../reliability/fuzz/recordCases';
@@ -105,6 +106,31 @@ describe('R5.3 the one-pass verifier against the oracle (projections/checkRows.t
       sameEventAsOracle(`${row.stream_id}@${row.stream_position}`, row);
       if (/^[\x20-\x7e]*$/.test(row.data_json)) expect(provenEventRow(row), `${row.event_type} proven`).not.to.equal(undefined);
     }
+  });
+
+  it('R5.3 facts a barrier does not imply byte for byte (a trace anchor naming another StepRun, every digest re-sealed over it) are proven the long way, as the oracle accepts them', () => {
+    const base = starts[0]!;
+    const facts = base.events.map((e) => decodeEventRow(e)) as unknown as StartFacts;
+    const trace = { ...facts[1].data, stepRunId: `${facts[1].data.stepRunId}-other` };
+    trace.traceDigest = traceDigestOf(trace);
+    const receipt = { ...facts[2].data, traceDigest: trace.traceDigest };
+    receipt.receiptDigest = receiptDigestOf(receipt);
+    const record = structuredClone(facts[4].data.barrier);
+    record.trace.traceDigest = trace.traceDigest;
+    record.audit.auditReceiptDigest = receipt.receiptDigest;
+    const sealed = sealBarrier(record);
+    const next = [facts[0], { ...facts[1], data: trace }, { ...facts[2], data: receipt }, facts[3], { ...facts[4], data: { barrier: record, barrierDigest: sealed.barrierDigest } }] as unknown as StartFacts;
+    const committedAtMs = Number(base.barrier.committed_at_ms);
+    const want = startRowsOf(next, committedAtMs);
+    const json = startEventJsonOf(want);
+    const rows: StoredStartRows = {
+      ...want,
+      events: base.events.map((e, i) => ({ ...e, event_id: naturalEventIdOf(next[i]!)!, data_json: json[i]! })),
+      identities: want.identities,
+    };
+    sameRowsAsOracle('a trace anchor the barrier does not imply', rows);
+    expect(impliedFacts(sealed).texts.trace).not.to.equal(json[1]);
+    expect(provenStartRows(rows), 'proven the long way').not.to.equal(undefined);
   });
 
   it('R5.3 on every single-cell damage of the record fuzzer (JSON bytes, JSON content, scalars, missing, duplicated and swapped rows): same verdict and error', () => {

@@ -3,10 +3,8 @@ import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { expect } from 'chai';
-import { loadMigrations } from '../../infrastructure/migrations';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
-import * as SQL from '../../infrastructure/sqlite/sql';
-import { registerMigrationFunctions } from '../../infrastructure/sqlite/fileIdentity';
+import { migrateUpTo } from './migrateUpTo';
 import { setUp } from '../conformance/startBarrierConformance';
 import { freshDbPath } from '../support/tmp';
 import { UNDO_KEYED_INDEX, UNDO_WHOLE_START_KEYED } from './historyUndo';
@@ -18,18 +16,6 @@ import { UNDO_KEYED_INDEX, UNDO_WHOLE_START_KEYED } from './historyUndo';
 
 const FIXTURE = join(__dirname, '..', 'fixtures', 'legacy-store-before-r10.2.sqlite.gz');
 
-const migrateUpTo = (db: Database.Database, before: string): void => {
-  registerMigrationFunctions(db);
-  db.pragma('foreign_keys = ON');
-  db.exec(SQL.MIGRATIONS_TABLE);
-  const applied = new Set((db.prepare(SQL.SELECT_APPLIED).all() as { name: string }[]).map((r) => r.name));
-  db.exec('BEGIN IMMEDIATE');
-  for (const m of loadMigrations('sqlite').filter((m) => m.name < before && !applied.has(m.name))) {
-    db.exec(m.sql);
-    db.prepare(SQL.INSERT_APPLIED).run(m.name, m.checksum, Date.now());
-  }
-  db.exec('COMMIT');
-};
 
 const oldStore = (name: string, before = '0082'): string => {
   const path = freshDbPath(name);

@@ -3,12 +3,10 @@ import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { expect } from 'chai';
-import { loadMigrations } from '../../infrastructure/migrations';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { IDENTITY_START_IDS } from '../../infrastructure/sqlite/recoverySql';
 import { openFreshSqlite } from './support';
-import * as SQL from '../../infrastructure/sqlite/sql';
-import { registerMigrationFunctions } from '../../infrastructure/sqlite/fileIdentity';
+import { migrateUpTo } from './migrateUpTo';
 import { freshDbPath } from '../support/tmp';
 
 // Each fact stored once (0080): an old store, written by the code of its time (the legacy
@@ -37,19 +35,6 @@ const uniqueKeysOf = (db: Database.Database, table: string): string[] =>
     .map(({ name }) => (db.prepare('SELECT name FROM pragma_index_info(?)').all(name) as { name: string }[]).map((c) => c.name).join(','))
     .sort();
 
-/** Applies the migrations before `before` as the migrator does (one transaction, recorded). */
-const migrateUpTo = (db: Database.Database, before: string): void => {
-  registerMigrationFunctions(db);
-  db.pragma('foreign_keys = ON');
-  db.exec(SQL.MIGRATIONS_TABLE);
-  const applied = new Set((db.prepare(SQL.SELECT_APPLIED).all() as { name: string }[]).map((r) => r.name));
-  db.exec('BEGIN IMMEDIATE');
-  for (const m of loadMigrations('sqlite').filter((m) => m.name < before && !applied.has(m.name))) {
-    db.exec(m.sql);
-    db.prepare(SQL.INSERT_APPLIED).run(m.name, m.checksum, Date.now());
-  }
-  db.exec('COMMIT');
-};
 
 describe('each fact stored once on SQLite (0080)', function () {
   this.timeout(120_000);

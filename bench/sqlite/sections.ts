@@ -42,6 +42,18 @@ const openBare = async (path: string, sync: Sync, schema: StartSchema = 'current
   return new SqliteWriter(db, schema);
 };
 
+/**
+ * The bare baseline on a store with no triggers: the same rows without the database's own
+ * checks (R9.1), which the bare transaction and the product both pay. Only the difference of
+ * its CPU to the bare's is reported (the share of the triggers); nothing is compared to it.
+ */
+const openUntriggered = async (path: string, sync: Sync): Promise<SqliteWriter> => {
+  const w = await openBare(path, sync);
+  const triggers = w.db.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger'").all() as { name: string }[];
+  for (const t of triggers) w.db.exec(`DROP TRIGGER ${t.name}`);
+  return w;
+};
+
 /** The NORMAL commit floor of the throughput section, when it ran in this process. */
 const floorOf = (ctx: BenchContext): { floor?: Summary } => (ctx.floors['sqlite-NORMAL'] ? { floor: ctx.floors['sqlite-NORMAL'] } : {});
 
@@ -63,6 +75,7 @@ const throughputAndReplay = async (ctx: BenchContext): Promise<void> => {
   const product = new Map<Sync, { a: SqliteStartBarrier; w: SqliteWriter }>();
   const bare = new Map<Sync, SqliteWriter>();
   const bareBefore = new Map<Sync, SqliteWriter>();
+  const untriggered = await openUntriggered(join(ctx.tmp, 'bare-untriggered-FULL.db'), 'FULL');
   for (const m of modes) {
     product.set(m, await openProduct(join(ctx.tmp, `product-${m}.db`), m));
     bare.set(m, await openBare(join(ctx.tmp, `bare-${m}.db`), m));
@@ -90,6 +103,12 @@ const throughputAndReplay = async (ctx: BenchContext): Promise<void> => {
       const now = Date.now();
       const writes = bareScenarios.map((s) => startWriteOf(trustedDecoded(s.startCommand()), lifecycleOf(s).state, now));
       push(`bare-${m}`, await runRound({ clients: 1, opsPerClient: n, op: (_c, i) => b.bareStart(writes[i]!) }));
+      if (m === 'FULL') {
+        const plain = fresh('u', n);
+        untriggered.readyRuns(plain);
+        const plainWrites = plain.map((s) => startWriteOf(trustedDecoded(s.startCommand()), lifecycleOf(s).state, now));
+        push('bare-untriggered-FULL', await runRound({ clients: 1, opsPerClient: n, op: (_c, i) => untriggered.bareStart(plainWrites[i]!) }));
+      }
 
       const o = bareBefore.get(m)!;
       const beforeScenarios = fresh('o', n);
@@ -98,6 +117,7 @@ const throughputAndReplay = async (ctx: BenchContext): Promise<void> => {
       push(`bare-before-${m}`, await runRound({ clients: 1, opsPerClient: n, op: (_c, i) => o.bareStart(beforeWrites[i]!) }));
     }
   }
+  untriggered.db.close();
   for (const m of modes) {
     await product.get(m)!.a.close();
     bare.get(m)!.db.close();
@@ -109,7 +129,7 @@ const throughputAndReplay = async (ctx: BenchContext): Promise<void> => {
     ctx.floors[`sqlite-${m}`] = floor;
     ctx.figures.push(
       { id: `sqlite.floor.${m}`, section: 'sqlite', label: `SQLite ${m}: commit floor (BEGIN IMMEDIATE; INSERT; COMMIT)`, clients: 1, summary: floor, floor },
-      { id: `sqlite.bare.${m}`, section: 'sqlite', label: `SQLite ${m}: bare transaction, same rows, no checks`, clients: 1, summary: s[`bare-${m}`]!, floor },
+      { id: `sqlite.bare.${m}`, section: 'sqlite', label: `SQLite ${m}: bare transaction, same rows, no client checks (the schema's triggers run)`, clients: 1, summary: s[`bare-${m}`]!, floor },
       {
         id: `sqlite.bare-before.${m}`,
         section: 'sqlite',
@@ -123,6 +143,14 @@ const throughputAndReplay = async (ctx: BenchContext): Promise<void> => {
       { id: `sqlite.get.${m}`, section: 'sqlite', label: `SQLite ${m}: one prepared get (barrier by start_id)`, clients: 1, summary: s[`get-${m}`]! },
     );
   }
+  ctx.figures.push({
+    id: 'sqlite.bare-untriggered.FULL',
+    section: 'sqlite',
+    label: 'SQLite FULL: bare transaction, same rows, every trigger dropped (the share of the database checks)',
+    clients: 1,
+    summary: s['bare-untriggered-FULL']!,
+    floor: s['floor-FULL']!,
+  });
   const ratio = (a: string, b: string) => s[a]!.opsPerSec / s[b]!.opsPerSec;
   ctx.targets.push(
     target({

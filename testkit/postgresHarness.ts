@@ -110,6 +110,17 @@ export const testPool = (config: ConstructorParameters<typeof Pool>[0]): Pool =>
 export const openOn = (db: TestDatabase, options: Partial<PostgresStartBarrierOptions> = {}): Promise<PostgresStartBarrier> =>
   openPostgresStartBarrier({ ...options, connectionString: db.url } as PostgresStartBarrierOptions);
 
+/**
+ * `n` authorities on a migrated database, each with its own pool (its own server connections),
+ * connected before a race starts; each is pushed to `opened` for the caller to close.
+ */
+export const openRacers = async (db: TestDatabase, n: number, opened: PostgresStartBarrier[], options: Partial<PostgresStartBarrierOptions> = {}): Promise<PostgresStartBarrier[]> => {
+  const list = await Promise.all(Array.from({ length: n }, () => openOn(db, { migrate: false, ...options })));
+  await Promise.all(list.map((a) => a.runs.getStepRun('warm-up', 'warm-up')));
+  opened.push(...list);
+  return list;
+};
+
 /** The tables this backend's migrations create (later migrations may add more). */
 export const TABLES = [
   'schema_migrations',

@@ -178,11 +178,11 @@ class SqliteAuthority implements SqliteStartBarrier {
     return this.serial.run(async () => {
       this.assertOpen();
       try {
-        this.db.exec('BEGIN DEFERRED');
+        this.tx.deferred.run();
         try {
           return body();
         } finally {
-          if (this.db.inTransaction) this.db.exec('COMMIT');
+          if (this.db.inTransaction) this.tx.commit.run();
         }
       } catch (e) {
         throw mapSqliteError(e);

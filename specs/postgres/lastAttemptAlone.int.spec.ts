@@ -2,12 +2,12 @@ import { expect } from 'chai';
 import { ConcurrencyExhaustedError } from '../../domain';
 import { buildScenario, type Scenario } from '../../domain/scenario';
 import type { PostgresStartBarrier, PostgresStartBarrierOptions } from '../../infrastructure/postgres';
-import { createDatabase, openOn, type TestDatabase } from '../../testkit/postgresHarness';
+import { createDatabase, openOn, openRacers, type TestDatabase } from '../../testkit/postgresHarness';
 
 // R9.5, R5.2 (pg-0052): starts of different Runs still meet on shared B-tree pages under
 // SERIALIZABLE (SSI locks the index pages their probes read), most on a young store. A start's
-// last attempt therefore runs alone: it takes the start gate exclusively, without queueing, and
-// so meets no concurrent writer. No start of an unrelated Run runs out of retries that way, and
+// last attempt therefore runs alone: it takes the start gate exclusively (first without
+// queueing, then queued for at most lock_timeout), and so meets no concurrent writer. No start of an unrelated Run runs out of retries that way, and
 // a session holding the gate (as pg_dump holds every table) delays the last attempt (and the
 // writers queued behind its request) by a bound, and never makes a start fail.
 
@@ -27,12 +27,7 @@ describe('PostgreSQL: the last attempt runs alone (R9.5, R5.2)', function () {
     await db?.drop();
   });
 
-  const clients = async (n: number, options: Partial<PostgresStartBarrierOptions> = {}): Promise<PostgresStartBarrier[]> => {
-    const list = await Promise.all(Array.from({ length: n }, () => openOn(db, { migrate: false, ...options })));
-    await Promise.all(list.map((a) => a.runs.getStepRun('warm-up', 'warm-up')));
-    opened.push(...list);
-    return list;
-  };
+  const clients = (n: number, options: Partial<PostgresStartBarrierOptions> = {}): Promise<PostgresStartBarrier[]> => openRacers(db, n, opened, options);
 
   const readyRuns = async (n: number): Promise<Scenario[]> => {
     const list = Array.from({ length: n }, () => buildScenario());

@@ -14,7 +14,7 @@ import {
 import { buildScenario, type Scenario } from '../../domain/scenario';
 import type { PrepareResult, StartStepHook } from '../../application/authority';
 import type { PostgresStartBarrier, PostgresStartBarrierOptions } from '../../infrastructure/postgres';
-import { countOf, countRows, createDatabase, openOn, rejects, waitForLockWaiters, type TestDatabase } from '../../testkit/postgresHarness';
+import { countOf, countRows, createDatabase, openOn, openRacers, rejects, waitForLockWaiters, type TestDatabase } from '../../testkit/postgresHarness';
 
 // Races with real connections (R5.2, R4): every racer is its own pool (its own connection to
 // the server), or its own OS process. The server decides; the specs check that exactly one
@@ -39,12 +39,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
   });
 
   /** `n` authorities, each with its own pool, connected before the race starts. */
-  const clients = async (n: number, options: Partial<PostgresStartBarrierOptions> = {}): Promise<PostgresStartBarrier[]> => {
-    const list = await Promise.all(Array.from({ length: n }, () => openOn(db, { migrate: false, ...options })));
-    await Promise.all(list.map((a) => a.runs.getStepRun('warm-up', 'warm-up')));
-    opened.push(...list);
-    return list;
-  };
+  const clients = (n: number, options: Partial<PostgresStartBarrierOptions> = {}): Promise<PostgresStartBarrier[]> => openRacers(db, n, opened, options);
 
   const setUp = async (options: Parameters<typeof buildScenario>[0] = {}): Promise<Scenario> => {
     const s = buildScenario(options);

@@ -420,6 +420,10 @@ describe('R4 replay identity', () => {
   it('R4.1 the seven replay identities are startId, mutation, RunEvent, trace, audit event, audit receipt and the attempt', () => {
     const { a } = committedStart();
     expect([...REPLAY_IDENTITIES]).to.deep.equal(['startId', 'mutationId', 'runEventId', 'traceId', 'auditEventId', 'auditReceiptId', 'attempt']);
+    // noReplayHits is a literal: the same identities, in the same order, each with no hit
+    expect(Object.keys(noReplayHits())).to.deep.equal([...REPLAY_IDENTITIES]);
+    expect(Object.values(noReplayHits()).every((h) => Array.isArray(h) && h.length === 0)).to.equal(true);
+    expect(noReplayHits().startId).not.to.equal(noReplayHits().startId);
     expect(replayKeysOf(a)).to.deep.equal({
       startId: a.startId,
       mutationId: a.mutation.mutationId,

@@ -64,28 +64,30 @@ export const runStartTransaction = async (
   hook: StartStepHook = noHook,
 ): Promise<StartTransactionResult> => {
   const c = decoded.command;
+  // Without a hook nothing is awaited between the steps: each await is a turn of the queue.
+  const step = hook === noHook ? undefined : hook;
   const hits = await uow.lookupReplay(replayKeysOf(c));
-  await hook('lookup');
+  if (step !== undefined) await step('lookup');
   // R3.1 first: the replay is classified once, by the index alone. A replay writes nothing, so
   // it takes no lock: the barrier it returns is immutable (R6.4), and locking the Run and
   // StepRun would only make a read a writing transaction.
   const existing = await existingBarrierOf(uow, decoded, hits);
   if (existing !== null) return { outcome: 'existing', barrier: existing };
   const state = await uow.lockForStart(c.stepRun.runId, c.stepRun.stepRunId);
-  await hook('lock');
+  if (step !== undefined) await step('lock');
   const { facts, json } = buildStartFactsWithJson(decoded, state);
   const plan = planStartWrite(facts, state, await uow.clockMs(), json);
   if (uow.writesAtOnce) {
     await uow.writeStart(plan, START_WRITE_STEPS);
     await uow.sealEvidence?.(plan);
-    for (const step of START_WRITE_STEPS) await hook(step);
+    if (step !== undefined) for (const done of START_WRITE_STEPS) await step(done);
   } else {
-    for (const step of START_WRITE_STEPS) {
-      await uow.writeStart(plan, [step]);
-      if (step === 'barrier') await uow.sealEvidence?.(plan);
-      await hook(step);
+    for (const done of START_WRITE_STEPS) {
+      await uow.writeStart(plan, [done]);
+      if (done === 'barrier') await uow.sealEvidence?.(plan);
+      if (step !== undefined) await step(done);
     }
   }
-  await hook('beforeCommit');
+  if (step !== undefined) await step('beforeCommit');
   return { outcome: 'created', barrier: plan.result };
 };

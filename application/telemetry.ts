@@ -94,10 +94,11 @@ export const withTelemetry = <A extends StartBarrierAuthority>(authority: A, api
       tracer.startActiveSpan(name, { attributes: { 'start_barrier.backend': authority.backend } }, async (span) => {
         try {
           const result = await body(...args);
-          span.setAttributes(attributesOf(result));
+          // A span that records nothing (no SDK, or sampled out) would drop them: not built.
+          if (span.isRecording()) span.setAttributes(attributesOf(result));
           return result;
         } catch (e) {
-          span.setAttributes(errorAttributes(e));
+          if (span.isRecording()) span.setAttributes(errorAttributes(e));
           span.setStatus({ code: otel.SpanStatusCode.ERROR, message: isStartBarrierError(e) ? e.code : 'error' });
           throw e;
         } finally {

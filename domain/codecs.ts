@@ -95,15 +95,17 @@ export const plainJsonIssues = (value: unknown, path = '', depth = 0, out: Valid
 };
 
 const NOT_PLAIN: unique symbol = Symbol('not plain');
-const SURROGATE = /[\uD800-\uDFFF]/;
-/** LONE_SURROGATE's verdict, its look-around run only on text that holds a surrogate at all. */
-const hasLoneSurrogate = (s: string): boolean => SURROGATE.test(s) && LONE_SURROGATE.test(s);
+/**
+ * The well-formed serialiser prints a lone surrogate, in a string or a key, as a lowercase
+ * `\udXXX` escape, and a pair as itself: text without this has none. An escaped backslash
+ * before such letters matches too, and is left to the long way.
+ */
+const LONE_SURROGATE_ESCAPE = /\\ud[89a-f]/;
 
 const plainSorted = (value: unknown, depth: number): unknown => {
   if (depth > MAX_DEPTH) return NOT_PLAIN;
   switch (typeof value) {
-    case 'string':
-      return hasLoneSurrogate(value) ? NOT_PLAIN : value;
+    case 'string': // lone surrogates: found in the printed text, one scan (plainCanonicalCopyOf)
     case 'boolean':
       return value;
     case 'number':
@@ -135,7 +137,7 @@ const plainSorted = (value: unknown, depth: number): unknown => {
     // Integer-like keys enumerate first whatever the insertion order, and `__proto__` would set
     // the prototype: neither can be copied in canonical order by assignment.
     const first = key.charCodeAt(0);
-    if ((first >= 0x30 && first <= 0x39) || key === '__proto__' || hasLoneSurrogate(key)) return NOT_PLAIN;
+    if ((first >= 0x30 && first <= 0x39) || key === '__proto__') return NOT_PLAIN;
     if ((out[key] = plainSorted(d.value, depth + 1)) === NOT_PLAIN) return NOT_PLAIN;
   }
   return out;
@@ -151,7 +153,9 @@ const plainSorted = (value: unknown, depth: number): unknown => {
  */
 export const plainCanonicalCopyOf = (value: unknown): { readonly copy: unknown; readonly canonical: string } | undefined => {
   const copy = plainSorted(value, 0);
-  return copy === NOT_PLAIN ? undefined : { copy, canonical: JSON.stringify(copy) };
+  if (copy === NOT_PLAIN) return undefined;
+  const canonical = JSON.stringify(copy);
+  return LONE_SURROGATE_ESCAPE.test(canonical) ? undefined : { copy, canonical };
 };
 
 // Field names that would carry what R1.5 forbids. Any unknown key is rejected; these get the

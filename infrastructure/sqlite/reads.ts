@@ -24,18 +24,49 @@ import type { Statements } from './statements';
 // The SQLite reads, synchronous on the authority's one connection, always inside one of its
 // transactions (a snapshot). Every row is re-verified before it is returned (R5.3).
 
+type HeadRow = RunRow & { stream_version: number | null };
+
 export const loadRunState = (s: Statements, runId: string, stepRunIds: readonly string[]): RunState => {
-  const head = s.runHead.get(streamNameOf(runId), runId) as (RunRow & { stream_version: number | null }) | undefined;
+  const head = s.runHead.get(streamNameOf(runId), runId) as HeadRow | undefined;
+  return runStateFrom(s, runId, head, head === undefined ? [] : stepRunIds.map((id) => s.stepRun.get(runId, id) as StepRunRow | undefined));
+};
+
+/** What a start reads under its lock: the Run state, the link of the event at its head, the clock. */
+export interface StartHead {
+  readonly state: RunState;
+  readonly chain: string | undefined;
+  readonly nowMs: number | undefined;
+}
+
+type StartHeadRow = HeadRow & { chain_digest: string | null; now_ms: number } & { [K in keyof StepRunRow as `sr_${K}`]: StepRunRow[K] | null };
+
+/** loadRunState for one StepRun, its row, the chain link and the clock read by one statement. */
+export const loadStartHead = (s: Statements, runId: string, stepRunId: string): StartHead => {
+  const head = s.startHead.get(streamNameOf(runId), stepRunId, runId) as StartHeadRow | undefined;
+  const stepRun: StepRunRow | undefined =
+    head === undefined || head.sr_step_run_id === null
+      ? undefined
+      : {
+          run_id: head.sr_run_id!,
+          step_run_id: head.sr_step_run_id,
+          project_id: head.sr_project_id!,
+          kind: head.sr_kind!,
+          status: head.sr_status!,
+          version: head.sr_version!,
+          digest: head.sr_digest!,
+          state_json: head.sr_state_json!,
+        };
+  return { state: runStateFrom(s, runId, head, [stepRun]), chain: head?.chain_digest ?? undefined, nowMs: head?.now_ms };
+};
+
+const runStateFrom = (s: Statements, runId: string, head: HeadRow | undefined, stepRunRows: readonly (StepRunRow | undefined)[]): RunState => {
   if (head === undefined) {
     const stream = s.streamVersion.get(streamNameOf(runId)) as { version: number } | undefined;
     if (stream !== undefined) throw new CorruptRecordError('run', runId, 'stream exists but its run head is missing');
     return runStateOf(null, []);
   }
   const run = decodeRunRow(head, head.stream_version);
-  const stepRuns = stepRunIds
-    .map((id) => s.stepRun.get(runId, id) as StepRunRow | undefined)
-    .filter((r): r is StepRunRow => r !== undefined)
-    .map(decodeStepRunRow);
+  const stepRuns = stepRunRows.filter((r): r is StepRunRow => r !== undefined).map(decodeStepRunRow);
   return runStateOf(run, stepRuns);
 };
 

@@ -31,6 +31,18 @@ export const IDENTITIES_OF_START = identitiesOfStartSql();
 
 export const SELECT_RUN_HEAD = `SELECT r.run_id, r.project_id, r.snapshot_id, r.snapshot_digest, r.version, s.version AS stream_version
   FROM runs r LEFT JOIN streams s ON s.stream_id = ? WHERE r.run_id = ?`;
+/**
+ * A start's reads under its lock in one statement: the Run head (SELECT_RUN_HEAD's columns), its
+ * StepRun row (SELECT_STEP_RUN's, as sr_*), the chain link its first event binds (the event at
+ * the head) and the transaction's clock (R3.10). Parameters: stream id, step run id, run id.
+ */
+export const SELECT_START_HEAD = `SELECT r.run_id, r.project_id, r.snapshot_id, r.snapshot_digest, r.version, s.version AS stream_version,
+  sr.run_id AS sr_run_id, sr.step_run_id AS sr_step_run_id, sr.project_id AS sr_project_id, sr.kind AS sr_kind, sr.status AS sr_status,
+  sr.version AS sr_version, sr.digest AS sr_digest, sr.state_json AS sr_state_json,
+  (SELECT e.chain_digest FROM events e WHERE e.stream_id = s.stream_id AND e.stream_position = r.version) AS chain_digest,
+  CAST(unixepoch('subsec') * 1000 AS INTEGER) AS now_ms
+  FROM runs r LEFT JOIN streams s ON s.stream_id = ? LEFT JOIN step_runs sr ON sr.run_id = r.run_id AND sr.step_run_id = ?
+  WHERE r.run_id = ?`;
 export const SELECT_STREAM_VERSION = 'SELECT version FROM streams WHERE stream_id = ?';
 export const SELECT_STEP_RUN = 'SELECT * FROM step_runs WHERE run_id = ? AND step_run_id = ?';
 

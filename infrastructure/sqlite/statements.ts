@@ -7,6 +7,7 @@ const STATEMENTS = {
   lookup: SQL.LOOKUP_REPLAY,
   identitiesOfStart: SQL.IDENTITIES_OF_START,
   runHead: SQL.SELECT_RUN_HEAD,
+  startHead: SQL.SELECT_START_HEAD,
   streamVersion: SQL.SELECT_STREAM_VERSION,
   stepRun: SQL.SELECT_STEP_RUN,
   insertStream: SQL.INSERT_STREAM,

@@ -9,7 +9,7 @@ import type { StoredEvent } from '../../application/authority';
 import type { LifecycleUnitOfWork } from '../../application/lifecycleProtocol';
 import type { StartUnitOfWork } from '../../application/startProtocol';
 import type { StartEventRow, StartWrite, StartWriteStep } from '../../application/startWrite';
-import { loadRunState, lookupReplay, readBarrier, type ProbedIdentities } from './reads';
+import { loadRunState, loadStartHead, lookupReplay, readBarrier, type ProbedIdentities } from './reads';
 import { nowMsOf, type Statements } from './statements';
 
 // The SQLite writes: the start's write plan executed step by step, and lifecycle appends. Both
@@ -102,11 +102,18 @@ export type Sealer = (streamId: string, events: readonly ChainedCells[]) => void
 export const startUnitOfWork = (s: Statements, keys?: EvidenceKeyring, seal?: Sealer, reuseLookup = false): StartUnitOfWork => {
   const probed: { current?: ProbedIdentities } = {};
   const last: { current: LastLink } = { current: undefined };
+  let clock: number | undefined;
   return {
   lookupReplay: async (replayKeys) => lookupReplay(s, replayKeys, reuseLookup ? probed : undefined),
-  lockForStart: async (runId, stepRunId) => loadRunState(s, runId, [stepRunId]),
+  lockForStart: async (runId, stepRunId) => {
+    // The clock and the link the first event binds come with the head: one statement, not three.
+    const { state, chain, nowMs } = loadStartHead(s, runId, stepRunId);
+    clock = nowMs;
+    if (chain !== undefined && state.run !== null) last.current = { stream: streamNameOf(runId), position: state.run.version, chain };
+    return state;
+  },
   readBarrier: async (startId) => readBarrier(s, startId, keys, probed.current),
-  clockMs: async () => nowMsOf(s),
+  clockMs: async () => clock ?? nowMsOf(s),
   writesAtOnce: false,
   writeStart: async (plan, steps) => {
     for (const step of steps) writeStep(s, plan, step, last);

@@ -6,7 +6,7 @@ import Database from 'better-sqlite3';
 import { CorruptRecordError } from '../../domain';
 import { mutateCell } from '../../testkit/damage';
 import { openSqliteStartBarrier, MigrationError } from '../../infrastructure/sqlite';
-import { LOOKUP_REPLAY, SELECT_RUN_HEAD, SELECT_STEP_RUN, CAS_STEP_RUN, CAS_STREAM, SELECT_ATTEMPT } from '../../infrastructure/sqlite/sql';
+import { LOOKUP_REPLAY, SELECT_RUN_HEAD, SELECT_START_HEAD, SELECT_STEP_RUN, CAS_STEP_RUN, CAS_STREAM, SELECT_ATTEMPT } from '../../infrastructure/sqlite/sql';
 import { setUp } from '../conformance/startBarrierConformance';
 import { freshDbPath } from '../support/tmp';
 import { openFreshSqlite, sqliteCounts } from './support';
@@ -115,7 +115,7 @@ describe('SQLite backend (R5.1)', function () {
     it('R6.4 replay and start lookups use unique indexes, never a scan of the history', async () => {
       const a = await openFreshSqlite();
       const named = { status: 'x', version: 1, digest: 'x', state_json: 'x', run_id: 'x', step_run_id: 'x', expected_version: 1, expected_status: 'x', expected_digest: 'x' };
-      for (const sql of [LOOKUP_REPLAY, SELECT_RUN_HEAD, SELECT_STEP_RUN, SELECT_ATTEMPT, CAS_STEP_RUN, CAS_STREAM]) {
+      for (const sql of [LOOKUP_REPLAY, SELECT_RUN_HEAD, SELECT_START_HEAD, SELECT_STEP_RUN, SELECT_ATTEMPT, CAS_STEP_RUN, CAS_STREAM]) {
         const statement = a.db.prepare(`EXPLAIN QUERY PLAN ${sql}`);
         const args = sql.includes('@') ? [named] : Array.from({ length: (sql.match(/\?/g) ?? []).length }, () => 'x');
         const plan = (statement.all(...args) as { detail: string }[]).map((r) => r.detail);

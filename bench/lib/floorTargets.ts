@@ -146,7 +146,14 @@ export const floorTargets = (ctx: BenchContext): Target[] => {
       required: 5,
       lowerIsBetter: true,
       detail: `p50 ${us(replay.p50Ms)} vs ${us(select.p50Ms)}; ${rt?.toFixed(1) ?? '–'} round trips`,
-      why: join(roundTripWhy(replay, 1), `${us(replay.clientCpuMsPerOp)} of client CPU per replay (verification included) against ${us(select.clientCpuMsPerOp)} per SELECT`),
+      why: join(
+        roundTripWhy(replay, 1),
+        `${us(replay.clientCpuMsPerOp)} of client CPU per replay (verification included) against ${us(select.clientCpuMsPerOp)} per SELECT` +
+          (replay.serverCpuMsPerOp !== null && select.serverCpuMsPerOp !== null ? `, ${us(replay.serverCpuMsPerOp)} of server CPU against ${us(select.serverCpuMsPerOp)}` : ''),
+        replay.perOp.bytesIn !== undefined && select.perOp.bytesIn !== undefined
+          ? `the reply carries the stored evidence the read verifies: ${kbOf(replay.perOp.bytesIn)} per replay against ${kbOf(select.perOp.bytesIn)} per SELECT`
+          : undefined,
+      ),
     });
     out.push(rt !== undefined && rt > 1.01 ? { ...t, met: false } : t);
   }

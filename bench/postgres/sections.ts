@@ -94,7 +94,7 @@ const analyze = (pool: Pool): Promise<unknown> => pool.query('BEGIN; SET LOCAL s
 
 const warm = (pool: Pool, clients: number): Promise<unknown> => Promise.all(Array.from({ length: clients }, () => pool.query('SELECT 1')));
 
-const counterFn = (c: PoolCounters) => () => ({ roundTrips: c.roundTrips, retries: c.retries, failures: failures.count });
+const counterFn = (c: PoolCounters) => () => ({ roundTrips: c.roundTrips, retries: c.retries, failures: failures.count, bytesIn: c.bytesIn });
 
 export const postgresSections = async (ctx: BenchContext, adminUrl: string): Promise<void> => {
   const { rounds, pgClients, pgbenchSeconds, latencyOps } = ctx.sizes;

@@ -50,6 +50,9 @@ export const INSERT_STREAM = 'INSERT INTO streams (stream_id, stream_type, versi
 export const CAS_STREAM = 'UPDATE streams SET version = ? WHERE stream_id = ? AND version = ?';
 export const INSERT_EVENT = `INSERT INTO events (stream_id, stream_position, event_id, event_type, data_json, committed_at_ms, chain_digest)
   VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING global_position`;
+/** INSERT_EVENT for a start's events, whose global positions nobody reads: RETURNING costs a temporary table per row. */
+export const APPEND_EVENT = `INSERT INTO events (stream_id, stream_position, event_id, event_type, data_json, committed_at_ms, chain_digest)
+  VALUES (?, ?, ?, ?, ?, ?, ?)`;
 /** The link the next event of a stream binds (R9.2). */
 export const SELECT_CHAIN_DIGEST = 'SELECT chain_digest FROM events WHERE stream_id = ? AND stream_position = ?';
 export const SELECT_STREAM_EVENTS = `SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms

@@ -13,6 +13,7 @@ const STATEMENTS = {
   insertStream: SQL.INSERT_STREAM,
   casStream: SQL.CAS_STREAM,
   insertEvent: SQL.INSERT_EVENT,
+  appendEvent: SQL.APPEND_EVENT,
   chainDigest: SQL.SELECT_CHAIN_DIGEST,
   streamEvents: SQL.SELECT_STREAM_EVENTS,
   insertRun: SQL.INSERT_RUN,

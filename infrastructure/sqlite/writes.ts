@@ -26,23 +26,33 @@ const casStream = (s: Statements, stream: string, expected: number, next: number
 /** The chain link of the event a transaction appended last: the next one binds it without reading it back. */
 type LastLink = { stream: string; position: number; chain: string } | undefined;
 
-/** Appends one event with its chain link: the digest over the link of the event before it. */
-const insertChained = (s: Statements, stream: string, position: number, eventId: string, type: string, dataJson: string, committedAtMs: number, last: { current: LastLink }): number => {
+/** The chain link of an event: the digest over the link of the event before it (R9.2). */
+const linkOf = (s: Statements, stream: string, position: number, eventId: string, type: string, dataJson: string, committedAtMs: number, last: { current: LastLink }): string => {
   const known = last.current;
   const previous =
     position === 1
       ? ''
       : known !== undefined && known.stream === stream && known.position === position - 1
-        ? known.chain // appended by this very transaction, just above
+        ? known.chain // appended by this very transaction, just above, or read with the head
         : (s.chainDigest.get(stream, position - 1) as { chain_digest: string | null } | undefined)?.chain_digest ?? '';
-  const chain = eventChainDigest(previous, { stream_id: stream, stream_position: position, event_id: eventId, event_type: type, data_json: dataJson, committed_at_ms: committedAtMs });
+  return eventChainDigest(previous, { stream_id: stream, stream_position: position, event_id: eventId, event_type: type, data_json: dataJson, committed_at_ms: committedAtMs });
+};
+
+/** Appends one event with its chain link; returns its global position. */
+const insertChained = (s: Statements, stream: string, position: number, eventId: string, type: string, dataJson: string, committedAtMs: number, last: { current: LastLink }): number => {
+  const chain = linkOf(s, stream, position, eventId, type, dataJson, committedAtMs, last);
   const globalPosition = (s.insertEvent.get(stream, position, eventId, type, dataJson, committedAtMs, chain) as { global_position: number }).global_position;
   last.current = { stream, position, chain };
   return globalPosition;
 };
 
+/** A start's events: the same rows and links, without reading back global positions the plan never uses. */
 const insertEventRows = (s: Statements, plan: StartWrite, events: readonly StartEventRow[], last: { current: LastLink }): void => {
-  for (const e of events) insertChained(s, plan.streamId, e.position, e.eventId, e.type, e.dataJson, plan.committedAtMs, last);
+  for (const e of events) {
+    const chain = linkOf(s, plan.streamId, e.position, e.eventId, e.type, e.dataJson, plan.committedAtMs, last);
+    s.appendEvent.run(plan.streamId, e.position, e.eventId, e.type, e.dataJson, plan.committedAtMs, chain);
+    last.current = { stream: plan.streamId, position: e.position, chain };
+  }
 };
 
 /** R3.4: status, version and digest together, after the StepRunStarted that makes the move. */

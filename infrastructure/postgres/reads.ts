@@ -1,5 +1,5 @@
 import { CorruptRecordError, noReplayHits, streamNameOf, type ReplayHit, type ReplayHits, type ReplayIdentity, type ReplayKeys, type RunState } from '../../domain';
-import { attemptValue, replayValuesOf } from '../../projections/rows';
+import { attemptValue, replayValuesOf, type ReplayIdentityRow } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import { checkStartRows } from '../../projections/checkRows';
 import { agreedAttemptStart, wholeStream } from '../../projections/readChecks';
@@ -15,7 +15,7 @@ import {
   BarrierRowCodec,
   EvidenceMacRowCodec,
   EventRowCodec,
-  IdentityProbeRowCodec,
+  IdentityTupleCodec,
   MutationRowCodec,
   PgInt,
   ReplayIdentityRowCodec,
@@ -91,16 +91,15 @@ const macRowsOf = async (q: Queryable, startId: string) =>
  * The barrier columns of one read (READ_BARRIER, or the start's first round trip, READ_START),
  * verified: null when no barrier row and nothing else names the start, else every row checked.
  */
-export const verifyBarrierRow = (row: Record<string, unknown>, startId: string): StoredBarrier | null => {
+export const verifyBarrierRow = (row: Record<string, unknown>, startId: string, probed: readonly ReplayIdentityRow[] = []): StoredBarrier | null => {
   const kind = 'start barrier';
   const barrier = atMostOne(decodeRows(BarrierRowCodec, row.barriers, kind, startId), kind, startId);
-  const probes = decodeRows(IdentityProbeRowCodec, row.identities, 'replay index', startId);
+  const identities = identityRowsOf(row.identities, startId, probed);
   if (barrier === undefined) {
     // No barrier under this id is an answer only if nothing else claims the start exists.
-    if (probes.length > 0) throw new CorruptRecordError(kind, startId, 'the replay index names this start but its barrier row is missing');
+    if (identities.length > 0) throw new CorruptRecordError(kind, startId, 'the replay index names this start but its barrier row is missing');
     return null;
   }
-  const identities = [...new Map(probes.map(({ row_id, ...r }) => [row_id, r])).values()];
   return checkStartRows({
     barrier,
     audit: atMostOne(decodeRows(AuditEventRowCodec, row.audits, 'security audit event', startId), 'security audit event', startId),
@@ -110,6 +109,16 @@ export const verifyBarrierRow = (row: Record<string, unknown>, startId: string):
     events: eventsOfRead(row, startId),
     identities,
   });
+};
+
+/**
+ * The rows of the barrier's identity probes: those the statement already sent as hits of the
+ * lookup (`probed`, READ_START), then the `identities` column, each a json array (sql.ts).
+ */
+const identityRowsOf = (raw: unknown, startId: string, probed: readonly ReplayIdentityRow[]): ReplayIdentityRow[] => {
+  const rows = [...probed];
+  for (const [identity, value, start_id, command_digest] of decodeRows(IdentityTupleCodec, raw, 'replay index', startId)) rows.push({ identity, value, start_id, command_digest });
+  return rows;
 };
 
 /** The events of a barrier read, each given back its JSON: the text column its place names (sql.ts). */

@@ -119,7 +119,10 @@ export const ReplayIdentityRowCodec = t.type({
   command_digest: t.string,
 });
 
-export const IdentityProbeRowCodec = t.intersection([ReplayIdentityRowCodec, t.type({ row_id: t.string })]);
+/** A replay-index row as a barrier read sends it (sql.ts): [identity, value, start_id, command_digest]. */
+export const IdentityTupleCodec = t.tuple([ReplayIdentityRowCodec.props.identity, t.string, t.string, t.string]);
+/** A hit of READ_START: the row, and whether it is also one of the barrier's own probes. */
+export const HitTupleCodec = t.tuple([ReplayIdentityRowCodec.props.identity, t.string, t.string, t.string, t.boolean]);
 
 /** Decode one row or fail closed, naming what and where. */
 export const decodeRow = <A>(codec: t.Decoder<unknown, A>, raw: unknown, kind: string, id: string): A => {

@@ -243,10 +243,12 @@ export const INSERT_EVENTS = named(INSERT_EVENTS_SQL);
  * constant-cost); with no barrier row, the start id's own probe, so that an index naming a
  * missing barrier fails closed. A row naming this start under a value the barrier does not
  * hold is verify's to find (pg-0051). Each probe is its own lateral index scan, as in the
- * replay lookup (identities.ts). A row found by two probes comes back twice with the same
- * ctid and is counted once. Rows travel as json (text-exact, never jsonb), the events' JSON as text (below).
+ * replay lookup (identities.ts); the probes are distinct, so no row comes back twice. `probed`:
+ * rows the statement already sends (READ_START's lookup); a key one of them matched is not
+ * probed again (its rows are exactly those). Rows
+ * travel as json (text-exact, never jsonb), the events' JSON as text (below).
  */
-const barrierCtes = (gate: string) => `b AS (SELECT * FROM ql3.tool_execution_start_barriers WHERE start_id = :start_id${gate}),
+const barrierCtes = (gate: string, probed = '') => `b AS (SELECT * FROM ql3.tool_execution_start_barriers WHERE start_id = :start_id${gate}),
   anchor AS (SELECT e.stream_id, e.stream_position FROM ql3.events e JOIN b ON e.event_id = b.run_event_id),
   around AS (
     SELECT e.global_position, e.stream_id, e.stream_position, e.event_id, e.event_type, e.data_json, e.committed_at_ms,
@@ -257,10 +259,13 @@ const barrierCtes = (gate: string) => `b AS (SELECT * FROM ql3.tool_execution_st
     ${barrierProbesSql()}
     UNION ALL ${missingBarrierProbeSql(gate)}),
   identities AS (
-    SELECT i.row_id, i.identity, i.value, i.start_id, ib.command_digest
-      FROM keys k CROSS JOIN LATERAL (SELECT p.ctid::text AS row_id, p.identity, p.value, p.start_id FROM ql3.start_replay_identities p
+    SELECT i.identity, i.value, i.start_id, ib.command_digest
+      FROM keys k CROSS JOIN LATERAL (SELECT p.identity, p.value, p.start_id FROM ql3.start_replay_identities p
                                        WHERE p.identity = k.identity AND p.value = k.value OFFSET 0) i
-      LEFT JOIN ql3.tool_execution_start_barriers ib ON ib.start_id = i.start_id)`;
+      LEFT JOIN ql3.tool_execution_start_barriers ib ON ib.start_id = i.start_id${
+        probed === '' ? '' : `
+     WHERE NOT EXISTS (SELECT 1 FROM ${probed} c WHERE c.identity = k.identity AND c.value = k.value)`
+      })`;
 /**
  * The events around the barrier's RunEvent (its three evidence facts before it, its barrier
  * event after it) travel as json without their JSON; each one's JSON is its own text column,
@@ -269,6 +274,8 @@ const barrierCtes = (gate: string) => `b AS (SELECT * FROM ql3.tool_execution_st
  */
 export const EVENTS_AROUND = 5;
 export const EVENT_DATA_COLUMNS: readonly string[] = Array.from({ length: EVENTS_AROUND }, (_, i) => `event_data_${i + 1}`);
+/** A replay-index row as it travels: a json array in this order (rowCodecs.ts). */
+const IDENTITY_ROW = (alias: string) => `json_build_array(${alias}.identity, ${alias}.value, ${alias}.start_id, ${alias}.command_digest)`;
 const BARRIER_READ_COLUMNS = `(SELECT json_agg(b) FROM b) AS barriers,
   (SELECT json_agg(a) FROM ql3.security_audit_events a WHERE a.audit_event_id IN (SELECT audit_event_id FROM b)) AS audits,
   (SELECT json_agg(t) FROM ql3.trace_anchors t WHERE t.trace_id IN (SELECT trace_id FROM b)) AS traces,
@@ -278,7 +285,7 @@ const BARRIER_READ_COLUMNS = `(SELECT json_agg(b) FROM b) AS barriers,
                                      'event_id', event_id, 'event_type', event_type, 'committed_at_ms', committed_at_ms, 'n', n) ORDER BY n)
      FROM around) AS events,
   ${Array.from({ length: EVENTS_AROUND }, (_, i) => `(SELECT data_json FROM around WHERE n = ${i + 1}) AS ${EVENT_DATA_COLUMNS[i]}`).join(',\n  ')},
-  (SELECT json_agg(identities) FROM identities) AS identities`;
+  (SELECT json_agg(${IDENTITY_ROW('identities')}) FROM identities) AS identities`;
 export const READ_BARRIER = named(`WITH
   ${barrierCtes('')}
 SELECT
@@ -289,13 +296,17 @@ SELECT
  * the replay lookup of R3.1; when it found nothing, the Run, its stream head and the StepRun
  * (what the decision of R3.2 needs); when it found a hit (a replay or a conflict, never a new
  * start), every row a read of this start's barrier re-verifies, with its MAC row (R5.3, R9.4),
- * so that an exact replay needs no second round trip.
+ * so that an exact replay needs no second round trip. On a replay the barrier's identity
+ * values are the command's: each hit says whether it is also one of the barrier's probes, and
+ * `identities` carries only the rows of the barrier's other values, so no row travels twice.
  */
 export const READ_START = named(`WITH
   lookup AS (${lookupReplaySql()}),
   ${RUN_STATE_CTES},
-  ${barrierCtes(' AND EXISTS (SELECT 1 FROM lookup)')}
-SELECT (SELECT json_agg(lookup) FROM lookup) AS hits,
+  ${barrierCtes(' AND EXISTS (SELECT 1 FROM lookup)', 'lookup')}
+SELECT (SELECT json_agg(json_build_array(l.identity, l.value, l.start_id, l.command_digest,
+                                         EXISTS (SELECT 1 FROM keys k WHERE k.identity = l.identity AND k.value = l.value)))
+          FROM lookup l) AS hits,
   ${runStateColumns(' WHERE NOT EXISTS (SELECT 1 FROM lookup)')},
   ${BARRIER_READ_COLUMNS},
   (SELECT json_agg(m) FROM ql3.start_evidence_macs m WHERE m.start_id = :start_id AND EXISTS (SELECT 1 FROM b)) AS macs`);

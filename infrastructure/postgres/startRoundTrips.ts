@@ -4,13 +4,13 @@ import type { PrepareResult, StartStepHook, StoredBarrier } from '../../applicat
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { existingBarrierOf } from '../../application/startProtocol';
 import { START_WRITE_STEPS, planStartWrite, type StartWrite } from '../../application/startWrite';
-import { replayValuesOf } from '../../projections/rows';
+import { replayValuesOf, type ReplayIdentityRow } from '../../projections/rows';
 import { SQLSTATE, isRetryable, isUniqueViolation, mapPgError, sqlStateOf, unavailableReasonOf } from './errors';
 import { paramOf } from './identities';
 import { run } from './query';
 import { macRowsOfRead, runStateOfRow, verifyBarrierRow, type RunStateColumns } from './reads';
 import { PENDING_CLOCK, PREPARED_OUT_OF_STEP, resyncPrepared, roundTripText, setLocalTimeouts, type Part } from './roundTripSql';
-import { PgInt, ReplayIdentityRowCodec, decodeRow, decodeRows } from './rowCodecs';
+import { HitTupleCodec, PgInt, decodeRow, decodeRows } from './rowCodecs';
 import * as SQL from './sql';
 import { INSERT_START_SEALS, sealParams, type PostgresSealer } from './postgresSeals';
 import { sealEvents, startEventCells } from '../../application/eventSeals';
@@ -59,6 +59,8 @@ export interface RoundTripContext {
 /** What the first round trip read: the replay hits, and the row itself (it holds the Run state only when there are no hits: a new start). */
 export interface StartRead {
   readonly hits: ReplayHits;
+  /** The hits that are also rows of the barrier's identity probes (sql.ts READ_START): sent once, read for both. */
+  readonly probed: readonly ReplayIdentityRow[];
   readonly row: Record<string, unknown>;
 }
 
@@ -83,10 +85,12 @@ export const readStart = async (q: PoolClient | Pool, decoded: DecodedStartComma
   const [row] = await run<Record<string, unknown>>(q, SQL.READ_START, params);
   if (row === undefined) throw new Error('READ_START returned no row');
   const hits = noReplayHits() as Record<ReplayIdentity, ReplayHit[]>;
-  for (const r of decodeRows(ReplayIdentityRowCodec, row.hits, 'replay index', c.startId)) {
-    hits[r.identity] = [...hits[r.identity], { startId: r.start_id, commandDigest: r.command_digest }];
+  const probed: ReplayIdentityRow[] = [];
+  for (const [identity, value, start_id, command_digest, isProbe] of decodeRows(HitTupleCodec, row.hits, 'replay index', c.startId)) {
+    hits[identity] = [...hits[identity], { startId: start_id, commandDigest: command_digest }];
+    if (isProbe) probed.push({ identity, value, start_id, command_digest });
   }
-  return { hits, row };
+  return { hits, probed, row };
 };
 
 /** R4.2 from round trip 1 alone: the stored barrier, verified with its MAC when keyed; null: a new start. */
@@ -94,7 +98,7 @@ export const existingOfRead = (read: StartRead, decoded: DecodedStartCommand, ke
   existingBarrierOf(
     {
       readBarrier: async (startId) => {
-        const verified = verifyBarrierRow(read.row, startId);
+        const verified = verifyBarrierRow(read.row, startId, read.probed);
         return keys === undefined || verified === null ? verified : keys.verify(verified, macRowsOfRead(read.row, startId));
       },
     },

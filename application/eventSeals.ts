@@ -185,3 +185,19 @@ export const requireSealedSpan = (keys: EvidenceKeyring, streamId: string, span:
   const first = checkSealedSpan(keys, streamId, span, from, to).findings[0];
   if (first !== undefined) throw new CorruptRecordError('run event', first.record, first.problem);
 };
+
+/**
+ * A keyed write appends to a stream only after a head that reads as a verified read reads it:
+ * sealed, or legacy. Otherwise an event a writer without the key appended would become history
+ * the runtime builds on (a start decided on a StepRun made ready without the key). Every keyed
+ * append checks it, so under one key an unsealed event can only ever be a stream's head.
+ */
+export const requireSealedHead = (keys: EvidenceKeyring, streamId: string, span: SealedSpan, head: number): void => {
+  if (head < 1) return;
+  const first = checkSealedSpan(keys, streamId, span, head, head).findings[0];
+  if (first !== undefined) throw new CorruptRecordError('run event', first.record, `${first.problem}; a keyed write does not append after it`);
+};
+
+/** The stream position a keyed append follows: the one before the first event it seals. */
+export const headBefore = (events: readonly ChainedCells[]): number => Number(events[0]!.stream_position) - 1;
+

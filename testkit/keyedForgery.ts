@@ -11,7 +11,8 @@ import type { BackendName } from './rawSql';
 // credentials (PostgreSQL: ql3_runtime, migrate: false; SQLite: another process on the file)
 // but not the key, and appends a legal lifecycle or outcome event for a running StepRun. The
 // database's history checks accept it (it is a legal transition), so it is never `refused`:
-// it must be `detected`, by every keyed read that shows it failing closed and by `verify`.
+// it must be `detected`, by every keyed read that shows it failing closed and by `verify`, and
+// no keyed write may build on it (a start of a StepRun made ready that way is refused).
 
 export interface KeyedForgeryTarget {
   readonly backend: BackendName;
@@ -96,6 +97,30 @@ export const KEYED_FORGERIES: readonly { readonly name: string; attempt(target: 
     attempt: async (target) => {
       const t = await running(target.keyed);
       return judge(target, t, () => target.forger.recovery.resolve(t.startId, 'completed', { decidedBy: 'intruder', reason: 'checked_tool_log', requestedAtMs: 5 }));
+    },
+  },
+  {
+    name: 'keyed: a StepRun made ready without the key, then started by the runtime with it',
+    attempt: async (target) => {
+      const s = buildScenario();
+      const ready = s.lifecycle[s.lifecycle.length - 1]!;
+      for (const c of s.lifecycle.slice(0, -1)) await target.keyed.runs.handle(c);
+      try {
+        await target.forger.runs.handle(ready);
+      } catch (e) {
+        return { outcome: 'refused', reason: e instanceof Error ? e.message : String(e) };
+      }
+      // The database accepts a legal transition; the keyed start must not be decided on it.
+      const start = await target.keyed.barriers.prepare(s.startCommand()).then(
+        (r) => `a start was ${r.outcome} on it`,
+        (e: unknown) => (e instanceof CorruptRecordError ? undefined : `the start failed otherwise: ${e instanceof Error ? e.message : String(e)}`),
+      );
+      if (start !== undefined) return { outcome: 'accepted', reason: start };
+      if ((await target.forger.barriers.getByStartId(s.startCommand().startId)) !== null) return { outcome: 'accepted', reason: 'the refused start left a barrier' };
+      const found = (await target.keyed.recovery.verify()).problems.filter((p) => p.kind === 'event_seal' && p.record.startsWith(`run-${s.runId}@`));
+      return found.length === 0
+        ? { outcome: 'accepted', reason: 'verify did not report the unsealed event' }
+        : { outcome: 'detected', reason: `the keyed start refused (CORRUPT_RECORD); ${found.map((p) => `${p.kind} ${p.record}: ${p.problem}`).join(' | ')}` };
     },
   },
 ];

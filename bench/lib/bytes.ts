@@ -14,16 +14,17 @@ export interface BytesPerStart {
   /** WAL written (PostgreSQL: pg_current_wal_lsn delta; SQLite: WAL frames appended). */
   readonly walBytes: number;
   /**
-   * What each table and index grew by (PostgreSQL: pg_relation_size; SQLite: dbstat pages) and,
-   * on SQLite, the bytes of the cells in them (dbstat payload): where the bytes above the
-   * records are. Totals over `starts`.
+   * What each table and index grew by (PostgreSQL: pg_relation_size; SQLite: dbstat pages) and
+   * the bytes of the rows and index entries in them (SQLite: dbstat payload; PostgreSQL, where
+   * pgstattuple can be created: live tuple bytes, and B-tree leaf bytes at their density):
+   * where the bytes above the records are. Totals over `starts`.
    */
   readonly byObject?: Readonly<Record<string, ObjectBytes>>;
 }
 
 export interface ObjectBytes {
   readonly bytes: number;
-  /** SQLite only: bytes of the cells (rows or index entries) in those pages. */
+  /** Bytes of the rows or index entries in those pages (as if every page were full). */
   readonly payload?: number;
 }
 
@@ -83,18 +84,40 @@ const PG_MARK = `SELECT (SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) 
                           WHERE c.relkind = 'r' AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast'))::bigint AS table_bytes,
                         pg_current_wal_lsn()::text AS lsn`;
 
-// Every relation of the tables counted above: heap, indexes, TOAST and its index (named after their table).
+// Every relation of the tables counted above: heap, indexes, TOAST and its index (named after
+// their table), with the bytes of what they hold when pgstattuple is there ($1).
 const PG_OBJECTS = `SELECT CASE WHEN n.nspname = 'pg_toast' THEN o.relname || CASE WHEN c.relkind = 'i' THEN ' (TOAST index)' ELSE ' (TOAST)' END ELSE c.relname END AS name,
-       pg_relation_size(c.oid)::bigint AS bytes
+       pg_relation_size(c.oid)::bigint AS bytes,
+       CASE WHEN NOT $1::boolean THEN NULL
+            WHEN c.relkind IN ('r', 't') THEN (SELECT tuple_len FROM pgstattuple(c.oid))
+            WHEN am.amname = 'btree' THEN (SELECT CASE WHEN s.leaf_pages = 0 OR s.avg_leaf_density = 'NaN' THEN 0
+                                                       ELSE round(s.leaf_pages * current_setting('block_size')::int * s.avg_leaf_density / 100) END
+                                             FROM pgstatindex(c.oid) s)
+       END::bigint AS payload
   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+  LEFT JOIN pg_am am ON am.oid = c.relam
   LEFT JOIN pg_index x ON x.indexrelid = c.oid AND n.nspname = 'pg_toast'
   LEFT JOIN pg_class o ON o.reltoastrelid = coalesce(x.indrelid, c.oid) AND n.nspname = 'pg_toast'
   WHERE c.relkind IN ('r', 'i', 't') AND n.nspname NOT IN ('pg_catalog', 'information_schema')
     AND (n.nspname <> 'pg_toast' OR (o.oid IS NOT NULL AND o.relnamespace <> 'pg_catalog'::regnamespace))`;
 
+/** Whether this database can count row bytes: pgstattuple (a contrib extension) created here, once per pool. */
+const statOn = new WeakMap<Pool, Promise<boolean>>();
+const canStat = (pool: Pool): Promise<boolean> => {
+  let on = statOn.get(pool);
+  if (on === undefined) {
+    on = pool.query('CREATE EXTENSION IF NOT EXISTS pgstattuple').then(
+      () => true,
+      () => false,
+    );
+    statOn.set(pool, on);
+  }
+  return on;
+};
+
 const pgObjects = async (pool: Pool): Promise<Record<string, ObjectBytes>> => {
-  const { rows } = await pool.query<{ name: string; bytes: string }>(PG_OBJECTS);
-  return Object.fromEntries(rows.map((r) => [r.name, { bytes: Number(r.bytes) }]));
+  const { rows } = await pool.query<{ name: string; bytes: string; payload: string | null }>(PG_OBJECTS, [await canStat(pool)]);
+  return Object.fromEntries(rows.map((r) => [r.name, r.payload === null ? { bytes: Number(r.bytes) } : { bytes: Number(r.bytes), payload: Number(r.payload) }]));
 };
 
 const pgMark = async (pool: Pool): Promise<PgMark> => {

@@ -43,6 +43,8 @@ export const createDatabase = async (adminUrl: string): Promise<BenchDatabase> =
 export interface PoolCounters {
   roundTrips: number;
   retries: number;
+  /** Bytes the server sent (replies, as they arrive on the socket). */
+  bytesIn: number;
 }
 
 type Query = (...args: unknown[]) => unknown;
@@ -52,10 +54,14 @@ type Query = (...args: unknown[]) => unknown;
  * and every 40001/40P01 they receive (a serialization retry of the product's transaction).
  */
 export const countingPool = (url: string, max: number, extra: Record<string, unknown> = {}): { pool: Pool; counters: PoolCounters } => {
-  const counters: PoolCounters = { roundTrips: 0, retries: 0 };
+  const counters: PoolCounters = { roundTrips: 0, retries: 0, bytesIn: 0 };
   const pool = new Pool({ connectionString: url, max, ...extra });
   pool.on('error', () => undefined);
   pool.on('connect', (client: PoolClient) => {
+    const stream = (client as unknown as { connection?: { stream?: NodeJS.EventEmitter } }).connection?.stream;
+    stream?.on('data', (chunk: Buffer) => {
+      counters.bytesIn += chunk.length;
+    });
     const target = client as unknown as { query: Query };
     const original = target.query.bind(client) as Query;
     target.query = (...args: unknown[]) => {

@@ -14,6 +14,7 @@ import { countingPool, createDatabase, type BenchDatabase, type PoolCounters } f
 import { PG_ADD_JSON_COPIES, PG_RESTORE_REPEATED_KEYS } from '../../testkit/beforeStoredOnce';
 import { BareStart, CREATE_FLOOR, PG_INDEX_BEFORE_COMPACT, floorTransaction, selectBarrier, seedLongRun, seedReadyRuns, seedStartedRuns } from './bulk';
 import { pgbenchInit, pgbenchRound } from './pgbench';
+import { pgCheckShare } from './checkShare';
 import { canonicalBytesOfStart, leastOf, pgBytesAround, type BytesPerStart } from '../lib/bytes';
 
 // PostgreSQL: `prepare` at 1, 4, 8 and 16 clients on distinct Runs, side by side, round by
@@ -93,7 +94,7 @@ const analyze = (pool: Pool): Promise<unknown> => pool.query('BEGIN; SET LOCAL s
 
 const warm = (pool: Pool, clients: number): Promise<unknown> => Promise.all(Array.from({ length: clients }, () => pool.query('SELECT 1')));
 
-const counterFn = (c: PoolCounters) => () => ({ roundTrips: c.roundTrips, retries: c.retries, failures: failures.count });
+const counterFn = (c: PoolCounters) => () => ({ roundTrips: c.roundTrips, retries: c.retries, failures: failures.count, bytesIn: c.bytesIn });
 
 export const postgresSections = async (ctx: BenchContext, adminUrl: string): Promise<void> => {
   const { rounds, pgClients, pgbenchSeconds, latencyOps } = ctx.sizes;
@@ -243,6 +244,9 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
       push('select', await runRound({ clients: 1, opsPerClient: replay.length, server: true, counters: counterFn(product.counters), op: (_c, i) => selectBarrier(product.pool, replay[i]!.startId) }));
     }
     ctx.extra.pgFailuresByCode = failures.byCode;
+    ctx.log('postgres: the server CPU of the database\'s own checks per start (track_functions)');
+    const checks = await pgCheckShare(empty.db.url, ctx.sizes.quick ? 20 : 300);
+    if (checks !== undefined) ctx.extra.pgCheckShare = checks;
     const starts1 = pgOpsFor(ctx.sizes, 1);
     ctx.bytes.push(
       { id: 'pg.bytes.prepare', label: 'PostgreSQL: prepare (new start); WAL is the cluster\'s, least of the rounds', ...leastOf(bytes.product), canonicalBytes: canonical, starts: starts1 },

@@ -1,5 +1,5 @@
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
-import { originToWrite, sealEvents, type SealedSpan } from '../../application/eventSeals';
+import { headBefore, originToWrite, requireSealedHead, sealEvents, type SealedSpan } from '../../application/eventSeals';
 import type { ChainedCells } from '../../projections/eventChain';
 import type { Tables } from './tables';
 
@@ -9,6 +9,7 @@ import type { Tables } from './tables';
 /** Stores the seal of what one transaction appended to one stream (and the origin, the first time). */
 export const sealMemoryEvents = (keys: EvidenceKeyring, t: Tables, streamId: string, events: readonly ChainedCells[], nowMs: number): void => {
   if (events.length === 0) return;
+  requireSealedHead(keys, streamId, memorySealedSpan(t, streamId, headBefore(events), headBefore(events)), headBefore(events));
   const origin = originToWrite(keys, [...t.sealOrigins.values()], { globalPosition: t.events.length + 1, ms: nowMs });
   if (origin !== undefined) t.sealOrigins.set(origin.key_id, origin);
   const row = sealEvents(keys, streamId, events);

@@ -1,6 +1,6 @@
 import * as t from 'io-ts';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
-import { originToWrite, sealEvents, type EventMacRow, type SealedSpan } from '../../application/eventSeals';
+import { headBefore, originToWrite, requireSealedHead, sealEvents, type EventMacRow, type SealedSpan } from '../../application/eventSeals';
 import type { ChainedCells } from '../../projections/eventChain';
 import { named, prefixed, type Params } from './named';
 import { run, type Queryable } from './query';
@@ -71,11 +71,16 @@ export const postgresSealer = (keys: EvidenceKeyring) => {
     }
     originStored = true;
   };
+  /** The head a keyed append follows must be sealed or legacy (application/eventSeals.ts). */
+  const requireHead = async (q: Queryable, streamId: string, head: number): Promise<void> => {
+    if (head >= 1) requireSealedHead(keys, streamId, await readSealedSpan(q, streamId, head, head), head);
+  };
   const seal = async (tx: Tx, streamId: string, events: readonly ChainedCells[]): Promise<EventMacRow> => {
+    await requireHead(tx.client, streamId, headBefore(events));
     await ensureOrigin(tx.client);
     return sealEvents(keys, streamId, events);
   };
-  return Object.assign(seal, { ensureOrigin });
+  return Object.assign(seal, { ensureOrigin, requireHead });
 };
 
 export type PostgresSealer = ReturnType<typeof postgresSealer>;

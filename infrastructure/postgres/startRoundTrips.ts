@@ -182,6 +182,8 @@ export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: Decode
         const state = stateOfRead(read, decoded);
         const { facts, json } = buildStartFactsWithJson(decoded, state);
         const plan = planStartWrite(facts, state, PENDING_CLOCK, json);
+        // keyed: the head this start follows is sealed (R9.4); the write's Run CAS keeps it the head
+        await ctx.sealer?.requireHead(client, plan.streamId, plan.events.evidence[0]!.position - 1);
         await ctx.sealer?.ensureOrigin(client);
         return { outcome: 'created', barrier: await write(client, ctx, plan, open, ctx.tx.isLastAttempt(budget)) };
       } catch (e) {

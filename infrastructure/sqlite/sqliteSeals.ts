@@ -1,5 +1,5 @@
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
-import { originToWrite, sealEvents, type EventMacRow, type SealOriginRow, type SealedEventRow, type SealedSpan } from '../../application/eventSeals';
+import { headBefore, originToWrite, requireSealedHead, sealEvents, type EventMacRow, type SealOriginRow, type SealedEventRow, type SealedSpan } from '../../application/eventSeals';
 import type { ChainedCells } from '../../projections/eventChain';
 import { nowMsOf, type Statements } from './statements';
 
@@ -11,6 +11,8 @@ export const sqliteSealer = (s: Statements, keys: EvidenceKeyring) => {
   let originStored = false;
   return (streamId: string, events: readonly ChainedCells[]): void => {
     if (events.length === 0) return;
+    const head = headBefore(events);
+    requireSealedHead(keys, streamId, readSealedSpan(s, streamId, head, head), head);
     if (!originStored) {
       const rows = s.sealOrigins.all() as SealOriginRow[];
       originStored = rows.some((r) => r.key_id === keys.activeKeyId);

@@ -97,8 +97,21 @@ export const keyedEvidenceSuite = (backend: KeyedBackend): void => {
     });
 
     it('R9.4 a start sealed under a key of the same id with other bytes fails every verified read and verify', async () => {
-      const forged = await started(await open({ active: k1Forged }));
-      await everyReadFails(await open({ active: k1 }), forged, 'forged seal');
+      // Here sealing began under k1: those bytes verify neither its seal origin nor its seals,
+      // so a keyed write under them refuses to append past what it cannot verify.
+      await failsClosed('a write under other bytes of k1', started(await open({ active: k1Forged })));
+      // A store they wrote first: everything sealed under them, which the real k1 refuses.
+      const other = await backend.create();
+      const theirs: RecoverableStartBarrierAuthority[] = [];
+      try {
+        theirs.push(await other.open({ active: k1Forged }));
+        const forged = await started(theirs[0]!);
+        theirs.push(await other.open({ active: k1 }));
+        await everyReadFails(theirs[1]!, forged, 'forged seal');
+      } finally {
+        for (const a of theirs) await a.close();
+        await other.close();
+      }
     });
 
     it('R9.4 rotation: a verify-only old key still reads old starts; new starts are sealed with the active key; dropping the old key fails the old starts', async () => {

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { CorruptRecordError } from '../../domain';
-import type { Scenario } from '../../domain/scenario';
+import { buildScenario, type Scenario } from '../../domain/scenario';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
 import type { EvidenceKey, EvidenceKeyringOptions } from '../../application/evidenceKeys';
 import { setUp } from './startBarrierConformance';
@@ -144,6 +144,52 @@ export const keyedLifecycleSuite = (backend: KeyedLifecycleBackend): void => {
       const after = await running(keyed);
       await complete(await open(), after.s);
       await forgedIsRefused(keyed, after, 'after the origin');
+    });
+
+    /** The Run stream as an unkeyed reader sees it (the keyed reader refuses it). */
+    const streamOf = async (a: RecoverableStartBarrierAuthority, runId: string) => (await a.runs.readStream(runId)).map((e) => `${e.streamPosition}:${e.event.type}`);
+
+    it('R9.4 a keyed write does not build on an event appended without the key: a start of a StepRun made ready without it is CORRUPT_RECORD and writes nothing', async () => {
+      const open = await fresh();
+      const keyed = await open({ active: k1 });
+      await running(keyed); // sealing has begun: the seal origin is stored
+      const forger = await open();
+      const s = buildScenario();
+      const [ready, ...made] = [...s.lifecycle].reverse();
+      for (const c of made.reverse()) await keyed.runs.handle(c); // the Run and its StepRun, sealed
+      await forger.runs.handle(ready!); // ready, appended without the key: the database accepts it
+      const before = await streamOf(forger, s.runId);
+      await failsClosed('the start after it', keyed.barriers.prepare(s.startCommand()));
+      const another = s.lifecycle[1]!; // CreateStepRun: legal after it, for a second StepRun of the Run
+      await failsClosed('a lifecycle command after it', keyed.runs.handle({ ...another, data: { ...another.data, stepRunId: `${s.stepRunId}-2` } } as typeof another));
+      expect(await streamOf(forger, s.runId), 'nothing appended').to.deep.equal(before);
+      expect(await forger.barriers.getByStartId(s.startCommand().startId)).to.equal(null);
+      const report = await keyed.recovery.verify();
+      expect(report.problems.filter((p) => p.kind === 'event_seal' && p.record.startsWith(`run-${s.runId}@`)).map((p) => p.record)).to.deep.equal([`run-${s.runId}@${before.length}`]);
+    });
+
+    it('R9.4 a keyed write does not build on an outcome appended without the key: a lifecycle command or a resolution after it is CORRUPT_RECORD and writes nothing', async () => {
+      const open = await fresh();
+      const keyed = await open({ active: k1 });
+      const t = await running(keyed);
+      const forger = await open();
+      await complete(forger, t.s, 'FailStepRun');
+      const before = await streamOf(forger, t.s.runId);
+      const another = t.s.lifecycle[1]!;
+      await failsClosed('a lifecycle command after it', keyed.runs.handle({ ...another, data: { ...another.data, stepRunId: `${t.s.stepRunId}-2` } } as typeof another));
+      await failsClosed('a resolution after it', keyed.recovery.resolve(t.startId, 'lost', { decidedBy: 'oncall', reason: 'checked_tool_log', requestedAtMs: 5 }));
+      expect(await streamOf(forger, t.s.runId), 'nothing appended').to.deep.equal(before);
+    });
+
+    it('R9.4 events before the seal origin are legacy to a keyed write too: a keyed start after them is accepted', async () => {
+      const open = await fresh();
+      const s = await setUp(await open()); // no keyed writer yet: every event is legacy
+      const keyed = await open({ active: k1 });
+      await running(keyed); // sealing begins on another Run
+      const r = await keyed.barriers.prepare(s.startCommand()); // its head is legacy, not forged
+      expect(r.outcome).to.equal('created');
+      await complete(keyed, s);
+      expect((await keyed.recovery.verify()).problems).to.deep.equal([]);
     });
 
     it('R9.4 a keyed start is a keyed write: when it is the first one, it stores the seal origin, so an unkeyed append right after it is refused', async () => {

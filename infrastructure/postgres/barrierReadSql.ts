@@ -13,8 +13,8 @@ import { AUDIT_COLUMNS, BARRIER_COLUMNS, MUTATION_COLUMNS, RECEIPT_COLUMNS, TRAC
  * hold is verify's to find (pg-0051). Each probe is its own lateral index scan, as in the
  * replay lookup (identities.ts); the probes are distinct, so no row comes back twice. `probed`:
  * rows the statement already sends (READ_START's lookup); a key one of them matched is not
- * probed again (its rows are exactly those). Rows
- * travel as json (text-exact, never jsonb), the events' JSON as text (below).
+ * probed again (its rows are exactly those). Rows travel as json (text-exact, never jsonb),
+ * the events' JSON as text (below).
  */
 export const barrierCtes = (gate: string, probed = '') => `b AS (SELECT * FROM ql3.tool_execution_start_barriers WHERE start_id = :start_id${gate}),
   anchor AS (SELECT e.stream_id, e.stream_position FROM ql3.events e JOIN b ON e.event_id = b.run_event_id),

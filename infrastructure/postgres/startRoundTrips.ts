@@ -12,8 +12,8 @@ import { macRowsOfRead, runStateOfRow, verifyBarrierRow, type RunStateColumns } 
 import { PENDING_CLOCK, PREPARED_OUT_OF_STEP, resyncPrepared, roundTripText, setLocalTimeouts, type Part } from './roundTripSql';
 import { HitTupleCodec, PgInt, decodeRow, decodeRows } from './rowCodecs';
 import * as SQL from './sql';
-import { INSERT_START_SEALS, sealParams, type PostgresSealer } from './postgresSeals';
-import { sealEvents, startEventCells } from '../../application/eventSeals';
+import { INSERT_START_SEALS, headSpanOfRead, sealParams, type PostgresSealer } from './postgresSeals';
+import { requireSealedHead, sealEvents, startEventCells } from '../../application/eventSeals';
 import { checkCounts, resolveUniqueViolation } from './startWrite';
 import type { AttemptBudget, PostgresTimeouts, PostgresTransactions } from './transactions';
 
@@ -72,7 +72,7 @@ export const stateOfRead = (read: StartRead, decoded: DecodedStartCommand): RunS
 const IDENTITY_PARAMS = Object.fromEntries(REPLAY_IDENTITIES.map((identity) => [identity, paramOf(identity)])) as Readonly<Record<ReplayIdentity, string>>;
 
 /** Round trip 1: READ_START, decoded (R3.1, R3.2 without a lock). */
-export const readStart = async (q: PoolClient | Pool, decoded: DecodedStartCommand): Promise<StartRead> => {
+export const readStart = async (q: PoolClient | Pool, decoded: DecodedStartCommand, keyed = false): Promise<StartRead> => {
   const c = decoded.command;
   const keys = replayKeysOf(c);
   const values = replayValuesOf(keys);
@@ -82,6 +82,7 @@ export const readStart = async (q: PoolClient | Pool, decoded: DecodedStartComma
   params['stream_id'] = streamNameOf(c.stepRun.runId);
   params['step_run_id'] = c.stepRun.stepRunId;
   params['start_id'] = c.startId;
+  params['keyed'] = keyed;
   const [row] = await run<Record<string, unknown>>(q, SQL.READ_START, params);
   if (row === undefined) throw new Error('READ_START returned no row');
   const hits = noReplayHits() as Record<ReplayIdentity, ReplayHit[]>;
@@ -173,7 +174,7 @@ export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: Decode
   let resynced = false;
   try {
     for (;;) {
-      const read = await readStart(client, decoded);
+      const read = await readStart(client, decoded, ctx.keys !== undefined);
       const existing = await existingOfRead(read, decoded, ctx.keys);
       if (existing !== null) return { outcome: 'existing', barrier: existing };
       ctx.tx.spend(budget);
@@ -182,8 +183,8 @@ export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: Decode
         const state = stateOfRead(read, decoded);
         const { facts, json } = buildStartFactsWithJson(decoded, state);
         const plan = planStartWrite(facts, state, PENDING_CLOCK, json);
-        // keyed: the head this start follows is sealed (R9.4); the write's Run CAS keeps it the head
-        await ctx.sealer?.requireHead(client, plan.streamId, plan.events.evidence[0]!.position - 1);
+        // keyed: the head this start follows is sealed (R9.4), read with the Run; the write's Run CAS keeps it the head
+        if (ctx.keys !== undefined) requireSealedHead(ctx.keys, plan.streamId, headSpanOfRead(read.row, plan.streamId), plan.events.evidence[0]!.position - 1);
         await ctx.sealer?.ensureOrigin(client);
         return { outcome: 'created', barrier: await write(client, ctx, plan, open, ctx.tx.isLastAttempt(budget)) };
       } catch (e) {

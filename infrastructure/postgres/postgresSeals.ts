@@ -43,6 +43,10 @@ const OriginRowCodec = t.type({ key_id: t.string, from_global_position: PgInt, f
 const MacRowCodec = t.type({ stream_id: t.string, from_position: PgInt, to_position: PgInt, key_id: t.string, mac: t.string });
 const SpanCodec = t.type({ macs: t.array(MacRowCodec), events: t.array(EventRowCodec), origins: t.array(OriginRowCodec) });
 
+/** The head's seal span as READ_START carries it for a keyed new start (sql.ts, HEAD_SEAL_COLUMNS). */
+export const headSpanOfRead = (row: Record<string, unknown>, streamId: string): SealedSpan =>
+  decodeRow(SpanCodec, { macs: row['head_macs'], events: row['head_events'], origins: row['seal_origins'] }, 'event seal', streamId);
+
 export const readSealedSpan = async (q: Queryable, streamId: string, from: number, to: number): Promise<SealedSpan> => {
   const [row] = await run(q, READ_SEALED_SPAN, { stream_id: streamId, from, to });
   return decodeRow(SpanCodec, row, 'event seal', streamId);
@@ -80,7 +84,7 @@ export const postgresSealer = (keys: EvidenceKeyring) => {
     await ensureOrigin(tx.client);
     return sealEvents(keys, streamId, events);
   };
-  return Object.assign(seal, { ensureOrigin, requireHead });
+  return Object.assign(seal, { ensureOrigin });
 };
 
 export type PostgresSealer = ReturnType<typeof postgresSealer>;

@@ -1,5 +1,5 @@
 import { CorruptRecordError, noReplayHits, streamNameOf, type ReplayHit, type ReplayHits, type ReplayIdentity, type ReplayKeys, type RunState } from '../../domain';
-import { attemptValue, replayValuesOf } from '../../projections/rows';
+import { attemptValue, replayValuesOf, type ReplayIdentityRow } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import { checkStartRows } from '../../projections/checkRows';
 import { agreedAttemptStart, wholeStream } from '../../projections/readChecks';
@@ -15,7 +15,6 @@ import {
   BarrierRowCodec,
   EvidenceMacRowCodec,
   EventRowCodec,
-  IdentityProbeRowCodec,
   MutationRowCodec,
   PgInt,
   ReplayIdentityRowCodec,
@@ -23,8 +22,10 @@ import {
   StepRunRowCodec,
   TraceAnchorRowCodec,
   atMostOne,
+  decodeArrayRows,
   decodeRow,
   decodeRows,
+  namedRow,
 } from './rowCodecs';
 import * as SQL from './sql';
 
@@ -91,25 +92,33 @@ const macRowsOf = async (q: Queryable, startId: string) =>
  * The barrier columns of one read (READ_BARRIER, or the start's first round trip, READ_START),
  * verified: null when no barrier row and nothing else names the start, else every row checked.
  */
-export const verifyBarrierRow = (row: Record<string, unknown>, startId: string): StoredBarrier | null => {
+export const verifyBarrierRow = (row: Record<string, unknown>, startId: string, probed: readonly ReplayIdentityRow[] = []): StoredBarrier | null => {
   const kind = 'start barrier';
-  const barrier = atMostOne(decodeRows(BarrierRowCodec, row.barriers, kind, startId), kind, startId);
-  const probes = decodeRows(IdentityProbeRowCodec, row.identities, 'replay index', startId);
+  const barrier = atMostOne(decodeArrayRows(BarrierRowCodec, SQL.BARRIER_COLUMNS, row.barriers, kind, startId), kind, startId);
+  const identities = identityRowsOf(row.identities, startId, probed);
   if (barrier === undefined) {
     // No barrier under this id is an answer only if nothing else claims the start exists.
-    if (probes.length > 0) throw new CorruptRecordError(kind, startId, 'the replay index names this start but its barrier row is missing');
+    if (identities.length > 0) throw new CorruptRecordError(kind, startId, 'the replay index names this start but its barrier row is missing');
     return null;
   }
-  const identities = [...new Map(probes.map(({ row_id, ...r }) => [row_id, r])).values()];
   return checkStartRows({
     barrier,
-    audit: atMostOne(decodeRows(AuditEventRowCodec, row.audits, 'security audit event', startId), 'security audit event', startId),
-    trace: atMostOne(decodeRows(TraceAnchorRowCodec, row.traces, 'trace anchor', startId), 'trace anchor', startId),
-    receipt: atMostOne(decodeRows(AuditReceiptRowCodec, row.receipts, 'audit receipt', startId), 'audit receipt', startId),
-    mutation: atMostOne(decodeRows(MutationRowCodec, row.mutations, 'step run mutation', startId), 'step run mutation', startId),
+    audit: atMostOne(decodeArrayRows(AuditEventRowCodec, SQL.AUDIT_COLUMNS, row.audits, 'security audit event', startId), 'security audit event', startId),
+    trace: atMostOne(decodeArrayRows(TraceAnchorRowCodec, SQL.TRACE_COLUMNS, row.traces, 'trace anchor', startId), 'trace anchor', startId),
+    receipt: atMostOne(decodeArrayRows(AuditReceiptRowCodec, SQL.RECEIPT_COLUMNS, row.receipts, 'audit receipt', startId), 'audit receipt', startId),
+    mutation: atMostOne(decodeArrayRows(MutationRowCodec, SQL.MUTATION_COLUMNS, row.mutations, 'step run mutation', startId), 'step run mutation', startId),
     events: eventsOfRead(row, startId),
     identities,
   });
+};
+
+/**
+ * The rows of the barrier's identity probes: those the statement already sent as hits of the
+ * lookup (`probed`, READ_START), then the `identities` column, each a json array (sql.ts).
+ */
+const identityRowsOf = (raw: unknown, startId: string, probed: readonly ReplayIdentityRow[]): ReplayIdentityRow[] => {
+  const rows = decodeArrayRows(ReplayIdentityRowCodec, SQL.IDENTITY_COLUMNS, raw, 'replay index', startId);
+  return probed.length === 0 ? rows : [...probed, ...rows];
 };
 
 /** The events of a barrier read, each given back its JSON: the text column its place names (sql.ts). */
@@ -120,10 +129,10 @@ const eventsOfRead = (row: Record<string, unknown>, startId: string) => {
   if (raw.length > SQL.EVENTS_AROUND) throw new CorruptRecordError('event', startId, `${raw.length} events around one RunEvent, at most ${SQL.EVENTS_AROUND} expected`);
   let last = 0;
   return raw.map((r: unknown) => {
-    const n = typeof r === 'object' && r !== null ? (r as { n?: unknown }).n : undefined;
+    const [n, ...cells] = Array.isArray(r) ? (r as unknown[]) : [];
     if (typeof n !== 'number' || !Number.isInteger(n) || n <= last || n > SQL.EVENTS_AROUND) throw new CorruptRecordError('event', startId, 'the events around the RunEvent are out of order');
     last = n;
-    const { n: _n, ...event } = r as Record<string, unknown>;
+    const event = namedRow(cells, SQL.EVENT_AROUND_COLUMNS, 'event', startId);
     event['data_json'] = row[SQL.EVENT_DATA_COLUMNS[n - 1]!];
     return decodeRow(EventRowCodec, event, 'event', startId);
   });

@@ -119,7 +119,8 @@ export const ReplayIdentityRowCodec = t.type({
   command_digest: t.string,
 });
 
-export const IdentityProbeRowCodec = t.intersection([ReplayIdentityRowCodec, t.type({ row_id: t.string })]);
+/** A hit of READ_START (sql.ts): the row's IDENTITY_COLUMNS, and whether it is also one of the barrier's own probes. */
+export const HitTupleCodec = t.tuple([ReplayIdentityRowCodec.props.identity, t.string, t.string, t.string, t.boolean]);
 
 /** Decode one row or fail closed, naming what and where. */
 export const decodeRow = <A>(codec: t.Decoder<unknown, A>, raw: unknown, kind: string, id: string): A => {
@@ -140,6 +141,21 @@ export const decodeRows = <A>(codec: t.Decoder<unknown, A>, raw: unknown, kind: 
   if (raw === null || raw === undefined) return [];
   if (!Array.isArray(raw)) throw new CorruptRecordError(kind, id, 'expected a list of rows');
   return raw.map((r) => decodeRow(codec, r, kind, id));
+};
+
+/** A row sent as a json array of `columns` (sql.ts), named again; any other shape is corrupt. */
+export const namedRow = (raw: unknown, columns: readonly string[], kind: string, id: string): Record<string, unknown> => {
+  if (!Array.isArray(raw) || raw.length !== columns.length) throw new CorruptRecordError(kind, id, `row does not decode (expected ${columns.length} columns)`);
+  const row: Record<string, unknown> = {};
+  for (let i = 0; i < columns.length; i++) row[columns[i]!] = raw[i];
+  return row;
+};
+
+/** A json_agg column of rows sent as arrays of `columns`: NULL (no rows) or a list, each row named and decoded. */
+export const decodeArrayRows = <A>(codec: t.Decoder<unknown, A>, columns: readonly string[], raw: unknown, kind: string, id: string): A[] => {
+  if (raw === null || raw === undefined) return [];
+  if (!Array.isArray(raw)) throw new CorruptRecordError(kind, id, 'expected a list of rows');
+  return raw.map((r) => decodeRow(codec, namedRow(r, columns, kind, id), kind, id));
 };
 
 /** At most one row, or fail closed: an identity that matches several rows is never guessed. */

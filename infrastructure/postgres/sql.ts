@@ -1,19 +1,12 @@
-import type {
-  AuditEventRow,
-  AuditReceiptRow,
-  BarrierRow,
-  MutationRow,
-  RunRow,
-  StepRunRow,
-  TraceAnchorRow,
-} from '../../projections/rows';
 import type { StartWrite, StartWriteStep } from '../../application/startWrite';
-import { barrierProbesSql, lookupReplaySql, missingBarrierProbeSql } from './identities';
+import { lookupReplaySql } from './identities';
+import { AUDIT_COLUMNS, BARRIER_COLUMNS, MUTATION_COLUMNS, RECEIPT_COLUMNS, TRACE_COLUMNS } from './rowColumns';
+import { BARRIER_READ_COLUMNS, barrierCtes } from './barrierReadSql';
 import { named, prefixed, type NamedSql, type Params } from './named';
 
 // SQL owned by the PostgreSQL backend, in schema ql3 (R5.2). Every value is a bound parameter
 // (`:name`, see named.ts); statements are compiled once, here. INSERT column lists come from
-// the projection row types, so a column can neither be forgotten nor misspelt.
+// the projection row types (rowColumns.ts), so a column can neither be forgotten nor misspelt.
 
 export const SCHEMA = 'ql3';
 
@@ -21,6 +14,8 @@ export const SCHEMA = 'ql3';
 // runner's statements in migrationSql.ts.
 export * from './transactionSql';
 export * from './migrationSql';
+export * from './rowColumns';
+export * from './barrierReadSql';
 
 // ------------------------------------------------------------------ R3.1 replay lookup
 
@@ -54,22 +49,6 @@ export const READ_RUN_STATE = named(`WITH
 SELECT ${runStateColumns('')}`);
 
 // ------------------------------------------------------------------ R3.3 .. R3.7 as CTE steps
-
-const cols = <R>(columns: readonly (keyof R & string)[]) => columns;
-export const AUDIT_COLUMNS = cols<AuditEventRow>(['audit_event_id', 'start_id', 'run_id', 'step_run_id', 'audit_event_digest', 'committed_at_ms']);
-export const TRACE_COLUMNS = cols<TraceAnchorRow>(['trace_id', 'span_id', 'start_id', 'run_id', 'step_run_id', 'trace_digest', 'committed_at_ms']);
-export const RECEIPT_COLUMNS = cols<AuditReceiptRow>(['audit_receipt_id', 'audit_event_id', 'trace_id', 'start_id', 'receipt_digest', 'committed_at_ms']);
-export const MUTATION_COLUMNS = cols<MutationRow>([
-  'mutation_id', 'run_event_id', 'start_id', 'run_id', 'step_run_id', 'from_status', 'to_status', 'from_version', 'to_version',
-  'run_event_sequence', 'mutation_digest', 'started_step_run_digest', 'requested_at_ms', 'committed_at_ms',
-]);
-export const BARRIER_COLUMNS = cols<BarrierRow>([
-  'start_id', 'command_digest', 'barrier_digest', 'project_id', 'run_id', 'step_run_id', 'started_step_run_version',
-  'started_step_run_digest', 'mutation_id', 'mutation_digest', 'run_event_id', 'trace_id', 'trace_digest', 'audit_event_id',
-  'audit_receipt_id', 'audit_receipt_digest', 'adapter_id', 'committed_at_ms',
-]);
-export const RUN_COLUMNS = cols<RunRow>(['run_id', 'project_id', 'snapshot_id', 'snapshot_digest', 'version']);
-export const STEP_RUN_COLUMNS = cols<StepRunRow>(['run_id', 'step_run_id', 'project_id', 'kind', 'status', 'version', 'digest', 'state_json']);
 
 const insertRow = (table: string, prefix: string, columns: readonly string[]) =>
   `INSERT INTO ql3.${table} (${columns.join(', ')}) VALUES (${columns.map((c) => `:${prefix}${c}`).join(', ')}) RETURNING 1`;
@@ -236,69 +215,51 @@ export const INSERT_EVENTS = named(INSERT_EVENTS_SQL);
 
 // ------------------------------------------------------------------ reads (R5.3 on every one)
 
-/**
- * Everything a barrier read re-verifies, in one statement: the barrier row(s), the four fact
- * rows it names, the five events around its RunEvent, and every replay-identity row under one
- * of its identity values (duplicates included; each probe is an index lookup, so the read stays
- * constant-cost); with no barrier row, the start id's own probe, so that an index naming a
- * missing barrier fails closed. A row naming this start under a value the barrier does not
- * hold is verify's to find (pg-0051). Each probe is its own lateral index scan, as in the
- * replay lookup (identities.ts). A row found by two probes comes back twice with the same
- * ctid and is counted once. Rows travel as json (text-exact, never jsonb), the events' JSON as text (below).
- */
-const barrierCtes = (gate: string) => `b AS (SELECT * FROM ql3.tool_execution_start_barriers WHERE start_id = :start_id${gate}),
-  anchor AS (SELECT e.stream_id, e.stream_position FROM ql3.events e JOIN b ON e.event_id = b.run_event_id),
-  around AS (
-    SELECT e.global_position, e.stream_id, e.stream_position, e.event_id, e.event_type, e.data_json, e.committed_at_ms,
-           (e.stream_position - anchor.stream_position + 4)::int AS n
-      FROM anchor JOIN ql3.events e ON e.stream_id = anchor.stream_id
-                                   AND e.stream_position BETWEEN anchor.stream_position - 3 AND anchor.stream_position + 1),
-  keys (identity, value) AS (
-    ${barrierProbesSql()}
-    UNION ALL ${missingBarrierProbeSql(gate)}),
-  identities AS (
-    SELECT i.row_id, i.identity, i.value, i.start_id, ib.command_digest
-      FROM keys k CROSS JOIN LATERAL (SELECT p.ctid::text AS row_id, p.identity, p.value, p.start_id FROM ql3.start_replay_identities p
-                                       WHERE p.identity = k.identity AND p.value = k.value OFFSET 0) i
-      LEFT JOIN ql3.tool_execution_start_barriers ib ON ib.start_id = i.start_id)`;
-/**
- * The events around the barrier's RunEvent (its three evidence facts before it, its barrier
- * event after it) travel as json without their JSON; each one's JSON is its own text column,
- * by its place in that order: the stored cell itself, parsed once, by the verifier (inside a
- * json aggregate it would be escaped by the server and parsed by the driver first).
- */
-export const EVENTS_AROUND = 5;
-export const EVENT_DATA_COLUMNS: readonly string[] = Array.from({ length: EVENTS_AROUND }, (_, i) => `event_data_${i + 1}`);
-const BARRIER_READ_COLUMNS = `(SELECT json_agg(b) FROM b) AS barriers,
-  (SELECT json_agg(a) FROM ql3.security_audit_events a WHERE a.audit_event_id IN (SELECT audit_event_id FROM b)) AS audits,
-  (SELECT json_agg(t) FROM ql3.trace_anchors t WHERE t.trace_id IN (SELECT trace_id FROM b)) AS traces,
-  (SELECT json_agg(r) FROM ql3.audit_receipts r WHERE r.audit_receipt_id IN (SELECT audit_receipt_id FROM b)) AS receipts,
-  (SELECT json_agg(m) FROM ql3.step_run_mutations m WHERE m.mutation_id IN (SELECT mutation_id FROM b)) AS mutations,
-  (SELECT json_agg(json_build_object('global_position', global_position, 'stream_id', stream_id, 'stream_position', stream_position,
-                                     'event_id', event_id, 'event_type', event_type, 'committed_at_ms', committed_at_ms, 'n', n) ORDER BY n)
-     FROM around) AS events,
-  ${Array.from({ length: EVENTS_AROUND }, (_, i) => `(SELECT data_json FROM around WHERE n = ${i + 1}) AS ${EVENT_DATA_COLUMNS[i]}`).join(',\n  ')},
-  (SELECT json_agg(identities) FROM identities) AS identities`;
 export const READ_BARRIER = named(`WITH
   ${barrierCtes('')}
 SELECT
   ${BARRIER_READ_COLUMNS}`);
 
 /**
+ * Keyed only (:keyed), for a new start: the seals over the stream's head, the events they span
+ * and the seal origins, so that a keyed start checks the head it follows is sealed (R9.4,
+ * application/eventSeals.ts) in the same read, in the same snapshot as the Run state.
+ */
+const HEAD_SEAL_CTES = `head_seals AS (SELECT m.stream_id, m.from_position, m.to_position, m.key_id, m.mac
+                   FROM ql3.run_event_macs m, stream s
+                  WHERE :keyed::boolean AND NOT EXISTS (SELECT 1 FROM lookup)
+                    AND m.stream_id = :stream_id AND m.from_position <= s.version AND m.to_position >= s.version)`;
+const HEAD_SEAL_COLUMNS = `(SELECT coalesce(json_agg(h ORDER BY h.from_position), '[]'::json) FROM head_seals h) AS head_macs,
+  (SELECT coalesce(json_agg(e ORDER BY e.stream_position), '[]'::json)
+     FROM (SELECT e.global_position, e.stream_id, e.stream_position, e.event_id, e.event_type, e.data_json, e.committed_at_ms
+             FROM ql3.events e, stream s
+            WHERE :keyed::boolean AND NOT EXISTS (SELECT 1 FROM lookup) AND e.stream_id = :stream_id
+              AND e.stream_position BETWEEN least(s.version, (SELECT min(from_position) FROM head_seals))
+                                        AND greatest(s.version, (SELECT max(to_position) FROM head_seals))) e) AS head_events,
+  (SELECT coalesce(json_agg(o ORDER BY o.key_id), '[]'::json)
+     FROM (SELECT key_id, from_global_position, from_ms, mac FROM ql3.run_event_seal_origins
+            WHERE :keyed::boolean AND NOT EXISTS (SELECT 1 FROM lookup)) o) AS seal_origins`;
+/**
  * The first round trip of a start (startRoundTrips.ts), one statement and one snapshot, no lock:
  * the replay lookup of R3.1; when it found nothing, the Run, its stream head and the StepRun
  * (what the decision of R3.2 needs); when it found a hit (a replay or a conflict, never a new
  * start), every row a read of this start's barrier re-verifies, with its MAC row (R5.3, R9.4),
- * so that an exact replay needs no second round trip.
+ * so that an exact replay needs no second round trip. On a replay the barrier's identity
+ * values are the command's: each hit says whether it is also one of the barrier's probes, and
+ * `identities` carries only the rows of the barrier's other values, so no row travels twice.
  */
 export const READ_START = named(`WITH
   lookup AS (${lookupReplaySql()}),
   ${RUN_STATE_CTES},
-  ${barrierCtes(' AND EXISTS (SELECT 1 FROM lookup)')}
-SELECT (SELECT json_agg(lookup) FROM lookup) AS hits,
+  ${HEAD_SEAL_CTES},
+  ${barrierCtes(' AND EXISTS (SELECT 1 FROM lookup)', 'lookup')}
+SELECT (SELECT json_agg(json_build_array(l.identity, l.value, l.start_id, l.command_digest,
+                                         EXISTS (SELECT 1 FROM keys k WHERE k.identity = l.identity AND k.value = l.value)))
+          FROM lookup l) AS hits,
   ${runStateColumns(' WHERE NOT EXISTS (SELECT 1 FROM lookup)')},
   ${BARRIER_READ_COLUMNS},
-  (SELECT json_agg(m) FROM ql3.start_evidence_macs m WHERE m.start_id = :start_id AND EXISTS (SELECT 1 FROM b)) AS macs`);
+  (SELECT json_agg(m) FROM ql3.start_evidence_macs m WHERE m.start_id = :start_id AND EXISTS (SELECT 1 FROM b)) AS macs,
+  ${HEAD_SEAL_COLUMNS}`);
 
 /** R3.2, R3.5: the Run turn and the Run version the start was decided on (pg-0045); the last attempt alone (pg-0052). */
 export const TAKE_START_TURN = named('SELECT ql3.take_start_turn(:run_id, :expected_version::bigint, :alone::boolean) AS now_ms');

@@ -4,16 +4,16 @@ import type { PrepareResult, StartStepHook, StoredBarrier } from '../../applicat
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { existingBarrierOf } from '../../application/startProtocol';
 import { START_WRITE_STEPS, planStartWrite, type StartWrite } from '../../application/startWrite';
-import { replayValuesOf } from '../../projections/rows';
+import { replayValuesOf, type ReplayIdentityRow } from '../../projections/rows';
 import { SQLSTATE, isRetryable, isUniqueViolation, mapPgError, sqlStateOf, unavailableReasonOf } from './errors';
 import { paramOf } from './identities';
 import { run } from './query';
 import { macRowsOfRead, runStateOfRow, verifyBarrierRow, type RunStateColumns } from './reads';
 import { PENDING_CLOCK, PREPARED_OUT_OF_STEP, resyncPrepared, roundTripText, setLocalTimeouts, type Part } from './roundTripSql';
-import { PgInt, ReplayIdentityRowCodec, decodeRow, decodeRows } from './rowCodecs';
+import { HitTupleCodec, PgInt, decodeRow, decodeRows } from './rowCodecs';
 import * as SQL from './sql';
-import { INSERT_START_SEALS, sealParams, type PostgresSealer } from './postgresSeals';
-import { sealEvents, startEventCells } from '../../application/eventSeals';
+import { INSERT_START_SEALS, headSpanOfRead, sealParams, type PostgresSealer } from './postgresSeals';
+import { requireSealedHead, sealEvents, startEventCells } from '../../application/eventSeals';
 import { checkCounts, resolveUniqueViolation } from './startWrite';
 import type { AttemptBudget, PostgresTimeouts, PostgresTransactions } from './transactions';
 
@@ -59,6 +59,8 @@ export interface RoundTripContext {
 /** What the first round trip read: the replay hits, and the row itself (it holds the Run state only when there are no hits: a new start). */
 export interface StartRead {
   readonly hits: ReplayHits;
+  /** The hits that are also rows of the barrier's identity probes (sql.ts READ_START): sent once, read for both. */
+  readonly probed: readonly ReplayIdentityRow[];
   readonly row: Record<string, unknown>;
 }
 
@@ -70,7 +72,7 @@ export const stateOfRead = (read: StartRead, decoded: DecodedStartCommand): RunS
 const IDENTITY_PARAMS = Object.fromEntries(REPLAY_IDENTITIES.map((identity) => [identity, paramOf(identity)])) as Readonly<Record<ReplayIdentity, string>>;
 
 /** Round trip 1: READ_START, decoded (R3.1, R3.2 without a lock). */
-export const readStart = async (q: PoolClient | Pool, decoded: DecodedStartCommand): Promise<StartRead> => {
+export const readStart = async (q: PoolClient | Pool, decoded: DecodedStartCommand, keyed = false): Promise<StartRead> => {
   const c = decoded.command;
   const keys = replayKeysOf(c);
   const values = replayValuesOf(keys);
@@ -80,13 +82,16 @@ export const readStart = async (q: PoolClient | Pool, decoded: DecodedStartComma
   params['stream_id'] = streamNameOf(c.stepRun.runId);
   params['step_run_id'] = c.stepRun.stepRunId;
   params['start_id'] = c.startId;
+  params['keyed'] = keyed;
   const [row] = await run<Record<string, unknown>>(q, SQL.READ_START, params);
   if (row === undefined) throw new Error('READ_START returned no row');
   const hits = noReplayHits() as Record<ReplayIdentity, ReplayHit[]>;
-  for (const r of decodeRows(ReplayIdentityRowCodec, row.hits, 'replay index', c.startId)) {
-    hits[r.identity] = [...hits[r.identity], { startId: r.start_id, commandDigest: r.command_digest }];
+  const probed: ReplayIdentityRow[] = [];
+  for (const [identity, value, start_id, command_digest, isProbe] of decodeRows(HitTupleCodec, row.hits, 'replay index', c.startId)) {
+    hits[identity] = [...hits[identity], { startId: start_id, commandDigest: command_digest }];
+    if (isProbe) probed.push({ identity, value, start_id, command_digest });
   }
-  return { hits, row };
+  return { hits, probed, row };
 };
 
 /** R4.2 from round trip 1 alone: the stored barrier, verified with its MAC when keyed; null: a new start. */
@@ -94,7 +99,7 @@ export const existingOfRead = (read: StartRead, decoded: DecodedStartCommand, ke
   existingBarrierOf(
     {
       readBarrier: async (startId) => {
-        const verified = verifyBarrierRow(read.row, startId);
+        const verified = verifyBarrierRow(read.row, startId, read.probed);
         return keys === undefined || verified === null ? verified : keys.verify(verified, macRowsOfRead(read.row, startId));
       },
     },
@@ -169,7 +174,7 @@ export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: Decode
   let resynced = false;
   try {
     for (;;) {
-      const read = await readStart(client, decoded);
+      const read = await readStart(client, decoded, ctx.keys !== undefined);
       const existing = await existingOfRead(read, decoded, ctx.keys);
       if (existing !== null) return { outcome: 'existing', barrier: existing };
       ctx.tx.spend(budget);
@@ -178,8 +183,8 @@ export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: Decode
         const state = stateOfRead(read, decoded);
         const { facts, json } = buildStartFactsWithJson(decoded, state);
         const plan = planStartWrite(facts, state, PENDING_CLOCK, json);
-        // keyed: the head this start follows is sealed (R9.4); the write's Run CAS keeps it the head
-        await ctx.sealer?.requireHead(client, plan.streamId, plan.events.evidence[0]!.position - 1);
+        // keyed: the head this start follows is sealed (R9.4), read with the Run; the write's Run CAS keeps it the head
+        if (ctx.keys !== undefined) requireSealedHead(ctx.keys, plan.streamId, headSpanOfRead(read.row, plan.streamId), plan.events.evidence[0]!.position - 1);
         await ctx.sealer?.ensureOrigin(client);
         return { outcome: 'created', barrier: await write(client, ctx, plan, open, ctx.tx.isLastAttempt(budget)) };
       } catch (e) {

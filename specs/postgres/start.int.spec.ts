@@ -2,6 +2,7 @@ import { expect } from 'chai';
 import { Pool, type PoolClient } from 'pg';
 import { buildScenario, type Scenario } from '../../domain/scenario';
 import type { StartStepHook } from '../../application/authority';
+import type { EvidenceKeyringOptions } from '../../application/evidenceKeys';
 import { openPostgresStartBarrier, type PostgresStartBarrier, type PostgresWriteMode } from '../../infrastructure/postgres';
 import { countOf, countRows, createDatabase, testPool, type TestDatabase } from '../../testkit/postgresHarness';
 
@@ -28,7 +29,7 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
   });
 
   /** An authority on its own pool whose connections count the statements they send. */
-  const open = async (writeMode: PostgresWriteMode = 'batched', hook?: StartStepHook) => {
+  const open = async (writeMode: PostgresWriteMode = 'batched', hook?: StartStepHook, evidenceKeys?: EvidenceKeyringOptions) => {
     const statements: string[] = [];
     const pool = testPool({ connectionString: db.url, max: 4 });
     pools.push(pool);
@@ -40,7 +41,7 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
         return query(...args);
       };
     });
-    const a = await openPostgresStartBarrier({ pool, writeMode, ...(hook ? { hooks: { onStartStep: hook } } : {}) });
+    const a = await openPostgresStartBarrier({ pool, writeMode, ...(hook ? { hooks: { onStartStep: hook } } : {}), ...(evidenceKeys ? { evidenceKeys } : {}) });
     opened.push(a);
     return { a, statements };
   };
@@ -150,7 +151,7 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
     }
   });
 
-  it('R5.2 round trips per call, counted: batched start 2 (read; turn, compare-and-set, write and commit in one query), exact replay 1 (no transaction, no turn: immutable rows), stepwise start 7 (the read just before BEGIN, the head moves the event trigger\'s); R5.2 the Run turn before any evidence', async () => {
+  it('R5.2 round trips per call, counted: batched start 2, keyed or not (read; turn, compare-and-set, write and commit in one query), exact replay 1 (no transaction, no turn: immutable rows), stepwise start 7 (the read just before BEGIN, the head moves the event trigger\'s); R5.2 the Run turn before any evidence', async () => {
     const batched = await open('batched');
     const s = await setUp(batched.a);
     batched.statements.length = 0;
@@ -180,6 +181,15 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
     batched.statements.length = 0;
     await batched.a.barriers.prepare(s3.startCommand());
     expect(shape(batched.statements)).to.deep.equal(['read', 'turn + write + commit']);
+    // keyed (R9.4): the head's seal comes with the read, the start's seals with the write
+    const keyed = await open('batched', undefined, { active: { id: 'k1', secret: Buffer.alloc(32, 7) } });
+    const s4 = await setUp(keyed.a); // its lifecycle stores the seal origin
+    keyed.statements.length = 0;
+    expect((await keyed.a.barriers.prepare(s4.startCommand())).outcome).to.equal('created');
+    expect(shape(keyed.statements)).to.deep.equal(['read', 'turn + write + commit']);
+    keyed.statements.length = 0;
+    expect((await keyed.a.barriers.prepare(s4.startCommand())).outcome).to.equal('existing');
+    expect(shape(keyed.statements)).to.deep.equal(['read']);
     expect(shape(steps).slice(0, 2)).to.deep.equal(['read', 'BEGIN + configure + turn']);
     expect(steps).to.have.length(7);
     // the turn (the Run row lock) precedes every statement that writes evidence

@@ -6,6 +6,7 @@ import { named, prefixed, type Params } from './named';
 import { run, type Queryable } from './query';
 import { EventRowCodec, PgInt, decodeRow } from './rowCodecs';
 import { INSERT_EVENTS_SQL } from './sql';
+import { sealedSpanColumns, sealedSpanCtes } from './sealedSpanSql';
 import type { Tx } from './transactions';
 
 // Keyed evidence over the Run stream on PostgreSQL (R9.4, application/eventSeals.ts). A seal
@@ -28,24 +29,16 @@ const INSERT_SEAL_ORIGIN = named(`INSERT INTO ql3.run_event_seal_origins (key_id
   VALUES (:key_id, :from_global_position, :from_ms, :mac) ON CONFLICT DO NOTHING`);
 
 /** The origins, the seals overlapping from..to of one stream, and the events they span, in one statement. */
-const READ_SEALED_SPAN = named(`WITH
-  m AS (SELECT stream_id, from_position, to_position, key_id, mac FROM ql3.run_event_macs
-         WHERE stream_id = :stream_id AND from_position <= :to::bigint AND to_position >= :from::bigint),
-  r AS (SELECT least(:from::bigint, min(from_position)) AS lo, greatest(:to::bigint, max(to_position)) AS hi FROM m)
-SELECT (SELECT coalesce(json_agg(m ORDER BY m.from_position), '[]'::json) FROM m) AS macs,
-       (SELECT coalesce(json_agg(e ORDER BY e.stream_position), '[]'::json)
-          FROM (SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms
-                  FROM ql3.events, r WHERE stream_id = :stream_id AND stream_position BETWEEN r.lo AND r.hi) e) AS events,
-       (SELECT coalesce(json_agg(o ORDER BY o.key_id), '[]'::json)
-          FROM (SELECT key_id, from_global_position, from_ms, mac FROM ql3.run_event_seal_origins) o) AS origins`);
+const READ_SEALED_SPAN = named(`WITH ${sealedSpanCtes(':from::bigint', ':to::bigint')}
+SELECT ${sealedSpanColumns()}`);
 
 const OriginRowCodec = t.type({ key_id: t.string, from_global_position: PgInt, from_ms: PgInt, mac: t.string });
 const MacRowCodec = t.type({ stream_id: t.string, from_position: PgInt, to_position: PgInt, key_id: t.string, mac: t.string });
 const SpanCodec = t.type({ macs: t.array(MacRowCodec), events: t.array(EventRowCodec), origins: t.array(OriginRowCodec) });
 
-/** The head's seal span as READ_START carries it for a keyed new start (sql.ts, HEAD_SEAL_COLUMNS). */
+/** The head's seal span as READ_START carries it for a keyed new start (its `seal_` columns, sql.ts). */
 export const headSpanOfRead = (row: Record<string, unknown>, streamId: string): SealedSpan =>
-  decodeRow(SpanCodec, { macs: row['head_macs'], events: row['head_events'], origins: row['seal_origins'] }, 'event seal', streamId);
+  decodeRow(SpanCodec, { macs: row['seal_macs'], events: row['seal_events'], origins: row['seal_origins'] }, 'event seal', streamId);
 
 export const readSealedSpan = async (q: Queryable, streamId: string, from: number, to: number): Promise<SealedSpan> => {
   const [row] = await run(q, READ_SEALED_SPAN, { stream_id: streamId, from, to });

@@ -2,6 +2,7 @@ import type { StartWrite, StartWriteStep } from '../../application/startWrite';
 import { lookupReplaySql } from './identities';
 import { AUDIT_COLUMNS, BARRIER_COLUMNS, MUTATION_COLUMNS, RECEIPT_COLUMNS, TRACE_COLUMNS } from './rowColumns';
 import { BARRIER_READ_COLUMNS, barrierCtes } from './barrierReadSql';
+import { sealedSpanColumns, sealedSpanCtes } from './sealedSpanSql';
 import { named, prefixed, type NamedSql, type Params } from './named';
 
 // SQL owned by the PostgreSQL backend, in schema ql3 (R5.2). Every value is a bound parameter
@@ -225,20 +226,8 @@ SELECT
  * and the seal origins, so that a keyed start checks the head it follows is sealed (R9.4,
  * application/eventSeals.ts) in the same read, in the same snapshot as the Run state.
  */
-const HEAD_SEAL_CTES = `head_seals AS (SELECT m.stream_id, m.from_position, m.to_position, m.key_id, m.mac
-                   FROM ql3.run_event_macs m, stream s
-                  WHERE :keyed::boolean AND NOT EXISTS (SELECT 1 FROM lookup)
-                    AND m.stream_id = :stream_id AND m.from_position <= s.version AND m.to_position >= s.version)`;
-const HEAD_SEAL_COLUMNS = `(SELECT coalesce(json_agg(h ORDER BY h.from_position), '[]'::json) FROM head_seals h) AS head_macs,
-  (SELECT coalesce(json_agg(e ORDER BY e.stream_position), '[]'::json)
-     FROM (SELECT e.global_position, e.stream_id, e.stream_position, e.event_id, e.event_type, e.data_json, e.committed_at_ms
-             FROM ql3.events e, stream s
-            WHERE :keyed::boolean AND NOT EXISTS (SELECT 1 FROM lookup) AND e.stream_id = :stream_id
-              AND e.stream_position BETWEEN least(s.version, (SELECT min(from_position) FROM head_seals))
-                                        AND greatest(s.version, (SELECT max(to_position) FROM head_seals))) e) AS head_events,
-  (SELECT coalesce(json_agg(o ORDER BY o.key_id), '[]'::json)
-     FROM (SELECT key_id, from_global_position, from_ms, mac FROM ql3.run_event_seal_origins
-            WHERE :keyed::boolean AND NOT EXISTS (SELECT 1 FROM lookup)) o) AS seal_origins`;
+const KEYED_NEW_START = ':keyed::boolean AND NOT EXISTS (SELECT 1 FROM lookup)';
+const HEAD = '(SELECT version FROM stream)';
 /**
  * The first round trip of a start (startRoundTrips.ts), one statement and one snapshot, no lock:
  * the replay lookup of R3.1; when it found nothing, the Run, its stream head and the StepRun
@@ -251,7 +240,7 @@ const HEAD_SEAL_COLUMNS = `(SELECT coalesce(json_agg(h ORDER BY h.from_position)
 export const READ_START = named(`WITH
   lookup AS (${lookupReplaySql()}),
   ${RUN_STATE_CTES},
-  ${HEAD_SEAL_CTES},
+  ${sealedSpanCtes(HEAD, HEAD, KEYED_NEW_START)},
   ${barrierCtes(' AND EXISTS (SELECT 1 FROM lookup)', 'lookup')}
 SELECT (SELECT json_agg(json_build_array(l.identity, l.value, l.start_id, l.command_digest,
                                          EXISTS (SELECT 1 FROM keys k WHERE k.identity = l.identity AND k.value = l.value)))
@@ -259,7 +248,7 @@ SELECT (SELECT json_agg(json_build_array(l.identity, l.value, l.start_id, l.comm
   ${runStateColumns(' WHERE NOT EXISTS (SELECT 1 FROM lookup)')},
   ${BARRIER_READ_COLUMNS},
   (SELECT json_agg(m) FROM ql3.start_evidence_macs m WHERE m.start_id = :start_id AND EXISTS (SELECT 1 FROM b)) AS macs,
-  ${HEAD_SEAL_COLUMNS}`);
+  ${sealedSpanColumns(KEYED_NEW_START, 'seal_')}`);
 
 /** R3.2, R3.5: the Run turn and the Run version the start was decided on (pg-0045); the last attempt alone (pg-0052). */
 export const TAKE_START_TURN = named('SELECT ql3.take_start_turn(:run_id, :expected_version::bigint, :alone::boolean) AS now_ms');

@@ -9,7 +9,8 @@ import type { Tables } from './tables';
 /** Stores the seal of what one transaction appended to one stream (and the origin, the first time). */
 export const sealMemoryEvents = (keys: EvidenceKeyring, t: Tables, streamId: string, events: readonly ChainedCells[], nowMs: number): void => {
   if (events.length === 0) return;
-  requireSealedHead(keys, streamId, memorySealedSpan(t, streamId, headBefore(events), headBefore(events)), headBefore(events));
+  const head = headBefore(events);
+  requireSealedHead(keys, streamId, memorySealedSpan(t, streamId, head, head), head);
   const origin = originToWrite(keys, [...t.sealOrigins.values()], { globalPosition: t.events.length + 1, ms: nowMs });
   if (origin !== undefined) t.sealOrigins.set(origin.key_id, origin);
   const row = sealEvents(keys, streamId, events);

@@ -146,6 +146,11 @@ export const keyedLifecycleSuite = (backend: KeyedLifecycleBackend): void => {
       await forgedIsRefused(keyed, after, 'after the origin');
     });
 
+    /** CreateStepRun of a second StepRun of the Run: a command legal after any event of it. */
+    const secondStepRunOf = (s: Scenario) => {
+      const create = s.lifecycle[1]!;
+      return { ...create, data: { ...create.data, stepRunId: `${s.stepRunId}-2` } } as typeof create;
+    };
     /** The Run stream as an unkeyed reader sees it (the keyed reader refuses it). */
     const streamOf = async (a: RecoverableStartBarrierAuthority, runId: string) => (await a.runs.readStream(runId)).map((e) => `${e.streamPosition}:${e.event.type}`);
 
@@ -160,8 +165,7 @@ export const keyedLifecycleSuite = (backend: KeyedLifecycleBackend): void => {
       await forger.runs.handle(ready!); // ready, appended without the key: the database accepts it
       const before = await streamOf(forger, s.runId);
       await failsClosed('the start after it', keyed.barriers.prepare(s.startCommand()));
-      const another = s.lifecycle[1]!; // CreateStepRun: legal after it, for a second StepRun of the Run
-      await failsClosed('a lifecycle command after it', keyed.runs.handle({ ...another, data: { ...another.data, stepRunId: `${s.stepRunId}-2` } } as typeof another));
+      await failsClosed('a lifecycle command after it', keyed.runs.handle(secondStepRunOf(s)));
       expect(await streamOf(forger, s.runId), 'nothing appended').to.deep.equal(before);
       expect(await forger.barriers.getByStartId(s.startCommand().startId)).to.equal(null);
       const report = await keyed.recovery.verify();
@@ -175,8 +179,7 @@ export const keyedLifecycleSuite = (backend: KeyedLifecycleBackend): void => {
       const forger = await open();
       await complete(forger, t.s, 'FailStepRun');
       const before = await streamOf(forger, t.s.runId);
-      const another = t.s.lifecycle[1]!;
-      await failsClosed('a lifecycle command after it', keyed.runs.handle({ ...another, data: { ...another.data, stepRunId: `${t.s.stepRunId}-2` } } as typeof another));
+      await failsClosed('a lifecycle command after it', keyed.runs.handle(secondStepRunOf(t.s)));
       await failsClosed('a resolution after it', keyed.recovery.resolve(t.startId, 'lost', { decidedBy: 'oncall', reason: 'checked_tool_log', requestedAtMs: 5 }));
       expect(await streamOf(forger, t.s.runId), 'nothing appended').to.deep.equal(before);
     });

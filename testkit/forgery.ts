@@ -39,6 +39,8 @@ export interface Judgement {
 
 export interface Forgery {
   readonly name: string;
+  /** When set, the database must refuse it, by the check this names (both backends' wording). */
+  readonly refusedBy?: RegExp;
   attempt(target: ForgeryTarget): Promise<Judgement>;
 }
 
@@ -225,6 +227,29 @@ export const FORGERIES: readonly Forgery[] = [
       await ready(target.authority, s);
       const { events } = await sourceStart(target, s);
       return judge(target, s, await appendEvents(target, s, [events[1]!]));
+    },
+  },
+  {
+    name: "a start's facts under two startIds (another start's trace anchor after this one's audit event)",
+    refusedBy: /must follow as|under one startId/,
+    attempt: async (target) => {
+      const s = buildScenario();
+      await ready(target.authority, s);
+      const mine = await sourceStart(target, s);
+      const other = await sourceStart(target, buildScenario());
+      return judge(target, s, await appendEvents(target, s, [mine.events[0]!, other.events[1]!]));
+    },
+  },
+  {
+    name: 'a barrier that does not match its StepRunStarted (the four facts before it legal, its runEventSequence moved)',
+    refusedBy: /does not match the StepRunStarted/,
+    attempt: async (target) => {
+      const s = buildScenario();
+      await ready(target.authority, s);
+      const { events } = await sourceStart(target, s);
+      const barrier = JSON.parse(events[4]!.data_json) as { barrier: { runEvent: { runEventSequence: number } } };
+      barrier.barrier.runEvent.runEventSequence += 1;
+      return judge(target, s, await appendEvents(target, s, [...events.slice(0, 4), { ...events[4]!, data_json: canonicalJson(barrier) }]));
     },
   },
   {

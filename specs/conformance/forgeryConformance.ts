@@ -24,6 +24,10 @@ export const forgerySuite = (open: () => Promise<OpenTarget>, expected: Readonly
       const { outcome, reason } = await f.attempt(target);
       expect(outcome, reason).to.not.equal('accepted');
       if (outcome === 'refused') expect(reason).to.match(OWN_REFUSAL);
+      if (f.refusedBy !== undefined) {
+        expect(outcome, reason).to.equal('refused');
+        expect(reason).to.match(f.refusedBy);
+      }
       const want = expected[f.name];
       if (want !== undefined) expect(outcome, reason).to.equal(want);
     });

@@ -225,6 +225,25 @@ describe('PostgreSQL schema and roles (R5.2)', function () {
       expect(await attempt(runtime, 'DROP INDEX ql3.start_replay_identities_key')).to.equal(DENIED);
     });
 
+    it('R9.1 every SECURITY DEFINER function pins search_path; a function without it (the inlined helpers of the event trigger) runs for no product role', async () => {
+      const { rows } = await as('ql3_owner').query<{ f: string; definer: boolean; pinned: boolean; trigger: boolean }>(
+        `SELECT p.oid::regprocedure::text AS f, p.prosecdef AS definer, p.prorettype = 'trigger'::regtype AS trigger,
+                coalesce('search_path=pg_catalog, pg_temp' = ANY (p.proconfig), false) AS pinned
+           FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'ql3' ORDER BY 1`,
+      );
+      expect(rows.filter((r) => r.definer && !r.pinned).map((r) => r.f)).to.deep.equal([]);
+      // a trigger function runs only as a trigger, never called
+      const unpinned = rows.filter((r) => !r.pinned && !r.trigger).map((r) => r.f);
+      expect(unpinned).to.include.members(['ql3.tagged_digest(text,text)', 'ql3.step_run_json(jsonb,boolean)']);
+      for (const role of ['ql3_runtime', ...PRODUCT_ROLES]) {
+        for (const f of unpinned) {
+          const { rows: can } = await as(role).query<{ x: boolean }>(`SELECT has_function_privilege($1, 'EXECUTE') AS x`, [f]);
+          expect(can[0]?.x, `${role} may EXECUTE ${f}`).to.equal(false);
+        }
+      }
+      expect(await attempt(as('ql3_runtime'), `SELECT ql3.tagged_digest('a', 'b')`)).to.equal(DENIED);
+    });
+
     it('R5.2 no other product role has any right on the barrier table or the replay index: not even SELECT', async () => {
       for (const role of PRODUCT_ROLES) {
         const pool = as(role);

@@ -4,6 +4,7 @@ import { createInterface } from 'node:readline';
 import type { Pool } from 'pg';
 import { buildScenario, type Scenario } from '../../domain/scenario';
 import { openPostgresStartBarrier, type PostgresStartBarrier } from '../../infrastructure/postgres';
+import { readStart } from '../../infrastructure/postgres/startRoundTrips';
 import { DEFAULT_TIMEOUTS } from '../../infrastructure/postgres';
 import { pgOpsFor, type BenchContext } from '../lib/context';
 import { longRunOf } from '../lib/longRun';
@@ -242,6 +243,12 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
       for (const c of replay) await product.a.barriers.prepare(c);
       push('replay', await runRound({ clients: 1, opsPerClient: replay.length, server: true, counters: counterFn(product.counters), op: (_c, i) => product.a.barriers.prepare(replay[i]!) }));
       push('select', await runRound({ clients: 1, opsPerClient: replay.length, server: true, counters: counterFn(product.counters), op: (_c, i) => selectBarrier(product.pool, replay[i]!.startId) }));
+
+      // A new start's first round trip alone (the unlocked read the bare transaction never makes): its share of a start.
+      const unread = fresh('u', latencyOps);
+      await seedReadyRuns(product.pool, unread);
+      const reads = unread.map((sc) => trustedDecoded(sc.startCommand()));
+      push('read-start', await runRound({ clients: 1, opsPerClient: reads.length, server: true, counters: counterFn(product.counters), op: (_c, i) => readStart(product.pool, reads[i]!) }));
     }
     ctx.extra.pgFailuresByCode = failures.byCode;
     ctx.log('postgres: the server CPU of the database\'s own checks per start (track_functions)');
@@ -286,6 +293,7 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
       fig('pg.stream.long', `PostgreSQL: prepare on a Run of ${ctx.sizes.streamLong.toLocaleString('en-US')} events`, 1, 'stream-long', 'floor-1'),
       fig('pg.replay', 'PostgreSQL: prepare, exact replay', 1, 'replay', 'floor-1'),
       fig('pg.select', 'PostgreSQL: one indexed SELECT round trip (barrier by start_id)', 1, 'select'),
+      fig('pg.read-start', "PostgreSQL: a new start's first round trip alone (the unlocked read; the bare transaction reads nothing)", 1, 'read-start', 'floor-1'),
     );
     const at8 = pgClients.includes(8) ? 8 : maxClients;
     ctx.targets.push(

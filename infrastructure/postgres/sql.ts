@@ -222,9 +222,10 @@ SELECT
   ${BARRIER_READ_COLUMNS}`);
 
 /**
- * Keyed only (:keyed), for a new start: the seals over the stream's head, the events they span
- * and the seal origins, so that a keyed start checks the head it follows is sealed (R9.4,
- * application/eventSeals.ts) in the same read, in the same snapshot as the Run state.
+ * READ_START's sealed span (sealedSpanSql.ts) is over the stream's head (HEAD) and read only
+ * when this gate holds: keyed (:keyed), for a new start. A keyed start then checks the head it
+ * follows is sealed (R9.4, application/eventSeals.ts) in the same read, in the same snapshot as
+ * the Run state.
  */
 const KEYED_NEW_START = ':keyed::boolean AND NOT EXISTS (SELECT 1 FROM lookup)';
 const HEAD = '(SELECT version FROM stream)';

@@ -59,6 +59,19 @@ describe('PostgreSQL schema and roles (R5.2)', function () {
       });
     });
 
+    it('R5.2 the events JSON is compressed with lz4 when the server has it, pglz (the default) when not (pg-0055)', async () => {
+      const a = await openOn(db);
+      await a.close();
+      await db.admin(async (c) => {
+        const lz4 = await c.query(`SELECT set_config('default_toast_compression', 'lz4', true)`).then(
+          () => true,
+          () => false,
+        );
+        const { rows } = await c.query<{ m: string }>(`SELECT attcompression::text AS m FROM pg_attribute WHERE attrelid = 'ql3.events'::regclass AND attname = 'data_json'`);
+        expect(rows[0]?.m).to.equal(lz4 ? 'l' : '');
+      });
+    });
+
     it('R5.2 re-opening is a no-op, and concurrent migrators apply each file exactly once (advisory lock)', async () => {
       const opened = await Promise.all(Array.from({ length: 4 }, () => openOn(db)));
       for (const a of opened) await a.close();

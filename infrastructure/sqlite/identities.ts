@@ -34,12 +34,10 @@ export const IDENTITY_STORAGE: Readonly<Record<ReplayIdentity, IdentityStorage>>
   attempt: { attempt: ['run_id', 'step_run_id', 'started_step_run_version'], unique: [] },
 };
 
-// The command digest is the barrier's (0081): the index row holds the identity and its start.
-// LEFT JOIN: a row whose barrier is missing comes back with a NULL digest and fails closed.
-// Each probe names one identity, so no row comes back twice (the table has no rowid, 0082).
-const probe = (identity: string) =>
-  `SELECT i.identity, i.value, i.start_id, b.command_digest FROM start_replay_identities i
-    LEFT JOIN tool_execution_start_barriers b ON b.start_id = i.start_id WHERE i.identity = '${identity}' AND i.value = ?`;
+// The index row holds the identity and its start (0081); the command digest is the barrier's,
+// read once per start the rows name (reads.ts), not joined to each of the seven probes. Each
+// probe names one identity, so no row comes back twice (the table has no rowid, 0082).
+const probe = (identity: string) => `SELECT i.identity, i.value, i.start_id FROM start_replay_identities i WHERE i.identity = '${identity}' AND i.value = ?`;
 
 /** R3.1: one unique-index probe per identity in one statement; values bound in table order. */
 export const lookupReplaySql = (table: IdentityTable = IDENTITY_STORAGE): string => Object.keys(table).map(probe).join(' UNION ALL ');
@@ -50,6 +48,9 @@ export const lookupReplaySql = (table: IdentityTable = IDENTITY_STORAGE): string
  * does not hold is `verify`'s to find (STRAY_IDENTITIES), and fails any lookup of that value.
  */
 export const identitiesOfStartSql = (table: IdentityTable = IDENTITY_STORAGE): string => lookupReplaySql(table);
+
+/** The command digest of the barrier an index row names: none when that barrier is missing. */
+export const commandDigestOfStartSql = (): string => 'SELECT command_digest FROM tool_execution_start_barriers WHERE start_id = ?';
 
 /** Recovery's lookup of one identity: in the replay index and in the barrier's own column(s). */
 export const identityStartIdsSql = (storage: IdentityStorage): string => {

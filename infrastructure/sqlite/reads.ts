@@ -82,6 +82,27 @@ export interface ProbedIdentities {
   readonly rows: readonly ReplayIdentityRow[];
 }
 
+/** An index row as its probe returns it (raw): identity, value, start_id. */
+type IndexCells = [identity: string, value: string, start_id: string];
+
+/**
+ * The index rows with the command digest of the barrier each names, null where that barrier is
+ * missing: what a LEFT JOIN on the barrier gives, one barrier read per start named (an exact
+ * replay's seven rows name one). `known`: a barrier row already read in this transaction.
+ */
+const withDigests = (s: Statements, cells: readonly IndexCells[], known?: BarrierRow): (Omit<ReplayIdentityRow, 'command_digest'> & { command_digest: string | null })[] => {
+  const digests = new Map<string, string | null>();
+  if (known !== undefined) digests.set(known.start_id, known.command_digest);
+  return cells.map(([identity, value, start_id]) => {
+    let digest = digests.get(start_id);
+    if (digest === undefined) {
+      digest = (s.commandDigest.get(start_id) as string | undefined) ?? null;
+      digests.set(start_id, digest);
+    }
+    return { identity: identity as ReplayIdentity, value, start_id, command_digest: digest };
+  });
+};
+
 /**
  * R3.1: every identity of the command through the unique replay index, one statement. `probed`,
  * when given, receives what was probed: the lookup and the barrier read's probes are the same
@@ -90,7 +111,7 @@ export interface ProbedIdentities {
  */
 export const lookupReplay = (s: Statements, keys: ReplayKeys, probed?: { current?: ProbedIdentities }): ReplayHits => {
   const values = probeValuesOf(keys);
-  const rows = s.lookup.all(...values) as (Omit<ReplayIdentityRow, 'command_digest'> & { command_digest: string | null })[];
+  const rows = withDigests(s, s.lookup.all(...values) as IndexCells[]);
   const hits = noReplayHits() as Record<ReplayIdentity, ReplayHit[]>;
   for (const r of rows) {
     if (!(REPLAY_IDENTITIES as readonly string[]).includes(r.identity)) throw new CorruptRecordError('replay index', r.value, `unknown identity ${r.identity}`);
@@ -102,10 +123,14 @@ export const lookupReplay = (s: Statements, keys: ReplayKeys, probed?: { current
 };
 
 /** The index rows under the barrier's own identity values: the lookup's when it probed exactly these values, else probed now. */
-const identityRowsOf = (s: Statements, values: readonly string[], probed: ProbedIdentities | undefined): ProbedIdentities['rows'] => {
+const identityRowsOf = (s: Statements, barrier: BarrierRow, values: readonly string[], probed: ProbedIdentities | undefined): ProbedIdentities['rows'] => {
   if (probed !== undefined && probed.values.length === values.length && probed.values.every((v, i) => v === values[i])) return probed.rows;
-  return s.identitiesOfStart.all(...values) as ProbedIdentities['rows'];
+  return withDigests(s, s.identitiesOfStart.all(...values) as IndexCells[], barrier) as ProbedIdentities['rows'];
 };
+
+/** A row of SELECT_START_EVENTS (raw), named. */
+const eventRowOf = (c: readonly unknown[]): EventRow =>
+  ({ stream_id: c[0], stream_position: c[1], event_id: c[2], event_type: c[3], data_json: c[4], committed_at_ms: c[5] }) as EventRow;
 
 /** The row each table of SELECT_BARRIER_WITH_FACTS fills. */
 const FACT_TABLES = {
@@ -163,9 +188,9 @@ export const readBarrier = (s: Statements, startId: string, keys?: EvidenceKeyri
   }
   // The five events around the RunEvent the barrier names hold the one copy of every record's
   // JSON (0080); the probes are the identity values the barrier mirrors.
-  const events = s.startEvents.all(barrier.run_event_id, streamNameOf(barrier.run_id)) as EventRow[];
+  const events = (s.startEvents.all(barrier.run_event_id, streamNameOf(barrier.run_id)) as unknown[][]).map(eventRowOf);
   // On an exact replay these are the values the lookup just probed in this transaction (probed).
-  const identityRows = identityRowsOf(s, probeValuesOf(replayKeysOfBarrierRow(barrier)), probed);
+  const identityRows = identityRowsOf(s, barrier, probeValuesOf(replayKeysOfBarrierRow(barrier)), probed);
   const verified = checkStartRows({
     barrier,
     audit: rows.audit as never,

@@ -1,5 +1,5 @@
 // SQL owned by the SQLite backend. Every value is a bound parameter.
-import { identitiesOfStartSql, indexNamesStartSql, lookupReplaySql } from './identities';
+import { commandDigestOfStartSql, identitiesOfStartSql, indexNamesStartSql, lookupReplaySql } from './identities';
 
 export const PRAGMAS = (synchronous: 'FULL' | 'NORMAL', busyTimeoutMs: number): string[] => [
   'journal_mode = WAL',
@@ -28,6 +28,8 @@ export const NOW_MS = "SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER) AS now
 export const LOOKUP_REPLAY = lookupReplaySql();
 /** The same probes plus every row naming the start: a barrier read sees duplicates and strays. */
 export const IDENTITIES_OF_START = identitiesOfStartSql();
+/** The command digest of the barrier an index row names (the replay index holds none, 0081). */
+export const SELECT_COMMAND_DIGEST = commandDigestOfStartSql();
 
 export const SELECT_RUN_HEAD = `SELECT r.run_id, r.project_id, r.snapshot_id, r.snapshot_digest, r.version, s.version AS stream_version
   FROM runs r LEFT JOIN streams s ON s.stream_id = ? WHERE r.run_id = ?`;
@@ -101,7 +103,7 @@ export const SELECT_BARRIER_WITH_FACTS = `SELECT b.*, a.*, t.*, r.*, m.* FROM to
  * The five events of a start, around the RunEvent its barrier names (R5.3): their data is the
  * one stored copy of each record's JSON (0080), proven against the barrier's mirror columns.
  */
-export const SELECT_START_EVENTS = `SELECT e.global_position, e.stream_id, e.stream_position, e.event_id, e.event_type, e.data_json, e.committed_at_ms
+export const SELECT_START_EVENTS = `SELECT e.stream_id, e.stream_position, e.event_id, e.event_type, e.data_json, e.committed_at_ms
   FROM events a JOIN events e ON e.stream_id = a.stream_id AND e.stream_position BETWEEN a.stream_position - 3 AND a.stream_position + 1
   WHERE a.event_id = ? AND a.stream_id = ? ORDER BY e.stream_position`;
 /** An attempt's start, from both sides: the replay index and the barrier's attempt columns. */

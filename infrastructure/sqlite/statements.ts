@@ -6,6 +6,7 @@ const STATEMENTS = {
   now: SQL.NOW_MS,
   lookup: SQL.LOOKUP_REPLAY,
   identitiesOfStart: SQL.IDENTITIES_OF_START,
+  commandDigest: SQL.SELECT_COMMAND_DIGEST,
   runHead: SQL.SELECT_RUN_HEAD,
   startHead: SQL.SELECT_START_HEAD,
   streamVersion: SQL.SELECT_STREAM_VERSION,
@@ -42,15 +43,22 @@ const STATEMENTS = {
 
 export type Statements = { readonly [K in keyof typeof STATEMENTS]: Database.Statement };
 
-/** Statements whose rows come back as arrays of cells: their columns repeat names across tables. */
-const RAW: ReadonlySet<keyof typeof STATEMENTS> = new Set(['barrierWithFacts']);
+/**
+ * Statements whose rows come back as arrays of cells: their columns repeat names across tables,
+ * or every replay reads them and an object per row built by the driver costs more than one
+ * built by the reader (reads.ts names the cells).
+ */
+const RAW: ReadonlySet<keyof typeof STATEMENTS> = new Set(['barrierWithFacts', 'lookup', 'identitiesOfStart', 'startEvents']);
+/** Statements that answer one value. */
+const PLUCK: ReadonlySet<keyof typeof STATEMENTS> = new Set(['commandDigest']);
 
 /** Prepared once on the authority's one connection. */
 export const prepareStatements = (db: Database.Database): Statements =>
   Object.fromEntries(
     Object.entries(STATEMENTS).map(([name, sql]) => {
       const statement = db.prepare(sql);
-      return [name, RAW.has(name as keyof typeof STATEMENTS) ? statement.raw(true) : statement];
+      const key = name as keyof typeof STATEMENTS;
+      return [name, RAW.has(key) ? statement.raw(true) : PLUCK.has(key) ? statement.pluck(true) : statement];
     }),
   ) as unknown as Statements;
 

@@ -5,6 +5,7 @@ import { Command } from 'commander';
 import { DEFAULT, QUICK, type BenchContext } from './lib/context';
 import { bytesTable, figureTable, targetTable } from './lib/report';
 import { floorTargets } from './lib/floorTargets';
+import { wakeCost, wakeCostText, type WakeCost } from './lib/wakeCost';
 import { verificationCost } from './sqlite/verifyCost';
 import { sqliteSections } from './sqlite/sections';
 import { sqliteRss } from './sqlite/rss';
@@ -44,6 +45,7 @@ const main = async (): Promise<void> => {
     log: (m) => process.stderr.write(`[bench ${((Date.now() - started) / 1000).toFixed(0).padStart(4)}s] ${m}\n`),
   };
   try {
+    ctx.extra.wakeCost = await wakeCost(sizes.quick ? 40 : 400);
     if (wants('postgres')) await postgresSections(ctx, opts.pg);
     if (wants('sqlite')) await sqliteSections(ctx, { stored: wants('scale'), stream: wants('scale') });
     else if (wants('scale')) await sqliteSections(ctx, { throughput: false, stored: true, stream: true });
@@ -61,7 +63,8 @@ const main = async (): Promise<void> => {
     `### Start barrier bench${opts.quick ? ' (--quick: smoke test, not a measurement)' : ''}`,
     '',
     `\`${command}\` on ${hostname()} (${machine}), ${new Date(started).toISOString()}, ${elapsedS.toFixed(0)} s. ` +
-      `Medians of ${sizes.rounds} rounds; every ratio is between figures of this same run.`,
+      `Medians of ${sizes.rounds} rounds; every ratio is between figures of this same run. ` +
+      `This machine's ${wakeCostText(ctx.extra.wakeCost as WakeCost)}.`,
     '',
     figureTable(ctx.figures),
     '',

@@ -22,6 +22,7 @@ import { attemptValue, replayValuesOf, type RunRow, type StepRunRow } from '../p
 import { NOTE_PURGE_DIGEST_TAG, fieldsDigest } from '../projections/eventChain';
 import { decodeEventRow, inDoubtStartOf, verifyOutcomeRow, type StartOutcomeRow } from '../projections/outcomeRows';
 import { decodeRunRow, decodeStepRunRow } from '../projections/runState';
+import { checkEventRow } from '../projections/checkRows';
 import type { EventRow } from '../projections/verifyRows';
 import type { EvidenceKeyring } from './evidenceKeys';
 import { checkSealedSpan, requireSealedSpan, type SealedSpan } from './eventSeals';
@@ -73,6 +74,8 @@ export interface RecoveryView {
   resolvedRunIds(filter: Omit<InDoubtFilter, 'limit'>): Promise<readonly string[]>;
   /** Start ids of every barrier of one StepRun, in attempt order. */
   attemptStartIds(runId: string, stepRunId: string): Promise<readonly string[]>;
+  /** The StepRunStarted event rows of one Run's stream, in stream order: the log's own count of each StepRun's attempts. */
+  stepRunStartedRows(runId: string): Promise<readonly EventRow[]>;
   /**
    * Every start id the value is bound to, by the replay index *or* by the barrier's mirror
    * column, with repeats (a duplicate row is damage the caller must see).
@@ -319,7 +322,23 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
           await requireAgreement(v, barrier, outcome);
           entries.push({ attempt, barrier, outcome });
         }
+        // R9.3: the log, not the barrier table, says how often this StepRun was started, and its
+        // head names the last start: a barrier row deleted (or one added) fails the read, never
+        // shortens (or lengthens) the list.
+        const logged: string[] = [];
+        for (const started of await v.stepRunStartedRows(r[0])) {
+          const event = checkEventRow(started);
+          if (event.type === 'StepRunStarted' && event.data.stepRunId === r[1]) logged.push(event.data.startId);
+        }
+        const listed = entries.map((e) => e.barrier.record.startId);
+        if (logged.length !== listed.length || logged.some((id, i) => id !== listed[i])) {
+          throw new CorruptRecordError('attempt history', `${r[0]}/${r[1]}`, `the Run's log starts it ${logged.length} time(s) (${logged.join(', ') || 'never'}) but its barriers name ${listed.join(', ') || 'none'}`);
+        }
         const row = await v.stepRunRow(r[0], r[1]);
+        const last = row === undefined ? undefined : decodeStepRunRow(row).lastStartId;
+        if ((row === undefined && listed.length > 0) || last !== listed[listed.length - 1]) {
+          throw new CorruptRecordError('attempt history', `${r[0]}/${r[1]}`, `its StepRun ${row === undefined ? 'is missing' : `names ${last ?? 'no start'} as its last start`} but the history ends at ${listed[listed.length - 1] ?? 'no start'}`);
+        }
         if (row !== undefined && row.status === 'running') {
           const open = await requireBarrierOfRunning(v, row, backend.keyring?.());
           if (!entries.some((e) => e.barrier.record.startId === open)) {

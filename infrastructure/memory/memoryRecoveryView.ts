@@ -1,3 +1,4 @@
+import { streamNameOf } from '../../domain';
 import { type StepRunRow } from '../../projections/rows';
 import type { StoredBarrier, VerifyProblem } from '../../application/authority';
 import type { RecoveryView } from '../../application/recoveryRules';
@@ -46,6 +47,8 @@ export const createMemoryRecoveryView = (t: Tables, host: MemoryRecoveryHost): R
         .filter((b) => b.run_id === runId && b.step_run_id === stepRunId)
         .sort((a, b) => a.started_step_run_version - b.started_step_run_version)
         .map((b) => b.start_id),
+    stepRunStartedRows: async (runId) =>
+      t.events.filter((e) => e.stream_id === streamNameOf(runId) && e.event_type === 'StepRunStarted').sort((a, b) => a.stream_position - b.stream_position),
     identityStartIds: async (identity, key, attempt) => {
       const indexed = t.identities.get(`${identity}\u0000${key}`);
       const mirrored = barriers().filter((b) => barrierHolds(IDENTITY_STORAGE[identity], b, key, attempt));

@@ -14,6 +14,7 @@ import {
   AuditReceiptRowCodec,
   BarrierRowCodec,
   EvidenceMacRowCodec,
+  ChainedEventRowCodec,
   EventRowCodec,
   MutationRowCodec,
   PgInt,
@@ -165,7 +166,7 @@ export const readBarrierOfAttempt = async (q: Queryable, runId: string, stepRunI
 export const readStream = async (q: Queryable, runId: string, keys?: EvidenceKeyring): Promise<readonly StoredEvent[]> => {
   const stream = streamNameOf(runId);
   const [row] = await run<{ stream_version: unknown; events: unknown }>(q, SQL.READ_STREAM, { stream_id: stream });
-  const rows = decodeRows(EventRowCodec, row?.events ?? null, 'event', stream);
+  const rows = decodeRows(ChainedEventRowCodec, row?.events ?? null, 'event', stream);
   const version = row?.stream_version === null || row?.stream_version === undefined ? null : decodeRow(PgInt, row.stream_version, 'stream', stream);
   const events = wholeStream(stream, version, rows);
   // R9.4: with a keyring every event is sealed, or legacy (before the seal origin)

@@ -46,6 +46,9 @@ export const EventRowCodec = t.type({
   committed_at_ms: PgInt,
 });
 
+/** An event row of a stream read (R9.2): with the chain digest that binds it to the one before it. */
+export const ChainedEventRowCodec = t.intersection([EventRowCodec, t.type({ chain_digest: t.string })]);
+
 export const AuditEventRowCodec = t.type({
   audit_event_id: t.string,
   start_id: t.string,

@@ -9,8 +9,8 @@ import {
   type ReadStreamOptions,
   type ReadStreamResult,
 } from '@event-driven-io/emmett';
-import { ValidationError, type RunStreamEvent } from '../../domain';
-import type { EventRow } from '../../projections/verifyRows';
+import { CorruptRecordError, ValidationError, type RunStreamEvent } from '../../domain';
+import { checkedChain, type ReadEventRow } from '../../projections/readChecks';
 import { checkedStoredEventOf } from '../../projections/checkRows';
 import type { RunEventStore, StoredEvent } from '../../application/authority';
 import { runAppendTransaction } from '../../application/lifecycleProtocol';
@@ -43,7 +43,16 @@ const readStream = (s: Statements, streamName: string, options: ReadStreamOption
   assertExpectedVersionMatchesCurrent(BigInt(current), options?.expectedStreamVersion, 0n);
   const from = Number(options?.from ?? 0n);
   const to = Number(options?.to ?? (options?.maxCount !== undefined ? BigInt(from) + options.maxCount : BigInt(current)));
-  const rows = s.streamEvents.all(streamName, from + 1, to) as (EventRow & { global_position: number })[];
+  // From the event before the range: its chain digest is the one the first event read binds (R9.2).
+  const read = s.streamEvents.all(streamName, Math.max(from, 1), to) as ReadEventRow[];
+  const before = from > 0 ? read.shift() : undefined;
+  if (from > 0 && Number(before?.stream_position) !== from && from <= current) throw new CorruptRecordError('stream', streamName, `event ${from} is missing`);
+  const rows = read;
+  rows.forEach((r, i) => {
+    if (Number(r.stream_position) !== from + 1 + i) throw new CorruptRecordError('stream', streamName, `expected position ${from + 1 + i}, found ${r.stream_position}`);
+  });
+  if (rows.length !== Math.max(0, Math.min(to, current) - from)) throw new CorruptRecordError('stream', streamName, `stream head is at version ${current} but events ${from + 1}..${Math.min(to, current)} are not all there`);
+  checkedChain(streamName, before?.chain_digest ?? '', rows);
   // R9.4: with a keyring the events read are sealed, or legacy (before the seal origin)
   if (keys !== undefined && rows.length > 0) requireSealedSpan(keys, streamName, readSealedSpan(s, streamName, from + 1, to), from + 1, to);
   const events = rows.map((r) => {

@@ -57,7 +57,7 @@ export const APPEND_EVENT = `INSERT INTO events (stream_id, stream_position, eve
   VALUES (?, ?, ?, ?, ?, ?, ?)`;
 /** The link the next event of a stream binds (R9.2). */
 export const SELECT_CHAIN_DIGEST = 'SELECT chain_digest FROM events WHERE stream_id = ? AND stream_position = ?';
-export const SELECT_STREAM_EVENTS = `SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms
+export const SELECT_STREAM_EVENTS = `SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms, chain_digest
   FROM events WHERE stream_id = ? AND stream_position >= ? AND stream_position <= ? ORDER BY stream_position`;
 
 export const INSERT_RUN = `INSERT INTO runs (run_id, project_id, snapshot_id, snapshot_digest, version)

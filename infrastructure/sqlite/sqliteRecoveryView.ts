@@ -1,3 +1,4 @@
+import { streamNameOf } from '../../domain';
 import type Database from 'better-sqlite3';
 import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { RunRow, StepRunRow } from '../../projections/rows';
@@ -37,6 +38,7 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
     inDoubt: p(RSQL.IN_DOUBT),
     resolvedRuns: p(RSQL.RESOLVED_RUN_IDS),
     attempts: p(RSQL.ATTEMPT_START_IDS),
+    started: p(RSQL.STEP_RUN_STARTED_ROWS),
     identity: Object.fromEntries(Object.entries(RSQL.IDENTITY_START_IDS).map(([k, sql]) => [k, p(sql)])) as Record<keyof typeof RSQL.IDENTITY_START_IDS, Database.Statement>,
     outcomes: p(RSQL.OUTCOME_ROWS),
     event: p(RSQL.EVENT_BY_ID),
@@ -66,6 +68,7 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
     resolvedRunIds: async (f) =>
       (s.resolvedRuns.all({ project_id: f.projectId ?? null, run_id: f.runId ?? null, cutoff_ms: f.committedAtOrBeforeMs ?? null }) as { run_id: string }[]).map((r) => r.run_id),
     attemptStartIds: async (runId, stepRunId) => ids(s.attempts.all(runId, stepRunId)),
+    stepRunStartedRows: async (runId) => s.started.all(streamNameOf(runId)) as EventRow[],
     identityStartIds: async (identity, key, attempt) =>
       ids(
         identity === 'attempt'

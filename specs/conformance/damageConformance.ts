@@ -27,6 +27,8 @@ export interface DamageBackend {
   readonly name: string;
   /** `table.column` cells the schema itself refuses to damage even with triggers off (CHECK). */
   readonly guarded: readonly string[];
+  /** Whether the store keeps the event chain of R9.2 (not in memory: no file holds its rows). */
+  readonly chained: boolean;
   /** Whether the replay index's unique key can be dropped to store a duplicate (not in memory, where it is the Map key). */
   readonly duplicatesIdentities: boolean;
   /** A fresh store; `seed` writes into it before the damage session opens. */
@@ -47,6 +49,9 @@ export const damageSuite = (backend: DamageBackend): void => {
     let sequence: number;
     let f: Scenario;
     let finished: ToolExecutionStartCommand;
+    let l: Scenario;
+    let lost: ToolExecutionStartCommand;
+    let retried: ToolExecutionStartCommand;
 
     before(async () => {
       store = await backend.open(async (a) => {
@@ -61,6 +66,15 @@ export const damageSuite = (backend: DamageBackend): void => {
         finished = f.startCommand();
         await a.barriers.prepare(finished);
         await a.recovery.resolve(finished.startId, 'completed', { decidedBy: 'damage-suite', reason: 'tool_succeeded' });
+        // a third whose first attempt was lost and whose retry completed: two attempts in its history
+        l = await setUp(a);
+        lost = l.startCommand();
+        await a.barriers.prepare(lost);
+        await a.recovery.resolve(lost.startId, 'lost', { decidedBy: 'damage-suite', reason: 'worker_lost' });
+        await a.runs.handle({ type: 'MarkStepRunReady', data: { runId: l.runId, stepRunId: l.stepRunId, requestedAtMs: lost.requestedAtMs + 1 } });
+        retried = l.startCommand((await a.runs.getStepRun(l.runId, l.stepRunId))!, 'retry');
+        await a.barriers.prepare(retried);
+        await a.recovery.resolve(retried.startId, 'completed', { decidedBy: 'damage-suite', reason: 'tool_succeeded' });
       });
     });
     after(async () => {
@@ -105,6 +119,7 @@ export const damageSuite = (backend: DamageBackend): void => {
       expect((await a().barriers.prepare(command)).outcome).to.equal('existing');
       expect((await a().recovery.inDoubt({ runId: s.runId })).map((d) => d.startId)).to.deep.equal([command.startId]);
       expect((await a().recovery.history(f.runId, f.stepRunId)).map((h) => h.outcome?.outcome)).to.deep.equal(['completed']);
+      expect((await a().recovery.history(l.runId, l.stepRunId)).map((h) => h.outcome?.outcome)).to.deep.equal(['lost', 'completed']);
       expect((await a().runs.readStream(s.runId)).length).to.equal(sequence + 1);
     };
 
@@ -215,6 +230,36 @@ export const damageSuite = (backend: DamageBackend): void => {
       await expectHealthy();
     });
 
+    it("R9.3 a finished StepRun's history with a barrier row gone (its last attempt, or an earlier one) raises CORRUPT_RECORD, never a shorter list (CLI exit 5)", async () => {
+      // with its replay-identity rows too: no read by start id can say more than "no such start"
+      const withoutStart = async (startId: string, check: (what: string) => Promise<void>): Promise<void> => {
+        const rows = [
+          ...(await store.damage.rows('tool_execution_start_barriers', 'start_id = ?', [startId])).map((r) => ['tool_execution_start_barriers', r] as const),
+          ...(await store.damage.rows('start_replay_identities', 'start_id = ?', [startId])).map((r) => ['start_replay_identities', r] as const),
+        ];
+        expect(rows).to.have.length(1 + REPLAY_IDENTITIES.length);
+        const gone = [];
+        for (const [table, row] of rows) gone.push(await store.damage.remove(table, String(row._key)));
+        try {
+          await check(`${startId} barrier and index rows deleted`);
+        } finally {
+          for (const g of gone.reverse()) await g.undo();
+        }
+      };
+      for (const startId of [finished.startId]) {
+        await without('tool_execution_start_barriers', 'start_id = ?', [startId], async (what) => {
+          await expectCorrupt(`${what}: history`, a().recovery.history(f.runId, f.stepRunId));
+          await expectCliExit5(what, [['history', f.runId, f.stepRunId]]);
+        });
+        await withoutStart(startId, (what) => expectCorrupt(`${what}: history`, a().recovery.history(f.runId, f.stepRunId)));
+      }
+      for (const startId of [lost.startId, retried.startId]) {
+        await without('tool_execution_start_barriers', 'start_id = ?', [startId], (what) => expectCorrupt(`${what}: history`, a().recovery.history(l.runId, l.stepRunId)));
+        await withoutStart(startId, (what) => expectCorrupt(`${what}: history`, a().recovery.history(l.runId, l.stepRunId)));
+      }
+      await expectHealthy();
+    });
+
     it('R9.3 every cell of the outcome row of a finished start, changed alone: outcome and history fail closed, verify reports it', async () => {
       const [row] = await store.damage.rows('start_outcomes', 'start_id = ?', [finished.startId]);
       let key = String(row!._key);
@@ -243,6 +288,36 @@ export const damageSuite = (backend: DamageBackend): void => {
 
     it('R9.3 a gap in a stream (one lifecycle event deleted) fails readStream closed', async () => {
       await without('events', 'stream_id = ? AND stream_position = ?', [`run-${s.runId}`, 1], (what) => expectCorrupt(what, a().runs.readStream(s.runId)));
+      await expectHealthy();
+    });
+
+    // A change that still parses and decodes (a time moved by one millisecond) is caught by the
+    // chain alone: the read that returns the event must fail, not only `verify` (R9.2, R9.3).
+    if (backend.chained) it('R9.2 a cell of any event changed to another valid value (a time, a chain digest) fails readStream closed', async () => {
+      const laterMs = (json: unknown) => String(json).replace(/("occurredAtMs":)(\d+)/, (_m, k: string, n: string) => `${k}${Number(n) + 1}`);
+      const cells: [string, (v: unknown) => unknown][] = [
+        ['data_json', laterMs],
+        ['committed_at_ms', (v) => Number(v) + 1],
+        ['chain_digest', (v) => `sha256:${'0'.repeat(64)}${String(v)}`.slice(0, 71)],
+      ];
+      for (let position = 1; position <= sequence + 1; position++) {
+        const [row] = await store.damage.rows('events', 'stream_id = ? AND stream_position = ?', [`run-${s.runId}`, position]);
+        let key = String(row!._key);
+        for (const [column, to] of cells) {
+          const damaged = to(row![column]);
+          if (damaged === row![column]) continue; // an event without occurredAtMs
+          const set = await store.damage.set('events', key, column, damaged);
+          expect(set.applied, `events@${position}.${column}: ${set.reason ?? ''}`).to.equal(true);
+          key = set.key;
+          try {
+            await expectCorrupt(`events@${position}.${column}: readStream`, a().runs.readStream(s.runId));
+          } finally {
+            const back = await store.damage.set('events', key, column, row![column]);
+            expect(back.applied).to.equal(true);
+            key = back.key;
+          }
+        }
+      }
       await expectHealthy();
     });
 

@@ -6,6 +6,7 @@ damageSuite({
   name: 'in-memory',
   guarded: [],
   // the replay index is a Map keyed by (identity, value): there is no index to drop
+  chained: false,
   duplicatesIdentities: false,
   open: async (seed) => {
     const authority = await openMemoryStartBarrier();

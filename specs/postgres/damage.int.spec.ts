@@ -4,6 +4,7 @@ import { damageSuite } from '../conformance/damageConformance';
 
 damageSuite({
   name: 'PostgreSQL',
+  chained: true,
   duplicatesIdentities: true,
   // CHECK constraints hold even with triggers and foreign keys off
   guarded: ['step_run_mutations.to_status', 'step_run_mutations.from_version', 'step_run_mutations.to_version'],

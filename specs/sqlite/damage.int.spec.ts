@@ -7,6 +7,7 @@ import { openFreshSqlite } from './support';
 
 damageSuite({
   name: 'SQLite',
+  chained: true,
   duplicatesIdentities: true,
   // the damage session turns CHECK constraints off on its connection
   guarded: [],

@@ -1,8 +1,9 @@
 import { expect } from 'chai';
 import { DeciderCommandHandler, ExpectedVersionConflictError, STREAM_DOES_NOT_EXIST, STREAM_EXISTS } from '@event-driven-io/emmett';
-import { PreconditionError, ValidationError, decideLifecycle, initialRunState, evolve, runDecider, streamNameOf, type LifecycleCommand, type RunState } from '../../domain';
+import { CorruptRecordError, PreconditionError, ValidationError, decideLifecycle, initialRunState, evolve, runDecider, streamNameOf, type LifecycleCommand, type RunState } from '../../domain';
 import { buildScenario } from '../../domain/scenario';
 import { openFreshSqlite, sqliteCounts } from './support';
+import type { SqliteStartBarrier } from '../../infrastructure/sqlite';
 
 const rejects = async (p: Promise<unknown>): Promise<unknown> => p.then(() => undefined, (e: unknown) => e);
 
@@ -57,6 +58,29 @@ describe('SQLite event store: the shape emmett drives (R5.1)', () => {
     const fake = { type: 'SecurityAuditEventRecorded', data: {} };
     expect(await rejects(a.eventStore.appendToStream(streamNameOf(s.runId), [fake]))).to.be.instanceOf(ValidationError);
     expect(sqliteCounts(a).security_audit_events).to.equal(0);
+    await a.close();
+  });
+  it('R9.2, R9.3 a range read returns whole, chained events, and fails closed on a changed or a missing event in its range', async () => {
+    const a = (await openFreshSqlite()) as SqliteStartBarrier;
+    const s = buildScenario();
+    const stream = streamNameOf(s.runId);
+    for (const command of s.lifecycle) await handle(a.eventStore, stream, command);
+    await a.barriers.prepare(s.startCommand());
+    expect((await a.eventStore.readStream(stream, { from: 2n, maxCount: 3n })).events.map((e) => e.metadata.streamPosition)).to.deep.equal([3n, 4n, 5n]);
+    // the owner, with the events' triggers dropped, changes a time by one millisecond: still valid JSON, still a valid event
+    for (const { name } of a.db.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'").all() as { name: string }[]) a.db.exec(`DROP TRIGGER ${name}`);
+    a.db.prepare('UPDATE events SET committed_at_ms = committed_at_ms + 1 WHERE stream_id = ? AND stream_position = 4').run(stream);
+    for (const range of [{}, { from: 3n }, { from: 2n, maxCount: 2n }, { to: 4n }]) {
+      expect(await rejects(a.eventStore.readStream(stream, range)), JSON.stringify(range, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v))).to.be.instanceOf(CorruptRecordError);
+    }
+    // a range after it reads: its first event binds the changed event's stored chain digest, which is intact
+    expect((await a.eventStore.readStream(stream, { from: 4n })).events).to.have.length(4);
+    a.db.prepare('UPDATE events SET committed_at_ms = committed_at_ms - 1 WHERE stream_id = ? AND stream_position = 4').run(stream);
+    a.db.prepare('DELETE FROM events WHERE stream_id = ? AND stream_position = 6').run(stream);
+    for (const range of [{ from: 4n }, { from: 5n, maxCount: 1n }, { from: 6n }]) {
+      expect(await rejects(a.eventStore.readStream(stream, range)), JSON.stringify(range, (_k, v: unknown) => (typeof v === 'bigint' ? String(v) : v))).to.be.instanceOf(CorruptRecordError);
+    }
+    expect((await a.eventStore.readStream(stream, { from: 1n, maxCount: 3n })).events).to.have.length(3);
     await a.close();
   });
 });

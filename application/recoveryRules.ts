@@ -23,6 +23,7 @@ import { NOTE_PURGE_DIGEST_TAG, fieldsDigest } from '../projections/eventChain';
 import { decodeEventRow, inDoubtStartOf, verifyOutcomeRow, type StartOutcomeRow } from '../projections/outcomeRows';
 import { decodeRunRow, decodeStepRunRow } from '../projections/runState';
 import { checkEventRow } from '../projections/checkRows';
+import { requireAttemptNotInLog } from '../projections/readChecks';
 import type { EventRow } from '../projections/verifyRows';
 import type { EvidenceKeyring } from './evidenceKeys';
 import { checkSealedSpan, requireSealedSpan, type SealedSpan } from './eventSeals';
@@ -362,7 +363,16 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
           throw new CorruptRecordError('replay index', key, `${request.identity} names ${distinct.length} barriers (${distinct.join(', ')})`);
         }
         const startId = distinct[0];
-        if (startId === undefined) return null;
+        if (startId === undefined) {
+          // Null only if nothing else says the start exists (R9.3): for a start id, the barrier
+          // read's own check (index and mutation rows); for an attempt, the Run's log.
+          if (request.identity === 'startId') return v.readBarrier(key);
+          if (request.identity === 'attempt') {
+            const a = request.value;
+            return requireAttemptNotInLog(key, a.stepRunId, a.startedStepRunVersion, await v.stepRunStartedRows(a.runId));
+          }
+          return null;
+        }
         const barrier = await v.readBarrier(startId);
         if (barrier === null) throw new CorruptRecordError('replay index', key, `${request.identity} names start ${startId}, which has no barrier`);
         if (identityValueOf(barrier.record, request.identity) !== key) {

@@ -1,6 +1,6 @@
 import { CorruptRecordError } from '../domain';
 import type { EventRow } from './verifyRows';
-import { checkedStoredEventOf } from './checkRows';
+import { checkEventRow, checkedStoredEventOf } from './checkRows';
 import { eventChainDigest } from './eventChain';
 import type { StoredEvent } from '../application/authority';
 
@@ -37,6 +37,42 @@ export const wholeStream = (stream: string, headVersion: number | null, rows: re
   });
   checkedChain(stream, '', rows);
   return rows.map(checkedStoredEventOf);
+};
+
+/**
+ * R9.3: a read that found no barrier answers null only if nothing else says the start exists.
+ * `indexed`: replay-index rows naming it; `mutations`: StepRun mutation rows naming it.
+ */
+export const requireNoTraceOfStart = (startId: string, indexed: number, mutations: number): null => {
+  if (indexed > 0) throw new CorruptRecordError('start barrier', startId, 'the replay index names this start but its barrier row is missing');
+  if (mutations > 0) throw new CorruptRecordError('start barrier', startId, 'its StepRun mutation row names this start but its barrier row is missing');
+  return null;
+};
+
+/**
+ * R9.3: an attempt the replay index and the barrier table both do not know answers null only
+ * if the Run's log did not start it either. `started`: the StepRunStarted rows of the Run's
+ * stream (each decoded strictly: a damaged one fails the read).
+ */
+export const requireAttemptNotInLog = (attempt: string, stepRunId: string, startedStepRunVersion: number, started: readonly EventRow[]): null => {
+  for (const row of started) {
+    const event = checkEventRow(row);
+    if (event.type === 'StepRunStarted' && event.data.stepRunId === stepRunId && event.data.stepRunVersion === startedStepRunVersion) {
+      throw new CorruptRecordError('start barrier', attempt, `the Run's log starts this attempt (start ${event.data.startId}) but no barrier or index row holds it`);
+    }
+  }
+  return null;
+};
+
+/** R9.3: a StepRun with no head row answers null only if the Run's log did not create it. `created`: the StepRunCreated rows of the Run's stream. */
+export const requireStepRunNotInLog = (runId: string, stepRunId: string, created: readonly EventRow[]): null => {
+  for (const row of created) {
+    const event = checkEventRow(row);
+    if (event.type === 'StepRunCreated' && event.data.stepRunId === stepRunId) {
+      throw new CorruptRecordError('step run', `${runId}/${stepRunId}`, "the Run's log creates this StepRun but its head row is missing");
+    }
+  }
+  return null;
 };
 
 /**

@@ -24,7 +24,7 @@ import { outcomeRowOf } from '../../projections/outcomeRows';
 import type { AppendOutcome, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../../application/authority';
 import { createRecoveryApi } from '../../application/recoveryRules';
 import { createEvidenceKeyring, type EvidenceKeyring, type EvidenceKeyringOptions } from '../../application/evidenceKeys';
-import { agreedAttemptStart, wholeStream } from '../../projections/readChecks';
+import { agreedAttemptStart, requireAttemptNotInLog, requireNoTraceOfStart, requireStepRunNotInLog, wholeStream } from '../../projections/readChecks';
 import { createMemoryRecoveryView } from './memoryRecoveryView';
 import { memorySealedSpan, sealMemoryEvents } from './memorySeals';
 import { appendedEventCells, requireSealedSpan, startEventCells } from '../../application/eventSeals';
@@ -114,10 +114,8 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     const barrier = t.barriers.get(startId);
     if (barrier === undefined) {
       // No barrier under this id is an answer only if nothing else claims the start exists (R9.3).
-      if ([...t.identities.values()].some((r) => r.start_id === startId)) {
-        throw new CorruptRecordError('start barrier', startId, 'the replay index names this start but its barrier row is missing');
-      }
-      return null;
+      const named = (rows: Iterable<{ readonly start_id: string }>) => [...rows].filter((r) => r.start_id === startId).length;
+      return requireNoTraceOfStart(startId, named(t.identities.values()), named(t.mutations.values()));
     }
     // As the SQL backends: the five events around the RunEvent the barrier names.
     const stream = streamNameOf(barrier.run_id);
@@ -258,7 +256,11 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
       const row = t.identities.get(identityKey('attempt', attempt));
       const claimed = [...t.barriers.values()].filter((b) => b.run_id === runId && b.step_run_id === stepRunId && b.started_step_run_version === v);
       const startId = agreedAttemptStart(attempt, row === undefined ? [] : [row.start_id], claimed.map((b) => b.start_id));
-      if (startId === undefined) return null;
+      if (startId === undefined) {
+        const stream = streamNameOf(runId);
+        const started = t.events.filter((e) => e.stream_id === stream && e.event_type === 'StepRunStarted').sort((x, y) => x.stream_position - y.stream_position);
+        return requireAttemptNotInLog(attempt, stepRunId, v, started);
+      }
       const found = this.readBarrier(t, startId);
       if (found === null) throw new CorruptRecordError('replay index', attempt, `names start ${startId}, which has no barrier`);
       return found;
@@ -274,7 +276,11 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     },
     getStepRun: async (runId: string, stepRunId: string): Promise<StepRunView | null> => {
       const s = this.loadRunState(this.tables, runId, [stepRunId]).stepRuns[stepRunId];
-      return s === undefined ? null : { ...s, digest: stepRunRowOf(s).digest };
+      if (s === undefined) {
+        const stream = streamNameOf(runId);
+        return requireStepRunNotInLog(runId, stepRunId, this.tables.events.filter((e) => e.stream_id === stream && e.event_type === 'StepRunCreated'));
+      }
+      return { ...s, digest: stepRunRowOf(s).digest };
     },
     readStream: async (runId: string): Promise<readonly StoredEvent[]> => {
       const stream = streamNameOf(runId);

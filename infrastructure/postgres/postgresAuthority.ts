@@ -20,7 +20,8 @@ import { isUniqueViolation, mapPgError } from './errors';
 import { lifecycleUnitOfWork } from './lifecycleWrite';
 import { assertSchemaCurrent, migratePostgres } from './migrate';
 import { postgresRecoveryOf } from './postgresRecoveryView';
-import { loadRunState, readBarrier, readBarrierOfAttempt, readStream } from './reads';
+import { eventsOfType, loadRunState, readBarrier, readBarrierOfAttempt, readStream } from './reads';
+import { requireStepRunNotInLog } from '../../projections/readChecks';
 import { postgresSealer, type PostgresSealer } from './postgresSeals';
 import * as SQL from './sql';
 import { existingOfRead, prepareInRoundTrips, readStart, stateOfRead } from './startRoundTrips';
@@ -227,7 +228,8 @@ class PostgresAuthority implements PostgresStartBarrier {
     getStepRun: (runId: string, stepRunId: string): Promise<StepRunView | null> =>
       this.read(async (q) => {
         const s = (await loadRunState(q, runId, stepRunId)).stepRuns[stepRunId];
-        return s === undefined ? null : { ...s, digest: stepRunRowOf(s).digest };
+        if (s === undefined) return requireStepRunNotInLog(runId, stepRunId, await eventsOfType(q, runId, 'StepRunCreated'));
+        return { ...s, digest: stepRunRowOf(s).digest };
       }),
     readStream: (runId: string): Promise<readonly StoredEvent[]> => this.read((q) => readStream(q, runId, this.keys)),
   };

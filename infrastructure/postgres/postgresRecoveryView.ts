@@ -8,7 +8,7 @@ import { createRecoveryApi, type RecoveryView } from '../../application/recovery
 import { claimHistoryProblems, type StoredClaimRow } from '../../application/driverClaimRules';
 import { schemaProblems } from '../migrations';
 import { mapPgError, unavailableReasonOf } from './errors';
-import { SELECT_LEDGER } from './sql';
+import { SELECT_LEDGER, STREAM_EVENTS_OF_TYPE } from './sql';
 import { IDENTITY_STORAGE, barrierValueSql, identityStartIdsSql } from './identities';
 import { createPostgresNoteStore } from './postgresNotes';
 import { readSealedSpan } from './postgresSeals';
@@ -53,8 +53,7 @@ const IDENTITY_START_IDS = Object.fromEntries(
 const CLAIM_ROWS = named('SELECT start_id, generation, kind, driver_id, at_ms, lease_until_ms, claim_digest FROM ql3.adapter_driver_claims ORDER BY start_id, generation, kind');
 const CAPABILITIES = named('SELECT name, version FROM ql3.capabilities ORDER BY name');
 const OUTCOME_ROWS = named('SELECT * FROM ql3.start_outcomes WHERE start_id = :start_id');
-const STEP_RUN_STARTED_ROWS = named(`SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ql3.events
-  WHERE stream_id = :stream_id AND event_type = 'StepRunStarted' ORDER BY stream_position`);
+
 const EVENT_BY_ID = named('SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ql3.events WHERE event_id = :event_id');
 const STEP_RUN = named('SELECT * FROM ql3.step_runs WHERE run_id = :run_id AND step_run_id = :step_run_id');
 const RUNNING_STEP_RUNS = named(`SELECT * FROM ql3.step_runs WHERE status = 'running'
@@ -171,7 +170,7 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
     resolvedRunIds: async (f) =>
       (await rowsOf(client, RESOLVED_RUN_IDS, { project_id: f.projectId ?? null, run_id: f.runId ?? null, cutoff_ms: f.committedAtOrBeforeMs ?? null }, t.type({ run_id: t.string }), 'start outcome', 'resolved runs')).map((r) => r.run_id),
     attemptStartIds: (runId, stepRunId) => ids(ATTEMPT_START_IDS, { run_id: runId, step_run_id: stepRunId }, `${runId}/${stepRunId}`),
-    stepRunStartedRows: (runId) => rowsOf(client, STEP_RUN_STARTED_ROWS, { stream_id: streamNameOf(runId) }, EventRowCodec, 'event', streamNameOf(runId)),
+    stepRunStartedRows: (runId) => rowsOf(client, STREAM_EVENTS_OF_TYPE, { stream_id: streamNameOf(runId), event_type: 'StepRunStarted' }, EventRowCodec, 'event', streamNameOf(runId)),
     identityStartIds: (identity, key, attempt) =>
       identity === 'attempt'
         ? ids(IDENTITY_START_IDS.attempt, { identity, key, run_id: attempt?.runId ?? null, step_run_id: attempt?.stepRunId ?? null, version: attempt?.startedStepRunVersion ?? null }, key)

@@ -2,7 +2,8 @@ import { CorruptRecordError, noReplayHits, streamNameOf, type ReplayHit, type Re
 import { attemptValue, replayValuesOf, type ReplayIdentityRow } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import { checkStartRows } from '../../projections/checkRows';
-import { agreedAttemptStart, wholeStream } from '../../projections/readChecks';
+import { agreedAttemptStart, requireAttemptNotInLog, requireNoTraceOfStart, wholeStream } from '../../projections/readChecks';
+import type { EventRow } from '../../projections/verifyRows';
 import type { StoredBarrier, StoredEvent } from '../../application/authority';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { requireSealedSpan } from '../../application/eventSeals';
@@ -82,7 +83,9 @@ export const readBarrier = async (q: Queryable, startId: string, keys?: Evidence
   const [row] = await run<Record<string, unknown>>(q, SQL.READ_BARRIER, { start_id: startId });
   if (row === undefined) return null;
   const verified = verifyBarrierRow(row, startId);
-  if (keys === undefined || verified === null) return verified;
+  // No barrier and no index row: an answer only if no StepRun mutation names the start either (R9.3).
+  if (verified === null) return requireNoTraceOfStart(startId, 0, Number(decodeRow(PgInt, (await run(q, SQL.MUTATIONS_NAMING_START, { start_id: startId }))[0]?.n, 'step run mutation', startId)));
+  if (keys === undefined) return verified;
   return keys.verify(verified, await macRowsOf(q, startId));
 };
 
@@ -156,11 +159,17 @@ export const readBarrierOfAttempt = async (q: Queryable, runId: string, stepRunI
     rows.filter((r) => r.source === 'index').map((r) => r.start_id),
     rows.filter((r) => r.source === 'barrier').map((r) => r.start_id),
   );
-  if (startId === undefined) return null;
+  if (startId === undefined) {
+    return requireAttemptNotInLog(value, stepRunId, startedStepRunVersion, await eventsOfType(q, runId, 'StepRunStarted'));
+  }
   const found = await readBarrier(q, startId, keys);
   if (found === null) throw new CorruptRecordError('replay index', value, `attempt names start ${startId}, which has no barrier`);
   return found;
 };
+
+/** The event rows of one type in one Run stream, in order (rows as stored, for a check of the log). */
+export const eventsOfType = async (q: Queryable, runId: string, eventType: string): Promise<EventRow[]> =>
+  (await run(q, SQL.STREAM_EVENTS_OF_TYPE, { stream_id: streamNameOf(runId), event_type: eventType })).map((r) => decodeRow(EventRowCodec, r, 'event', streamNameOf(runId)));
 
 /** Every event of `run-<runId>`, decoded, in order, and matching the stream head. */
 export const readStream = async (q: Queryable, runId: string, keys?: EvidenceKeyring): Promise<readonly StoredEvent[]> => {

@@ -251,6 +251,13 @@ SELECT (SELECT json_agg(json_build_array(l.identity, l.value, l.start_id, l.comm
   (SELECT json_agg(m) FROM ql3.start_evidence_macs m WHERE m.start_id = :start_id AND EXISTS (SELECT 1 FROM b)) AS macs,
   ${sealedSpanColumns(KEYED_NEW_START, 'seal_')}`);
 
+/** R9.3: the StepRun mutation rows naming a start, read when its barrier and index rows are not there. */
+export const MUTATIONS_NAMING_START = named('SELECT count(*) AS n FROM ql3.step_run_mutations WHERE start_id = :start_id');
+
+/** The events of one type in one Run stream, in order: the log's own record of every attempt (StepRunStarted) or StepRun (StepRunCreated). */
+export const STREAM_EVENTS_OF_TYPE = named(`SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ql3.events
+  WHERE stream_id = :stream_id AND event_type = :event_type ORDER BY stream_position`);
+
 /** R3.2, R3.5: the Run turn and the Run version the start was decided on (pg-0045); the last attempt alone (pg-0052). */
 export const TAKE_START_TURN = named('SELECT ql3.take_start_turn(:run_id, :expected_version::bigint, :alone::boolean) AS now_ms');
 

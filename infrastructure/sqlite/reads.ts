@@ -13,7 +13,7 @@ import { attemptValue, replayKeysOfBarrierRow, replayValuesOf, type BarrierRow, 
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import type { EventRow } from '../../projections/verifyRows';
 import { checkStartRows } from '../../projections/checkRows';
-import { agreedAttemptStart, wholeStream } from '../../projections/readChecks';
+import { agreedAttemptStart, requireAttemptNotInLog, requireNoTraceOfStart, wholeStream } from '../../projections/readChecks';
 import type { StoredBarrier, StoredEvent } from '../../application/authority';
 import type { EvidenceKeyring, EvidenceMacRow } from '../../application/evidenceKeys';
 import { requireSealedSpan } from '../../application/eventSeals';
@@ -182,9 +182,8 @@ export const readBarrier = (s: Statements, startId: string, keys?: EvidenceKeyri
   const barrier = rows?.barrier as BarrierRow | undefined;
   if (rows === undefined || barrier === undefined) {
     // No barrier under this id is an answer only if nothing else claims the start exists (R9.3).
-    const { n } = s.indexNamesStart.get(startId) as { n: number };
-    if (n > 0) throw new CorruptRecordError('start barrier', startId, 'the replay index names this start but its barrier row is missing');
-    return null;
+    const { indexed, mutations } = s.indexNamesStart.get({ start_id: startId }) as { indexed: number; mutations: number };
+    return requireNoTraceOfStart(startId, indexed, mutations);
   }
   // The five events around the RunEvent the barrier names hold the one copy of every record's
   // JSON (0080); the probes are the identity values the barrier mirrors.
@@ -212,7 +211,7 @@ export const readBarrierOfAttempt = (s: Statements, runId: string, stepRunId: st
     rows.filter((r) => r.source === 'index').map((r) => r.start_id),
     rows.filter((r) => r.source === 'barrier').map((r) => r.start_id),
   );
-  if (startId === undefined) return null;
+  if (startId === undefined) return requireAttemptNotInLog(attempt, stepRunId, startedStepRunVersion, s.eventsOfType.all(streamNameOf(runId), 'StepRunStarted') as EventRow[]);
   const found = readBarrier(s, startId, keys);
   if (found === null) throw new CorruptRecordError('replay index', attempt, `attempt names start ${startId}, which has no barrier`);
   return found;

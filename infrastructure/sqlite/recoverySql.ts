@@ -31,9 +31,6 @@ export const IDENTITY_START_IDS = Object.fromEntries(
   Object.entries(IDENTITY_STORAGE).map(([identity, storage]) => [identity, identityStartIdsSql(storage)]),
 ) as Record<ReplayIdentity, string>;
 
-export const STEP_RUN_STARTED_ROWS = `SELECT stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM events
-  WHERE stream_id = ? AND event_type = 'StepRunStarted' ORDER BY stream_position`;
-
 export const OUTCOME_ROWS = 'SELECT * FROM start_outcomes WHERE start_id = ?';
 export const EVENT_BY_ID = `SELECT stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM events WHERE event_id = ?`;
 

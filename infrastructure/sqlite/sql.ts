@@ -112,6 +112,10 @@ export const SELECT_ATTEMPT = `SELECT 'index' AS source, start_id FROM start_rep
 /** Whether the replay index still names a start whose barrier row is missing. */
 export const SELECT_INDEX_NAMES_START = indexNamesStartSql();
 
+/** The events of one type in one Run stream, in order: the log's own record of every attempt (StepRunStarted) or StepRun (StepRunCreated). */
+export const SELECT_STREAM_EVENTS_OF_TYPE = `SELECT stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM events
+  WHERE stream_id = ? AND event_type = ? ORDER BY stream_position`;
+
 /** Keyed evidence (R9.4): the MAC row of one barrier, written and read only with a keyring. */
 export const INSERT_EVIDENCE_MAC = 'INSERT INTO start_evidence_macs (start_id, key_id, mac) VALUES (?, ?, ?)';
 export const SELECT_EVIDENCE_MACS = 'SELECT key_id, mac FROM start_evidence_macs WHERE start_id = ?';

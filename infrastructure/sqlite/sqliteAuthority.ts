@@ -1,7 +1,9 @@
 import type Database from 'better-sqlite3';
 import { isCallerOwned, openSqliteConnection } from './connection';
 import type { SqliteDatabase } from './database';
-import { decodeStartCommand } from '../../domain';
+import { decodeStartCommand, streamNameOf } from '../../domain';
+import { requireStepRunNotInLog } from '../../projections/readChecks';
+import type { EventRow } from '../../projections/verifyRows';
 import { decodeAttemptArgs, decodeStartIdArgs } from '../../domain/readArgs';
 import { stepRunRowOf } from '../../projections/rows';
 import type {
@@ -241,7 +243,8 @@ class SqliteAuthority implements SqliteStartBarrier {
     getStepRun: (runId: string, stepRunId: string): Promise<StepRunView | null> =>
       this.read(() => {
         const s = loadRunState(this.s, runId, [stepRunId]).stepRuns[stepRunId];
-        return s === undefined ? null : { ...s, digest: stepRunRowOf(s).digest };
+        if (s === undefined) return requireStepRunNotInLog(runId, stepRunId, this.s.eventsOfType.all(streamNameOf(runId), 'StepRunCreated') as EventRow[]);
+        return { ...s, digest: stepRunRowOf(s).digest };
       }),
     readStream: (runId: string): Promise<readonly StoredEvent[]> => this.read(() => readStream(this.s, runId, this.keys)),
   };

@@ -38,7 +38,7 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
     inDoubt: p(RSQL.IN_DOUBT),
     resolvedRuns: p(RSQL.RESOLVED_RUN_IDS),
     attempts: p(RSQL.ATTEMPT_START_IDS),
-    started: p(RSQL.STEP_RUN_STARTED_ROWS),
+    started: p(SQL.SELECT_STREAM_EVENTS_OF_TYPE),
     identity: Object.fromEntries(Object.entries(RSQL.IDENTITY_START_IDS).map(([k, sql]) => [k, p(sql)])) as Record<keyof typeof RSQL.IDENTITY_START_IDS, Database.Statement>,
     outcomes: p(RSQL.OUTCOME_ROWS),
     event: p(RSQL.EVENT_BY_ID),
@@ -68,7 +68,7 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
     resolvedRunIds: async (f) =>
       (s.resolvedRuns.all({ project_id: f.projectId ?? null, run_id: f.runId ?? null, cutoff_ms: f.committedAtOrBeforeMs ?? null }) as { run_id: string }[]).map((r) => r.run_id),
     attemptStartIds: async (runId, stepRunId) => ids(s.attempts.all(runId, stepRunId)),
-    stepRunStartedRows: async (runId) => s.started.all(streamNameOf(runId)) as EventRow[],
+    stepRunStartedRows: async (runId) => s.started.all(streamNameOf(runId), 'StepRunStarted') as EventRow[],
     identityStartIds: async (identity, key, attempt) =>
       ids(
         identity === 'attempt'

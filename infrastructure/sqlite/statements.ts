@@ -31,6 +31,7 @@ const STATEMENTS = {
   startEvents: SQL.SELECT_START_EVENTS,
   attempt: SQL.SELECT_ATTEMPT,
   indexNamesStart: SQL.SELECT_INDEX_NAMES_START,
+  eventsOfType: SQL.SELECT_STREAM_EVENTS_OF_TYPE,
   insertEvidenceMac: SQL.INSERT_EVIDENCE_MAC,
   evidenceMacs: SQL.SELECT_EVIDENCE_MACS,
   insertEventMac: SQL.INSERT_EVENT_MAC,

@@ -230,22 +230,55 @@ export const damageSuite = (backend: DamageBackend): void => {
       await expectHealthy();
     });
 
+    /** Delete a start's barrier row with its replay-identity rows (its facts and events stay), run `check`, put them back. */
+    const withoutStart = async (startId: string, check: (what: string) => Promise<void>): Promise<void> => {
+      const rows = [
+        ...(await store.damage.rows('tool_execution_start_barriers', 'start_id = ?', [startId])).map((r) => ['tool_execution_start_barriers', r] as const),
+        ...(await store.damage.rows('start_replay_identities', 'start_id = ?', [startId])).map((r) => ['start_replay_identities', r] as const),
+      ];
+      expect(rows).to.have.length(1 + REPLAY_IDENTITIES.length);
+      const gone = [];
+      for (const [table, row] of rows) gone.push(await store.damage.remove(table, String(row._key)));
+      try {
+        await check(`${startId} barrier and index rows deleted`);
+      } finally {
+        for (const g of gone.reverse()) await g.undo();
+      }
+    };
+
+    it('R9.3 a start whose barrier and replay-index rows are gone, its facts and events kept: reads by start id and by attempt raise CORRUPT_RECORD, never null (CLI exit 5)', async () => {
+      const cases = [
+        { c: command, runId: s.runId, stepRunId: s.stepRunId, attempt: version },
+        { c: finished, runId: f.runId, stepRunId: f.stepRunId, attempt: 3 },
+        { c: lost, runId: l.runId, stepRunId: l.stepRunId, attempt: 3 },
+      ];
+      for (const k of cases) {
+        expect((await a().barriers.getByStartId(k.c.startId))?.record.attempt.startedStepRunVersion).to.equal(k.attempt);
+        await withoutStart(k.c.startId, async (what) => {
+          await expectCorrupt(`${what}: getByStartId`, a().barriers.getByStartId(k.c.startId));
+          await expectCorrupt(`${what}: getByStepRunAttempt`, a().barriers.getByStepRunAttempt(k.runId, k.stepRunId, k.attempt));
+          await expectCorrupt(`${what}: lookup startId`, a().recovery.lookup('startId', k.c.startId));
+          await expectCorrupt(`${what}: lookup attempt`, a().recovery.lookup('attempt', { runId: k.runId, stepRunId: k.stepRunId, startedStepRunVersion: k.attempt }));
+          await expectCliExit5(what, [['show', '--start-id', k.c.startId]]);
+        });
+      }
+      // an id and an attempt nothing names read as none, as before
+      expect(await a().barriers.getByStartId('never-started')).to.equal(null);
+      expect(await a().barriers.getByStepRunAttempt(s.runId, s.stepRunId, version + 1)).to.equal(null);
+      expect(await a().recovery.lookup('attempt', { runId: s.runId, stepRunId: s.stepRunId, startedStepRunVersion: version + 1 })).to.equal(null);
+      await expectHealthy();
+    });
+
+    it("R9.3 a StepRun whose head row is gone: getStepRun raises CORRUPT_RECORD, never null, while the Run's log creates it", async () => {
+      for (const [runId, stepRunId] of [[s.runId, s.stepRunId], [f.runId, f.stepRunId], [l.runId, l.stepRunId]] as const) {
+        expect((await a().runs.getStepRun(runId, stepRunId))?.stepRunId).to.equal(stepRunId);
+        await without('step_runs', 'run_id = ? AND step_run_id = ?', [runId, stepRunId], (what) => expectCorrupt(`${what}: getStepRun`, a().runs.getStepRun(runId, stepRunId)));
+      }
+      expect(await a().runs.getStepRun(s.runId, 'never-created')).to.equal(null);
+      await expectHealthy();
+    });
+
     it("R9.3 a finished StepRun's history with a barrier row gone (its last attempt, or an earlier one) raises CORRUPT_RECORD, never a shorter list (CLI exit 5)", async () => {
-      // with its replay-identity rows too: no read by start id can say more than "no such start"
-      const withoutStart = async (startId: string, check: (what: string) => Promise<void>): Promise<void> => {
-        const rows = [
-          ...(await store.damage.rows('tool_execution_start_barriers', 'start_id = ?', [startId])).map((r) => ['tool_execution_start_barriers', r] as const),
-          ...(await store.damage.rows('start_replay_identities', 'start_id = ?', [startId])).map((r) => ['start_replay_identities', r] as const),
-        ];
-        expect(rows).to.have.length(1 + REPLAY_IDENTITIES.length);
-        const gone = [];
-        for (const [table, row] of rows) gone.push(await store.damage.remove(table, String(row._key)));
-        try {
-          await check(`${startId} barrier and index rows deleted`);
-        } finally {
-          for (const g of gone.reverse()) await g.undo();
-        }
-      };
       for (const startId of [finished.startId]) {
         await without('tool_execution_start_barriers', 'start_id = ?', [startId], async (what) => {
           await expectCorrupt(`${what}: history`, a().recovery.history(f.runId, f.stepRunId));

@@ -25,7 +25,7 @@ export const createMemoryRecoveryView = (t: Tables, host: MemoryRecoveryHost): R
     inDoubtStartIds: async (f) =>
       barriers()
         .filter((b) => !t.outcomes.has(b.start_id))
-        .filter((b) => f.projectId === undefined || b.project_id === f.projectId)
+        .filter((b) => f.projectId === undefined || b.project_id === f.projectId || t.runs.get(b.run_id)?.project_id === f.projectId)
         .filter((b) => f.runId === undefined || b.run_id === f.runId)
         .filter((b) => f.committedAtOrBeforeMs === undefined || b.committed_at_ms <= f.committedAtOrBeforeMs)
         .sort((a, b) => a.committed_at_ms - b.committed_at_ms || (a.start_id < b.start_id ? -1 : 1))
@@ -63,7 +63,10 @@ export const createMemoryRecoveryView = (t: Tables, host: MemoryRecoveryHost): R
     stepRunRow: async (runId, stepRunId) => t.stepRuns.get(`${runId}\u0000${stepRunId}`),
     runningStepRuns: async (f) =>
       byKey(t.stepRuns.values(), stepKey).filter(
-        (r) => r.status === 'running' && (f.projectId === undefined || r.project_id === f.projectId) && (f.runId === undefined || r.run_id === f.runId),
+        (r) =>
+          r.status === 'running' &&
+          (f.projectId === undefined || r.project_id === f.projectId || t.runs.get(r.run_id)?.project_id === f.projectId) &&
+          (f.runId === undefined || r.run_id === f.runId),
       ),
 
     counts: async () => ({ barriers: t.barriers.size, outcomes: t.outcomes.size, runs: t.runs.size, stepRuns: t.stepRuns.size, events: t.events.length }),

@@ -34,7 +34,7 @@ const SET_SNAPSHOT_TIMEOUT = named(`SELECT set_config('statement_timeout', :stat
 
 const IN_DOUBT = named(`SELECT b.start_id FROM ql3.tool_execution_start_barriers b
   WHERE NOT EXISTS (SELECT 1 FROM ql3.start_outcomes o WHERE o.start_id = b.start_id)
-    AND (:project_id::text IS NULL OR b.project_id = :project_id::text)
+    AND (:project_id::text IS NULL OR b.project_id = :project_id::text OR b.run_id IN (SELECT r.run_id FROM ql3.runs r WHERE r.project_id = :project_id::text))
     AND (:run_id::text IS NULL OR b.run_id = :run_id::text)
     AND (:cutoff_ms::bigint IS NULL OR b.committed_at_ms <= :cutoff_ms::bigint)
   ORDER BY b.committed_at_ms, b.start_id
@@ -56,8 +56,10 @@ const OUTCOME_ROWS = named('SELECT * FROM ql3.start_outcomes WHERE start_id = :s
 
 const EVENT_BY_ID = named('SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ql3.events WHERE event_id = :event_id');
 const STEP_RUN = named('SELECT * FROM ql3.step_runs WHERE run_id = :run_id AND step_run_id = :step_run_id');
+// A Project's running StepRuns: those its own column names or its Run's does (one changed mirror column must not hide one).
 const RUNNING_STEP_RUNS = named(`SELECT * FROM ql3.step_runs WHERE status = 'running'
-    AND (:project_id::text IS NULL OR project_id = :project_id::text) AND (:run_id::text IS NULL OR run_id = :run_id::text)
+    AND (:project_id::text IS NULL OR project_id = :project_id::text OR run_id IN (SELECT r.run_id FROM ql3.runs r WHERE r.project_id = :project_id::text))
+    AND (:run_id::text IS NULL OR run_id = :run_id::text)
   ORDER BY run_id, step_run_id`);
 const COUNTS = named(`SELECT (SELECT count(*) FROM ql3.tool_execution_start_barriers) AS barriers, (SELECT count(*) FROM ql3.start_outcomes) AS outcomes,
   (SELECT count(*) FROM ql3.runs) AS runs, (SELECT count(*) FROM ql3.step_runs) AS step_runs, (SELECT count(*) FROM ql3.events) AS events`);

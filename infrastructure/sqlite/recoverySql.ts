@@ -5,7 +5,7 @@ import { IDENTITY_STORAGE, identityStartIdsSql } from './identities';
 /** Barriers with no outcome fact, oldest first; each filter is off when its parameter is NULL. */
 export const IN_DOUBT = `SELECT b.start_id FROM tool_execution_start_barriers b
   WHERE NOT EXISTS (SELECT 1 FROM start_outcomes o WHERE o.start_id = b.start_id)
-    AND (@project_id IS NULL OR b.project_id = @project_id)
+    AND (@project_id IS NULL OR b.project_id = @project_id OR b.run_id IN (SELECT run_id FROM runs WHERE project_id = @project_id))
     AND (@run_id IS NULL OR b.run_id = @run_id)
     AND (@cutoff_ms IS NULL OR b.committed_at_ms <= @cutoff_ms)
   ORDER BY b.committed_at_ms, b.start_id
@@ -18,9 +18,13 @@ export const RESOLVED_RUN_IDS = `SELECT DISTINCT b.run_id FROM tool_execution_st
     AND (@cutoff_ms IS NULL OR b.committed_at_ms <= @cutoff_ms)
   ORDER BY b.run_id`;
 
-/** StepRuns whose attempt is open; recovery checks each against its barrier. */
+/**
+ * StepRuns whose attempt is open; recovery checks each against its barrier. A Project's are
+ * those its own column names or its Run's does: one changed mirror column must not hide one.
+ */
 export const RUNNING_STEP_RUNS = `SELECT * FROM step_runs WHERE status = 'running'
-    AND (@project_id IS NULL OR project_id = @project_id) AND (@run_id IS NULL OR run_id = @run_id)
+    AND (@project_id IS NULL OR project_id = @project_id OR run_id IN (SELECT run_id FROM runs WHERE project_id = @project_id))
+    AND (@run_id IS NULL OR run_id = @run_id)
   ORDER BY run_id, step_run_id`;
 
 export const ATTEMPT_START_IDS = `SELECT start_id FROM tool_execution_start_barriers

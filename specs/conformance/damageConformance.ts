@@ -278,6 +278,25 @@ export const damageSuite = (backend: DamageBackend): void => {
       await expectHealthy();
     });
 
+    it("R9.3 a start in doubt whose barrier and StepRun rows both name another Project: its Project's in-doubt list raises CORRUPT_RECORD, never leaves it out", async () => {
+      const moved: { table: string; key: string; from: unknown }[] = [];
+      try {
+        for (const [table, where, params] of [
+          ['tool_execution_start_barriers', 'start_id = ?', [command.startId]],
+          ['step_runs', 'run_id = ? AND step_run_id = ?', [s.runId, s.stepRunId]],
+        ] as const) {
+          const [row] = await store.damage.rows(table, where, params);
+          const set = await store.damage.set(table, String(row!._key), 'project_id', 'project-elsewhere');
+          expect(set.applied, `${table}.project_id: ${set.reason ?? ''}`).to.equal(true);
+          moved.push({ table, key: set.key, from: row!.project_id });
+        }
+        await expectCorrupt('inDoubt(project)', a().recovery.inDoubt({ projectId: s.projectId }));
+      } finally {
+        for (const m of moved.reverse()) expect((await store.damage.set(m.table, m.key, 'project_id', m.from)).applied).to.equal(true);
+      }
+      await expectHealthy();
+    });
+
     it("R9.3 a finished StepRun's history with a barrier row gone (its last attempt, or an earlier one) raises CORRUPT_RECORD, never a shorter list (CLI exit 5)", async () => {
       for (const startId of [finished.startId]) {
         await without('tool_execution_start_barriers', 'start_id = ?', [startId], async (what) => {

@@ -2,7 +2,7 @@ import { streamNameOf } from '../../domain';
 import { type StepRunRow } from '../../projections/rows';
 import type { StoredBarrier, VerifyProblem } from '../../application/authority';
 import type { RecoveryView } from '../../application/recoveryRules';
-import { IDENTITY_STORAGE, barrierHolds } from './identities';
+import { IDENTITY_STORAGE, barrierHolds, factStartIds } from './identities';
 import type { Tables } from './tables';
 import { memorySealedSpan } from './memorySeals';
 
@@ -52,7 +52,7 @@ export const createMemoryRecoveryView = (t: Tables, host: MemoryRecoveryHost): R
     identityStartIds: async (identity, key, attempt) => {
       const indexed = t.identities.get(`${identity}\u0000${key}`);
       const mirrored = barriers().filter((b) => barrierHolds(IDENTITY_STORAGE[identity], b, key, attempt));
-      return [...(indexed ? [indexed.start_id] : []), ...mirrored.map((b) => b.start_id)];
+      return [...(indexed ? [indexed.start_id] : []), ...mirrored.map((b) => b.start_id), ...factStartIds(IDENTITY_STORAGE[identity], t, key)];
     },
     readBarrier: async (startId) => host.readBarrier(startId),
     outcomeRows: async (startId) => {

@@ -253,8 +253,11 @@ export const damageSuite = (backend: DamageBackend): void => {
         { c: lost, runId: l.runId, stepRunId: l.stepRunId, attempt: 3 },
       ];
       for (const k of cases) {
-        expect((await a().barriers.getByStartId(k.c.startId))?.record.attempt.startedStepRunVersion).to.equal(k.attempt);
+        const record = (await a().barriers.getByStartId(k.c.startId))!.record;
+        expect(record.attempt.startedStepRunVersion).to.equal(k.attempt);
+        const values = { mutationId: record.mutation.mutationId, runEventId: record.runEvent.runEventId, traceId: record.trace.traceId, auditEventId: record.audit.auditEventId, auditReceiptId: record.audit.auditReceiptId };
         await withoutStart(k.c.startId, async (what) => {
+          for (const [identity, value] of Object.entries(values)) await expectCorrupt(`${what}: lookup ${identity}`, a().recovery.lookup(identity as keyof typeof values, value));
           await expectCorrupt(`${what}: getByStartId`, a().barriers.getByStartId(k.c.startId));
           await expectCorrupt(`${what}: getByStepRunAttempt`, a().barriers.getByStepRunAttempt(k.runId, k.stepRunId, k.attempt));
           await expectCorrupt(`${what}: lookup startId`, a().recovery.lookup('startId', k.c.startId));

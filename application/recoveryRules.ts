@@ -22,8 +22,7 @@ import { attemptValue, replayValuesOf, type RunRow, type StepRunRow } from '../p
 import { NOTE_PURGE_DIGEST_TAG, fieldsDigest } from '../projections/eventChain';
 import { decodeEventRow, inDoubtStartOf, verifyOutcomeRow, type StartOutcomeRow } from '../projections/outcomeRows';
 import { decodeRunRow, decodeStepRunRow } from '../projections/runState';
-import { checkEventRow } from '../projections/checkRows';
-import { requireAttemptNotInLog } from '../projections/readChecks';
+import { requireAttemptNotInLog, startsInLog } from '../projections/readChecks';
 import type { EventRow } from '../projections/verifyRows';
 import type { EvidenceKeyring } from './evidenceKeys';
 import { checkSealedSpan, requireSealedSpan, type SealedSpan } from './eventSeals';
@@ -326,26 +325,18 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
         // R9.3: the log, not the barrier table, says how often this StepRun was started, and its
         // head names the last start: a barrier row deleted (or one added) fails the read, never
         // shortens (or lengthens) the list.
-        const logged: string[] = [];
-        for (const started of await v.stepRunStartedRows(r[0])) {
-          const event = checkEventRow(started);
-          if (event.type === 'StepRunStarted' && event.data.stepRunId === r[1]) logged.push(event.data.startId);
-        }
+        const logged = startsInLog(await v.stepRunStartedRows(r[0]), r[1]).map((s) => s.startId);
         const listed = entries.map((e) => e.barrier.record.startId);
         if (logged.length !== listed.length || logged.some((id, i) => id !== listed[i])) {
           throw new CorruptRecordError('attempt history', `${r[0]}/${r[1]}`, `the Run's log starts it ${logged.length} time(s) (${logged.join(', ') || 'never'}) but its barriers name ${listed.join(', ') || 'none'}`);
         }
         const row = await v.stepRunRow(r[0], r[1]);
         const last = row === undefined ? undefined : decodeStepRunRow(row).lastStartId;
-        if ((row === undefined && listed.length > 0) || last !== listed[listed.length - 1]) {
+        if (last !== listed[listed.length - 1]) {
           throw new CorruptRecordError('attempt history', `${r[0]}/${r[1]}`, `its StepRun ${row === undefined ? 'is missing' : `names ${last ?? 'no start'} as its last start`} but the history ends at ${listed[listed.length - 1] ?? 'no start'}`);
         }
-        if (row !== undefined && row.status === 'running') {
-          const open = await requireBarrierOfRunning(v, row, backend.keyring?.());
-          if (!entries.some((e) => e.barrier.record.startId === open)) {
-            throw new CorruptRecordError('attempt history', `${r[0]}/${r[1]}`, `the running attempt ${open} is missing from the history`);
-          }
-        }
+        // The running attempt is the head's last start, so the check above put it in the list.
+        if (row !== undefined && row.status === 'running') await requireBarrierOfRunning(v, row, backend.keyring?.());
         return entries;
       });
     },

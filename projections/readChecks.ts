@@ -50,17 +50,22 @@ export const requireNoTraceOfStart = (startId: string, indexed: number, mutation
 };
 
 /**
- * R9.3: an attempt the replay index and the barrier table both do not know answers null only
- * if the Run's log did not start it either. `started`: the StepRunStarted rows of the Run's
- * stream (each decoded strictly: a damaged one fails the read).
+ * The starts of one StepRun as the Run's log records them, in stream order. `started`: the
+ * StepRunStarted rows of the Run's stream, each decoded strictly (a damaged one fails the read).
  */
-export const requireAttemptNotInLog = (attempt: string, stepRunId: string, startedStepRunVersion: number, started: readonly EventRow[]): null => {
+export const startsInLog = (started: readonly EventRow[], stepRunId: string): { readonly startId: string; readonly stepRunVersion: number }[] => {
+  const starts: { startId: string; stepRunVersion: number }[] = [];
   for (const row of started) {
     const event = checkEventRow(row);
-    if (event.type === 'StepRunStarted' && event.data.stepRunId === stepRunId && event.data.stepRunVersion === startedStepRunVersion) {
-      throw new CorruptRecordError('start barrier', attempt, `the Run's log starts this attempt (start ${event.data.startId}) but no barrier or index row holds it`);
-    }
+    if (event.type === 'StepRunStarted' && event.data.stepRunId === stepRunId) starts.push({ startId: event.data.startId, stepRunVersion: event.data.stepRunVersion });
   }
+  return starts;
+};
+
+/** R9.3: an attempt the replay index and the barrier table both do not know answers null only if the Run's log did not start it either. */
+export const requireAttemptNotInLog = (attempt: string, stepRunId: string, startedStepRunVersion: number, started: readonly EventRow[]): null => {
+  const logged = startsInLog(started, stepRunId).find((s) => s.stepRunVersion === startedStepRunVersion);
+  if (logged !== undefined) throw new CorruptRecordError('start barrier', attempt, `the Run's log starts this attempt (start ${logged.startId}) but no barrier or index row holds it`);
   return null;
 };
 

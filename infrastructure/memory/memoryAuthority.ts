@@ -28,7 +28,7 @@ import { agreedAttemptStart, requireAttemptNotInLog, requireNoTraceOfStart, requ
 import { createMemoryRecoveryView } from './memoryRecoveryView';
 import { memorySealedSpan, sealMemoryEvents } from './memorySeals';
 import { appendedEventCells, requireSealedSpan, startEventCells } from '../../application/eventSeals';
-import { copyTables, emptyTables, type Tables } from './tables';
+import { copyTables, emptyTables, streamEventsOfType, type Tables } from './tables';
 import { SerialExecutor } from '../../application/serialExecutor';
 import { decodeLifecycle, runLifecycleTransaction, type LifecycleUnitOfWork } from '../../application/lifecycleProtocol';
 import { runStartTransaction, type StartUnitOfWork } from '../../application/startProtocol';
@@ -256,11 +256,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
       const row = t.identities.get(identityKey('attempt', attempt));
       const claimed = [...t.barriers.values()].filter((b) => b.run_id === runId && b.step_run_id === stepRunId && b.started_step_run_version === v);
       const startId = agreedAttemptStart(attempt, row === undefined ? [] : [row.start_id], claimed.map((b) => b.start_id));
-      if (startId === undefined) {
-        const stream = streamNameOf(runId);
-        const started = t.events.filter((e) => e.stream_id === stream && e.event_type === 'StepRunStarted').sort((x, y) => x.stream_position - y.stream_position);
-        return requireAttemptNotInLog(attempt, stepRunId, v, started);
-      }
+      if (startId === undefined) return requireAttemptNotInLog(attempt, stepRunId, v, streamEventsOfType(t, streamNameOf(runId), 'StepRunStarted'));
       const found = this.readBarrier(t, startId);
       if (found === null) throw new CorruptRecordError('replay index', attempt, `names start ${startId}, which has no barrier`);
       return found;
@@ -276,10 +272,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     },
     getStepRun: async (runId: string, stepRunId: string): Promise<StepRunView | null> => {
       const s = this.loadRunState(this.tables, runId, [stepRunId]).stepRuns[stepRunId];
-      if (s === undefined) {
-        const stream = streamNameOf(runId);
-        return requireStepRunNotInLog(runId, stepRunId, this.tables.events.filter((e) => e.stream_id === stream && e.event_type === 'StepRunCreated'));
-      }
+      if (s === undefined) return requireStepRunNotInLog(runId, stepRunId, streamEventsOfType(this.tables, streamNameOf(runId), 'StepRunCreated'));
       return { ...s, digest: stepRunRowOf(s).digest };
     },
     readStream: async (runId: string): Promise<readonly StoredEvent[]> => {

@@ -3,7 +3,7 @@ import { type StepRunRow } from '../../projections/rows';
 import type { StoredBarrier, VerifyProblem } from '../../application/authority';
 import type { RecoveryView } from '../../application/recoveryRules';
 import { IDENTITY_STORAGE, barrierHolds, factStartIds } from './identities';
-import type { Tables } from './tables';
+import { streamEventsOfType, type Tables } from './tables';
 import { memorySealedSpan } from './memorySeals';
 
 // The in-memory side of the recovery read models: the same view as SQLite's, over the
@@ -19,13 +19,16 @@ const byKey = <T>(rows: Iterable<T>, key: (r: T) => string) => [...rows].sort((a
 export const createMemoryRecoveryView = (t: Tables, host: MemoryRecoveryHost): RecoveryView => {
   const barriers = () => [...t.barriers.values()];
   const stepKey = (r: StepRunRow) => `${r.run_id}\u0000${r.step_run_id}`;
+  // In the Project's scope: its own project_id, or its Run's (one changed mirror column must not take a row out, R9.3).
+  const inProject = (row: { readonly project_id: string; readonly run_id: string }, projectId: string | undefined) =>
+    projectId === undefined || row.project_id === projectId || t.runs.get(row.run_id)?.project_id === projectId;
   return {
     nowMs: async () => host.nowMs(),
     sealedSpan: async (streamId, from, to) => memorySealedSpan(t, streamId, from, to),
     inDoubtStartIds: async (f) =>
       barriers()
         .filter((b) => !t.outcomes.has(b.start_id))
-        .filter((b) => f.projectId === undefined || b.project_id === f.projectId || t.runs.get(b.run_id)?.project_id === f.projectId)
+        .filter((b) => inProject(b, f.projectId))
         .filter((b) => f.runId === undefined || b.run_id === f.runId)
         .filter((b) => f.committedAtOrBeforeMs === undefined || b.committed_at_ms <= f.committedAtOrBeforeMs)
         .sort((a, b) => a.committed_at_ms - b.committed_at_ms || (a.start_id < b.start_id ? -1 : 1))
@@ -36,7 +39,7 @@ export const createMemoryRecoveryView = (t: Tables, host: MemoryRecoveryHost): R
         ...new Set(
           barriers()
             .filter((b) => t.outcomes.has(b.start_id))
-            .filter((b) => f.projectId === undefined || b.project_id === f.projectId)
+            .filter((b) => inProject(b, f.projectId))
             .filter((b) => f.runId === undefined || b.run_id === f.runId)
             .filter((b) => f.committedAtOrBeforeMs === undefined || b.committed_at_ms <= f.committedAtOrBeforeMs)
             .map((b) => b.run_id),
@@ -47,8 +50,7 @@ export const createMemoryRecoveryView = (t: Tables, host: MemoryRecoveryHost): R
         .filter((b) => b.run_id === runId && b.step_run_id === stepRunId)
         .sort((a, b) => a.started_step_run_version - b.started_step_run_version)
         .map((b) => b.start_id),
-    stepRunStartedRows: async (runId) =>
-      t.events.filter((e) => e.stream_id === streamNameOf(runId) && e.event_type === 'StepRunStarted').sort((a, b) => a.stream_position - b.stream_position),
+    stepRunStartedRows: async (runId) => streamEventsOfType(t, streamNameOf(runId), 'StepRunStarted'),
     identityStartIds: async (identity, key, attempt) => {
       const indexed = t.identities.get(`${identity}\u0000${key}`);
       const mirrored = barriers().filter((b) => barrierHolds(IDENTITY_STORAGE[identity], b, key, attempt));
@@ -63,10 +65,7 @@ export const createMemoryRecoveryView = (t: Tables, host: MemoryRecoveryHost): R
     stepRunRow: async (runId, stepRunId) => t.stepRuns.get(`${runId}\u0000${stepRunId}`),
     runningStepRuns: async (f) =>
       byKey(t.stepRuns.values(), stepKey).filter(
-        (r) =>
-          r.status === 'running' &&
-          (f.projectId === undefined || r.project_id === f.projectId || t.runs.get(r.run_id)?.project_id === f.projectId) &&
-          (f.runId === undefined || r.run_id === f.runId),
+        (r) => r.status === 'running' && inProject(r, f.projectId) && (f.runId === undefined || r.run_id === f.runId),
       ),
 
     counts: async () => ({ barriers: t.barriers.size, outcomes: t.outcomes.size, runs: t.runs.size, stepRuns: t.stepRuns.size, events: t.events.length }),

@@ -64,3 +64,7 @@ export const copyTables = (t: Tables): Tables => ({
   sealOrigins: new Map(t.sealOrigins),
 });
 
+
+/** The event rows of one type in one stream, in stream order (the log read for a check, as the SQL backends' statement). */
+export const streamEventsOfType = (t: Tables, stream: string, type: string): EventRow[] =>
+  t.events.filter((e) => e.stream_id === stream && e.event_type === type).sort((a, b) => a.stream_position - b.stream_position);

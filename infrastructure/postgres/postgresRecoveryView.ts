@@ -1,6 +1,6 @@
 import * as t from 'io-ts';
 import type { PoolClient } from 'pg';
-import { CorruptRecordError, START_OUTCOME_KINDS, streamNameOf, type LifecycleCommand, type ReplayIdentity } from '../../domain';
+import { CorruptRecordError, START_OUTCOME_KINDS, type LifecycleCommand, type ReplayIdentity } from '../../domain';
 import { oneOf } from '../../domain/codecs';
 import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { RecoveryApi, VerifyProblem } from '../../application/authority';
@@ -8,7 +8,8 @@ import { createRecoveryApi, type RecoveryView } from '../../application/recovery
 import { claimHistoryProblems, type StoredClaimRow } from '../../application/driverClaimRules';
 import { schemaProblems } from '../migrations';
 import { mapPgError, unavailableReasonOf } from './errors';
-import { SELECT_LEDGER, STREAM_EVENTS_OF_TYPE } from './sql';
+import { SELECT_LEDGER } from './sql';
+import { eventsOfType } from './reads';
 import { IDENTITY_STORAGE, barrierValueSql, identityStartIdsSql } from './identities';
 import { createPostgresNoteStore } from './postgresNotes';
 import { readSealedSpan } from './postgresSeals';
@@ -32,15 +33,21 @@ export const BEGIN_SNAPSHOT = 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY';
 const SET_SNAPSHOT_TIMEOUT = named(`SELECT set_config('statement_timeout', :statement_timeout, true),
   (extract(epoch FROM transaction_timestamp()) * 1000)::bigint AS now_ms`);
 
+/**
+ * A row in the Project's scope: its own project_id, or its Run's (R9.3: one changed mirror
+ * column must not take a start or a StepRun out of its Project's answers).
+ */
+const inProject = (alias: string) =>
+  `(:project_id::text IS NULL OR ${alias}.project_id = :project_id::text OR ${alias}.run_id IN (SELECT r.run_id FROM ql3.runs r WHERE r.project_id = :project_id::text))`;
 const IN_DOUBT = named(`SELECT b.start_id FROM ql3.tool_execution_start_barriers b
   WHERE NOT EXISTS (SELECT 1 FROM ql3.start_outcomes o WHERE o.start_id = b.start_id)
-    AND (:project_id::text IS NULL OR b.project_id = :project_id::text OR b.run_id IN (SELECT r.run_id FROM ql3.runs r WHERE r.project_id = :project_id::text))
+    AND ${inProject('b')}
     AND (:run_id::text IS NULL OR b.run_id = :run_id::text)
     AND (:cutoff_ms::bigint IS NULL OR b.committed_at_ms <= :cutoff_ms::bigint)
   ORDER BY b.committed_at_ms, b.start_id
   LIMIT :limit::bigint`);
 const RESOLVED_RUN_IDS = named(`SELECT DISTINCT b.run_id FROM ql3.tool_execution_start_barriers b JOIN ql3.start_outcomes o ON o.start_id = b.start_id
-  WHERE (:project_id::text IS NULL OR b.project_id = :project_id::text)
+  WHERE ${inProject('b')}
     AND (:run_id::text IS NULL OR b.run_id = :run_id::text)
     AND (:cutoff_ms::bigint IS NULL OR b.committed_at_ms <= :cutoff_ms::bigint)
   ORDER BY b.run_id`);
@@ -53,13 +60,11 @@ const IDENTITY_START_IDS = Object.fromEntries(
 const CLAIM_ROWS = named('SELECT start_id, generation, kind, driver_id, at_ms, lease_until_ms, claim_digest FROM ql3.adapter_driver_claims ORDER BY start_id, generation, kind');
 const CAPABILITIES = named('SELECT name, version FROM ql3.capabilities ORDER BY name');
 const OUTCOME_ROWS = named('SELECT * FROM ql3.start_outcomes WHERE start_id = :start_id');
-
 const EVENT_BY_ID = named('SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ql3.events WHERE event_id = :event_id');
 const STEP_RUN = named('SELECT * FROM ql3.step_runs WHERE run_id = :run_id AND step_run_id = :step_run_id');
-// A Project's running StepRuns: those its own column names or its Run's does (one changed mirror column must not hide one).
-const RUNNING_STEP_RUNS = named(`SELECT * FROM ql3.step_runs WHERE status = 'running'
-    AND (:project_id::text IS NULL OR project_id = :project_id::text OR run_id IN (SELECT r.run_id FROM ql3.runs r WHERE r.project_id = :project_id::text))
-    AND (:run_id::text IS NULL OR run_id = :run_id::text)
+const RUNNING_STEP_RUNS = named(`SELECT * FROM ql3.step_runs sr WHERE sr.status = 'running'
+    AND ${inProject('sr')}
+    AND (:run_id::text IS NULL OR sr.run_id = :run_id::text)
   ORDER BY run_id, step_run_id`);
 const COUNTS = named(`SELECT (SELECT count(*) FROM ql3.tool_execution_start_barriers) AS barriers, (SELECT count(*) FROM ql3.start_outcomes) AS outcomes,
   (SELECT count(*) FROM ql3.runs) AS runs, (SELECT count(*) FROM ql3.step_runs) AS step_runs, (SELECT count(*) FROM ql3.events) AS events`);
@@ -172,7 +177,7 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
     resolvedRunIds: async (f) =>
       (await rowsOf(client, RESOLVED_RUN_IDS, { project_id: f.projectId ?? null, run_id: f.runId ?? null, cutoff_ms: f.committedAtOrBeforeMs ?? null }, t.type({ run_id: t.string }), 'start outcome', 'resolved runs')).map((r) => r.run_id),
     attemptStartIds: (runId, stepRunId) => ids(ATTEMPT_START_IDS, { run_id: runId, step_run_id: stepRunId }, `${runId}/${stepRunId}`),
-    stepRunStartedRows: (runId) => rowsOf(client, STREAM_EVENTS_OF_TYPE, { stream_id: streamNameOf(runId), event_type: 'StepRunStarted' }, EventRowCodec, 'event', streamNameOf(runId)),
+    stepRunStartedRows: (runId) => eventsOfType(client, runId, 'StepRunStarted'),
     identityStartIds: (identity, key, attempt) =>
       identity === 'attempt'
         ? ids(IDENTITY_START_IDS.attempt, { identity, key, run_id: attempt?.runId ?? null, step_run_id: attempt?.stepRunId ?? null, version: attempt?.startedStepRunVersion ?? null }, key)

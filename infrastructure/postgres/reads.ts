@@ -83,11 +83,8 @@ export const readBarrier = async (q: Queryable, startId: string, keys?: Evidence
   const [row] = await run<Record<string, unknown>>(q, SQL.READ_BARRIER, { start_id: startId });
   if (row === undefined) return null;
   const verified = verifyBarrierRow(row, startId);
-  if (verified === null) {
-    // No barrier and no index row: an answer only if no StepRun mutation names the start either (R9.3).
-    const [named] = await run(q, SQL.MUTATIONS_NAMING_START, { start_id: startId });
-    return requireNoTraceOfStart(startId, 0, decodeRow(PgInt, named?.n, 'step run mutation', startId));
-  }
+  // No barrier and no index row: an answer only if no StepRun mutation names the start either (R9.3).
+  if (verified === null) return requireNoTraceOfStart(startId, 0, decodeRow(PgInt, row.mutations_naming_start, 'step run mutation', startId));
   if (keys === undefined) return verified;
   return keys.verify(verified, await macRowsOf(q, startId));
 };

@@ -216,10 +216,12 @@ export const INSERT_EVENTS = named(INSERT_EVENTS_SQL);
 
 // ------------------------------------------------------------------ reads (R5.3 on every one)
 
+/** With no barrier row, the StepRun mutation rows naming the start come back too (R9.3): null is an answer only when none does. */
 export const READ_BARRIER = named(`WITH
   ${barrierCtes('')}
 SELECT
-  ${BARRIER_READ_COLUMNS}`);
+  ${BARRIER_READ_COLUMNS},
+  (SELECT count(*) FROM ql3.step_run_mutations m WHERE m.start_id = :start_id AND NOT EXISTS (SELECT 1 FROM b)) AS mutations_naming_start`);
 
 /**
  * READ_START's sealed span (sealedSpanSql.ts) is over the stream's head (HEAD) and read only
@@ -250,9 +252,6 @@ SELECT (SELECT json_agg(json_build_array(l.identity, l.value, l.start_id, l.comm
   ${BARRIER_READ_COLUMNS},
   (SELECT json_agg(m) FROM ql3.start_evidence_macs m WHERE m.start_id = :start_id AND EXISTS (SELECT 1 FROM b)) AS macs,
   ${sealedSpanColumns(KEYED_NEW_START, 'seal_')}`);
-
-/** R9.3: the StepRun mutation rows naming a start, read when its barrier and index rows are not there. */
-export const MUTATIONS_NAMING_START = named('SELECT count(*) AS n FROM ql3.step_run_mutations WHERE start_id = :start_id');
 
 /** The events of one type in one Run stream, in order: the log's own record of every attempt (StepRunStarted) or StepRun (StepRunCreated). */
 export const STREAM_EVENTS_OF_TYPE = named(`SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ql3.events

@@ -44,10 +44,9 @@ const readStream = (s: Statements, streamName: string, options: ReadStreamOption
   const from = Number(options?.from ?? 0n);
   const to = Number(options?.to ?? (options?.maxCount !== undefined ? BigInt(from) + options.maxCount : BigInt(current)));
   // From the event before the range: its chain digest is the one the first event read binds (R9.2).
-  const read = s.streamEvents.all(streamName, Math.max(from, 1), to) as ReadEventRow[];
-  const before = from > 0 ? read.shift() : undefined;
-  if (from > 0 && Number(before?.stream_position) !== from && from <= current) throw new CorruptRecordError('stream', streamName, `event ${from} is missing`);
-  const rows = read;
+  const rows = s.streamEvents.all(streamName, Math.max(from, 1), to) as ReadEventRow[];
+  const before = from > 0 ? rows.shift() : undefined;
+  if (from > 0 && from <= current && Number(before?.stream_position) !== from) throw new CorruptRecordError('stream', streamName, `event ${from} is missing`);
   rows.forEach((r, i) => {
     if (Number(r.stream_position) !== from + 1 + i) throw new CorruptRecordError('stream', streamName, `expected position ${from + 1 + i}, found ${r.stream_position}`);
   });

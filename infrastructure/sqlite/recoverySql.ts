@@ -2,10 +2,16 @@
 import type { ReplayIdentity } from '../../domain';
 import { IDENTITY_STORAGE, identityStartIdsSql } from './identities';
 
+/**
+ * A row in the Project's scope: its own project_id, or its Run's (R9.3: one changed mirror
+ * column must not take a start or a StepRun out of its Project's answers).
+ */
+const inProject = (alias: string) => `(@project_id IS NULL OR ${alias}.project_id = @project_id OR ${alias}.run_id IN (SELECT run_id FROM runs WHERE project_id = @project_id))`;
+
 /** Barriers with no outcome fact, oldest first; each filter is off when its parameter is NULL. */
 export const IN_DOUBT = `SELECT b.start_id FROM tool_execution_start_barriers b
   WHERE NOT EXISTS (SELECT 1 FROM start_outcomes o WHERE o.start_id = b.start_id)
-    AND (@project_id IS NULL OR b.project_id = @project_id OR b.run_id IN (SELECT run_id FROM runs WHERE project_id = @project_id))
+    AND ${inProject('b')}
     AND (@run_id IS NULL OR b.run_id = @run_id)
     AND (@cutoff_ms IS NULL OR b.committed_at_ms <= @cutoff_ms)
   ORDER BY b.committed_at_ms, b.start_id
@@ -13,18 +19,15 @@ export const IN_DOUBT = `SELECT b.start_id FROM tool_execution_start_barriers b
 
 /** Runs of the barriers in scope that have an outcome: their streams' seals are checked (R9.4). */
 export const RESOLVED_RUN_IDS = `SELECT DISTINCT b.run_id FROM tool_execution_start_barriers b JOIN start_outcomes o ON o.start_id = b.start_id
-  WHERE (@project_id IS NULL OR b.project_id = @project_id)
+  WHERE ${inProject('b')}
     AND (@run_id IS NULL OR b.run_id = @run_id)
     AND (@cutoff_ms IS NULL OR b.committed_at_ms <= @cutoff_ms)
   ORDER BY b.run_id`;
 
-/**
- * StepRuns whose attempt is open; recovery checks each against its barrier. A Project's are
- * those its own column names or its Run's does: one changed mirror column must not hide one.
- */
-export const RUNNING_STEP_RUNS = `SELECT * FROM step_runs WHERE status = 'running'
-    AND (@project_id IS NULL OR project_id = @project_id OR run_id IN (SELECT run_id FROM runs WHERE project_id = @project_id))
-    AND (@run_id IS NULL OR run_id = @run_id)
+/** StepRuns whose attempt is open; recovery checks each against its barrier. */
+export const RUNNING_STEP_RUNS = `SELECT * FROM step_runs sr WHERE sr.status = 'running'
+    AND ${inProject('sr')}
+    AND (@run_id IS NULL OR sr.run_id = @run_id)
   ORDER BY run_id, step_run_id`;
 
 export const ATTEMPT_START_IDS = `SELECT start_id FROM tool_execution_start_barriers

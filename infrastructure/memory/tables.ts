@@ -68,3 +68,16 @@ export const copyTables = (t: Tables): Tables => ({
 /** The event rows of one type in one stream, in stream order (the log read for a check, as the SQL backends' statement). */
 export const streamEventsOfType = (t: Tables, stream: string, type: string): EventRow[] =>
   t.events.filter((e) => e.stream_id === stream && e.event_type === type).sort((a, b) => a.stream_position - b.stream_position);
+
+const STEP_RUN_EVENTS: ReadonlySet<string> = new Set(['StepRunCreated', 'StepRunReady', 'StepRunAwaitingApproval', 'StepRunStarted', 'StepRunLost', 'StepRunCompleted', 'StepRunFailed']);
+
+/** A StepRun's last event in its Run's log: its highest StepRun version (the SQL backends' StepRun version index). */
+export const lastStepRunEventRow = (t: Tables, stream: string, stepRunId: string): EventRow | undefined => {
+  let last: { row: EventRow; version: number } | undefined;
+  for (const e of t.events) {
+    if (e.stream_id !== stream || !STEP_RUN_EVENTS.has(e.event_type)) continue;
+    const d = JSON.parse(e.data_json) as { stepRunId?: unknown; stepRunVersion?: unknown };
+    if (d.stepRunId === stepRunId && typeof d.stepRunVersion === 'number' && (last === undefined || d.stepRunVersion > last.version)) last = { row: e, version: d.stepRunVersion };
+  }
+  return last?.row;
+};

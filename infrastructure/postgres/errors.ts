@@ -53,7 +53,14 @@ export const isRetryable = (e: unknown): boolean => {
   return code === SQLSTATE.serializationFailure || code === SQLSTATE.deadlockDetected;
 };
 
-export const isUniqueViolation = (e: unknown): e is DatabaseError => sqlStateOf(e) === SQLSTATE.uniqueViolation;
+/** The unique index of StepRun versions in the log (pg-0056): a hit means the head is behind its log. */
+const STEP_RUN_VERSION_INDEX = 'events_step_run_version_key';
+
+const repeatsStepRunVersion = (e: unknown): boolean =>
+  sqlStateOf(e) === SQLSTATE.uniqueViolation && (e as { constraint?: unknown }).constraint === STEP_RUN_VERSION_INDEX;
+
+/** A unique index refused a value another writer holds: a replay or a race, resolved by a fresh lookup. */
+export const isUniqueViolation = (e: unknown): e is DatabaseError => sqlStateOf(e) === SQLSTATE.uniqueViolation && !repeatsStepRunVersion(e);
 
 /** Whether `e` means the server cannot be reached or stopped answering (never retried here). */
 export const unavailableReasonOf = (e: unknown): UnavailableReason | undefined => {
@@ -83,6 +90,9 @@ export const mapPgError = (e: unknown): unknown => {
 /** Lock, statement and idle-in-transaction timeouts become the typed timeout, a refused history CORRUPT_RECORD; others pass. */
 export const mapTimeout = (e: unknown): unknown => {
   const message = e instanceof Error ? e.message : String(e);
+  if (repeatsStepRunVersion(e)) {
+    return new CorruptRecordError('run history', 'ql3.events', `a StepRun event repeats a version its log has: the StepRun head is behind its log (${message})`);
+  }
   switch (sqlStateOf(e)) {
     case SQLSTATE.lockNotAvailable:
       return new TransactionTimeoutError('lock', `lock_timeout expired waiting for a row lock; the transaction rolled back (${message})`);

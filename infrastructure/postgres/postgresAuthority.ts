@@ -20,8 +20,8 @@ import { isUniqueViolation, mapPgError } from './errors';
 import { lifecycleUnitOfWork } from './lifecycleWrite';
 import { assertSchemaCurrent, migratePostgres } from './migrate';
 import { postgresRecoveryOf } from './postgresRecoveryView';
-import { eventsOfType, loadRunState, readBarrier, readBarrierOfAttempt, readStream } from './reads';
-import { requireStepRunNotInLog } from '../../projections/readChecks';
+import { eventsOfType, lastStepRunEvent, loadRunState, readBarrier, readBarrierOfAttempt, readStream } from './reads';
+import { requireHeadAtLogEnd, requireStepRunNotInLog } from '../../projections/readChecks';
 import { postgresSealer, type PostgresSealer } from './postgresSeals';
 import * as SQL from './sql';
 import { existingOfRead, prepareInRoundTrips, readStart, stateOfRead } from './startRoundTrips';
@@ -229,6 +229,7 @@ class PostgresAuthority implements PostgresStartBarrier {
       this.read(async (q) => {
         const s = (await loadRunState(q, runId, stepRunId)).stepRuns[stepRunId];
         if (s === undefined) return requireStepRunNotInLog(runId, stepRunId, await eventsOfType(q, runId, 'StepRunCreated'));
+        requireHeadAtLogEnd(s, await lastStepRunEvent(q, runId, stepRunId));
         return { ...s, digest: stepRunRowOf(s).digest };
       }),
     readStream: (runId: string): Promise<readonly StoredEvent[]> => this.read((q) => readStream(q, runId, this.keys)),

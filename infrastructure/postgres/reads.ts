@@ -171,6 +171,12 @@ export const readBarrierOfAttempt = async (q: Queryable, runId: string, stepRunI
 export const eventsOfType = async (q: Queryable, runId: string, eventType: string): Promise<EventRow[]> =>
   (await run(q, SQL.STREAM_EVENTS_OF_TYPE, { stream_id: streamNameOf(runId), event_type: eventType })).map((r) => decodeRow(EventRowCodec, r, 'event', streamNameOf(runId)));
 
+/** A StepRun's last event in its Run's log (its highest StepRun version), as stored. */
+export const lastStepRunEvent = async (q: Queryable, runId: string, stepRunId: string): Promise<EventRow | undefined> => {
+  const [row] = await run(q, SQL.LAST_STEP_RUN_EVENT, { stream_id: streamNameOf(runId), step_run_id: stepRunId });
+  return row === undefined ? undefined : decodeRow(EventRowCodec, row, 'event', streamNameOf(runId));
+};
+
 /** Every event of `run-<runId>`, decoded, in order, and matching the stream head. */
 export const readStream = async (q: Queryable, runId: string, keys?: EvidenceKeyring): Promise<readonly StoredEvent[]> => {
   const stream = streamNameOf(runId);

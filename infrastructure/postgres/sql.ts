@@ -257,6 +257,12 @@ SELECT (SELECT json_agg(json_build_array(l.identity, l.value, l.start_id, l.comm
 export const STREAM_EVENTS_OF_TYPE = named(`SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ql3.events
   WHERE stream_id = :stream_id AND event_type = :event_type ORDER BY stream_position`);
 
+/** A StepRun's last event in its Run's log: one descent of the StepRun version index (pg-0056). */
+export const LAST_STEP_RUN_EVENT = named(`SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ql3.events
+  WHERE stream_id = :stream_id AND event_type IN ('StepRunCreated', 'StepRunReady', 'StepRunAwaitingApproval', 'StepRunStarted', 'StepRunLost', 'StepRunCompleted', 'StepRunFailed')
+    AND (data_json::json ->> 'stepRunId') = :step_run_id
+  ORDER BY ((data_json::json ->> 'stepRunVersion')::bigint) DESC LIMIT 1`);
+
 /** R3.2, R3.5: the Run turn and the Run version the start was decided on (pg-0045); the last attempt alone (pg-0052). */
 export const TAKE_START_TURN = named('SELECT ql3.take_start_turn(:run_id, :expected_version::bigint, :alone::boolean) AS now_ms');
 

@@ -23,6 +23,10 @@ export const mapSqliteError = (e: unknown, startId?: string): unknown => {
   if (!isSqliteError(e)) return e;
   if (e.code === 'SQLITE_CONSTRAINT_TRIGGER' && e.message.startsWith('illegal history refused')) return new CorruptRecordError('run history', 'events', e.message);
   if (e.code === 'SQLITE_BUSY' || e.code === 'SQLITE_BUSY_TIMEOUT' || e.code === 'SQLITE_BUSY_SNAPSHOT') return new TransactionTimeoutError('busy', `database is locked by another writer (${e.message})`);
+  // the unique index of StepRun versions in the log (0084): the head is behind its log
+  if (e.code === 'SQLITE_CONSTRAINT_UNIQUE' && e.message.includes('events_step_run_version')) {
+    return new CorruptRecordError('run history', 'events', `a StepRun event repeats a version its log has: the StepRun head is behind its log (${e.message})`);
+  }
   if (e.code === 'SQLITE_CONSTRAINT_UNIQUE' || e.code === 'SQLITE_CONSTRAINT_PRIMARYKEY') {
     const column = /failed: ([\w.]+)/.exec(e.message)?.[1] ?? '';
     const identity = identityOfUniqueColumn(column) as ReplayIdentity | undefined;

@@ -116,6 +116,12 @@ export const SELECT_INDEX_NAMES_START = indexNamesStartSql();
 export const SELECT_STREAM_EVENTS_OF_TYPE = `SELECT stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM events
   WHERE stream_id = ? AND event_type = ? ORDER BY stream_position`;
 
+/** A StepRun's last event in its Run's log: one seek in the StepRun version index (0084). */
+export const SELECT_LAST_STEP_RUN_EVENT = `SELECT stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM events
+  WHERE stream_id = ? AND event_type IN ('StepRunCreated', 'StepRunReady', 'StepRunAwaitingApproval', 'StepRunStarted', 'StepRunLost', 'StepRunCompleted', 'StepRunFailed')
+    AND json_extract(data_json, '$.stepRunId') = ?
+  ORDER BY json_extract(data_json, '$.stepRunVersion') DESC LIMIT 1`;
+
 /** Keyed evidence (R9.4): the MAC row of one barrier, written and read only with a keyring. */
 export const INSERT_EVIDENCE_MAC = 'INSERT INTO start_evidence_macs (start_id, key_id, mac) VALUES (?, ?, ?)';
 export const SELECT_EVIDENCE_MACS = 'SELECT key_id, mac FROM start_evidence_macs WHERE start_id = ?';

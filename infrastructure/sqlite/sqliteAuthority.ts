@@ -2,7 +2,7 @@ import type Database from 'better-sqlite3';
 import { isCallerOwned, openSqliteConnection } from './connection';
 import type { SqliteDatabase } from './database';
 import { decodeStartCommand, streamNameOf } from '../../domain';
-import { requireStepRunNotInLog } from '../../projections/readChecks';
+import { requireHeadAtLogEnd, requireStepRunNotInLog } from '../../projections/readChecks';
 import type { EventRow } from '../../projections/verifyRows';
 import { decodeAttemptArgs, decodeStartIdArgs } from '../../domain/readArgs';
 import { stepRunRowOf } from '../../projections/rows';
@@ -244,6 +244,7 @@ class SqliteAuthority implements SqliteStartBarrier {
       this.read(() => {
         const s = loadRunState(this.s, runId, [stepRunId]).stepRuns[stepRunId];
         if (s === undefined) return requireStepRunNotInLog(runId, stepRunId, this.s.eventsOfType.all(streamNameOf(runId), 'StepRunCreated') as EventRow[]);
+        requireHeadAtLogEnd(s, this.s.lastStepRunEvent.get(streamNameOf(runId), stepRunId) as EventRow | undefined);
         return { ...s, digest: stepRunRowOf(s).digest };
       }),
     readStream: (runId: string): Promise<readonly StoredEvent[]> => this.read(() => readStream(this.s, runId, this.keys)),

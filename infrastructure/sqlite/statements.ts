@@ -32,6 +32,7 @@ const STATEMENTS = {
   attempt: SQL.SELECT_ATTEMPT,
   indexNamesStart: SQL.SELECT_INDEX_NAMES_START,
   eventsOfType: SQL.SELECT_STREAM_EVENTS_OF_TYPE,
+  lastStepRunEvent: SQL.SELECT_LAST_STEP_RUN_EVENT,
   insertEvidenceMac: SQL.INSERT_EVIDENCE_MAC,
   evidenceMacs: SQL.SELECT_EVIDENCE_MACS,
   insertEventMac: SQL.INSERT_EVENT_MAC,

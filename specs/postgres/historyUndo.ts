@@ -11,8 +11,12 @@ const functionAsCreatedBy = (migration: string, signature: string): string => {
 };
 
 // What pg-0052 (the last attempt alone) and pg-0053 (the heads moved once per statement) change,
-// taken back: the functions they replaced as pg-0036, pg-0037 and pg-0045 made them.
+// taken back: the functions they replaced as pg-0036, pg-0037 and pg-0045 made them; and what
+// pg-0056 adds: the StepRun version index and the trigger that reads it.
 export const UNDO_GATE_AND_HEADS = `
+  DROP TRIGGER events_step_run_follows_log ON ql3.events;
+  DROP FUNCTION ql3.step_run_event_follows_log();
+  DROP INDEX ql3.events_step_run_version_key;
   DROP TRIGGER events_move_run_heads ON ql3.events;
   DROP FUNCTION ql3.move_run_heads();
   SET ROLE ql3_owner;

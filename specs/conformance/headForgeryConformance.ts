@@ -1,0 +1,131 @@
+import { expect } from 'chai';
+import { CorruptRecordError, SemanticConflictError, type LifecycleCommand, type StepRunState } from '../../domain';
+import type { Scenario } from '../../domain/scenario';
+import type { RecoverableStartBarrierAuthority } from '../../application/authority';
+import { stepRunRowOf, type StepRunRow } from '../../projections/rows';
+import { rejects } from '../../testkit/rejects';
+import type { DamageSession } from '../../testkit/damage';
+import { setUp } from './startBarrierConformance';
+
+// R9.1 / R9.3 on every backend: a StepRun head row is a projection of the Run's log. Someone
+// who may write the store's rows (SQLite: the file, its triggers dropped and put back after;
+// PostgreSQL: the owner, triggers off for one transaction) rewrites a head into a state the log
+// never reached, with a digest that matches it (the head's digest is a plain hash). The store
+// itself refuses the next start and the next lifecycle move decided on that head, and writes
+// nothing; getStepRun fails closed; with the head put back, the store reads and verifies clean.
+
+export interface HeadForgeryStore {
+  readonly authority: RecoverableStartBarrierAuthority;
+  /** Writes the head row as given, past every guard a writer of the store meets, and puts the guards back. */
+  rewriteHead(row: StepRunRow): Promise<void>;
+  close(): Promise<void>;
+}
+
+export interface HeadForgeryBackend {
+  readonly name: string;
+  open(): Promise<HeadForgeryStore>;
+}
+
+/** A head rewrite through a damage session (memory: its tables; PostgreSQL: the owner, triggers off for each change). */
+export const rewriteThrough = (damage: DamageSession) => async (row: StepRunRow): Promise<void> => {
+  const [found] = await damage.rows('step_runs', 'run_id = ? AND step_run_id = ?', [row.run_id, row.step_run_id]);
+  let key = String(found!._key);
+  for (const column of ['status', 'version', 'digest', 'state_json'] as const) {
+    const set = await damage.set('step_runs', key, column, row[column]);
+    expect(set.applied, `step_runs.${column}: ${set.reason ?? ''}`).to.equal(true);
+    key = set.key;
+  }
+};
+
+const complete = (s: Scenario): LifecycleCommand => ({
+  type: 'CompleteStepRun',
+  data: { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'head-forgery-suite', reason: 'tool_succeeded', requestedAtMs: 1_780_000_100_000 },
+});
+
+export const headForgerySuite = (backend: HeadForgeryBackend): void => {
+  describe(`R9.1 a StepRun head rewritten from outside, digest and all: the log decides (${backend.name})`, function () {
+    this.timeout(120_000);
+    let store: HeadForgeryStore;
+    let f: Scenario;
+    let honest: StepRunState;
+
+    const a = () => store.authority;
+    const stateOf = async (s: Scenario): Promise<StepRunState> => {
+      const { digest: _digest, ...state } = (await a().runs.getStepRun(s.runId, s.stepRunId))!;
+      return state;
+    };
+    const expectCorrupt = async (what: string, p: Promise<unknown>): Promise<CorruptRecordError> => {
+      const e = await rejects(p);
+      expect(e instanceof CorruptRecordError, `${what}: ${e.message}`).to.equal(true);
+      return e as CorruptRecordError;
+    };
+
+    /** Rewrites the finished StepRun's head to `forged`, runs `body`, and checks nothing was written. */
+    const withForgedHead = async (forged: StepRunState, body: () => Promise<void>): Promise<void> => {
+      const events = (await a().runs.readStream(f.runId)).length;
+      await store.rewriteHead(stepRunRowOf(forged));
+      try {
+        await expectCorrupt('getStepRun', a().runs.getStepRun(f.runId, f.stepRunId));
+        await body();
+      } finally {
+        await store.rewriteHead(stepRunRowOf(honest));
+      }
+      expect((await a().runs.readStream(f.runId)).length, 'events of the Run').to.equal(events);
+      expect(await stateOf(f)).to.deep.equal(honest);
+    };
+
+    before(async () => {
+      store = await backend.open();
+      f = await setUp(a());
+      const first = f.startCommand();
+      await a().barriers.prepare(first);
+      await a().recovery.resolve(first.startId, 'completed', { decidedBy: 'head-forgery-suite', reason: 'tool_succeeded' });
+      honest = await stateOf(f);
+      expect(honest.status).to.equal('completed');
+    });
+    after(async () => store?.close());
+
+    it('R9.1 a completed StepRun made ready at its own version: a second start is refused (CORRUPT_RECORD) and leaves no barrier', async () => {
+      const forged: StepRunState = { ...honest, status: 'ready' };
+      await withForgedHead(forged, async () => {
+        const again = f.startCommand(forged, 'forged-again');
+        const e = await expectCorrupt('prepare', a().barriers.prepare(again));
+        expect(e.message).to.match(/log/);
+        expect(await a().barriers.getByStartId(again.startId)).to.equal(null);
+      });
+    });
+
+    it('R9.1 a completed StepRun set back to ready at an earlier version: the start names an attempt the replay index holds and is refused (R4.3)', async () => {
+      const { lastStartId: _last, ...before } = honest;
+      const forged: StepRunState = { ...before, status: 'ready', version: honest.version - 2 };
+      await withForgedHead(forged, async () => {
+        const again = f.startCommand(forged, 'forged-back');
+        const e = await rejects(a().barriers.prepare(again));
+        expect(e instanceof SemanticConflictError && e.identity === 'attempt', e.message).to.equal(true);
+        expect(await a().barriers.getByStartId(again.startId)).to.equal(null);
+      });
+    });
+
+    it('R9.1 a completed StepRun set back to running: completing it again repeats a StepRun version its log has and is refused', async () => {
+      await withForgedHead({ ...honest, status: 'running', version: honest.version - 1 }, async () => {
+        const e = await expectCorrupt('CompleteStepRun', a().runs.handle(complete(f)));
+        expect(e.message).to.match(/version its log has|follows the last event|does not follow its last event/);
+      });
+    });
+
+    it('R9.1 a completed StepRun made lost: making it ready again (a lifecycle move) is refused', async () => {
+      await withForgedHead({ ...honest, status: 'lost' }, async () => {
+        await expectCorrupt('MarkStepRunReady', a().runs.handle({ type: 'MarkStepRunReady', data: { runId: f.runId, stepRunId: f.stepRunId, requestedAtMs: 1_780_000_100_000 } }));
+      });
+    });
+
+    it('R9.3 a head set past its log (a version no event reached): getStepRun fails closed; put back, the store verifies clean', async () => {
+      await withForgedHead({ ...honest, version: honest.version + 1 }, async () => {
+        const again = f.startCommand({ ...honest, status: 'ready', version: honest.version + 1 }, 'forged-past');
+        await rejects(a().barriers.prepare(again));
+        expect(await a().barriers.getByStartId(again.startId)).to.equal(null);
+      });
+      expect((await a().recovery.verify()).problems).to.deep.equal([]);
+    });
+  });
+};

@@ -1,0 +1,21 @@
+import { postgresDamageSession } from '../../testkit/damage';
+import { createDatabase, openOn } from '../../testkit/postgresHarness';
+import { headForgerySuite, rewriteThrough } from '../conformance/headForgeryConformance';
+
+headForgerySuite({
+  name: 'PostgreSQL',
+  open: async () => {
+    const db = await createDatabase();
+    const authority = await openOn(db);
+    const damage = await postgresDamageSession(db.url);
+    return {
+      authority,
+      rewriteHead: rewriteThrough(damage),
+      close: async () => {
+        await damage.close();
+        await authority.close();
+        await db.drop();
+      },
+    };
+  },
+});

@@ -20,7 +20,7 @@ import { isUniqueViolation, mapPgError } from './errors';
 import { lifecycleUnitOfWork } from './lifecycleWrite';
 import { assertSchemaCurrent, migratePostgres } from './migrate';
 import { postgresRecoveryOf } from './postgresRecoveryView';
-import { eventsOfType, lastStepRunEvent, loadRunState, readBarrier, readBarrierOfAttempt, readStream } from './reads';
+import { eventsOfType, lastStepRunEvent, loadRunState, requireHeadsAtLogEnd, readBarrier, readBarrierOfAttempt, readStream } from './reads';
 import { requireHeadAtLogEnd, requireStepRunNotInLog } from '../../projections/readChecks';
 import { postgresSealer, type PostgresSealer } from './postgresSeals';
 import * as SQL from './sql';
@@ -219,9 +219,13 @@ class PostgresAuthority implements PostgresStartBarrier {
         });
       // A concurrent creator won (CreateRun, CreateStepRun): re-decide on fresh state, which
       // turns the race into the typed precondition the decider raises (run_exists, ...).
-      const decision = await attempt().catch((e: unknown) => {
+      const decision = await attempt().catch(async (e: unknown) => {
         if (!isUniqueViolation(e)) throw e;
-        return attempt();
+        return attempt().catch(async (again: unknown) => {
+          // decided again on fresh state and still a taken key: the heads may be behind the log
+          if (isUniqueViolation(again)) await this.read((q) => requireHeadsAtLogEnd(q, decoded.data.runId));
+          throw again;
+        });
       });
       return { runVersion: decision.after.run!.version, events };
     },

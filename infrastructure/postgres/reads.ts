@@ -171,6 +171,21 @@ export const readBarrierOfAttempt = async (q: Queryable, runId: string, stepRunI
 export const eventsOfType = async (q: Queryable, runId: string, eventType: string): Promise<EventRow[]> =>
   (await run(q, SQL.STREAM_EVENTS_OF_TYPE, { stream_id: streamNameOf(runId), event_type: eventType })).map((r) => decodeRow(EventRowCodec, r, 'event', streamNameOf(runId)));
 
+/**
+ * R9.3: a stream position the Run's heads call free was taken. Under the Run's turn no other
+ * writer can have taken it since the read, so unless the heads (read again, in this fresh
+ * snapshot) end where the log ends, they are behind it: damage, never a lost race to retry.
+ */
+export const requireHeadsAtLogEnd = async (q: Queryable, runId: string): Promise<void> => {
+  const stream = streamNameOf(runId);
+  const [row] = await run<{ stream_version: unknown; run_version: unknown; logged: unknown }>(q, SQL.HEADS_AND_LOG_END, { stream_id: stream, run_id: runId });
+  const at = (v: unknown, what: string) => (v === null || v === undefined ? 0 : decodeRow(PgInt, v, what, stream));
+  const [streamVersion, runVersion, logged] = [at(row?.stream_version, 'stream'), at(row?.run_version, 'run'), at(row?.logged, 'event')];
+  if (streamVersion !== logged || runVersion !== logged) {
+    throw new CorruptRecordError('run head', runId, `the Run head is at ${runVersion} and its stream head at ${streamVersion}, but its log holds events to ${logged}`);
+  }
+};
+
 /** A StepRun's last event in its Run's log (its highest StepRun version), as stored. */
 export const lastStepRunEvent = async (q: Queryable, runId: string, stepRunId: string): Promise<EventRow | undefined> => {
   const [row] = await run(q, SQL.LAST_STEP_RUN_EVENT, { stream_id: streamNameOf(runId), step_run_id: stepRunId });

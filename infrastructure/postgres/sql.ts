@@ -257,6 +257,11 @@ SELECT (SELECT json_agg(json_build_array(l.identity, l.value, l.start_id, l.comm
 export const STREAM_EVENTS_OF_TYPE = named(`SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ql3.events
   WHERE stream_id = :stream_id AND event_type = :event_type ORDER BY stream_position`);
 
+/** A Run's two heads and the last position its log holds (a unique hit on a position the heads call free). */
+export const HEADS_AND_LOG_END = named(`SELECT (SELECT version FROM ql3.streams WHERE stream_id = :stream_id) AS stream_version,
+  (SELECT version FROM ql3.runs WHERE run_id = :run_id) AS run_version,
+  (SELECT max(stream_position) FROM ql3.events WHERE stream_id = :stream_id) AS logged`);
+
 /** A StepRun's last event in its Run's log: one descent of the StepRun version index (pg-0056). */
 export const LAST_STEP_RUN_EVENT = named(`SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ql3.events
   WHERE stream_id = :stream_id AND event_type IN ('StepRunCreated', 'StepRunReady', 'StepRunAwaitingApproval', 'StepRunStarted', 'StepRunLost', 'StepRunCompleted', 'StepRunFailed')

@@ -10,7 +10,7 @@ import type { StartWrite, StartWriteStep } from '../../application/startWrite';
 import { SQLSTATE } from './errors';
 import { identityOfViolation } from './identities';
 import { run, type Queryable } from './query';
-import { loadRunState, lookupReplay, readBarrier } from './reads';
+import { loadRunState, lookupReplay, readBarrier, requireHeadsAtLogEnd } from './reads';
 import * as SQL from './sql';
 import type { Tx } from './transactions';
 
@@ -109,7 +109,8 @@ export const resolveUniqueViolation = async (
   if (existing !== null) return { outcome: 'existing', barrier: existing };
   const identity = identityOfViolation(violation) as ReplayIdentity | undefined;
   if (identity === undefined) {
-    // not an identity of R4.1: a stream position taken under us is a lost compare-and-set
+    // not an identity of R4.1: a stream position taken under us is a lost compare-and-set, unless the heads are behind the log
+    await requireHeadsAtLogEnd(q, c.stepRun.runId);
     throw new CompareAndSetLostError(`stream of Run ${c.stepRun.runId}`, `${SQLSTATE.uniqueViolation}: ${violation.constraint ?? 'unique index'} while starting ${c.startId}`);
   }
   const value = replayValuesOf(keys)[identity];

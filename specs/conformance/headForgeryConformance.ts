@@ -18,11 +18,15 @@ export interface HeadForgeryStore {
   readonly authority: RecoverableStartBarrierAuthority;
   /** Writes the head row as given, past every guard a writer of the store meets, and puts the guards back. */
   rewriteHead(row: StepRunRow): Promise<void>;
+  /** Moves a Run's head and its stream head by `delta` the same way (not in memory, whose stream heads no damage session reaches). */
+  readonly moveRunHeads?: (runId: string, delta: number) => Promise<void>;
   close(): Promise<void>;
 }
 
 export interface HeadForgeryBackend {
   readonly name: string;
+  /** Whether its stores can move a Run's heads (`moveRunHeads`). */
+  readonly runHeads: boolean;
   open(): Promise<HeadForgeryStore>;
 }
 
@@ -41,6 +45,15 @@ const complete = (s: Scenario): LifecycleCommand => ({
   type: 'CompleteStepRun',
   data: { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'head-forgery-suite', reason: 'tool_succeeded', requestedAtMs: 1_780_000_100_000 },
 });
+
+/** The Run head and stream head moved through a damage session (PostgreSQL: the owner, triggers off for each change). */
+export const moveRunHeadsThrough = (damage: DamageSession) => async (runId: string, delta: number): Promise<void> => {
+  for (const [table, where, key] of [['runs', 'run_id = ?', runId], ['streams', 'stream_id = ?', `run-${runId}`]] as const) {
+    const [row] = await damage.rows(table, where, [key]);
+    const set = await damage.set(table, String(row!._key), 'version', Number(row!.version) + delta);
+    expect(set.applied, `${table}.version: ${set.reason ?? ''}`).to.equal(true);
+  }
+};
 
 export const headForgerySuite = (backend: HeadForgeryBackend): void => {
   describe(`R9.1 a StepRun head rewritten from outside, digest and all: the log decides (${backend.name})`, function () {
@@ -117,6 +130,21 @@ export const headForgerySuite = (backend: HeadForgeryBackend): void => {
       await withForgedHead({ ...honest, status: 'lost' }, async () => {
         await expectCorrupt('MarkStepRunReady', a().runs.handle({ type: 'MarkStepRunReady', data: { runId: f.runId, stepRunId: f.stepRunId, requestedAtMs: 1_780_000_100_000 } }));
       });
+    });
+
+    if (backend.runHeads) it('R9.1 a Run whose two heads were set back or forward together: its next start is refused (CORRUPT_RECORD), never retried as a lost race, and writes nothing', async () => {
+      for (const delta of [-1, 1]) {
+        const g = await setUp(a());
+        const events = (await a().runs.readStream(g.runId)).length;
+        await store.moveRunHeads!(g.runId, delta);
+        try {
+          await expectCorrupt(`prepare with heads moved by ${delta}`, a().barriers.prepare(g.startCommand()));
+        } finally {
+          await store.moveRunHeads!(g.runId, -delta);
+        }
+        expect((await a().runs.readStream(g.runId)).length).to.equal(events);
+        expect(await a().barriers.getByStartId(g.startCommand().startId)).to.equal(null);
+      }
     });
 
     it('R9.3 a head set past its log (a version no event reached): getStepRun fails closed; put back, the store verifies clean', async () => {

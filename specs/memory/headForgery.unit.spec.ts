@@ -3,6 +3,7 @@ import { memoryDamageSession } from '../../testkit/memoryDamage';
 import { headForgerySuite, rewriteThrough } from '../conformance/headForgeryConformance';
 
 headForgerySuite({
+  runHeads: false,
   name: 'in-memory',
   open: async () => {
     const authority = await openMemoryStartBarrier();

@@ -1,8 +1,9 @@
 import { postgresDamageSession } from '../../testkit/damage';
 import { createDatabase, openOn } from '../../testkit/postgresHarness';
-import { headForgerySuite, rewriteThrough } from '../conformance/headForgeryConformance';
+import { headForgerySuite, moveRunHeadsThrough, rewriteThrough } from '../conformance/headForgeryConformance';
 
 headForgerySuite({
+  runHeads: true,
   name: 'PostgreSQL',
   open: async () => {
     const db = await createDatabase();
@@ -11,6 +12,7 @@ headForgerySuite({
     return {
       authority,
       rewriteHead: rewriteThrough(damage),
+      moveRunHeads: moveRunHeadsThrough(damage),
       close: async () => {
         await damage.close();
         await authority.close();

@@ -4,15 +4,14 @@ import { headForgerySuite } from '../conformance/headForgeryConformance';
 import { freshDbPath } from '../support/tmp';
 import { openFreshSqlite } from './support';
 
-/** A process with the file: drops the StepRun head's guard triggers, rewrites the row, puts the triggers back, in one transaction. */
-const rewriteHeadIn = (path: string) => async (row: StepRunRow): Promise<void> => {
+/** A process with the file: drops the guard triggers of `tables`, runs `body`, puts the triggers back, in one transaction. */
+const pastGuards = (path: string, tables: readonly string[], body: (db: Database.Database) => void): void => {
   const db = new Database(path);
   try {
-    const guards = db.prepare("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'step_runs'").all() as { name: string; sql: string }[];
+    const guards = db.prepare(`SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name IN (${tables.map(() => '?').join(', ')})`).all(...tables) as { name: string; sql: string }[];
     db.transaction(() => {
       for (const g of guards) db.exec(`DROP TRIGGER ${g.name}`);
-      db.prepare('UPDATE step_runs SET status = ?, version = ?, digest = ?, state_json = ? WHERE run_id = ? AND step_run_id = ?')
-        .run(row.status, row.version, row.digest, row.state_json, row.run_id, row.step_run_id);
+      body(db);
       for (const g of guards) db.exec(g.sql);
     })();
   } finally {
@@ -20,11 +19,24 @@ const rewriteHeadIn = (path: string) => async (row: StepRunRow): Promise<void> =
   }
 };
 
+const rewriteHeadIn = (path: string) => async (row: StepRunRow): Promise<void> =>
+  pastGuards(path, ['step_runs'], (db) => {
+    db.prepare('UPDATE step_runs SET status = ?, version = ?, digest = ?, state_json = ? WHERE run_id = ? AND step_run_id = ?')
+      .run(row.status, row.version, row.digest, row.state_json, row.run_id, row.step_run_id);
+  });
+
+const moveRunHeadsIn = (path: string) => async (runId: string, delta: number): Promise<void> =>
+  pastGuards(path, ['runs', 'streams'], (db) => {
+    db.prepare('UPDATE runs SET version = version + ? WHERE run_id = ?').run(delta, runId);
+    db.prepare('UPDATE streams SET version = version + ? WHERE stream_id = ?').run(delta, `run-${runId}`);
+  });
+
 headForgerySuite({
+  runHeads: true,
   name: 'SQLite',
   open: async () => {
     const path = freshDbPath();
     const authority = await openFreshSqlite(undefined, path);
-    return { authority, rewriteHead: rewriteHeadIn(path), close: () => authority.close() };
+    return { authority, rewriteHead: rewriteHeadIn(path), moveRunHeads: moveRunHeadsIn(path), close: () => authority.close() };
   },
 });

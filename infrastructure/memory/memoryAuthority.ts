@@ -24,11 +24,11 @@ import { outcomeRowOf } from '../../projections/outcomeRows';
 import type { AppendOutcome, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../../application/authority';
 import { createRecoveryApi } from '../../application/recoveryRules';
 import { createEvidenceKeyring, type EvidenceKeyring, type EvidenceKeyringOptions } from '../../application/evidenceKeys';
-import { agreedAttemptStart, requireAttemptNotInLog, requireFollowsStepRunLog, requireHeadAtLogEnd, requireNoTraceOfStart, requireStepRunNotInLog, wholeStream } from '../../projections/readChecks';
+import { agreedAttemptStart, requireAttemptNotInLog, requireHeadAtLogEnd, requireNoTraceOfStart, requireStepRunNotInLog, wholeStream } from '../../projections/readChecks';
 import { createMemoryRecoveryView } from './memoryRecoveryView';
 import { memorySealedSpan, sealMemoryEvents } from './memorySeals';
 import { appendedEventCells, requireSealedSpan, startEventCells } from '../../application/eventSeals';
-import { copyTables, emptyTables, lastStepRunEventRow, streamEventsOfType, type Tables } from './tables';
+import { copyTables, emptyTables, lastStepRunEventRow, requireFollowsLogIn, streamEventsOfType, type Tables } from './tables';
 import { SerialExecutor } from '../../application/serialExecutor';
 import { decodeLifecycle, runLifecycleTransaction, type LifecycleUnitOfWork } from '../../application/lifecycleProtocol';
 import { runStartTransaction, type StartUnitOfWork } from '../../application/startProtocol';
@@ -99,22 +99,10 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
       if (t.eventIds.has(eventId)) throw new Error(`unique violation: event ${eventId}`);
       const position = from + i + 1;
       if (t.events.some((e) => e.stream_id === stream && e.stream_position === position)) throw new Error(`unique violation: ${stream}@${position}`);
-      this.requireFollowsLog(t, stream, event.type, event.data);
+      requireFollowsLogIn(t, stream, event.type, event.data);
       t.eventIds.add(eventId);
       t.events.push({ stream_id: stream, stream_position: position, event_id: eventId, event_type: event.type, data_json: canonicalJson(event.data), committed_at_ms: committedAtMs });
       return { eventId, streamPosition: position, globalPosition: t.events.length, committedAtMs, event: event as never };
-    });
-  }
-
-  /** What the SQL stores' event triggers check against the log (0084, pg-0056), for a StepRun event. */
-  private requireFollowsLog(t: Tables, stream: string, type: string, data: unknown): void {
-    const d = data as { stepRunId?: unknown; stepRunVersion?: unknown; startId?: unknown };
-    if (typeof d.stepRunId !== 'string' || typeof d.stepRunVersion !== 'number' || !type.startsWith('StepRun')) return;
-    requireFollowsStepRunLog(lastStepRunEventRow(t, stream, d.stepRunId), {
-      type,
-      stepRunId: d.stepRunId,
-      stepRunVersion: d.stepRunVersion,
-      startId: typeof d.startId === 'string' ? d.startId : undefined,
     });
   }
 
@@ -223,7 +211,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     for (const e of events) {
       if (t.eventIds.has(e.eventId)) throw new Error(`unique violation: event ${e.eventId}`);
       if (t.events.some((r) => r.stream_id === plan.streamId && r.stream_position === e.position)) throw new Error(`unique violation: ${plan.streamId}@${e.position}`);
-      if (e.type === 'StepRunStarted') this.requireFollowsLog(t, plan.streamId, e.type, JSON.parse(e.dataJson));
+      if (e.type === 'StepRunStarted') requireFollowsLogIn(t, plan.streamId, e.type, JSON.parse(e.dataJson));
       t.eventIds.add(e.eventId);
       t.events.push({ stream_id: plan.streamId, stream_position: e.position, event_id: e.eventId, event_type: e.type, data_json: e.dataJson, committed_at_ms: plan.committedAtMs });
     }

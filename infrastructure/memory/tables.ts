@@ -1,6 +1,7 @@
 import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { AuditEventRow, AuditReceiptRow, BarrierRow, MutationRow, ReplayIdentityRow, RunRow, StepRunRow, TraceAnchorRow } from '../../projections/rows';
 import type { EventRow } from '../../projections/verifyRows';
+import { requireFollowsStepRunLog } from '../../projections/readChecks';
 import type { EvidenceMacRow } from '../../application/evidenceKeys';
 import type { EventMacRow, SealOriginRow } from '../../application/eventSeals';
 
@@ -80,4 +81,16 @@ export const lastStepRunEventRow = (t: Tables, stream: string, stepRunId: string
     if (d.stepRunId === stepRunId && typeof d.stepRunVersion === 'number' && (last === undefined || d.stepRunVersion > last.version)) last = { row: e, version: d.stepRunVersion };
   }
   return last?.row;
+};
+
+/** What the SQL stores' event triggers check against the log (0084, pg-0056), for a StepRun event about to be appended. */
+export const requireFollowsLogIn = (t: Tables, stream: string, type: string, data: unknown): void => {
+  const d = data as { stepRunId?: unknown; stepRunVersion?: unknown; startId?: unknown };
+  if (typeof d.stepRunId !== 'string' || typeof d.stepRunVersion !== 'number' || !type.startsWith('StepRun')) return;
+  requireFollowsStepRunLog(lastStepRunEventRow(t, stream, d.stepRunId), {
+    type,
+    stepRunId: d.stepRunId,
+    stepRunVersion: d.stepRunVersion,
+    startId: typeof d.startId === 'string' ? d.startId : undefined,
+  });
 };

@@ -4,12 +4,13 @@
 -- StepRun look ready and the next start was committed on it. The log now decides as well:
 --   * a StepRun version is in the log once: the unique index below, on the StepRun id and
 --     version each StepRun event carries in its data (a head set back to an earlier version
---     makes the next event repeat a version the log has);
+--     makes the next event repeat a version the log has; the adapter reports that refusal as
+--     CORRUPT_RECORD, never as a replay);
 --   * every StepRun event after StepRunCreated follows the StepRun's own last event in the
 --     log, at version - 1, by a move the lifecycle allows (a head whose status was rewritten
 --     at the same version names a move its log refuses), and an outcome names the start of
 --     the StepRunStarted it follows.
--- Both probes are one seek in that index; it holds the StepRun events only.
+-- The probe is one seek in that index; it holds the StepRun events only.
 --
 -- Data moved forward: none to move. Building the index refuses a store whose log already
 -- repeats a StepRun version (the migration fails on it and changes nothing).
@@ -32,11 +33,5 @@ BEGIN
                     'StepRunReady>StepRunStarted', 'StepRunAwaitingApproval>StepRunStarted',
                     'StepRunStarted>StepRunLost', 'StepRunStarted>StepRunCompleted', 'StepRunStarted>StepRunFailed')
               AND (NEW.event_type NOT IN ('StepRunLost', 'StepRunCompleted', 'StepRunFailed')
-                   OR json_extract(p.data_json, '$.startId') IS json_extract(NEW.data_json, '$.startId')))
-      OR EXISTS (
-           SELECT 1 FROM events p
-            WHERE p.stream_id = NEW.stream_id
-              AND p.event_type IN ('StepRunCreated', 'StepRunReady', 'StepRunAwaitingApproval', 'StepRunStarted', 'StepRunLost', 'StepRunCompleted', 'StepRunFailed')
-              AND json_extract(p.data_json, '$.stepRunId') = json_extract(NEW.data_json, '$.stepRunId')
-              AND json_extract(p.data_json, '$.stepRunVersion') >= json_extract(NEW.data_json, '$.stepRunVersion'));
+                   OR json_extract(p.data_json, '$.startId') IS json_extract(NEW.data_json, '$.startId')));
 END;

@@ -20,7 +20,7 @@ import { isUniqueViolation, mapPgError } from './errors';
 import { lifecycleUnitOfWork } from './lifecycleWrite';
 import { assertSchemaCurrent, migratePostgres } from './migrate';
 import { postgresRecoveryOf } from './postgresRecoveryView';
-import { eventsOfType, lastStepRunEvent, loadRunState, requireHeadsAtLogEnd, readBarrier, readBarrierOfAttempt, readStream } from './reads';
+import { eventsOfType, loadRunState, loadStepRunAndLogEnd, requireHeadsAtLogEnd, readBarrier, readBarrierOfAttempt, readStream } from './reads';
 import { requireHeadAtLogEnd, requireStepRunNotInLog } from '../../projections/readChecks';
 import { postgresSealer, type PostgresSealer } from './postgresSeals';
 import * as SQL from './sql';
@@ -231,10 +231,21 @@ class PostgresAuthority implements PostgresStartBarrier {
     },
     getStepRun: (runId: string, stepRunId: string): Promise<StepRunView | null> =>
       this.read(async (q) => {
-        const s = (await loadRunState(q, runId, stepRunId)).stepRuns[stepRunId];
-        if (s === undefined) return requireStepRunNotInLog(runId, stepRunId, await eventsOfType(q, runId, 'StepRunCreated'));
-        requireHeadAtLogEnd(s, await lastStepRunEvent(q, runId, stepRunId));
-        return { ...s, digest: stepRunRowOf(s).digest };
+        const read = async () => {
+          const { state, last } = await loadStepRunAndLogEnd(q, runId, stepRunId);
+          const s = state.stepRuns[stepRunId];
+          return s === undefined ? null : { ...requireHeadAtLogEnd(s, last), digest: stepRunRowOf(s).digest };
+        };
+        const found = await read();
+        if (found !== null) return found;
+        try {
+          return requireStepRunNotInLog(runId, stepRunId, await eventsOfType(q, runId, 'StepRunCreated'));
+        } catch (e) {
+          // created between the two statements: the head, read again after the log, holds it
+          const again = await read();
+          if (again === null) throw e;
+          return again;
+        }
       }),
     readStream: (runId: string): Promise<readonly StoredEvent[]> => this.read((q) => readStream(q, runId, this.keys)),
   };

@@ -148,19 +148,29 @@ export const macRowsOfRead = (row: Record<string, unknown>, startId: string) => 
 /** R5.4 lookup by attempt: the replay index and the barrier's own unique key must agree. */
 export const readBarrierOfAttempt = async (q: Queryable, runId: string, stepRunId: string, startedStepRunVersion: number, keys?: EvidenceKeyring): Promise<StoredBarrier | null> => {
   const value = attemptValue(runId, stepRunId, startedStepRunVersion);
-  const rows = await run<{ source: string; start_id: string }>(q, SQL.FIND_ATTEMPT, {
-    attempt: value,
-    run_id: runId,
-    step_run_id: stepRunId,
-    started_step_run_version: startedStepRunVersion,
-  });
-  const startId = agreedAttemptStart(
-    value,
-    rows.filter((r) => r.source === 'index').map((r) => r.start_id),
-    rows.filter((r) => r.source === 'barrier').map((r) => r.start_id),
-  );
+  const find = async () => {
+    const rows = await run<{ source: string; start_id: string }>(q, SQL.FIND_ATTEMPT, {
+      attempt: value,
+      run_id: runId,
+      step_run_id: stepRunId,
+      started_step_run_version: startedStepRunVersion,
+    });
+    return agreedAttemptStart(
+      value,
+      rows.filter((r) => r.source === 'index').map((r) => r.start_id),
+      rows.filter((r) => r.source === 'barrier').map((r) => r.start_id),
+    );
+  };
+  let startId = await find();
   if (startId === undefined) {
-    return requireAttemptNotInLog(value, stepRunId, startedStepRunVersion, await eventsOfType(q, runId, 'StepRunStarted'));
+    try {
+      return requireAttemptNotInLog(value, stepRunId, startedStepRunVersion, await eventsOfType(q, runId, 'StepRunStarted'));
+    } catch (e) {
+      // Two statements, two snapshots: a start that committed between them is in the log and,
+      // read again after it, in the index too. Only an index that still lacks it is damage.
+      startId = await find();
+      if (startId === undefined) throw e;
+    }
   }
   const found = await readBarrier(q, startId, keys);
   if (found === null) throw new CorruptRecordError('replay index', value, `attempt names start ${startId}, which has no barrier`);
@@ -186,10 +196,18 @@ export const requireHeadsAtLogEnd = async (q: Queryable, runId: string): Promise
   }
 };
 
-/** A StepRun's last event in its Run's log (its highest StepRun version), as stored. */
-export const lastStepRunEvent = async (q: Queryable, runId: string, stepRunId: string): Promise<EventRow | undefined> => {
-  const [row] = await run(q, SQL.LAST_STEP_RUN_EVENT, { stream_id: streamNameOf(runId), step_run_id: stepRunId });
-  return row === undefined ? undefined : decodeRow(EventRowCodec, row, 'event', streamNameOf(runId));
+/** A StepRun's state from its head and its last event in the Run's log (its highest StepRun version), read in one snapshot. */
+export const loadStepRunAndLogEnd = async (q: Queryable, runId: string, stepRunId: string): Promise<{ state: RunState; last: EventRow | undefined }> => {
+  const [row] = await run<RunStateColumns & { last_step_run_event: unknown }>(q, SQL.READ_STEP_RUN_AND_LOG_END, {
+    run_id: runId,
+    stream_id: streamNameOf(runId),
+    step_run_id: stepRunId,
+  });
+  const last = row?.last_step_run_event;
+  return {
+    state: runStateOfRow(row, runId, stepRunId),
+    last: last === null || last === undefined ? undefined : decodeRow(EventRowCodec, last, 'event', streamNameOf(runId)),
+  };
 };
 
 /** Every event of `run-<runId>`, decoded, in order, and matching the stream head. */

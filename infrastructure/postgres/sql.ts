@@ -49,6 +49,21 @@ export const READ_RUN_STATE = named(`WITH
   ${RUN_STATE_CTES}
 SELECT ${runStateColumns('')}`);
 
+/**
+ * READ_RUN_STATE and the StepRun's last event in the Run's log (one descent of the StepRun
+ * version index, pg-0056), in one statement: one snapshot, so a writer that commits between
+ * two reads can never make a sound head look behind its log.
+ */
+export const READ_STEP_RUN_AND_LOG_END = named(`WITH
+  ${RUN_STATE_CTES}
+SELECT ${runStateColumns('')},
+       (SELECT row_to_json(e) FROM (
+          SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ql3.events
+           WHERE stream_id = :stream_id
+             AND event_type IN ('StepRunCreated', 'StepRunReady', 'StepRunAwaitingApproval', 'StepRunStarted', 'StepRunLost', 'StepRunCompleted', 'StepRunFailed')
+             AND (data_json::json ->> 'stepRunId') = :step_run_id
+           ORDER BY ((data_json::json ->> 'stepRunVersion')::bigint) DESC LIMIT 1) e) AS last_step_run_event`);
+
 // ------------------------------------------------------------------ R3.3 .. R3.7 as CTE steps
 
 const insertRow = (table: string, prefix: string, columns: readonly string[]) =>
@@ -261,12 +276,6 @@ export const STREAM_EVENTS_OF_TYPE = named(`SELECT global_position, stream_id, s
 export const HEADS_AND_LOG_END = named(`SELECT (SELECT version FROM ql3.streams WHERE stream_id = :stream_id) AS stream_version,
   (SELECT version FROM ql3.runs WHERE run_id = :run_id) AS run_version,
   (SELECT max(stream_position) FROM ql3.events WHERE stream_id = :stream_id) AS logged`);
-
-/** A StepRun's last event in its Run's log: one descent of the StepRun version index (pg-0056). */
-export const LAST_STEP_RUN_EVENT = named(`SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ql3.events
-  WHERE stream_id = :stream_id AND event_type IN ('StepRunCreated', 'StepRunReady', 'StepRunAwaitingApproval', 'StepRunStarted', 'StepRunLost', 'StepRunCompleted', 'StepRunFailed')
-    AND (data_json::json ->> 'stepRunId') = :step_run_id
-  ORDER BY ((data_json::json ->> 'stepRunVersion')::bigint) DESC LIMIT 1`);
 
 /** R3.2, R3.5: the Run turn and the Run version the start was decided on (pg-0045); the last attempt alone (pg-0052). */
 export const TAKE_START_TURN = named('SELECT ql3.take_start_turn(:run_id, :expected_version::bigint, :alone::boolean) AS now_ms');

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import { ADAPTER_NAMES } from '../../testkit/adapters/fixtures';
@@ -44,6 +44,8 @@ describe('R11.4: adapters under faults, short form of the reliability phase', fu
     const exit = await run.exited;
     console.log(run.lines.join('\n').replace(/^/gm, '      '));
     expect(exit.signal, run.stderr()).to.equal(null);
+    // no report: the harness itself failed; its stderr says why
+    expect(existsSync(json), `the harness exited ${String(exit.code)} without a report: ${run.stderr().slice(-4000)}`).to.equal(true);
     report = JSON.parse(readFileSync(json, 'utf8')) as AdaptersReport;
   });
 

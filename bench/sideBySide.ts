@@ -59,7 +59,7 @@ const readyScenario = async (a: Authority): Promise<Scenario> => {
   return s;
 };
 
-type Workload = 'sqlite-start' | 'sqlite-replay' | 'pg-start-1' | 'pg-start-8' | 'pg-replay' | 'pg-select' | 'pg-one-run-8';
+type Workload = 'sqlite-start' | 'sqlite-replay' | 'pg-start-1' | 'pg-start-8' | 'pg-start-16' | 'pg-replay' | 'pg-select' | 'pg-one-run-8';
 
 interface Open {
   readonly sqlite: Authority;
@@ -77,7 +77,7 @@ const program = new Command()
   .option('--candidate <dir>', 'the checkout measured against the baseline', '.')
   .option('--rounds <n>', 'interleaved rounds (medians are reported)', '5')
   .option('--ops <n>', 'operations per workload and round', '200')
-  .option('--only <list>', `comma-separated subset of sqlite-start,sqlite-replay,pg-start-1,pg-start-8,pg-replay,pg-select,pg-one-run-8`)
+  .option('--only <list>', `comma-separated subset of sqlite-start,sqlite-replay,pg-start-1,pg-start-8,pg-start-16,pg-replay,pg-select,pg-one-run-8`)
   .option('--pg <url>', 'PostgreSQL admin URL', process.env.SB_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
 
 const main = async (): Promise<void> => {
@@ -85,7 +85,7 @@ const main = async (): Promise<void> => {
   const o = program.opts<{ baseline: string; candidate: string; rounds: string; ops: string; only?: string; pg: string }>();
   const rounds = Number(o.rounds);
   const ops = Number(o.ops);
-  const all: Workload[] = ['sqlite-start', 'sqlite-replay', 'pg-start-1', 'pg-start-8', 'pg-replay', 'pg-select', 'pg-one-run-8'];
+  const all: Workload[] = ['sqlite-start', 'sqlite-replay', 'pg-start-1', 'pg-start-8', 'pg-start-16', 'pg-replay', 'pg-select', 'pg-one-run-8'];
   const workloads = o.only ? all.filter((w) => o.only!.split(',').includes(w)) : all;
   const subjects = [subjectOf('baseline', resolve(o.baseline)), subjectOf('candidate', resolve(o.candidate))];
   const tmp = mkdtempSync(join(tmpdir(), 'start-barrier-compare-'));
@@ -95,7 +95,7 @@ const main = async (): Promise<void> => {
   try {
     for (const s of subjects) {
       const db = await createDatabase(o.pg);
-      const { pool, counters } = countingPool(db.url, 8, { idleTimeoutMillis: 2000 });
+      const { pool, counters } = countingPool(db.url, 16, { idleTimeoutMillis: 2000 });
       opened.set(s.label, { sqlite: await s.sqlite(join(tmp, `${s.label}.db`)), pg: await s.postgres(pool), db, pool, counters, failures: { count: 0 } });
     }
     for (let r = 0; r < rounds; r++) {
@@ -177,8 +177,9 @@ const runWorkload = async (w: Workload, a: Open, ops: number): Promise<RoundResu
       return runRound({ clients: 1, opsPerClient: ops, op: () => a.sqlite.barriers.prepare(cmd) });
     }
     case 'pg-start-1':
-    case 'pg-start-8': {
-      const clients = w === 'pg-start-1' ? 1 : 8;
+    case 'pg-start-8':
+    case 'pg-start-16': {
+      const clients = Number(w.slice('pg-start-'.length));
       const per = Math.max(1, Math.round(ops / clients));
       const ss: Scenario[] = [];
       for (let i = 0; i < clients * per; i++) ss.push(await readyScenario(a.pg));

@@ -20,8 +20,8 @@ import { isUniqueViolation, mapPgError } from './errors';
 import { lifecycleUnitOfWork } from './lifecycleWrite';
 import { assertSchemaCurrent, migratePostgres } from './migrate';
 import { postgresRecoveryOf } from './postgresRecoveryView';
-import { eventsOfType, loadRunState, loadStepRunAndLogEnd, requireHeadsAtLogEnd, readBarrier, readBarrierOfAttempt, readStream } from './reads';
-import { requireHeadAtLogEnd, requireStepRunNotInLog } from '../../projections/readChecks';
+import { eventsOfType, loadStepRunAtLogEnd, requireHeadsAtLogEnd, readBarrier, readBarrierOfAttempt, readStream } from './reads';
+import { requireStepRunNotInLog } from '../../projections/readChecks';
 import { postgresSealer, type PostgresSealer } from './postgresSeals';
 import * as SQL from './sql';
 import { existingOfRead, prepareInRoundTrips, readStart, stateOfRead } from './startRoundTrips';
@@ -232,9 +232,8 @@ class PostgresAuthority implements PostgresStartBarrier {
     getStepRun: (runId: string, stepRunId: string): Promise<StepRunView | null> =>
       this.read(async (q) => {
         const read = async () => {
-          const { state, last } = await loadStepRunAndLogEnd(q, runId, stepRunId);
-          const s = state.stepRuns[stepRunId];
-          return s === undefined ? null : { ...requireHeadAtLogEnd(s, last), digest: stepRunRowOf(s).digest };
+          const s = (await loadStepRunAtLogEnd(q, runId, stepRunId)).stepRuns[stepRunId];
+          return s === undefined ? null : { ...s, digest: stepRunRowOf(s).digest };
         };
         const found = await read();
         if (found !== null) return found;

@@ -2,7 +2,7 @@ import { CorruptRecordError, noReplayHits, streamNameOf, type ReplayHit, type Re
 import { attemptValue, replayValuesOf, type ReplayIdentityRow } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import { checkStartRows } from '../../projections/checkRows';
-import { agreedAttemptStart, requireAttemptNotInLog, requireNoTraceOfStart, wholeStream } from '../../projections/readChecks';
+import { agreedAttemptStart, requireAttemptNotInLog, requireHeadAtLogEnd, requireNoTraceOfStart, wholeStream } from '../../projections/readChecks';
 import type { EventRow } from '../../projections/verifyRows';
 import type { StoredBarrier, StoredEvent } from '../../application/authority';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
@@ -196,18 +196,32 @@ export const requireHeadsAtLogEnd = async (q: Queryable, runId: string): Promise
   }
 };
 
-/** A StepRun's state from its head and its last event in the Run's log (its highest StepRun version), read in one snapshot. */
-export const loadStepRunAndLogEnd = async (q: Queryable, runId: string, stepRunId: string): Promise<{ state: RunState; last: EventRow | undefined }> => {
+/** The StepRun's last event a READ_START or READ_STEP_RUN_AND_LOG_END row carries (json), decoded. */
+export const lastStepRunEventOfRow = (row: { last_step_run_event?: unknown } | undefined, runId: string): EventRow | undefined => {
+  const last = row?.last_step_run_event;
+  return last === null || last === undefined ? undefined : decodeRow(EventRowCodec, last, 'event', streamNameOf(runId));
+};
+
+/**
+ * The Run state with its StepRun, whose head must end where the StepRun's log ends (R9.1): the
+ * check a PostgreSQL start makes on its own read, since a probe of the log inside the
+ * SERIALIZABLE write would lock index pages that starts of other Runs insert into.
+ */
+export const runStateAtLogEnd = (row: (RunStateColumns & { last_step_run_event?: unknown }) | undefined, runId: string, stepRunId: string): RunState => {
+  const state = runStateOfRow(row, runId, stepRunId);
+  const s = state.stepRuns[stepRunId];
+  if (s !== undefined) requireHeadAtLogEnd(s, lastStepRunEventOfRow(row, runId));
+  return state;
+};
+
+/** A StepRun's state from its head, checked against its last event in the Run's log, both read in one snapshot. */
+export const loadStepRunAtLogEnd = async (q: Queryable, runId: string, stepRunId: string): Promise<RunState> => {
   const [row] = await run<RunStateColumns & { last_step_run_event: unknown }>(q, SQL.READ_STEP_RUN_AND_LOG_END, {
     run_id: runId,
     stream_id: streamNameOf(runId),
     step_run_id: stepRunId,
   });
-  const last = row?.last_step_run_event;
-  return {
-    state: runStateOfRow(row, runId, stepRunId),
-    last: last === null || last === undefined ? undefined : decodeRow(EventRowCodec, last, 'event', streamNameOf(runId)),
-  };
+  return runStateAtLogEnd(row, runId, stepRunId);
 };
 
 /** Every event of `run-<runId>`, decoded, in order, and matching the stream head. */

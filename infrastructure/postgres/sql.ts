@@ -49,20 +49,22 @@ export const READ_RUN_STATE = named(`WITH
   ${RUN_STATE_CTES}
 SELECT ${runStateColumns('')}`);
 
+/** The StepRun's last event in the Run's log, as one json row: one descent of the StepRun version index (pg-0056). */
+const lastStepRunEventColumn = (gate: string) => `(SELECT row_to_json(e) FROM (
+          SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ql3.events
+           WHERE stream_id = :stream_id
+             AND event_type IN ('StepRunCreated', 'StepRunReady', 'StepRunAwaitingApproval', 'StepRunStarted', 'StepRunLost', 'StepRunCompleted', 'StepRunFailed')
+             AND (data_json::json ->> 'stepRunId') = :step_run_id${gate}
+           ORDER BY ((data_json::json ->> 'stepRunVersion')::bigint) DESC LIMIT 1) e) AS last_step_run_event`;
+
 /**
- * READ_RUN_STATE and the StepRun's last event in the Run's log (one descent of the StepRun
- * version index, pg-0056), in one statement: one snapshot, so a writer that commits between
- * two reads can never make a sound head look behind its log.
+ * READ_RUN_STATE and the StepRun's last event in the Run's log, in one statement: one snapshot,
+ * so a writer that commits between two reads can never make a sound head look behind its log.
  */
 export const READ_STEP_RUN_AND_LOG_END = named(`WITH
   ${RUN_STATE_CTES}
 SELECT ${runStateColumns('')},
-       (SELECT row_to_json(e) FROM (
-          SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ql3.events
-           WHERE stream_id = :stream_id
-             AND event_type IN ('StepRunCreated', 'StepRunReady', 'StepRunAwaitingApproval', 'StepRunStarted', 'StepRunLost', 'StepRunCompleted', 'StepRunFailed')
-             AND (data_json::json ->> 'stepRunId') = :step_run_id
-           ORDER BY ((data_json::json ->> 'stepRunVersion')::bigint) DESC LIMIT 1) e) AS last_step_run_event`);
+       ${lastStepRunEventColumn('')}`);
 
 // ------------------------------------------------------------------ R3.3 .. R3.7 as CTE steps
 
@@ -264,6 +266,7 @@ SELECT (SELECT json_agg(json_build_array(l.identity, l.value, l.start_id, l.comm
                                          EXISTS (SELECT 1 FROM keys k WHERE k.identity = l.identity AND k.value = l.value)))
           FROM lookup l) AS hits,
   ${runStateColumns(' WHERE NOT EXISTS (SELECT 1 FROM lookup)')},
+  ${lastStepRunEventColumn(' AND NOT EXISTS (SELECT 1 FROM lookup)')},
   ${BARRIER_READ_COLUMNS},
   (SELECT json_agg(m) FROM ql3.start_evidence_macs m WHERE m.start_id = :start_id AND EXISTS (SELECT 1 FROM b)) AS macs,
   ${sealedSpanColumns(KEYED_NEW_START, 'seal_')}`);

@@ -8,7 +8,7 @@ import { replayValuesOf, type ReplayIdentityRow } from '../../projections/rows';
 import { SQLSTATE, isRetryable, isUniqueViolation, mapPgError, sqlStateOf, unavailableReasonOf } from './errors';
 import { paramOf } from './identities';
 import { run } from './query';
-import { macRowsOfRead, runStateOfRow, verifyBarrierRow, type RunStateColumns } from './reads';
+import { macRowsOfRead, runStateAtLogEnd, verifyBarrierRow, type RunStateColumns } from './reads';
 import { PENDING_CLOCK, PREPARED_OUT_OF_STEP, resyncPrepared, roundTripText, setLocalTimeouts, type Part } from './roundTripSql';
 import { HitTupleCodec, PgInt, decodeRow, decodeRows } from './rowCodecs';
 import * as SQL from './sql';
@@ -66,7 +66,7 @@ export interface StartRead {
 
 /** The Run state of round trip 1 (R3.2, read without a lock; the write's compare-and-set checks it still holds). */
 export const stateOfRead = (read: StartRead, decoded: DecodedStartCommand): RunState =>
-  runStateOfRow(read.row as unknown as RunStateColumns, decoded.command.stepRun.runId, decoded.command.stepRun.stepRunId);
+  runStateAtLogEnd(read.row as unknown as RunStateColumns, decoded.command.stepRun.runId, decoded.command.stepRun.stepRunId);
 
 /** Each identity's parameter name, made once (a key made per call is a new string to look up every time). */
 const IDENTITY_PARAMS = Object.fromEntries(REPLAY_IDENTITIES.map((identity) => [identity, paramOf(identity)])) as Readonly<Record<ReplayIdentity, string>>;

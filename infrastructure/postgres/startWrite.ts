@@ -10,7 +10,7 @@ import type { StartWrite, StartWriteStep } from '../../application/startWrite';
 import { SQLSTATE } from './errors';
 import { identityOfViolation } from './identities';
 import { run, type Queryable } from './query';
-import { loadRunState, lookupReplay, readBarrier, requireHeadsAtLogEnd } from './reads';
+import { loadStepRunAtLogEnd, lookupReplay, readBarrier, requireHeadsAtLogEnd } from './reads';
 import * as SQL from './sql';
 import type { Tx } from './transactions';
 
@@ -75,7 +75,7 @@ export const startUnitOfWork = (tx: Tx, mode: PostgresWriteMode, keys?: Evidence
     const before = tx.before as LookupBeforeBegin | undefined;
     return before !== undefined && before.runVersion === tx.turnVersion ? before.hits : lookupReplay(tx.client, replayKeys);
   },
-  lockForStart: (runId, stepRunId) => loadRunState(tx.client, runId, stepRunId),
+  lockForStart: (runId, stepRunId) => loadStepRunAtLogEnd(tx.client, runId, stepRunId),
   readBarrier: (startId) => readBarrier(tx.client, startId, keys),
   clockMs: async () => tx.nowMs,
   writesAtOnce: mode === 'batched',

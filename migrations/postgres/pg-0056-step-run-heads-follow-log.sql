@@ -7,13 +7,17 @@
 --     version each StepRun event carries (a head set back to an earlier version makes the next
 --     event repeat a version the log has: 23505 on this index, which the adapter reports as
 --     CORRUPT_RECORD, never as a replay or a lost race);
---   * every StepRun event after StepRunCreated follows the StepRun's own last event in the log,
---     at version - 1, by a move the lifecycle allows, and an outcome names the start of the
---     StepRunStarted it follows (a head whose status was rewritten at the same version names a
---     move its log refuses).
--- The probe finds a row by the whole key of a unique index (no probe of an absent key, which
--- under SERIALIZABLE would lock a page that starts of other Runs insert into). The index holds
--- the StepRun events only; json, not jsonb: the two fields are read without building a tree.
+--   * every lifecycle move (a StepRun event after StepRunCreated other than StepRunStarted)
+--     follows the StepRun's own last event in the log, at version - 1, by a move the lifecycle
+--     allows, and an outcome names the start of the StepRunStarted it follows (a head whose
+--     status was rewritten at the same version names a move its log refuses).
+-- A start is checked the same way on the read it is decided on (the StepRun's last event comes
+-- back with its head, outside the transaction: infrastructure/postgres/sql.ts READ_START), not
+-- here: under SERIALIZABLE a probe of this index inside the write would be a predicate lock on
+-- a page that starts of other Runs insert into, and they would fail each other. The unique
+-- index still refuses a start that repeats a version. Only the owner can rewrite a head at all
+-- (the runtime has no UPDATE on it, pg-0038). The index holds the StepRun events only; json,
+-- not jsonb: the two fields are read without building a tree.
 --
 -- Data moved forward: none to move. Building the index refuses a store whose log already
 -- repeats a StepRun version (the migration fails on it and changes nothing).
@@ -36,7 +40,6 @@ BEGIN
      AND ((e.data_json::json ->> 'stepRunVersion')::bigint) = (d ->> 'stepRunVersion')::bigint - 1;
   IF NOT FOUND OR NOT (prev.event_type || '>' || NEW.event_type) = ANY (ARRAY[
        'StepRunCreated>StepRunReady', 'StepRunLost>StepRunReady', 'StepRunCreated>StepRunAwaitingApproval', 'StepRunLost>StepRunAwaitingApproval',
-       'StepRunReady>StepRunStarted', 'StepRunAwaitingApproval>StepRunStarted',
        'StepRunStarted>StepRunLost', 'StepRunStarted>StepRunCompleted', 'StepRunStarted>StepRunFailed'])
      OR (NEW.event_type IN ('StepRunLost', 'StepRunCompleted', 'StepRunFailed') AND prev.start_id IS DISTINCT FROM d ->> 'startId') THEN
     PERFORM ql3.refuse_history(format('%s@%s: %s of StepRun %s at version %s does not follow its last event in the log (%s); the StepRun head is not where its log ends',
@@ -48,5 +51,5 @@ $fn$;
 REVOKE ALL ON FUNCTION ql3.step_run_event_follows_log() FROM PUBLIC;
 
 CREATE TRIGGER events_step_run_follows_log BEFORE INSERT ON ql3.events
-  FOR EACH ROW WHEN (NEW.event_type IN ('StepRunReady', 'StepRunAwaitingApproval', 'StepRunStarted', 'StepRunLost', 'StepRunCompleted', 'StepRunFailed'))
+  FOR EACH ROW WHEN (NEW.event_type IN ('StepRunReady', 'StepRunAwaitingApproval', 'StepRunLost', 'StepRunCompleted', 'StepRunFailed'))
   EXECUTE FUNCTION ql3.step_run_event_follows_log();

@@ -3,6 +3,7 @@ import type { VerifyProblem } from '../application/authority';
 import { eventChainDigest } from './eventChain';
 import { runRowOf, stepRunRowOf, type RunRow, type StepRunRow } from './rows';
 import { decodeEventRow, type EventRow } from './verifyRows';
+import { MOVES_FROM, OUTCOME_EVENTS } from './stepRunMoves';
 
 // R9.2 `verify`: everything derived, derived again from the event log alone, one event at a
 // time, then compared with what is stored: the chain link of every event row, stream positions
@@ -20,18 +21,6 @@ interface StreamFold {
   /** null once an event of the stream could not be folded: its heads are not compared. */
   state: RunState | null;
 }
-
-const OUTCOME_EVENTS: readonly string[] = ['StepRunCompleted', 'StepRunFailed', 'StepRunLost'];
-
-/** The statuses each StepRun event may move from (domain/lifecycle.ts, the start decider). */
-const MOVES_FROM: Readonly<Record<string, readonly string[]>> = {
-  StepRunReady: ['created', 'lost'],
-  StepRunAwaitingApproval: ['created', 'lost'],
-  StepRunStarted: ['ready', 'waiting_approval'],
-  StepRunLost: ['running'],
-  StepRunCompleted: ['running'],
-  StepRunFailed: ['running'],
-};
 
 /** What is illegal about this StepRun move in the folded state, if anything (the database's own check, R9.1, done again). */
 const illegalMove = (state: RunState, event: RunStreamEvent): string | undefined => {

@@ -1,4 +1,5 @@
-import { CorruptRecordError, type StepRunState, type StepRunStatus } from '../domain';
+import { CorruptRecordError, type StepRunState } from '../domain';
+import { MOVES_FROM, OUTCOME_EVENTS, STATUS_AFTER } from './stepRunMoves';
 import type { EventRow } from './verifyRows';
 import { checkEventRow, checkedStoredEventOf } from './checkRows';
 import { eventChainDigest } from './eventChain';
@@ -80,23 +81,12 @@ export const requireStepRunNotInLog = (runId: string, stepRunId: string, created
   return null;
 };
 
-/** The status each StepRun event leaves its StepRun in. */
-const STATUS_AFTER: Readonly<Record<string, StepRunStatus>> = {
-  StepRunCreated: 'created',
-  StepRunReady: 'ready',
-  StepRunAwaitingApproval: 'waiting_approval',
-  StepRunStarted: 'running',
-  StepRunLost: 'lost',
-  StepRunCompleted: 'completed',
-  StepRunFailed: 'failed',
-};
-
 /**
  * R9.3: a StepRun head answers only where its log ends. `last`: the StepRun's last event in the
  * Run's log (its highest StepRun version). The head is a projection, so a head row rewritten
  * with its digest recomputed would otherwise be answered as the StepRun's state.
  */
-export const requireHeadAtLogEnd = (s: StepRunState, last: EventRow | undefined): StepRunState => {
+export const requireHeadAtLogEnd = (s: StepRunState, last: EventRow | undefined): void => {
   const at = `${s.runId}/${s.stepRunId}`;
   if (last === undefined) throw new CorruptRecordError('step run', at, "its head row exists but the Run's log never creates it");
   const event = checkEventRow(last);
@@ -110,15 +100,7 @@ export const requireHeadAtLogEnd = (s: StepRunState, last: EventRow | undefined)
       `its head is ${s.status} at version ${s.version} (last start ${s.lastStartId ?? 'none'}), but its log ends in ${event.type} at version ${String(d.stepRunVersion)}${d.startId === undefined ? '' : ` of start ${d.startId}`}`,
     );
   }
-  return s;
 };
-
-/** The StepRun event that may follow each one (the lifecycle's moves, as the stores' triggers list them). */
-const FOLLOWS: ReadonlySet<string> = new Set([
-  'StepRunCreated>StepRunReady', 'StepRunLost>StepRunReady', 'StepRunCreated>StepRunAwaitingApproval', 'StepRunLost>StepRunAwaitingApproval',
-  'StepRunReady>StepRunStarted', 'StepRunAwaitingApproval>StepRunStarted',
-  'StepRunStarted>StepRunLost', 'StepRunStarted>StepRunCompleted', 'StepRunStarted>StepRunFailed',
-]);
 
 /**
  * R9.1 in memory, as the SQL stores' triggers (0084, pg-0056): a StepRun event after
@@ -126,14 +108,16 @@ const FOLLOWS: ReadonlySet<string> = new Set([
  * lifecycle allows; an outcome names the start it follows. `last`: that last event, if any.
  */
 export const requireFollowsStepRunLog = (last: EventRow | undefined, next: { type: string; stepRunId: string; stepRunVersion: number; startId?: string | undefined }): void => {
-  if (next.type === 'StepRunCreated' && last === undefined) return;
+  if (last === undefined && next.type === 'StepRunCreated') return;
   const prev = last === undefined ? undefined : (checkEventRow(last).data as { stepRunVersion?: number; startId?: string });
-  const ok =
-    last !== undefined &&
-    prev!.stepRunVersion === next.stepRunVersion - 1 &&
-    FOLLOWS.has(`${last.event_type}>${next.type}`) &&
-    (!['StepRunLost', 'StepRunCompleted', 'StepRunFailed'].includes(next.type) || prev!.startId === next.startId);
-  if (!ok) {
+  const from = last === undefined ? undefined : STATUS_AFTER[last.event_type];
+  const follows =
+    prev !== undefined &&
+    from !== undefined &&
+    prev.stepRunVersion === next.stepRunVersion - 1 &&
+    (MOVES_FROM[next.type] ?? []).includes(from) &&
+    (!OUTCOME_EVENTS.includes(next.type) || prev.startId === next.startId);
+  if (!follows) {
     throw new CorruptRecordError(
       'run history',
       'events',

@@ -2,6 +2,7 @@ import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { AuditEventRow, AuditReceiptRow, BarrierRow, MutationRow, ReplayIdentityRow, RunRow, StepRunRow, TraceAnchorRow } from '../../projections/rows';
 import type { EventRow } from '../../projections/verifyRows';
 import { requireFollowsStepRunLog } from '../../projections/readChecks';
+import { STEP_RUN_EVENT_TYPES } from '../../projections/stepRunMoves';
 import type { EvidenceMacRow } from '../../application/evidenceKeys';
 import type { EventMacRow, SealOriginRow } from '../../application/eventSeals';
 
@@ -70,13 +71,11 @@ export const copyTables = (t: Tables): Tables => ({
 export const streamEventsOfType = (t: Tables, stream: string, type: string): EventRow[] =>
   t.events.filter((e) => e.stream_id === stream && e.event_type === type).sort((a, b) => a.stream_position - b.stream_position);
 
-const STEP_RUN_EVENTS: ReadonlySet<string> = new Set(['StepRunCreated', 'StepRunReady', 'StepRunAwaitingApproval', 'StepRunStarted', 'StepRunLost', 'StepRunCompleted', 'StepRunFailed']);
-
 /** A StepRun's last event in its Run's log: its highest StepRun version (the SQL backends' StepRun version index). */
 export const lastStepRunEventRow = (t: Tables, stream: string, stepRunId: string): EventRow | undefined => {
   let last: { row: EventRow; version: number } | undefined;
   for (const e of t.events) {
-    if (e.stream_id !== stream || !STEP_RUN_EVENTS.has(e.event_type)) continue;
+    if (e.stream_id !== stream || !STEP_RUN_EVENT_TYPES.includes(e.event_type)) continue;
     const d = JSON.parse(e.data_json) as { stepRunId?: unknown; stepRunVersion?: unknown };
     if (d.stepRunId === stepRunId && typeof d.stepRunVersion === 'number' && (last === undefined || d.stepRunVersion > last.version)) last = { row: e, version: d.stepRunVersion };
   }

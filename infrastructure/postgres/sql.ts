@@ -4,6 +4,7 @@ import { AUDIT_COLUMNS, BARRIER_COLUMNS, MUTATION_COLUMNS, RECEIPT_COLUMNS, TRAC
 import { BARRIER_READ_COLUMNS, barrierCtes } from './barrierReadSql';
 import { sealedSpanColumns, sealedSpanCtes } from './sealedSpanSql';
 import { named, prefixed, type NamedSql, type Params } from './named';
+import { STEP_RUN_EVENT_TYPES_SQL } from '../../projections/stepRunMoves';
 
 // SQL owned by the PostgreSQL backend, in schema ql3 (R5.2). Every value is a bound parameter
 // (`:name`, see named.ts); statements are compiled once, here. INSERT column lists come from
@@ -53,7 +54,7 @@ SELECT ${runStateColumns('')}`);
 const lastStepRunEventColumn = (gate: string) => `(SELECT row_to_json(e) FROM (
           SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ql3.events
            WHERE stream_id = :stream_id
-             AND event_type IN ('StepRunCreated', 'StepRunReady', 'StepRunAwaitingApproval', 'StepRunStarted', 'StepRunLost', 'StepRunCompleted', 'StepRunFailed')
+             AND event_type IN ${STEP_RUN_EVENT_TYPES_SQL}
              AND (data_json::json ->> 'stepRunId') = :step_run_id${gate}
            ORDER BY ((data_json::json ->> 'stepRunVersion')::bigint) DESC LIMIT 1) e) AS last_step_run_event`;
 

@@ -1,5 +1,6 @@
 // SQL owned by the SQLite backend. Every value is a bound parameter.
 import { commandDigestOfStartSql, identitiesOfStartSql, indexNamesStartSql, lookupReplaySql } from './identities';
+import { STEP_RUN_EVENT_TYPES_SQL } from '../../projections/stepRunMoves';
 
 export const PRAGMAS = (synchronous: 'FULL' | 'NORMAL', busyTimeoutMs: number): string[] => [
   'journal_mode = WAL',
@@ -118,7 +119,7 @@ export const SELECT_STREAM_EVENTS_OF_TYPE = `SELECT stream_id, stream_position, 
 
 /** A StepRun's last event in its Run's log: one seek in the StepRun version index (0084). */
 export const SELECT_LAST_STEP_RUN_EVENT = `SELECT stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM events
-  WHERE stream_id = ? AND event_type IN ('StepRunCreated', 'StepRunReady', 'StepRunAwaitingApproval', 'StepRunStarted', 'StepRunLost', 'StepRunCompleted', 'StepRunFailed')
+  WHERE stream_id = ? AND event_type IN ${STEP_RUN_EVENT_TYPES_SQL}
     AND json_extract(data_json, '$.stepRunId') = ?
   ORDER BY json_extract(data_json, '$.stepRunVersion') DESC LIMIT 1`;
 

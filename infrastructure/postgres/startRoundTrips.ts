@@ -15,7 +15,7 @@ import * as SQL from './sql';
 import { INSERT_START_SEALS, headSpanOfRead, sealParams, type PostgresSealer } from './postgresSeals';
 import { requireSealedHead, sealEvents, startEventCells } from '../../application/eventSeals';
 import { checkCounts, resolveUniqueViolation } from './startWrite';
-import type { AttemptBudget, PostgresTimeouts, PostgresTransactions } from './transactions';
+import { takeGateAlone, type AttemptBudget, type PostgresTimeouts, type PostgresTransactions } from './transactions';
 
 // The `batched` start on PostgreSQL in two round trips, an exact replay in one (R3, R5.2):
 //
@@ -108,8 +108,9 @@ export const existingOfRead = (read: StartRead, decoded: DecodedStartCommand, ke
   );
 
 /** The write plan's statements: the turn and its expectation, the batched write, the seal when keyed. */
-const partsOf = (plan: StartWrite, keys: EvidenceKeyring | undefined, alone: boolean): { turn: Part; writes: Part[] } => ({
-  turn: { sql: SQL.TAKE_START_TURN, params: { run_id: plan.runId, expected_version: plan.runCas.expected, alone } },
+const partsOf = (plan: StartWrite, keys: EvidenceKeyring | undefined): { turn: Part; writes: Part[] } => ({
+  // alone false: a last attempt already holds the start gate exclusively (takeGateAlone)
+  turn: { sql: SQL.TAKE_START_TURN, params: { run_id: plan.runId, expected_version: plan.runCas.expected, alone: false } },
   writes: [
     { sql: SQL.START_BATCHED_STATEMENT, params: SQL.startParams(plan, START_WRITE_STEPS) },
     // keyed (R9.4): the barrier's MAC and the seal of the start's five events, one statement
@@ -120,21 +121,27 @@ const partsOf = (plan: StartWrite, keys: EvidenceKeyring | undefined, alone: boo
 type Results = { rows: Record<string, unknown>[] }[];
 const clockOf = (result: Results[number] | undefined, runId: string): number => decodeRow(PgInt, result?.rows[0]?.now_ms, 'transaction clock', runId);
 
-/** Round trip 2 (or, with a hook, the same statements with the transaction held open between them). */
+/**
+ * Round trip 2: an implicit transaction of one query string. With a hook, the same statements
+ * with the transaction held open between them; on a last attempt, after the round trip that
+ * takes the start gate before the snapshot (R9.5), in the transaction that round trip opened.
+ */
 const write = async (client: PoolClient, ctx: RoundTripContext, plan: StartWrite, open: { value: boolean }, alone: boolean): Promise<StoredBarrier> => {
-  const { turn, writes } = partsOf(plan, ctx.keys, alone);
+  const { turn, writes } = partsOf(plan, ctx.keys);
   const timeouts = setLocalTimeouts(ctx.timeouts);
+  open.value = alone && (await takeGateAlone(client, ctx.timeouts));
   let nowMs: number;
   let counts: Results[number] | undefined;
   if (ctx.hook === undefined) {
-    const q = roundTripText(client, ['SET TRANSACTION ISOLATION LEVEL SERIALIZABLE', ...timeouts], [turn, ...writes]);
+    const q = roundTripText(client, open.value ? [] : ['SET TRANSACTION ISOLATION LEVEL SERIALIZABLE', ...timeouts], [turn, ...writes]);
     const results = (await client.query(q.text)) as unknown as Results;
     nowMs = clockOf(results[q.resultAt[0]!], plan.runId);
     counts = results[q.resultAt[1]!];
   } else {
-    const begin = roundTripText(client, [SQL.BEGIN_SERIALIZABLE, ...timeouts], [turn]);
+    const begin = roundTripText(client, open.value ? [] : [SQL.BEGIN_SERIALIZABLE, ...timeouts], [turn]);
     open.value = true;
-    nowMs = clockOf(((await client.query(begin.text)) as unknown as Results)[begin.resultAt[0]!], plan.runId);
+    const begun = (await client.query(begin.text)) as unknown as Results | Results[number];
+    nowMs = clockOf(Array.isArray(begun) ? begun[begin.resultAt[0]!] : begun, plan.runId);
     await ctx.hook('lock');
     const rest = roundTripText(client, [], writes);
     const results = (await client.query(rest.text)) as unknown as Results | Results[number];
@@ -144,6 +151,8 @@ const write = async (client: PoolClient, ctx: RoundTripContext, plan: StartWrite
   if (ctx.hook !== undefined) {
     for (const step of START_WRITE_STEPS) await ctx.hook(step);
     await ctx.hook('beforeCommit');
+  }
+  if (open.value) {
     await client.query(SQL.COMMIT);
     open.value = false;
   }

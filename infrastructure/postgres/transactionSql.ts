@@ -1,4 +1,5 @@
 import { named } from './named';
+import { setLocalTimeouts } from './roundTripSql';
 
 // SQL of the PostgreSQL transactions (transactions.ts): BEGIN with its timeouts, clock and the
 // Run turn, COMMIT. Every value is a bound parameter, a validated integer or a literal escaped
@@ -18,8 +19,10 @@ export const ROLLBACK = 'ROLLBACK';
  * The turn rides in the first round trip because a SERIALIZABLE snapshot is taken by the first
  * statement: a writer that had to wait for the turn inside its transaction would then fail on
  * the previous holder's writes. So the turn never waits here; `AWAIT_RUN_TURN` waits outside.
+ * `gated`: the transaction is already open and holds the start gate (`beginAlone`), so only
+ * the clock and the turn are left to read.
  */
-export const beginConfigured = (t: { readonly statementMs: number; readonly lockMs: number; readonly idleInTransactionMs: number }): ((runLiteral: string, alone: boolean) => string) => {
+export const beginConfigured = (t: { readonly statementMs: number; readonly lockMs: number; readonly idleInTransactionMs: number }): ((runLiteral: string, gated: boolean) => string) => {
   const ms = (v: number) => {
     if (!Number.isSafeInteger(v) || v < 1) throw new RangeError(`timeout ${v} is not a positive integer`);
     return `'${v}'`;
@@ -29,8 +32,18 @@ export const beginConfigured = (t: { readonly statementMs: number; readonly lock
   set_config('lock_timeout', ${ms(t.lockMs)}, true) AS lock_timeout,
   set_config('idle_in_transaction_session_timeout', ${ms(t.idleInTransactionMs)}, true) AS idle_timeout,
   (extract(epoch FROM transaction_timestamp()) * 1000)::bigint AS now_ms`;
-  return (runLiteral, alone) => `${begin}; SELECT ql3.take_run_turn(${runLiteral}, ${alone ? 'true' : 'false'}) AS turn`;
+  const clock = 'SELECT (extract(epoch FROM transaction_timestamp()) * 1000)::bigint AS now_ms';
+  return (runLiteral, gated) => `${gated ? clock : begin}; SELECT ql3.take_run_turn(${runLiteral}, false) AS turn`;
 };
+
+/**
+ * A last attempt's first round trip (R9.5, pg-0057): BEGIN, the timeouts, and the start gate
+ * taken exclusively, queued for at most lock_timeout. LOCK TABLE takes no snapshot, so the
+ * SERIALIZABLE snapshot, fixed by the next statement, sees every writer that held the gate
+ * before: none is concurrent with this attempt, and none can fail it.
+ */
+export const beginAlone = (t: { readonly statementMs: number; readonly lockMs: number; readonly idleInTransactionMs: number }): string =>
+  [BEGIN_SERIALIZABLE, ...setLocalTimeouts(t), 'LOCK TABLE ql3.start_gate IN ACCESS EXCLUSIVE MODE'].join('; ');
 
 /**
  * Outside any transaction: wait until the Run's turn is free (its row lock, bounded by the

@@ -58,7 +58,7 @@ const RETRY_PAUSE_MS = 20;
 
 export class PostgresTransactions {
   /** BEGIN + SET LOCAL of the timeouts + the transaction clock + the Run turn, one round trip (sql.ts). */
-  private readonly beginText: (runLiteral: string, alone: boolean) => string;
+  private readonly beginText: (runLiteral: string, gated: boolean) => string;
 
   constructor(
     private readonly pool: Pool,
@@ -143,7 +143,8 @@ export class PostgresTransactions {
    * (ql3.await_run_turn, bounded by lock_timeout) and begins again with a fresh snapshot. Writers
    * of one Run thus go one after another without failing each other under SERIALIZABLE, and
    * writers of different Runs never wait for each other. The lock lives exactly as long as the
-   * transaction, and only the product's role can take it.
+   * transaction, and only the product's role can take it. A last attempt takes the start gate
+   * first, in a round trip of its own (`takeGateAlone`).
    */
   private async attempt<T>(body: (tx: Tx) => Promise<T>, runId: string, beforeBegin: BeforeBegin | undefined, alone: boolean): Promise<T> {
     const client = await this.pool.connect();
@@ -154,15 +155,16 @@ export class PostgresTransactions {
     client.on('error', onError);
     try {
       let before = beforeBegin === undefined ? undefined : await beforeBegin(client);
-      const begin = this.beginText(client.escapeLiteral(runId), alone);
+      const runLiteral = client.escapeLiteral(runId);
       let nowMs: number | undefined;
       let turnVersion: number | null = null;
       while (nowMs === undefined) {
         try {
-          const begun = (await client.query(begin)) as unknown as { rows: { now_ms?: unknown; turn?: unknown }[] }[];
-          const turn = begun[2]?.rows[0]?.turn;
+          const gated = alone && (await takeGateAlone(client, this.timeouts));
+          const begun = (await client.query(this.beginText(runLiteral, gated))) as unknown as { rows: { now_ms?: unknown; turn?: unknown }[] }[];
+          const turn = begun[begun.length - 1]?.rows[0]?.turn;
           turnVersion = turn === null || turn === undefined ? null : decodeRow(PgInt, turn, 'run turn', runId);
-          nowMs = decodeRow(PgInt, begun[1]?.rows[0]?.now_ms, 'transaction clock', 'transaction_timestamp()');
+          nowMs = decodeRow(PgInt, begun[begun.length - 2]?.rows[0]?.now_ms, 'transaction clock', 'transaction_timestamp()');
         } catch (e) {
           const code = sqlStateOf(e);
           if (code !== SQLSTATE.lockNotAvailable && code !== SQLSTATE.serializationFailure) throw e;
@@ -195,3 +197,22 @@ export class PostgresTransactions {
     }
   }
 }
+
+/**
+ * A last attempt's gate (R9.5, pg-0057): BEGIN and the start gate held exclusively before the
+ * snapshot, leaving the transaction open (true). A session that holds the gate all along (a
+ * superuser's pg_dump takes ACCESS SHARE on every table) makes the wait end at lock_timeout:
+ * the transaction is rolled back and the attempt runs as any other (false). So no lock an
+ * unrelated session holds stalls a start beyond lock_timeout, and it never fails one.
+ */
+export const takeGateAlone = async (client: PoolClient, timeouts: PostgresTimeouts): Promise<boolean> => {
+  try {
+    await client.query(SQL.beginAlone(timeouts));
+    return true;
+  } catch (e) {
+    // the BEGIN ran: end the transaction here, whatever failed after it (a lost server ends it too)
+    if (unavailableReasonOf(e) === undefined) await client.query(SQL.ROLLBACK);
+    if (sqlStateOf(e) !== SQLSTATE.lockNotAvailable) throw e;
+    return false;
+  }
+};

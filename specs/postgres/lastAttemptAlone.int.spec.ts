@@ -6,9 +6,9 @@ import { createDatabase, openOn, openRacers, type TestDatabase } from '../../tes
 
 // R9.5, R5.2 (pg-0052): starts of different Runs still meet on shared B-tree pages under
 // SERIALIZABLE (SSI locks the index pages their probes read), most on a young store. A start's
-// last attempt therefore runs alone: it takes the start gate exclusively (first without
-// queueing, then queued for at most lock_timeout), and so meets no concurrent writer. No start of an unrelated Run runs out of retries that way, and
-// a session holding the gate (as pg_dump holds every table) delays the last attempt (and the
+// last attempt therefore runs alone: it takes the start gate exclusively (queued for at most
+// lock_timeout) before its snapshot (pg-0057), and so meets no concurrent writer. No start of an
+// unrelated Run runs out of retries that way, and a session holding the gate (as pg_dump holds every table) delays the last attempt (and the
 // writers queued behind its request) by a bound, and never makes a start fail.
 
 describe('PostgreSQL: the last attempt runs alone (R9.5, R5.2)', function () {
@@ -65,7 +65,56 @@ describe('PostgreSQL: the last attempt runs alone (R9.5, R5.2)', function () {
     expect(outcomes.flat().filter((o) => o !== 'created')).to.deep.equal([]);
   });
 
-  it('R9.5 given another session holding the start gate in share mode (as pg_dump does), when starts and lifecycle commands run with every attempt the last, then they still commit: the gate delays the last attempt by its bounds (20 ms asking, then lock_timeout queued) and fails nothing', async () => {
+  // What the gate is for: the attempt's SERIALIZABLE snapshot must follow it, or the writers that
+  // commit while it waits are concurrent with it, and SSI fails it on what both read and wrote
+  // (pg-0057). With index scans off every statement reads whole tables, so a writer that
+  // commits during the wait always forms that structure with an attempt whose snapshot came first.
+  const whileAWriterHoldsTheGate = async (act: (last: PostgresStartBarrier) => Promise<string>): Promise<string> => {
+    const [w] = await readyRuns(1);
+    const scans = (set: boolean) =>
+      db.admin(async (c) => {
+        for (const knob of ['enable_indexscan', 'enable_indexonlyscan', 'enable_bitmapscan']) await c.query(`ALTER DATABASE ${c.escapeIdentifier(db.name)} ${set ? `SET ${knob} = off` : `RESET ${knob}`}`);
+      });
+    await scans(true);
+    try {
+      let release!: () => void;
+      const held = new Promise<void>((r) => (release = r));
+      let atCommit!: () => void;
+      const reached = new Promise<void>((r) => (atCommit = r));
+      const [writer] = await clients(1, { hooks: { onStartStep: async (step) => { if (step === 'beforeCommit') { atCommit(); await held; } } } });
+      const [last] = await clients(1, { maxRetries: 0 });
+      const written = writer!.barriers.prepare(w!.startCommand());
+      await reached; // the writer holds the gate in share mode, its transaction open
+      const done = act(last!).catch((e: Error) => `${e.name}: ${e.message}`);
+      let queued = false;
+      for (let i = 0; i < 1000 && !queued; i++) {
+        queued = await db.admin(async (c) => (await c.query(`SELECT 1 FROM pg_locks WHERE relation = 'ql3.start_gate'::regclass AND NOT granted`)).rowCount === 1);
+        if (!queued) await new Promise((r) => setTimeout(r, 5));
+      }
+      release();
+      expect((await written).outcome).to.equal('created');
+      expect(queued, 'the last attempt queued for the gate').to.equal(true);
+      return await done;
+    } finally {
+      await scans(false);
+    }
+  };
+
+  it('R9.5 given a writer holding the start gate, when a start\'s last attempt waits for it and the writer commits, then the attempt\'s snapshot follows the gate and the start is created', async () => {
+    const [s] = await readyRuns(1);
+    expect(await whileAWriterHoldsTheGate(async (last) => (await last.barriers.prepare(s!.startCommand())).outcome)).to.equal('created');
+  });
+
+  it('R9.5 given a writer holding the start gate, when a lifecycle command\'s last attempt waits for it (a Run created, its StepRun made ready) and the writer commits, then the attempt\'s snapshot follows the gate and it commits', async () => {
+    const s = buildScenario();
+    const outcome = await whileAWriterHoldsTheGate(async (last) => {
+      for (const c of s.lifecycle) await last.runs.handle(c);
+      return (await main.runs.getStepRun(s.runId, s.stepRunId))?.status ?? 'missing';
+    });
+    expect(outcome).to.equal('ready');
+  });
+
+  it('R9.5 given another session holding the start gate in share mode (as pg_dump does), when starts and lifecycle commands run with every attempt the last, then they still commit: the gate delays the last attempt by lock_timeout (queued for it) and fails nothing', async () => {
     const [racer] = await clients(1, { maxRetries: 0, timeouts: { lockMs: 200 } });
     const [s, other] = await readyRuns(2);
     await db.admin(async (holder) => {
@@ -81,7 +130,7 @@ describe('PostgreSQL: the last attempt runs alone (R9.5, R5.2)', function () {
     });
   });
 
-  it('R9.5 given a login with CONNECT only, when it tries to lock the start gate, then it is refused: only the product\'s functions take it', async () => {
+  it('R9.5 given a login with CONNECT only, when it tries to lock the start gate, then it is refused: only the product\'s runtime (a last attempt) and its functions take it', async () => {
     const stranger = `ql3_spec_gate_${process.pid}_${Date.now()}`;
     await db.admin(async (c) => {
       await c.query(`CREATE ROLE ${stranger} NOLOGIN`);

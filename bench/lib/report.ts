@@ -35,6 +35,8 @@ export interface Target {
   readonly lowerIsBetter?: boolean;
   /** Printed after ratio and required instead of ×, when the figure is not a ratio. */
   readonly unit?: string;
+  /** Decimals printed for ratio and required (2 unless said): 0 for a count. */
+  readonly digits?: number;
   readonly detail: string;
   /** When missed: why, with the measurement that shows it. */
   readonly why?: string;
@@ -80,7 +82,7 @@ export const targetTable = (targets: readonly Target[]): string => {
   const head = '| target | measured | ratio | required | met |\n|---|---|---:|---:|:---:|';
   const lines = targets.map(
     (t) =>
-      `| ${t.text} | ${t.detail} | ${fmt(t.ratio, 2)}${t.unit ?? '×'} | ${t.lowerIsBetter ? '≤' : '≥'} ${fmt(t.required, 1)}${t.unit ?? '×'} | ${t.met ? 'met' : `**missed**${missedBy(t)}${t.why ? `: ${t.why}` : ''}`} |`,
+      `| ${t.text} | ${t.detail} | ${fmt(t.ratio, t.digits ?? 2)}${t.unit ?? '×'} | ${t.lowerIsBetter ? '≤' : '≥'} ${fmt(t.required, t.digits ?? 1)}${t.unit ?? '×'} | ${t.met ? 'met' : `**missed**${missedBy(t)}${t.why ? `: ${t.why}` : ''}`} |`,
   );
   return [head, ...lines].join('\n');
 };

@@ -28,8 +28,9 @@ import { canonicalBytesOfStart, leastOf, pgBytesAround, type BytesPerStart } fro
 const fresh = (_tag: string, n: number): Scenario[] => Array.from({ length: n }, () => buildScenario());
 
 /** A start that fails (e.g. retries exhausted) is counted, not fatal: the figure says how many. */
-const failures = { count: 0, byCode: {} as Record<string, number> };
+const failures = { count: 0, calls: 0, byCode: {} as Record<string, number> };
 const tolerant = (op: () => Promise<unknown>) => async () => {
+  failures.calls++;
   try {
     await op();
   } catch (e) {
@@ -318,6 +319,17 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
         ratio: s['stream-long']!.opsPerSec / s['stream-short']!.opsPerSec,
         required: 0.8,
         detail: `${s['stream-long']!.opsPerSec.toFixed(0)} vs ${s['stream-short']!.opsPerSec.toFixed(0)} starts/s`,
+      }),
+      // Medians hide a round's failures; this counts every prepare of the section (R9.5, R5.2).
+      target({
+        id: 'pg.failed',
+        text: 'every PostgreSQL prepare commits or replays: none ends CONCURRENCY_EXHAUSTED or otherwise (the last attempt runs alone)',
+        ratio: failures.count,
+        required: 0,
+        lowerIsBetter: true,
+        unit: ' failed',
+        digits: 0,
+        detail: `${failures.count} of ${failures.calls.toLocaleString('en-US')} prepare calls failed${failures.count > 0 ? ` (${Object.entries(failures.byCode).map(([code, n]) => `${code} ${n}`).join(', ')})` : ''}`,
       }),
       ...pgClients.map((c) =>
         target({

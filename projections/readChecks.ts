@@ -82,6 +82,15 @@ export const requireStepRunNotInLog = (runId: string, stepRunId: string, created
 };
 
 /**
+ * R9.3: a StepRun with no head row is one to decide on as absent (a create, a "not found") only
+ * if the Run's log holds no event of it. `last`: its last event in the log (one index probe),
+ * read only on that path.
+ */
+export const requireNoLogOfHeadless = (runId: string, stepRunId: string, last: EventRow | undefined): void => {
+  if (last !== undefined) throw new CorruptRecordError('step run', `${runId}/${stepRunId}`, `the Run's log creates this StepRun (its last event: ${last.event_type}) but its head row is missing`);
+};
+
+/**
  * R9.3: a StepRun head answers only where its log ends. `last`: the StepRun's last event in the
  * Run's log (its highest StepRun version). The head is a projection, so a head row rewritten
  * with its digest recomputed would otherwise be answered as the StepRun's state.

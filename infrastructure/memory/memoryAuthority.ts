@@ -24,7 +24,7 @@ import { outcomeRowOf } from '../../projections/outcomeRows';
 import type { AppendOutcome, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../../application/authority';
 import { createRecoveryApi } from '../../application/recoveryRules';
 import { createEvidenceKeyring, type EvidenceKeyring, type EvidenceKeyringOptions } from '../../application/evidenceKeys';
-import { agreedAttemptStart, requireAttemptNotInLog, requireHeadAtLogEnd, requireNoTraceOfStart, requireStepRunNotInLog, wholeStream } from '../../projections/readChecks';
+import { agreedAttemptStart, requireAttemptNotInLog, requireHeadAtLogEnd, requireNoLogOfHeadless, requireNoTraceOfStart, requireStepRunNotInLog, wholeStream } from '../../projections/readChecks';
 import { createMemoryRecoveryView } from './memoryRecoveryView';
 import { memorySealedSpan, sealMemoryEvents } from './memorySeals';
 import { appendedEventCells, requireSealedSpan, startEventCells } from '../../application/eventSeals';
@@ -88,6 +88,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     const run = decodeRunRow(row, t.streams.get(streamNameOf(runId)) ?? null);
     const stepRuns = stepRunIds.flatMap((id) => {
       const r = t.stepRuns.get(stepKey(runId, id));
+      if (r === undefined) requireNoLogOfHeadless(runId, id, lastStepRunEventRow(t, streamNameOf(runId), id));
       return r === undefined ? [] : [decodeStepRunRow(r)];
     });
     return runStateOf(run, stepRuns);

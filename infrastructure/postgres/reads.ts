@@ -2,7 +2,7 @@ import { CorruptRecordError, noReplayHits, streamNameOf, type ReplayHit, type Re
 import { attemptValue, replayValuesOf, type ReplayIdentityRow } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import { checkStartRows } from '../../projections/checkRows';
-import { agreedAttemptStart, requireAttemptNotInLog, requireHeadAtLogEnd, requireNoTraceOfStart, wholeStream } from '../../projections/readChecks';
+import { agreedAttemptStart, requireAttemptNotInLog, requireHeadAtLogEnd, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream } from '../../projections/readChecks';
 import type { EventRow } from '../../projections/verifyRows';
 import type { StoredBarrier, StoredEvent } from '../../application/authority';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
@@ -36,12 +36,14 @@ import * as SQL from './sql';
 
 /** The Run head, its stream head and one StepRun (inside a write, under the Run's turn: R3.2). */
 export const loadRunState = async (q: Queryable, runId: string, stepRunId: string | undefined): Promise<RunState> => {
-  const [row] = await run<RunStateColumns>(q, SQL.READ_RUN_STATE, {
+  const [row] = await run<RunStateColumns & { last_step_run_event: unknown }>(q, SQL.READ_RUN_STATE, {
     run_id: runId,
     stream_id: streamNameOf(runId),
     step_run_id: stepRunId ?? null,
   });
-  return runStateOfRow(row, runId, stepRunId);
+  const state = runStateOfRow(row, runId, stepRunId);
+  if (stepRunId !== undefined && state.run !== null && state.stepRuns[stepRunId] === undefined) requireNoLogOfHeadless(runId, stepRunId, lastStepRunEventOfRow(row, runId));
+  return state;
 };
 
 export interface RunStateColumns {
@@ -211,6 +213,7 @@ export const runStateAtLogEnd = (row: (RunStateColumns & { last_step_run_event?:
   const state = runStateOfRow(row, runId, stepRunId);
   const s = state.stepRuns[stepRunId];
   if (s !== undefined) requireHeadAtLogEnd(s, lastStepRunEventOfRow(row, runId));
+  else if (state.run !== null) requireNoLogOfHeadless(runId, stepRunId, lastStepRunEventOfRow(row, runId));
   return state;
 };
 

@@ -46,9 +46,6 @@ const RUN_STATE_CTES = `run AS (SELECT run_id, project_id, snapshot_id, snapshot
 const runStateColumns = (gate: string) => `(SELECT row_to_json(run) FROM run${gate}) AS run,
        (SELECT version FROM stream${gate}) AS stream_version,
        (SELECT row_to_json(step) FROM step${gate}) AS step_run`;
-export const READ_RUN_STATE = named(`WITH
-  ${RUN_STATE_CTES}
-SELECT ${runStateColumns('')}`);
 
 /** The StepRun's last event in the Run's log, as one json row: one descent of the StepRun version index (pg-0056). */
 const lastStepRunEventColumn = (gate: string) => `(SELECT row_to_json(e) FROM (
@@ -57,6 +54,12 @@ const lastStepRunEventColumn = (gate: string) => `(SELECT row_to_json(e) FROM (
              AND event_type IN ${STEP_RUN_EVENT_TYPES_SQL}
              AND (data_json::json ->> 'stepRunId') = :step_run_id${gate}
            ORDER BY ((data_json::json ->> 'stepRunVersion')::bigint) DESC LIMIT 1) e) AS last_step_run_event`;
+
+/** The Run, its stream head and one StepRun; the StepRun's last log event only when it has no head row (R9.3: absent only if the log holds none of it). */
+export const READ_RUN_STATE = named(`WITH
+  ${RUN_STATE_CTES}
+SELECT ${runStateColumns('')},
+       ${lastStepRunEventColumn(' AND NOT EXISTS (SELECT 1 FROM step)')}`);
 
 /**
  * READ_RUN_STATE and the StepRun's last event in the Run's log, in one statement: one snapshot,

@@ -13,7 +13,7 @@ import { attemptValue, replayKeysOfBarrierRow, replayValuesOf, type BarrierRow, 
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import type { EventRow } from '../../projections/verifyRows';
 import { checkStartRows } from '../../projections/checkRows';
-import { agreedAttemptStart, requireAttemptNotInLog, requireNoTraceOfStart, wholeStream } from '../../projections/readChecks';
+import { agreedAttemptStart, requireAttemptNotInLog, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream } from '../../projections/readChecks';
 import type { StoredBarrier, StoredEvent } from '../../application/authority';
 import type { EvidenceKeyring, EvidenceMacRow } from '../../application/evidenceKeys';
 import { requireSealedSpan } from '../../application/eventSeals';
@@ -28,7 +28,7 @@ type HeadRow = RunRow & { stream_version: number | null };
 
 export const loadRunState = (s: Statements, runId: string, stepRunIds: readonly string[]): RunState => {
   const head = s.runHead.get(streamNameOf(runId), runId) as HeadRow | undefined;
-  return runStateFrom(s, runId, head, head === undefined ? [] : stepRunIds.map((id) => s.stepRun.get(runId, id) as StepRunRow | undefined));
+  return runStateFrom(s, runId, head, head === undefined ? [] : stepRunIds.map((id) => s.stepRun.get(runId, id) as StepRunRow | undefined), stepRunIds);
 };
 
 /** What a start reads under its lock: the Run state, the link of the event at its head, the clock. */
@@ -56,15 +56,19 @@ export const loadStartHead = (s: Statements, runId: string, stepRunId: string): 
           digest: head.sr_digest!,
           state_json: head.sr_state_json!,
         };
-  return { state: runStateFrom(s, runId, head, [stepRun]), chain: head?.chain_digest ?? undefined, nowMs: head?.now_ms };
+  return { state: runStateFrom(s, runId, head, [stepRun], [stepRunId]), chain: head?.chain_digest ?? undefined, nowMs: head?.now_ms };
 };
 
-const runStateFrom = (s: Statements, runId: string, head: HeadRow | undefined, stepRunRows: readonly (StepRunRow | undefined)[]): RunState => {
+/** `stepRunRows[i]` is the head row of `stepRunIds[i]`, if any. */
+const runStateFrom = (s: Statements, runId: string, head: HeadRow | undefined, stepRunRows: readonly (StepRunRow | undefined)[], stepRunIds: readonly string[]): RunState => {
   if (head === undefined) {
     const stream = s.streamVersion.get(streamNameOf(runId)) as { version: number } | undefined;
     if (stream !== undefined) throw new CorruptRecordError('run', runId, 'stream exists but its run head is missing');
     return runStateOf(null, []);
   }
+  stepRunRows.forEach((row, i) => {
+    if (row === undefined) requireNoLogOfHeadless(runId, stepRunIds[i]!, s.lastStepRunEvent.get(streamNameOf(runId), stepRunIds[i]) as EventRow | undefined);
+  });
   const run = decodeRunRow(head, head.stream_version);
   const stepRuns = stepRunRows.filter((r): r is StepRunRow => r !== undefined).map(decodeStepRunRow);
   return runStateOf(run, stepRuns);

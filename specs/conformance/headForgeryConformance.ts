@@ -20,6 +20,8 @@ export interface HeadForgeryStore {
   rewriteHead(row: StepRunRow): Promise<void>;
   /** Moves a Run's head and its stream head by `delta` the same way (not in memory, whose stream heads no damage session reaches). */
   readonly moveRunHeads?: (runId: string, delta: number) => Promise<void>;
+  /** Deletes a StepRun's head row past every guard; the function returned puts it back. */
+  removeHead(runId: string, stepRunId: string): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }
 
@@ -39,6 +41,13 @@ export const rewriteThrough = (damage: DamageSession) => async (row: StepRunRow)
     expect(set.applied, `step_runs.${column}: ${set.reason ?? ''}`).to.equal(true);
     key = set.key;
   }
+};
+
+/** A head row deleted through a damage session, and put back by the function returned. */
+export const removeThrough = (damage: DamageSession) => async (runId: string, stepRunId: string): Promise<() => Promise<void>> => {
+  const [found] = await damage.rows('step_runs', 'run_id = ? AND step_run_id = ?', [runId, stepRunId]);
+  const { undo } = await damage.remove('step_runs', String(found!._key));
+  return undo;
 };
 
 const complete = (s: Scenario): LifecycleCommand => ({
@@ -145,6 +154,26 @@ export const headForgerySuite = (backend: HeadForgeryBackend): void => {
         expect((await a().runs.readStream(g.runId)).length).to.equal(events);
         expect(await a().barriers.getByStartId(g.startCommand().startId)).to.equal(null);
       }
+    });
+
+    it('R9.3 a StepRun head row deleted while its log creates it: a start, a lifecycle move and creating it again are refused (CORRUPT_RECORD, never step_run_not_found) and write nothing; put back, the store verifies clean', async () => {
+      const g = await setUp(a());
+      const events = (await a().runs.readStream(g.runId)).length;
+      const create = g.lifecycle.find((c) => c.type === 'CreateStepRun')!;
+      const putBack = await store.removeHead(g.runId, g.stepRunId);
+      try {
+        await expectCorrupt('getStepRun', a().runs.getStepRun(g.runId, g.stepRunId));
+        const e = await expectCorrupt('prepare', a().barriers.prepare(g.startCommand()));
+        expect(e.message).to.match(/log creates this StepRun/);
+        await expectCorrupt('MarkStepRunReady', a().runs.handle({ type: 'MarkStepRunReady', data: { runId: g.runId, stepRunId: g.stepRunId, requestedAtMs: 1_780_000_100_000 } }));
+        await expectCorrupt('CreateStepRun again', a().runs.handle(create));
+      } finally {
+        await putBack();
+      }
+      expect((await a().runs.readStream(g.runId)).length, 'events of the Run').to.equal(events);
+      expect(await a().barriers.getByStartId(g.startCommand().startId)).to.equal(null);
+      expect((await a().barriers.prepare(g.startCommand())).outcome).to.equal('created');
+      expect((await a().recovery.verify()).problems).to.deep.equal([]);
     });
 
     it('R9.3 a head set past its log (a version no event reached): getStepRun fails closed; put back, the store verifies clean', async () => {

@@ -1,12 +1,13 @@
 import { openMemoryStartBarrier } from '../../infrastructure/memory/memoryAuthority';
 import { memoryDamageSession } from '../../testkit/memoryDamage';
-import { headForgerySuite, rewriteThrough } from '../conformance/headForgeryConformance';
+import { headForgerySuite, removeThrough, rewriteThrough } from '../conformance/headForgeryConformance';
 
 headForgerySuite({
   runHeads: false,
   name: 'in-memory',
   open: async () => {
     const authority = await openMemoryStartBarrier();
-    return { authority, rewriteHead: rewriteThrough(memoryDamageSession(authority)), close: () => authority.close() };
+    const damage = memoryDamageSession(authority);
+    return { authority, rewriteHead: rewriteThrough(damage), removeHead: removeThrough(damage), close: () => authority.close() };
   },
 });

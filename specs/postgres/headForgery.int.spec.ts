@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { postgresDamageSession } from '../../testkit/damage';
 import { createDatabase, openOn } from '../../testkit/postgresHarness';
-import { headForgerySuite, moveRunHeadsThrough, rewriteThrough } from '../conformance/headForgeryConformance';
+import { headForgerySuite, moveRunHeadsThrough, removeThrough, rewriteThrough } from '../conformance/headForgeryConformance';
 import { setUp } from '../conformance/startBarrierConformance';
 
 headForgerySuite({
@@ -15,6 +15,7 @@ headForgerySuite({
       authority,
       rewriteHead: rewriteThrough(damage),
       moveRunHeads: moveRunHeadsThrough(damage),
+      removeHead: removeThrough(damage),
       close: async () => {
         await damage.close();
         await authority.close();

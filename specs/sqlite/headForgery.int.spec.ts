@@ -31,12 +31,25 @@ const moveRunHeadsIn = (path: string) => async (runId: string, delta: number): P
     db.prepare('UPDATE streams SET version = version + ? WHERE stream_id = ?').run(delta, `run-${runId}`);
   });
 
+const removeHeadIn = (path: string) => async (runId: string, stepRunId: string): Promise<() => Promise<void>> => {
+  let row: StepRunRow | undefined;
+  pastGuards(path, ['step_runs'], (db) => {
+    row = db.prepare('SELECT * FROM step_runs WHERE run_id = ? AND step_run_id = ?').get(runId, stepRunId) as StepRunRow;
+    db.prepare('DELETE FROM step_runs WHERE run_id = ? AND step_run_id = ?').run(runId, stepRunId);
+  });
+  return async () =>
+    pastGuards(path, ['step_runs'], (db) => {
+      const columns = Object.keys(row!);
+      db.prepare(`INSERT INTO step_runs (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`).run(...columns.map((c) => row![c as keyof StepRunRow]));
+    });
+};
+
 headForgerySuite({
   runHeads: true,
   name: 'SQLite',
   open: async () => {
     const path = freshDbPath();
     const authority = await openFreshSqlite(undefined, path);
-    return { authority, rewriteHead: rewriteHeadIn(path), moveRunHeads: moveRunHeadsIn(path), close: () => authority.close() };
+    return { authority, rewriteHead: rewriteHeadIn(path), moveRunHeads: moveRunHeadsIn(path), removeHead: removeHeadIn(path), close: () => authority.close() };
   },
 });

@@ -84,7 +84,11 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
 
   private loadRunState(t: Tables, runId: string, stepRunIds: readonly string[]): RunState {
     const row = t.runs.get(runId);
-    if (row === undefined) return runStateOf(null, []);
+    if (row === undefined) {
+      // A Run is absent only if no stream of it is either (as the SQL stores read it).
+      if (t.streams.has(streamNameOf(runId))) throw new CorruptRecordError('run', runId, 'stream exists but its run head is missing');
+      return runStateOf(null, []);
+    }
     const run = decodeRunRow(row, t.streams.get(streamNameOf(runId)) ?? null);
     const stepRuns = stepRunIds.flatMap((id) => {
       const r = t.stepRuns.get(stepKey(runId, id));

@@ -1,5 +1,6 @@
 import {
   CorruptRecordError,
+  PreconditionError,
   buildStartFactsWithJson,
   classifyReplay,
   replayKeysOf,
@@ -57,6 +58,20 @@ export const existingBarrierOf = async (uow: Pick<StartUnitOfWork, 'readBarrier'
   return barrier;
 };
 
+/**
+ * R9.3: a command the replay index does not know, refused by the decision (its StepRun is not
+ * where the command says), is refused so only if no barrier holds its startId either. A start
+ * whose index rows were deleted would otherwise answer its own lost-response replay with a
+ * stale-command error; the barrier read fails closed on the missing rows instead. Only on that
+ * path: one probe by startId.
+ */
+export const refuseUnknownStart = async (uow: Pick<StartUnitOfWork, 'readBarrier'>, startId: string, refusal: unknown): Promise<never> => {
+  if (refusal instanceof PreconditionError && (await uow.readBarrier(startId)) !== null) {
+    throw new CorruptRecordError('replay index', startId, 'a barrier holds this start but the index does not name it');
+  }
+  throw refusal;
+};
+
 /** The body of one start transaction. The caller opens, commits or rolls back around it. */
 export const runStartTransaction = async (
   uow: StartUnitOfWork,
@@ -75,7 +90,13 @@ export const runStartTransaction = async (
   if (existing !== null) return { outcome: 'existing', barrier: existing };
   const state = await uow.lockForStart(c.stepRun.runId, c.stepRun.stepRunId);
   if (step !== undefined) await step('lock');
-  const { facts, json } = buildStartFactsWithJson(decoded, state);
+  let decided: ReturnType<typeof buildStartFactsWithJson>;
+  try {
+    decided = buildStartFactsWithJson(decoded, state);
+  } catch (e) {
+    return refuseUnknownStart(uow, c.startId, e);
+  }
+  const { facts, json } = decided;
   const plan = planStartWrite(facts, state, await uow.clockMs(), json);
   if (uow.writesAtOnce) {
     await uow.writeStart(plan, START_WRITE_STEPS);

@@ -1,14 +1,14 @@
 import type { Pool, PoolClient } from 'pg';
-import { REPLAY_IDENTITIES, buildStartFactsWithJson, replayKeysOf, streamNameOf, type DecodedStartCommand, type ReplayHit, type ReplayHits, type ReplayIdentity, noReplayHits, type RunState } from '../../domain';
+import { PreconditionError, REPLAY_IDENTITIES, buildStartFactsWithJson, replayKeysOf, streamNameOf, type DecodedStartCommand, type ReplayHit, type ReplayHits, type ReplayIdentity, noReplayHits, type RunState } from '../../domain';
 import type { PrepareResult, StartStepHook, StoredBarrier } from '../../application/authority';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
-import { existingBarrierOf } from '../../application/startProtocol';
+import { existingBarrierOf, refuseUnknownStart } from '../../application/startProtocol';
 import { START_WRITE_STEPS, planStartWrite, type StartWrite } from '../../application/startWrite';
 import { replayValuesOf, type ReplayIdentityRow } from '../../projections/rows';
 import { SQLSTATE, isRetryable, isUniqueViolation, mapPgError, sqlStateOf, unavailableReasonOf } from './errors';
 import { paramOf } from './identities';
 import { run } from './query';
-import { macRowsOfRead, runStateAtLogEnd, verifyBarrierRow, type RunStateColumns } from './reads';
+import { macRowsOfRead, readBarrier, runStateAtLogEnd, verifyBarrierRow, type RunStateColumns } from './reads';
 import { PENDING_CLOCK, PREPARED_OUT_OF_STEP, resyncPrepared, roundTripText, setLocalTimeouts, type Part } from './roundTripSql';
 import { HitTupleCodec, PgInt, decodeRow, decodeRows } from './rowCodecs';
 import * as SQL from './sql';
@@ -216,6 +216,7 @@ export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: Decode
           ctx.tx.spend(budget); // answered on the same budget (R9.5)
           return await resolveUniqueViolation(client, decoded, e, ctx.keys);
         }
+        if (e instanceof PreconditionError) await refuseUnknownStart({ readBarrier: (id) => readBarrier(client, id, ctx.keys) }, decoded.command.startId, e);
         if (!isRetryable(e)) throw e;
         await ctx.tx.afterRetryable(budget, e);
       }

@@ -231,20 +231,33 @@ export const damageSuite = (backend: DamageBackend): void => {
     });
 
     /** Delete a start's barrier row with its replay-identity rows (its facts and events stay), run `check`, put them back. */
-    const withoutStart = async (startId: string, check: (what: string) => Promise<void>): Promise<void> => {
+    /** The start's replay-index rows deleted, and its barrier row too unless `keepBarrier`. */
+    const withoutStart = async (startId: string, check: (what: string) => Promise<void>, keepBarrier = false): Promise<void> => {
       const rows = [
-        ...(await store.damage.rows('tool_execution_start_barriers', 'start_id = ?', [startId])).map((r) => ['tool_execution_start_barriers', r] as const),
+        ...(keepBarrier ? [] : (await store.damage.rows('tool_execution_start_barriers', 'start_id = ?', [startId])).map((r) => ['tool_execution_start_barriers', r] as const)),
         ...(await store.damage.rows('start_replay_identities', 'start_id = ?', [startId])).map((r) => ['start_replay_identities', r] as const),
       ];
-      expect(rows).to.have.length(1 + REPLAY_IDENTITIES.length);
+      expect(rows).to.have.length((keepBarrier ? 0 : 1) + REPLAY_IDENTITIES.length);
       const gone = [];
       for (const [table, row] of rows) gone.push(await store.damage.remove(table, String(row._key)));
       try {
-        await check(`${startId} barrier and index rows deleted`);
+        await check(`${startId} ${keepBarrier ? 'index rows' : 'barrier and index rows'} deleted`);
       } finally {
         for (const g of gone.reverse()) await g.undo();
       }
     };
+
+    it('R9.3 a start whose seven replay-index rows are gone (barrier, facts and events kept), or its barrier too: its lost-response replay is CORRUPT_RECORD, never refused as a stale command', async () => {
+      for (const c of [command, finished, lost]) {
+        for (const keepBarrier of [true, false]) {
+          await withoutStart(c.startId, async (what) => {
+            const e = await rejects(a().barriers.prepare(c));
+            expect(e instanceof CorruptRecordError, `${what}: prepare ${e.name} ${e.message}`).to.equal(true);
+          }, keepBarrier);
+        }
+      }
+      await expectHealthy();
+    });
 
     it('R9.3 a start whose barrier and replay-index rows are gone, its facts and events kept: reads by start id and by attempt raise CORRUPT_RECORD, never null (CLI exit 5)', async () => {
       const cases = [

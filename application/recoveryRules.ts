@@ -394,7 +394,12 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
           `start ${req.startId} is already resolved as ${existing.outcome} by ${existing.decidedBy}; outcomes are facts, not edits (retry with a new attempt instead)`,
         );
       };
-      const before = await backend.snapshot(async (v) => ({ barrier: await requireBarrier(v, req.startId), outcome: await outcomeOf(v, req.startId, backend.keyring?.()) }));
+      const before = await backend.snapshot(async (v) => {
+        const barrier = await requireBarrier(v, req.startId);
+        const outcome = await outcomeOf(v, req.startId, backend.keyring?.());
+        await requireAgreement(v, barrier, outcome); // no outcome row for a finished StepRun: damage, not a resolution to make (R9.3)
+        return { barrier, outcome };
+      });
       if (before.outcome !== null) return settled(before.outcome);
       const b = before.barrier.record;
       // R10.2: the note goes to its side record first; the event then binds its digest. If the
@@ -428,8 +433,10 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
     note: async (startId) => {
       const id = decodeOrThrow(Identity, 'startId', startId);
       const outcome = await backend.snapshot(async (v) => {
-        await requireBarrier(v, id);
-        return outcomeOf(v, id, backend.keyring?.());
+        const barrier = await requireBarrier(v, id);
+        const found = await outcomeOf(v, id, backend.keyring?.());
+        await requireAgreement(v, barrier, found); // "no note" only if the outcome row is not missing (R9.3)
+        return found;
       });
       if (outcome?.noteDigest === undefined) return null;
       return noteOf(id, outcome.noteDigest, await backend.notes.rows(id));
@@ -438,8 +445,10 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
     purgeNote: async (startId) => {
       const id = decodeOrThrow(Identity, 'startId', startId);
       const outcome = await backend.snapshot(async (v) => {
-        await requireBarrier(v, id);
-        return outcomeOf(v, id, backend.keyring?.());
+        const barrier = await requireBarrier(v, id);
+        const found = await outcomeOf(v, id, backend.keyring?.());
+        await requireAgreement(v, barrier, found); // a missing outcome row is damage, not an orphan to purge (R9.3)
+        return found;
       });
       // An orphan (a resolve that stopped between its note and its outcome event) is purged too:
       // it is no evidence, but its text is a person's words kept for nothing (R10.2).

@@ -221,17 +221,20 @@ export const damageSuite = (backend: DamageBackend): void => {
       await expectHealthy();
     });
 
-    it('R9.3 a finished StepRun whose outcome row is gone: show, history and outcome raise CORRUPT_RECORD (CLI exit 5)', async () => {
+    it('R9.3 a finished StepRun whose outcome row is gone: show, history, outcome, note, purge-note and resolve (the same outcome or another) raise CORRUPT_RECORD, never a precondition (CLI exit 5)', async () => {
       await without('start_outcomes', 'start_id = ?', [finished.startId], async (what) => {
         await expectCorrupt(`${what}: outcome`, a().recovery.outcome(finished.startId));
         await expectCorrupt(`${what}: history`, a().recovery.history(f.runId, f.stepRunId));
+        await expectCorrupt(`${what}: note`, a().recovery.note(finished.startId));
+        await expectCorrupt(`${what}: purge-note`, a().recovery.purgeNote(finished.startId));
+        await expectCorrupt(`${what}: resolve completed`, a().recovery.resolve(finished.startId, 'completed', { decidedBy: 'damage-suite', reason: 'tool_succeeded' }));
+        await expectCorrupt(`${what}: resolve failed`, a().recovery.resolve(finished.startId, 'failed', { decidedBy: 'damage-suite', reason: 'tool_failed' }));
         await expectCliExit5(what, [['show', '--start-id', finished.startId], ['history', f.runId, f.stepRunId]]);
       });
       await expectHealthy();
     });
 
-    /** Delete a start's barrier row with its replay-identity rows (its facts and events stay), run `check`, put them back. */
-    /** The start's replay-index rows deleted, and its barrier row too unless `keepBarrier`. */
+    /** The start's replay-index rows deleted, and its barrier row too unless `keepBarrier` (its facts and events stay); `check` runs, then they are put back. */
     const withoutStart = async (startId: string, check: (what: string) => Promise<void>, keepBarrier = false): Promise<void> => {
       const rows = [
         ...(keepBarrier ? [] : (await store.damage.rows('tool_execution_start_barriers', 'start_id = ?', [startId])).map((r) => ['tool_execution_start_barriers', r] as const)),

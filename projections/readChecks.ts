@@ -70,17 +70,6 @@ export const requireAttemptNotInLog = (attempt: string, stepRunId: string, start
   return null;
 };
 
-/** R9.3: a StepRun with no head row answers null only if the Run's log did not create it. `created`: the StepRunCreated rows of the Run's stream. */
-export const requireStepRunNotInLog = (runId: string, stepRunId: string, created: readonly EventRow[]): null => {
-  for (const row of created) {
-    const event = checkEventRow(row);
-    if (event.type === 'StepRunCreated' && event.data.stepRunId === stepRunId) {
-      throw new CorruptRecordError('step run', `${runId}/${stepRunId}`, "the Run's log creates this StepRun but its head row is missing");
-    }
-  }
-  return null;
-};
-
 /**
  * R9.3: a StepRun with no head row is one to decide on as absent (a create, a "not found") only
  * if the Run's log holds no event of it. `last`: its last event in the log (one index probe),

@@ -20,8 +20,7 @@ import { isUniqueViolation, mapPgError } from './errors';
 import { lifecycleUnitOfWork } from './lifecycleWrite';
 import { assertSchemaCurrent, migratePostgres } from './migrate';
 import { postgresRecoveryOf } from './postgresRecoveryView';
-import { eventsOfType, loadStepRunAtLogEnd, requireHeadsAtLogEnd, readBarrier, readBarrierOfAttempt, readStream } from './reads';
-import { requireStepRunNotInLog } from '../../projections/readChecks';
+import { loadStepRunAtLogEnd, requireHeadsAtLogEnd, readBarrier, readBarrierOfAttempt, readStream } from './reads';
 import { postgresSealer, type PostgresSealer } from './postgresSeals';
 import * as SQL from './sql';
 import { existingOfRead, prepareInRoundTrips, readStart, stateOfRead } from './startRoundTrips';
@@ -231,20 +230,10 @@ class PostgresAuthority implements PostgresStartBarrier {
     },
     getStepRun: (runId: string, stepRunId: string): Promise<StepRunView | null> =>
       this.read(async (q) => {
-        const read = async () => {
-          const s = (await loadStepRunAtLogEnd(q, runId, stepRunId)).stepRuns[stepRunId];
-          return s === undefined ? null : { ...s, digest: stepRunRowOf(s).digest };
-        };
-        const found = await read();
-        if (found !== null) return found;
-        try {
-          return requireStepRunNotInLog(runId, stepRunId, await eventsOfType(q, runId, 'StepRunCreated'));
-        } catch (e) {
-          // created between the two statements: the head, read again after the log, holds it
-          const again = await read();
-          if (again === null) throw e;
-          return again;
-        }
+        // One statement reads the head and the StepRun's last log event: no head is null only
+        // where the log holds none of it (runStateAtLogEnd), in the same snapshot.
+        const s = (await loadStepRunAtLogEnd(q, runId, stepRunId)).stepRuns[stepRunId];
+        return s === undefined ? null : { ...s, digest: stepRunRowOf(s).digest };
       }),
     readStream: (runId: string): Promise<readonly StoredEvent[]> => this.read((q) => readStream(q, runId, this.keys)),
   };

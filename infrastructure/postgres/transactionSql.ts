@@ -9,31 +9,27 @@ export const BEGIN_SERIALIZABLE = 'BEGIN ISOLATION LEVEL SERIALIZABLE';
 export const COMMIT = 'COMMIT';
 export const ROLLBACK = 'ROLLBACK';
 
+type Timeouts = { readonly statementMs: number; readonly lockMs: number; readonly idleInTransactionMs: number };
+
+const CLOCK = 'SELECT (extract(epoch FROM transaction_timestamp()) * 1000)::bigint AS now_ms';
+
 /**
  * BEGIN, SET LOCAL of the three timeouts, the transaction clock of R3.10 read once (every row
  * of the transaction carries it), and the Run turn (the Run head's row lock, taken without
  * waiting by `ql3.take_run_turn`, pg-0037), in one simple-protocol round trip. The simple
  * protocol takes no parameters, so the timeouts are inlined (integers the authority validated
- * on open, checked again here) and the Run id is the driver's escaped literal.
+ * on open, checked again by setLocalTimeouts) and the Run id is the driver's escaped literal.
+ * The clock and the turn are the last two results.
  *
  * The turn rides in the first round trip because a SERIALIZABLE snapshot is taken by the first
  * statement: a writer that had to wait for the turn inside its transaction would then fail on
  * the previous holder's writes. So the turn never waits here; `AWAIT_RUN_TURN` waits outside.
- * `gated`: the transaction is already open and holds the start gate (`beginAlone`), so only
- * the clock and the turn are left to read.
+ * `gated`: the transaction is already open, its timeouts set, and holds the start gate
+ * (`beginAlone`), so only the clock and the turn are left to read.
  */
-export const beginConfigured = (t: { readonly statementMs: number; readonly lockMs: number; readonly idleInTransactionMs: number }): ((runLiteral: string, gated: boolean) => string) => {
-  const ms = (v: number) => {
-    if (!Number.isSafeInteger(v) || v < 1) throw new RangeError(`timeout ${v} is not a positive integer`);
-    return `'${v}'`;
-  };
-  const begin = `${BEGIN_SERIALIZABLE}; SELECT
-  set_config('statement_timeout', ${ms(t.statementMs)}, true) AS statement_timeout,
-  set_config('lock_timeout', ${ms(t.lockMs)}, true) AS lock_timeout,
-  set_config('idle_in_transaction_session_timeout', ${ms(t.idleInTransactionMs)}, true) AS idle_timeout,
-  (extract(epoch FROM transaction_timestamp()) * 1000)::bigint AS now_ms`;
-  const clock = 'SELECT (extract(epoch FROM transaction_timestamp()) * 1000)::bigint AS now_ms';
-  return (runLiteral, gated) => `${gated ? clock : begin}; SELECT ql3.take_run_turn(${runLiteral}, false) AS turn`;
+export const beginConfigured = (t: Timeouts): ((runLiteral: string, gated: boolean) => string) => {
+  const begin = [BEGIN_SERIALIZABLE, ...setLocalTimeouts(t)].join('; ');
+  return (runLiteral, gated) => `${gated ? '' : `${begin}; `}${CLOCK}; SELECT ql3.take_run_turn(${runLiteral}, false) AS turn`;
 };
 
 /**
@@ -42,8 +38,7 @@ export const beginConfigured = (t: { readonly statementMs: number; readonly lock
  * SERIALIZABLE snapshot, fixed by the next statement, sees every writer that held the gate
  * before: none is concurrent with this attempt, and none can fail it.
  */
-export const beginAlone = (t: { readonly statementMs: number; readonly lockMs: number; readonly idleInTransactionMs: number }): string =>
-  [BEGIN_SERIALIZABLE, ...setLocalTimeouts(t), 'LOCK TABLE ql3.start_gate IN ACCESS EXCLUSIVE MODE'].join('; ');
+export const beginAlone = (t: Timeouts): string => [BEGIN_SERIALIZABLE, ...setLocalTimeouts(t), 'LOCK TABLE ql3.start_gate IN ACCESS EXCLUSIVE MODE'].join('; ');
 
 /**
  * Outside any transaction: wait until the Run's turn is free (its row lock, bounded by the

@@ -8,6 +8,7 @@ import {
   type ReplayIdentity,
   type ReplayKeys,
   type RunState,
+  type StepRunState,
 } from '../../domain';
 import { attemptValue, replayKeysOfBarrierRow, replayValuesOf, type BarrierRow, type ReplayIdentityRow, type RunRow, type StepRunRow } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
@@ -28,7 +29,7 @@ type HeadRow = RunRow & { stream_version: number | null };
 
 export const loadRunState = (s: Statements, runId: string, stepRunIds: readonly string[]): RunState => {
   const head = s.runHead.get(streamNameOf(runId), runId) as HeadRow | undefined;
-  return runStateFrom(s, runId, head, head === undefined ? [] : stepRunIds.map((id) => s.stepRun.get(runId, id) as StepRunRow | undefined), stepRunIds);
+  return runStateFrom(s, runId, head, head === undefined ? [] : stepRunIds.map((id) => [id, s.stepRun.get(runId, id) as StepRunRow | undefined]));
 };
 
 /** What a start reads under its lock: the Run state, the link of the event at its head, the clock. */
@@ -56,21 +57,22 @@ export const loadStartHead = (s: Statements, runId: string, stepRunId: string): 
           digest: head.sr_digest!,
           state_json: head.sr_state_json!,
         };
-  return { state: runStateFrom(s, runId, head, [stepRun], [stepRunId]), chain: head?.chain_digest ?? undefined, nowMs: head?.now_ms };
+  return { state: runStateFrom(s, runId, head, [[stepRunId, stepRun]]), chain: head?.chain_digest ?? undefined, nowMs: head?.now_ms };
 };
 
-/** `stepRunRows[i]` is the head row of `stepRunIds[i]`, if any. */
-const runStateFrom = (s: Statements, runId: string, head: HeadRow | undefined, stepRunRows: readonly (StepRunRow | undefined)[], stepRunIds: readonly string[]): RunState => {
+/** Each StepRun asked for, with its head row if it has one. */
+const runStateFrom = (s: Statements, runId: string, head: HeadRow | undefined, stepRunRows: readonly (readonly [string, StepRunRow | undefined])[]): RunState => {
   if (head === undefined) {
     const stream = s.streamVersion.get(streamNameOf(runId)) as { version: number } | undefined;
     if (stream !== undefined) throw new CorruptRecordError('run', runId, 'stream exists but its run head is missing');
     return runStateOf(null, []);
   }
-  stepRunRows.forEach((row, i) => {
-    if (row === undefined) requireNoLogOfHeadless(runId, stepRunIds[i]!, s.lastStepRunEvent.get(streamNameOf(runId), stepRunIds[i]) as EventRow | undefined);
-  });
+  const stepRuns: StepRunState[] = [];
+  for (const [id, row] of stepRunRows) {
+    if (row === undefined) requireNoLogOfHeadless(runId, id, s.lastStepRunEvent.get(streamNameOf(runId), id) as EventRow | undefined);
+    else stepRuns.push(decodeStepRunRow(row));
+  }
   const run = decodeRunRow(head, head.stream_version);
-  const stepRuns = stepRunRows.filter((r): r is StepRunRow => r !== undefined).map(decodeStepRunRow);
   return runStateOf(run, stepRuns);
 };
 

@@ -169,7 +169,7 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
 
     const shape = (qs: string[]) =>
       qs.map((q) =>
-        q.startsWith('BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT') && q.includes('set_config') && q.includes('take_run_turn') ? 'BEGIN + configure + turn'
+        q.startsWith('BEGIN ISOLATION LEVEL SERIALIZABLE; SET LOCAL statement_timeout') && q.includes('transaction_timestamp()') && q.includes('take_run_turn') ? 'BEGIN + configure + turn'
           : q.startsWith('SET TRANSACTION ISOLATION LEVEL SERIALIZABLE;') && q.includes('EXECUTE ql3w_') ? 'turn + write + commit'
           : q === 'COMMIT' ? 'COMMIT' : q.startsWith('WITH\n  b AS') ? 'read barrier'
           : q.startsWith('WITH\n  lookup AS') ? 'read' : q.includes('FROM ql3.runs WHERE run_id') ? 'state' : q.startsWith('WITH evidence_events') ? 'write' : q.slice(0, 40),

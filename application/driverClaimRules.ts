@@ -32,11 +32,17 @@ export const claimRowOf = (startId: string, generation: number, kind: 'claim' | 
 /** The insert's parameters, in the column order of every backend's INSERT. */
 export const claimValuesOf = (r: ClaimRow): unknown[] => [r.start_id, r.generation, r.kind, r.driver_id, r.at_ms, r.lease_until_ms, r.claim_digest];
 
-/** The claim read fails closed (R9.3): a row whose cells no longer match its digest is damage. */
+/**
+ * The claim read fails closed (R9.3): the rows of one start are decided on only when they read
+ * as `verify` reads them (claimHistoryProblems). A changed cell, a generation whose claim or
+ * release row is gone, a claim taken while the one before it still held: damage, never a
+ * holder or a free generation to decide on.
+ */
 export const checkedClaimRows = <R extends ClaimRow>(rows: readonly R[]): R[] => {
-  for (const r of rows) {
-    if (r.claim_digest !== claimDigestOf(r)) throw new CorruptRecordError('driver claim', r.start_id, `generation ${String(r.generation)} ${String(r.kind)}: its cells do not match claim_digest`);
-  }
+  const [first] = rows;
+  if (first === undefined) return [];
+  const [problem] = startClaimProblems(rows);
+  if (problem !== undefined) throw new CorruptRecordError('driver claim', first.start_id, problem);
   return [...rows];
 };
 
@@ -82,18 +88,18 @@ export const memoryDriverClaims = (clock: () => number = Date.now): DriverClaims
     claim: async (startId, driverId, leaseMs) => {
       const c = checked(startId, driverId, leaseMs);
       const t = clock();
-      const d = decide(of(c.startId), t);
+      const d = decide(checkedClaimRows(of(c.startId)), t);
       if (d.holder !== undefined) return { status: 'held', holder: d.holder };
       rows.push(claimRowOf(c.startId, d.next, 'claim', c.driverId, t, t + c.leaseMs));
       return { status: 'claimed', claim: { startId: c.startId, driverId: c.driverId, generation: d.next, leaseUntilMs: t + c.leaseMs } };
     },
     release: async (claim) => {
-      if (releasable(of(claim.startId), claim)) {
+      if (releasable(checkedClaimRows(of(claim.startId)), claim)) {
         const t = clock();
         rows.push(claimRowOf(claim.startId, claim.generation, 'release', claim.driverId, t, t));
       }
     },
-    history: async (startId) => historyOf(of(startId)),
+    history: async (startId) => historyOf(checkedClaimRows(of(startId))),
     close: async () => undefined,
   };
 };
@@ -112,40 +118,44 @@ export type StoredClaimRow = ClaimRow;
  * claimed only once the one before it was released or ran out.
  */
 export const claimHistoryProblems = (rows: readonly StoredClaimRow[]): VerifyProblem[] => {
-  const problems: VerifyProblem[] = [];
   const byStart = new Map<string, StoredClaimRow[]>();
   for (const r of rows) (byStart.get(r.start_id) ?? byStart.set(r.start_id, []).get(r.start_id)!).push(r);
-  for (const [startId, list] of byStart) {
-    const bad = (problem: string) => problems.push({ kind: 'driver_claim', record: startId, problem });
-    const claims = new Map<number, StoredClaimRow>();
-    const releases = new Map<number, StoredClaimRow>();
-    for (const r of list) {
-      const generation = Number(r.generation);
-      if (r.claim_digest !== claimDigestOf(r)) bad(`generation ${generation} ${String(r.kind)}: its cells do not match claim_digest`);
-      if (r.kind !== 'claim' && r.kind !== 'release') bad(`a claim row of kind ${String(r.kind)}`);
-      else if ((r.kind === 'claim' ? claims : releases).has(generation)) bad(`two ${r.kind} rows for generation ${generation}`);
-      else (r.kind === 'claim' ? claims : releases).set(generation, r);
+  return [...byStart].flatMap(([startId, list]) => startClaimProblems(list).map((problem): VerifyProblem => ({ kind: 'driver_claim', record: startId, problem })));
+};
+
+/** The claim rules over the rows of one start: what is wrong with them, in words. */
+const startClaimProblems = (list: readonly StoredClaimRow[]): string[] => {
+  const problems: string[] = [];
+  const bad = (problem: string) => problems.push(problem);
+  if (list.some((r) => r.start_id !== list[0]!.start_id)) bad('claim rows of more than one start read as one history');
+  const claims = new Map<number, StoredClaimRow>();
+  const releases = new Map<number, StoredClaimRow>();
+  for (const r of list) {
+    const generation = Number(r.generation);
+    if (r.claim_digest !== claimDigestOf(r)) bad(`generation ${generation} ${String(r.kind)}: its cells do not match claim_digest`);
+    if (r.kind !== 'claim' && r.kind !== 'release') bad(`a claim row of kind ${String(r.kind)}`);
+    else if ((r.kind === 'claim' ? claims : releases).has(generation)) bad(`two ${r.kind} rows for generation ${generation}`);
+    else (r.kind === 'claim' ? claims : releases).set(generation, r);
+  }
+  const generations = [...claims.keys()].sort((x, y) => x - y);
+  generations.forEach((g, i) => {
+    if (g !== i + 1) bad(`claim generations are ${generations.join(', ')}, not 1..${generations.length}`);
+  });
+  for (const [g, c] of claims) {
+    const at = Number(c.at_ms);
+    const until = Number(c.lease_until_ms);
+    if (!(until > at && until - at <= MAX_LEASE_MS)) bad(`generation ${g}: a lease from ${at} to ${until}`);
+    const previous = claims.get(g - 1);
+    if (previous !== undefined) {
+      const ended = Math.min(Number(releases.get(g - 1)?.at_ms ?? Infinity), Number(previous.lease_until_ms));
+      if (at < ended) bad(`generation ${g} claimed at ${at}, before generation ${g - 1} ended at ${ended}`);
     }
-    const generations = [...claims.keys()].sort((x, y) => x - y);
-    generations.forEach((g, i) => {
-      if (g !== i + 1) bad(`claim generations are ${generations.join(', ')}, not 1..${generations.length}`);
-    });
-    for (const [g, c] of claims) {
-      const at = Number(c.at_ms);
-      const until = Number(c.lease_until_ms);
-      if (!(until > at && until - at <= MAX_LEASE_MS)) bad(`generation ${g}: a lease from ${at} to ${until}`);
-      const previous = claims.get(g - 1);
-      if (previous !== undefined) {
-        const ended = Math.min(Number(releases.get(g - 1)?.at_ms ?? Infinity), Number(previous.lease_until_ms));
-        if (at < ended) bad(`generation ${g} claimed at ${at}, before generation ${g - 1} ended at ${ended}`);
-      }
-    }
-    for (const [g, r] of releases) {
-      const c = claims.get(g);
-      if (c === undefined) bad(`a release of generation ${g}, which was never claimed`);
-      else if (r.driver_id !== c.driver_id) bad(`generation ${g} released by ${r.driver_id}, claimed by ${c.driver_id}`);
-      else if (Number(r.at_ms) !== Number(r.lease_until_ms) || Number(r.at_ms) < Number(c.at_ms)) bad(`generation ${g}: a release stamped ${String(r.at_ms)}/${String(r.lease_until_ms)} for a claim at ${String(c.at_ms)}`);
-    }
+  }
+  for (const [g, r] of releases) {
+    const c = claims.get(g);
+    if (c === undefined) bad(`a release of generation ${g}, which was never claimed`);
+    else if (r.driver_id !== c.driver_id) bad(`generation ${g} released by ${r.driver_id}, claimed by ${c.driver_id}`);
+    else if (Number(r.at_ms) !== Number(r.lease_until_ms) || Number(r.at_ms) < Number(c.at_ms)) bad(`generation ${g}: a release stamped ${String(r.at_ms)}/${String(r.lease_until_ms)} for a claim at ${String(c.at_ms)}`);
   }
   return problems;
 };

@@ -36,7 +36,7 @@ const populated = async (a: RecoverableStartBarrierAuthority) => {
   return startId;
 };
 
-const rowDigestSuite = (name: string, open: () => Promise<{ a: RecoverableStartBarrierAuthority; damage: Damage; table: (t: string) => string; close: () => Promise<void> }>) =>
+const rowDigestSuite = (name: string, open: () => Promise<{ a: RecoverableStartBarrierAuthority; damage: Damage; claimRows: (startId: string) => Promise<number>; table: (t: string) => string; close: () => Promise<void> }>) =>
   describe(`R9.2 row digests on ${name}`, function () {
     this.timeout(60_000);
     let h: Awaited<ReturnType<typeof open>>;
@@ -60,6 +60,33 @@ const rowDigestSuite = (name: string, open: () => Promise<{ a: RecoverableStartB
       });
     }
 
+    // R9.3: a row gone from the middle of a claim history is damage on the claim read as in verify,
+    // never a holder or a free generation to decide on. (The last row gone leaves a history that
+    // reads whole: README, "What the key does not seal".)
+    for (const [gone, where] of [
+      ['the claim row of generation 1', "generation = 1 AND kind = 'claim'"],
+      ['the release row of generation 1 (generation 2 then held while generation 1 did)', "generation = 1 AND kind = 'release'"],
+    ] as const) {
+      it(`R9.3 ${gone} deleted: the claim read fails closed, nothing is written, verify reports it`, async () => {
+        const startId = await populated(h.a);
+        await h.damage(`DELETE FROM ${h.table('adapter_driver_claims')} WHERE start_id = '${startId}' AND ${where}`);
+        const before = await h.claimRows(startId);
+        const claims = h.a.driverClaims();
+        try {
+          for (const call of [() => claims.history(startId), () => claims.claim(startId, 'driver-3', 60_000), () => claims.release({ startId, driverId: 'driver-2', generation: 2, leaseUntilMs: 0 })]) {
+            const e = await rejects(call());
+            expect(e).to.be.instanceOf(CorruptRecordError);
+            expect((e as Error).message).to.match(/driver claim/);
+          }
+        } finally {
+          await claims.close();
+        }
+        expect(await h.claimRows(startId)).to.equal(before);
+        const rows = await h.a.recovery.verify();
+        expect([...new Set(rows.problems.filter((p) => p.kind === 'driver_claim').map((p) => p.record))]).to.deep.equal([startId]);
+      });
+    }
+
     it("a changed purge time of a note is a difference verify reports, and the note's read fails closed", async () => {
       const startId = await populated(h.a);
       await h.damage(`UPDATE ${h.table('resolution_notes')} SET purged_at_ms = purged_at_ms + 1 WHERE start_id = '${startId}'`);
@@ -79,9 +106,10 @@ rowDigestSuite('SQLite', async () => {
   return {
     a,
     damage: async (sql) => {
-      for (const t of ['adapter_driver_claims_no_update', 'resolution_notes_purge_only']) a.db.exec(`DROP TRIGGER IF EXISTS ${t}`);
+      for (const t of ['adapter_driver_claims_no_update', 'adapter_driver_claims_no_delete', 'resolution_notes_purge_only']) a.db.exec(`DROP TRIGGER IF EXISTS ${t}`);
       a.db.exec(sql);
     },
+    claimRows: async (startId) => (a.db.prepare('SELECT count(*) AS n FROM adapter_driver_claims WHERE start_id = ?').get(startId) as { n: number }).n,
     table: (t) => t,
     close: () => a.close(),
   };
@@ -97,6 +125,7 @@ describe('R9.2 row digests on PostgreSQL', () => {
     return {
       a,
       damage: (sql) => db.admin(async (c) => void (await c.query(`SET session_replication_role = replica; ${sql}; SET session_replication_role = origin`))),
+      claimRows: (startId) => db.admin(async (c) => Number((await c.query('SELECT count(*) AS n FROM ql3.adapter_driver_claims WHERE start_id = $1', [startId])).rows[0].n)),
       table: (t) => `ql3.${t}`,
       close: async () => {
         await a.close();

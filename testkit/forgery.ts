@@ -1,6 +1,7 @@
 import { canonicalJson, digestOf, RECORD_TAGS, type StepRunState } from '../domain';
 import { buildScenario, type Scenario } from '../domain/scenario';
-import type { RecoveryApi, StartBarrierAuthority } from '../application/authority';
+import type { RecoverableStartBarrierAuthority, StartBarrierAuthority } from '../application/authority';
+import { claimRowOf } from '../application/driverClaimRules';
 import { eventChainDigest } from '../projections/eventChain';
 import { stepRunRowOf } from '../projections/rows';
 import type { BackendName, RawSql } from './rawSql';
@@ -21,7 +22,7 @@ export interface Statement {
 export interface ForgeryTarget {
   readonly backend: BackendName;
   /** The product over the store under attack: set-up, and `verify` afterwards. */
-  readonly authority: StartBarrierAuthority & { readonly recovery: RecoveryApi };
+  readonly authority: RecoverableStartBarrierAuthority;
   /** A second store, where the starts that get copied are made. */
   readonly source: StartBarrierAuthority;
   /** Privileged reads of the two stores (what the attacker could read with the runtime's SELECT). */
@@ -150,6 +151,42 @@ const judge = async (target: ForgeryTarget, s: Scenario, statements: readonly St
   const report = await target.authority.recovery.verify();
   const mine = report.problems.filter((p) => p.record.includes(prefix) || p.problem.includes(prefix));
   return mine.length === 0 ? { outcome: 'accepted', reason: 'verify reports nothing' } : { outcome: 'detected', reason: mine.map((p) => `${p.kind} ${p.record}: ${p.problem}`).join(' | ') };
+};
+
+/** A started start and its id, claimed by `driver-1` for a minute through the product when `claimed`. */
+const startedAndClaimed = async (target: ForgeryTarget, s: Scenario, claimed: 'claimed' | 'released' | 'unclaimed'): Promise<string> => {
+  await ready(target.authority, s);
+  const startId = (await target.authority.barriers.prepare(s.startCommand())).barrier.record.startId;
+  if (claimed === 'unclaimed') return startId;
+  const claims = target.authority.driverClaims();
+  try {
+    const c = await claims.claim(startId, 'driver-1', 60_000);
+    if (c.status !== 'claimed') throw new Error(`the forgery's own claim of ${startId} was ${c.status}`);
+    if (claimed === 'released') await claims.release(c.claim);
+  } finally {
+    await claims.close();
+  }
+  return startId;
+};
+
+/**
+ * One driver claim row as a forger with the runtime's SELECT and INSERT writes it: its time the
+ * database clock and its digest over its cells (PostgreSQL computes both in the statement, with
+ * the server's own sha256; SQLite's writer supplies them), so only the rule under test refuses it.
+ */
+const claimInsert = async (target: ForgeryTarget, startId: string, generation: number, kind: 'claim' | 'release', driverId: string, leaseMs: number): Promise<Statement> => {
+  if (target.backend === 'postgres') {
+    const field = (x: string) => `'\\x00'::bytea || convert_to(${x}, 'UTF8')`;
+    return {
+      sql: `INSERT INTO ql3.adapter_driver_claims (start_id, generation, kind, driver_id, at_ms, lease_until_ms, claim_digest)
+        SELECT v.s, v.g, v.k, v.d, v.t, v.t + v.l, 'sha256:' || encode(sha256(convert_to('qinglong/driver-claim@v1', 'UTF8')
+          || ${['v.s', 'v.g::text', 'v.k', 'v.d', 'v.t::text', '(v.t + v.l)::text'].map(field).join(' || ')}), 'hex')
+        FROM (SELECT ?::text AS s, ?::bigint AS g, ?::text AS k, ?::text AS d, ${clockSql('postgres')} AS t, ?::bigint AS l) v`,
+      params: [startId, generation, kind, driverId, kind === 'release' ? 0 : leaseMs],
+    };
+  }
+  const now = Number((await target.raw.all<{ now: unknown }>(`SELECT ${clockSql(target.backend)} AS now`))[0]?.now);
+  return insertRow(target.raw, 'adapter_driver_claims', { ...claimRowOf(startId, generation, kind, driverId, now, kind === 'release' ? now : now + leaseMs) });
 };
 
 const lifecycleEvent = (type: string, data: Row) => ({ event_id: `forged-${type}-${String(data.stepRunVersion)}-${Math.random().toString(16).slice(2)}`, event_type: type, data_json: canonicalJson(data) });
@@ -283,6 +320,42 @@ export const FORGERIES: readonly Forgery[] = [
       const at = target.backend === 'postgres' ? undefined : appended[0]!.params[5];
       const rows = facts.flatMap(([table, list]) => list.map((row) => insertRow(target.raw, table, 'committed_at_ms' in row && at !== undefined ? { ...row, committed_at_ms: at } : row)));
       return judge(target, s, [...appended, ...rows]);
+    },
+  },
+  {
+    name: "a driver claim taken while another driver's lease lives (generation 2, generation 1 neither released nor run out)",
+    refusedBy: /still holds/,
+    attempt: async (target) => {
+      const s = buildScenario();
+      const startId = await startedAndClaimed(target, s, 'claimed');
+      return judge(target, s, [await claimInsert(target, startId, 2, 'claim', 'driver-2', 60_000)]);
+    },
+  },
+  {
+    name: 'a driver claim that skips a generation (3 after a released 1)',
+    refusedBy: /next generation/,
+    attempt: async (target) => {
+      const s = buildScenario();
+      const startId = await startedAndClaimed(target, s, 'released');
+      return judge(target, s, [await claimInsert(target, startId, 3, 'claim', 'driver-2', 60_000)]);
+    },
+  },
+  {
+    name: 'a release of a live generation by a driver that did not claim it',
+    refusedBy: /its own driver claimed/,
+    attempt: async (target) => {
+      const s = buildScenario();
+      const startId = await startedAndClaimed(target, s, 'claimed');
+      return judge(target, s, [await claimInsert(target, startId, 1, 'release', 'driver-2', 0)]);
+    },
+  },
+  {
+    name: 'a driver claim leased past the longest lease (26 hours)',
+    refusedBy: /at most 25 hours/,
+    attempt: async (target) => {
+      const s = buildScenario();
+      const startId = await startedAndClaimed(target, s, 'unclaimed');
+      return judge(target, s, [await claimInsert(target, startId, 1, 'claim', 'driver-2', 26 * 3_600_000)]);
     },
   },
 ];

@@ -1,7 +1,7 @@
 import type { Pool } from 'pg';
-import { TransactionTimeoutError, type ClaimResult, type DriverClaims } from '../../domain';
+import { CorruptRecordError, TransactionTimeoutError, type ClaimResult, type DriverClaims } from '../../domain';
 import { checked, checkedClaimRows, claimRowOf, claimValuesOf, claimedStartIdOf, decide, historyOf, releasable, type ClaimRow } from '../../application/driverClaimRules';
-import { isUniqueViolation } from './errors';
+import { SQLSTATE, isUniqueViolation, sqlStateOf } from './errors';
 
 // Driver claims (R11.2) in schema ql3 (migration pg-0034), on the authority's pool.
 
@@ -17,7 +17,7 @@ const PG = {
  * winner's live lease.
  */
 export const postgresDriverClaims = (pool: Pool): DriverClaims => {
-  const tx = async <T>(body: (q: (text: string, values: unknown[]) => Promise<unknown[]>) => Promise<T>): Promise<T> => {
+  const tx = async <T>(startId: string, body: (q: (text: string, values: unknown[]) => Promise<unknown[]>) => Promise<T>): Promise<T> => {
     const client = await pool.connect();
     try {
       await client.query("BEGIN; SET LOCAL statement_timeout = '5s'; SET LOCAL lock_timeout = '2s'");
@@ -26,13 +26,15 @@ export const postgresDriverClaims = (pool: Pool): DriverClaims => {
       return result;
     } catch (e) {
       await client.query('ROLLBACK').catch(() => undefined);
+      // the claim rules' trigger (pg-0058): the history read back is not what this row follows
+      if (sqlStateOf(e) === SQLSTATE.historyRefused) throw new CorruptRecordError('driver claim', startId, e instanceof Error ? e.message : String(e));
       throw e;
     } finally {
       client.release();
     }
   };
   const attempt = (c: ReturnType<typeof checked>) =>
-    tx(async (q): Promise<ClaimResult> => {
+    tx(c.startId, async (q): Promise<ClaimResult> => {
       const [clock] = (await q(PG.now, [])) as { now_ms: string }[];
       const t = Number(clock!.now_ms);
       const d = decide(checkedClaimRows((await q(PG.rows, [c.startId])) as ClaimRow[]), t);
@@ -54,7 +56,7 @@ export const postgresDriverClaims = (pool: Pool): DriverClaims => {
       throw new TransactionTimeoutError('lock', `driver claim on ${c.startId} lost its race four times`);
     },
     release: async (claim) => {
-      await tx(async (q) => {
+      await tx(claim.startId, async (q) => {
         const [clock] = (await q(PG.now, [])) as { now_ms: string }[];
         const t = Number(clock!.now_ms);
         if (releasable(checkedClaimRows((await q(PG.rows, [claim.startId])) as ClaimRow[]), claim)) await q(PG.insert, claimValuesOf(claimRowOf(claim.startId, claim.generation, 'release', claim.driverId, t, t)));

@@ -1,5 +1,5 @@
 import type Database from 'better-sqlite3';
-import { TransactionTimeoutError, type ClaimResult, type DriverClaims } from '../../domain';
+import { CorruptRecordError, TransactionTimeoutError, type ClaimResult, type DriverClaims } from '../../domain';
 import { checked, checkedClaimRows, claimRowOf, claimValuesOf, claimedStartIdOf, decide, historyOf, releasable, type ClaimRow } from '../../application/driverClaimRules';
 import { isSqliteError, loadBetterSqlite3 } from './connection';
 
@@ -21,18 +21,20 @@ export const sqliteDriverClaims = (path: string, busyTimeoutMs = 5000): DriverCl
   db.pragma('foreign_keys = ON');
   const s = { now: db.prepare(SQLITE.now), rows: db.prepare(SQLITE.rows), insert: db.prepare(SQLITE.insert) };
   const now = () => (s.now.get() as { now_ms: number }).now_ms;
-  const immediate = <T>(body: () => T): T => {
+  const immediate = <T>(startId: string, body: () => T): T => {
     try {
       return db.transaction(body).immediate();
     } catch (e) {
       if (isSqliteError(e) && e.code.startsWith('SQLITE_BUSY')) throw new TransactionTimeoutError('busy', `driver claims are locked by another writer (${e.message})`);
+      // the claim rules' trigger (0085): the history read back is not what this row follows
+      if (isSqliteError(e) && e.code === 'SQLITE_CONSTRAINT_TRIGGER' && e.message.startsWith('illegal history refused')) throw new CorruptRecordError('driver claim', startId, e.message);
       throw e;
     }
   };
   return {
     claim: async (startId, driverId, leaseMs) => {
       const c = checked(startId, driverId, leaseMs);
-      return immediate((): ClaimResult => {
+      return immediate(c.startId, (): ClaimResult => {
         const t = now();
         const d = decide(checkedClaimRows(s.rows.all(c.startId) as ClaimRow[]), t);
         if (d.holder !== undefined) return { status: 'held', holder: d.holder };
@@ -41,7 +43,7 @@ export const sqliteDriverClaims = (path: string, busyTimeoutMs = 5000): DriverCl
       });
     },
     release: async (claim) => {
-      immediate(() => {
+      immediate(claim.startId, () => {
         const t = now();
         if (releasable(checkedClaimRows(s.rows.all(claim.startId) as ClaimRow[]), claim)) s.insert.run(...claimValuesOf(claimRowOf(claim.startId, claim.generation, 'release', claim.driverId, t, t)));
       });

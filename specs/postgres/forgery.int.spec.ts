@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import { Pool } from 'pg';
+import { claimDigestOf, claimRowOf, claimValuesOf } from '../../application/driverClaimRules';
 import { CorruptRecordError } from '../../domain';
 import { buildScenario } from '../../domain/scenario';
 import { openPostgresStartBarrier } from '../../infrastructure/postgres';
@@ -59,6 +61,48 @@ describe('R9.1 a history refusal on the runtime\'s own path is typed (PostgreSQL
       expect(mapped, String(raw)).to.be.instanceOf(CorruptRecordError);
       expect((mapped as Error).message).to.contain('cannot move from ready by StepRunReady');
     } finally {
+      await a.close();
+      await db.drop();
+    }
+  });
+});
+
+describe('R11.2/R9.1 a driver claim row the runtime writes binds its cells and the clock (PostgreSQL)', () => {
+  it('R9.1 a claim backdated an hour (its digest over the backdated cells), or with a digest over other cells, is refused; the product\'s own claim goes in', async () => {
+    const db = await createDatabase();
+    const a = await openPostgresStartBarrier({ connectionString: db.url });
+    const runtime = new Pool({ connectionString: db.url, options: '-c role=ql3_runtime', max: 1 });
+    try {
+      const s = buildScenario();
+      for (const c of s.lifecycle) await a.runs.handle(c);
+      const startId = (await a.barriers.prepare(s.startCommand())).barrier.record.startId;
+      const insert = async (atShiftMs: number, digestOf: (r: ReturnType<typeof claimRowOf>) => string) => {
+        const c = await runtime.connect();
+        try {
+          await c.query('BEGIN');
+          const now = Number((await c.query("SELECT (extract(epoch FROM transaction_timestamp()) * 1000)::bigint AS t")).rows[0].t) + atShiftMs;
+          const row = claimRowOf(startId, 1, 'claim', 'driver-1', now, now + 60_000);
+          await c.query('INSERT INTO ql3.adapter_driver_claims (start_id, generation, kind, driver_id, at_ms, lease_until_ms, claim_digest) VALUES ($1, $2, $3, $4, $5, $6, $7)',
+            [...claimValuesOf(row).slice(0, 6), digestOf(row)]);
+          await c.query('COMMIT');
+          return 'written';
+        } catch (e) {
+          await c.query('ROLLBACK');
+          return e instanceof Error ? e.message : String(e);
+        } finally {
+          c.release();
+        }
+      };
+      expect(await insert(-3_600_000, (r) => r.claim_digest!)).to.match(/illegal history refused: .*at_ms is not the transaction clock/);
+      expect(await insert(0, (r) => claimDigestOf({ ...r, driver_id: 'driver-2' }))).to.match(/illegal history refused: .*claim_digest does not bind its cells/);
+      const claims = a.driverClaims();
+      try {
+        expect((await claims.claim(startId, 'driver-1', 60_000)).status).to.equal('claimed');
+      } finally {
+        await claims.close();
+      }
+    } finally {
+      await runtime.end();
       await a.close();
       await db.drop();
     }

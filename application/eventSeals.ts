@@ -43,6 +43,11 @@ export interface SealedSpan {
   readonly origins: readonly SealOriginRow[];
   readonly macs: readonly EventMacRow[];
   readonly events: readonly SealedEventRow[];
+  /**
+   * Keyed evidence (an event seal or a start's evidence MAC) is stored while no seal origin row
+   * is: the first keyed transaction stores its origin with its seals, so only damage makes this.
+   */
+  readonly evidenceWithoutOrigin: boolean;
 }
 
 export interface SealFinding {
@@ -129,7 +134,13 @@ const at = (streamId: string, from: number, to: number) => (from === to ? `${str
 /** Every seal problem of positions from..to of one stream, and how many events are sealed or legacy. */
 export const checkSealedSpan = (keys: EvidenceKeyring, streamId: string, span: SealedSpan, from: number, to: number): { findings: SealFinding[]; sealed: number; legacy: number } => {
   const findings: SealFinding[] = [];
-  const origin = originOf(keys, span.origins, findings);
+  let origin = originOf(keys, span.origins, findings);
+  // R9.3: without its origin every unsealed event would read as legacy, an event appended
+  // without the key included. Seals or evidence MACs in the store say sealing began.
+  if (origin.kind === 'none' && span.evidenceWithoutOrigin) {
+    findings.push({ record: at(streamId, from, to), problem: 'keyed evidence is stored but the seal origin is missing, so no event reads as legacy (R9.4)' });
+    origin = { kind: 'strict' };
+  }
   const byPosition = new Map(span.events.map((e) => [Number(e.stream_position), e]));
   const covered = new Set<number>();
   for (const row of span.macs) {

@@ -165,8 +165,9 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
         ? {}
         : {
             sealEvidence: async (plan: StartWrite) => {
-              insertUnique(t.macs, plan.startId, this.keys!.seal(plan.result), 'evidence MAC');
+              // the head check and the origin first, as the SQL stores read the head before they write
               sealMemoryEvents(this.keys!, t, plan.streamId, startEventCells(plan), plan.committedAtMs);
+              insertUnique(t.macs, plan.startId, this.keys!.seal(plan.result), 'evidence MAC');
             },
           }),
     };

@@ -25,5 +25,6 @@ export const memorySealedSpan = (t: Tables, streamId: string, from: number, to: 
   const lo = Math.min(from, ...macs.map((m) => Number(m.from_position)));
   const hi = Math.max(to, ...macs.map((m) => Number(m.to_position)));
   const events = t.events.flatMap((e, i) => (e.stream_id === streamId && e.stream_position >= lo && e.stream_position <= hi ? [{ ...e, global_position: i + 1 }] : []));
-  return { origins: [...t.sealOrigins.values()], macs, events: events.sort((a, b) => a.stream_position - b.stream_position) };
+  const evidenceWithoutOrigin = t.sealOrigins.size === 0 && (t.eventMacs.size > 0 || t.macs.size > 0);
+  return { origins: [...t.sealOrigins.values()], macs, events: events.sort((a, b) => a.stream_position - b.stream_position), evidenceWithoutOrigin };
 };

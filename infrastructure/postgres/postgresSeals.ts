@@ -34,15 +34,20 @@ SELECT ${sealedSpanColumns()}`);
 
 const OriginRowCodec = t.type({ key_id: t.string, from_global_position: PgInt, from_ms: PgInt, mac: t.string });
 const MacRowCodec = t.type({ stream_id: t.string, from_position: PgInt, to_position: PgInt, key_id: t.string, mac: t.string });
-const SpanCodec = t.type({ macs: t.array(MacRowCodec), events: t.array(EventRowCodec), origins: t.array(OriginRowCodec) });
+const SpanCodec = t.type({ macs: t.array(MacRowCodec), events: t.array(EventRowCodec), origins: t.array(OriginRowCodec), evidence_without_origin: t.boolean });
+
+const spanOf = (row: unknown, streamId: string): SealedSpan => {
+  const { evidence_without_origin: evidenceWithoutOrigin, ...span } = decodeRow(SpanCodec, row, 'event seal', streamId);
+  return { ...span, evidenceWithoutOrigin };
+};
 
 /** The head's seal span as READ_START carries it for a keyed new start (its `seal_` columns, sql.ts). */
 export const headSpanOfRead = (row: Record<string, unknown>, streamId: string): SealedSpan =>
-  decodeRow(SpanCodec, { macs: row['seal_macs'], events: row['seal_events'], origins: row['seal_origins'] }, 'event seal', streamId);
+  spanOf({ macs: row['seal_macs'], events: row['seal_events'], origins: row['seal_origins'], evidence_without_origin: row['seal_evidence_without_origin'] }, streamId);
 
 export const readSealedSpan = async (q: Queryable, streamId: string, from: number, to: number): Promise<SealedSpan> => {
   const [row] = await run(q, READ_SEALED_SPAN, { stream_id: streamId, from, to });
-  return decodeRow(SpanCodec, row, 'event seal', streamId);
+  return spanOf(row, streamId);
 };
 
 /** The seal parameters of a statement that carries INSERT_SEAL_CTE. */

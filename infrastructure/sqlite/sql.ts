@@ -133,6 +133,8 @@ export const INSERT_EVENT_MAC = `INSERT INTO run_event_macs (stream_id, from_pos
 /** Every seal that overlaps positions from..to of one stream (a forged extra one included). */
 export const SELECT_EVENT_MACS_OVER = `SELECT stream_id, from_position, to_position, key_id, mac FROM run_event_macs
   WHERE stream_id = ? AND from_position <= ? AND to_position >= ? ORDER BY from_position`;
+/** A row when any keyed evidence is stored (read only when no seal origin is). */
+export const KEYED_EVIDENCE_STORED = 'SELECT 1 FROM run_event_macs UNION ALL SELECT 1 FROM start_evidence_macs LIMIT 1';
 export const SELECT_SEAL_ORIGINS = 'SELECT key_id, from_global_position, from_ms, mac FROM run_event_seal_origins ORDER BY key_id';
 export const INSERT_SEAL_ORIGIN = `INSERT INTO run_event_seal_origins (key_id, from_global_position, from_ms, mac)
   VALUES (@key_id, @from_global_position, @from_ms, @mac) ON CONFLICT DO NOTHING`;

@@ -30,5 +30,7 @@ export const readSealedSpan = (s: Statements, streamId: string, from: number, to
   const macs = s.eventMacsOver.all(streamId, to, from) as EventMacRow[];
   const lo = Math.min(from, ...macs.map((m) => m.from_position as number));
   const hi = Math.max(to, ...macs.map((m) => m.to_position as number));
-  return { origins: s.sealOrigins.all() as SealOriginRow[], macs, events: s.streamEvents.all(streamId, lo, hi) as SealedEventRow[] };
+  const origins = s.sealOrigins.all() as SealOriginRow[];
+  const evidenceWithoutOrigin = origins.length === 0 && s.keyedEvidenceStored.get() !== undefined;
+  return { origins, macs, events: s.streamEvents.all(streamId, lo, hi) as SealedEventRow[], evidenceWithoutOrigin };
 };

@@ -38,6 +38,7 @@ const STATEMENTS = {
   insertEventMac: SQL.INSERT_EVENT_MAC,
   eventMacsOver: SQL.SELECT_EVENT_MACS_OVER,
   sealOrigins: SQL.SELECT_SEAL_ORIGINS,
+  keyedEvidenceStored: SQL.KEYED_EVIDENCE_STORED,
   insertSealOrigin: SQL.INSERT_SEAL_ORIGIN,
   nextGlobalPosition: SQL.NEXT_GLOBAL_POSITION,
   sealOriginPosition: SQL.SEAL_ORIGIN_POSITION,

@@ -132,9 +132,10 @@ export const startUnitOfWork = (s: Statements, keys?: EvidenceKeyring, seal?: Se
     ? {}
     : {
         sealEvidence: async (plan: StartWrite) => {
+          // the head check and the origin first: a start's own MAC is evidence the check reads
+          seal?.(plan.streamId, startEventCells(plan));
           const mac = keys.seal(plan.result);
           s.insertEvidenceMac.run(plan.startId, mac.key_id, mac.mac);
-          seal?.(plan.streamId, startEventCells(plan));
         },
       }),
   };

@@ -17,6 +17,8 @@ export interface KeyedStore {
   open(keys?: EvidenceKeyringOptions): Promise<RecoverableStartBarrierAuthority>;
   /** Every stored row of every table, as text (to grep for key bytes). */
   dump(): Promise<string>;
+  /** The owner's damage past the guards (R9.3): every seal origin row deleted; `undo` puts them back. */
+  removeSealOrigins(): Promise<{ undo: () => Promise<void> }>;
   close(): Promise<void>;
 }
 
@@ -108,6 +110,37 @@ export const keyedEvidenceSuite = (backend: KeyedBackend): void => {
         const forged = await started(theirs[0]!);
         theirs.push(await other.open({ active: k1 }));
         await everyReadFails(theirs[1]!, forged, 'forged seal');
+      } finally {
+        for (const a of theirs) await a.close();
+        await other.close();
+      }
+    });
+
+    it('R9.3 the seal origin deleted: every keyed read and write fails closed, a Run appended without the key after it went included (it would read as legacy), and verify names it; clean once put back', async () => {
+      const other = await backend.create();
+      const theirs: RecoverableStartBarrierAuthority[] = [];
+      try {
+        theirs.push(await other.open({ active: k1 }), await other.open());
+        const [keyed, unkeyed] = theirs as [RecoverableStartBarrierAuthority, RecoverableStartBarrierAuthority];
+        const t = await started(keyed);
+        const removed = await other.removeSealOrigins();
+        const forged = await setUp(unkeyed); // INSERT rights, no key: a Run made ready, not one event sealed
+        const complete = { type: 'CompleteStepRun', data: { runId: t.s.runId, stepRunId: t.s.stepRunId, decidedBy: 'orchestrator', reason: 'tool_succeeded', requestedAtMs: 2 } } as const;
+        const calls: [string, () => Promise<unknown>][] = [
+          ['readStream of the sealed Run', () => keyed.runs.readStream(t.s.runId)],
+          ['readStream of the Run appended without the key', () => keyed.runs.readStream(forged.runId)],
+          ['recovery.inDoubt', () => keyed.recovery.inDoubt({ runId: t.s.runId })],
+          ['a keyed lifecycle command on the sealed Run', () => keyed.runs.handle(complete)],
+          ['a keyed start on the Run appended without the key', () => keyed.barriers.prepare(forged.startCommand())],
+        ];
+        for (const [what, call] of calls) await failsClosed(what, call());
+        const report = await keyed.recovery.verify();
+        expect(report.problems.some((p) => /seal origin is missing/.test(p.problem)), JSON.stringify(report.problems).slice(0, 300)).to.equal(true);
+        await removed.undo();
+        expect((await keyed.runs.readStream(t.s.runId)).length).to.be.greaterThan(0);
+        expect((await keyed.barriers.prepare(t.command)).outcome).to.equal('existing');
+        // back in place, the origin says sealing began before that Run: it reads as unsealed, not legacy
+        await failsClosed('readStream of the Run appended without the key, origin back', keyed.runs.readStream(forged.runId));
       } finally {
         for (const a of theirs) await a.close();
         await other.close();

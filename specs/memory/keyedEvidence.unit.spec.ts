@@ -17,6 +17,11 @@ const backend: KeyedBackend = {
         return a;
       },
       dump: async () => JSON.stringify(shared?.tables, replacer),
+      removeSealOrigins: async () => {
+        const saved = [...shared!.tables.sealOrigins];
+        shared!.tables.sealOrigins.clear();
+        return { undo: async () => void saved.forEach(([k, v]) => shared!.tables.sealOrigins.set(k, v)) };
+      },
       close: async () => undefined,
     };
   },

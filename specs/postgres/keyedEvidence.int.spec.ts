@@ -23,6 +23,23 @@ const backend = {
           for (const { name } of tables) all.push((await c.query(`SELECT * FROM ql3.${escapeIdentifier(name)}`)).rows);
           return JSON.stringify(all);
         }),
+      removeSealOrigins: async () => {
+        // past the append-only triggers, as the owner could
+        const rows = await db.admin(async (c) => {
+          await c.query('SET session_replication_role = replica');
+          try {
+            return (await c.query('DELETE FROM ql3.run_event_seal_origins RETURNING *')).rows;
+          } finally {
+            await c.query('SET session_replication_role = origin');
+          }
+        });
+        return {
+          undo: () =>
+            db.admin(async (c) => {
+              for (const r of rows) await c.query('INSERT INTO ql3.run_event_seal_origins (key_id, from_global_position, from_ms, mac) VALUES ($1, $2, $3, $4)', [r.key_id, r.from_global_position, r.from_ms, r.mac]);
+            }),
+        };
+      },
       close: () => db.drop(),
     };
   },

@@ -17,39 +17,49 @@ const origin = (keys = k1, globalPosition = 3, ms = 1002): SealOriginRow => orig
 describe('R9.4 seals of the Run stream (application/eventSeals.ts)', () => {
   it('R9.4 events 1..2 before the origin are legacy; 3..5 sealed in two ranges verify', () => {
     const macs = [sealEvents(k1, S, events.slice(2, 4)), sealEvents(k1, S, events.slice(4))];
-    expect(checkSealedSpan(k1, S, { origins: [origin()], macs, events }, 1, 5)).to.deep.equal({ findings: [], sealed: 3, legacy: 2 });
+    expect(checkSealedSpan(k1, S, { evidenceWithoutOrigin: false, origins: [origin()], macs, events }, 1, 5)).to.deep.equal({ findings: [], sealed: 3, legacy: 2 });
   });
 
   it('R9.4 an event after the origin without a seal is found, as one range per run of unsealed positions', () => {
     const macs = [sealEvents(k1, S, events.slice(2, 3))];
-    const r = checkSealedSpan(k1, S, { origins: [origin()], macs, events }, 1, 5);
+    const r = checkSealedSpan(k1, S, { evidenceWithoutOrigin: false, origins: [origin()], macs, events }, 1, 5);
     expect(r.findings.map((f) => f.record)).to.deep.equal([`${S}@4..5`]);
-    expect(() => requireSealedSpan(k1, S, { origins: [origin()], macs, events }, 1, 5)).to.throw(CorruptRecordError, `${S}@4..5`);
+    expect(() => requireSealedSpan(k1, S, { evidenceWithoutOrigin: false, origins: [origin()], macs, events }, 1, 5)).to.throw(CorruptRecordError, `${S}@4..5`);
   });
 
   it('R9.4 a legacy-looking event after a sealed one is not legacy (the legacy events are a prefix)', () => {
     const late = [...events.slice(0, 3), event(4, 1000), event(5, 1000)].map((e, i) => ({ ...e, global_position: i === 3 ? 2 : e.global_position }));
     const macs = [sealEvents(k1, S, late.slice(2, 3))];
-    expect(checkSealedSpan(k1, S, { origins: [origin()], macs, events: late }, 1, 5).findings.map((f) => f.record)).to.deep.equal([`${S}@4..5`]);
+    expect(checkSealedSpan(k1, S, { evidenceWithoutOrigin: false, origins: [origin()], macs, events: late }, 1, 5).findings.map((f) => f.record)).to.deep.equal([`${S}@4..5`]);
   });
 
   it('R9.4 a seal made without the key (same id, other bytes), a seal over changed cells, and a seal naming missing positions are each found', () => {
     const forged = sealEvents(forgedK1, S, events.slice(2));
-    expect(checkSealedSpan(k1, S, { origins: [origin()], macs: [forged], events }, 1, 5).findings.map((f) => f.problem)[0]).to.contain('does not verify under key k1');
+    expect(checkSealedSpan(k1, S, { evidenceWithoutOrigin: false, origins: [origin()], macs: [forged], events }, 1, 5).findings.map((f) => f.problem)[0]).to.contain('does not verify under key k1');
     const good = sealEvents(k1, S, events.slice(2));
     const changed = events.map((e) => (e.stream_position === 4 ? { ...e, data_json: '{"p":40}' } : e));
-    expect(checkSealedSpan(k1, S, { origins: [origin()], macs: [good], events: changed }, 1, 5).findings[0]?.record).to.equal(`${S}@3..5`);
+    expect(checkSealedSpan(k1, S, { evidenceWithoutOrigin: false, origins: [origin()], macs: [good], events: changed }, 1, 5).findings[0]?.record).to.equal(`${S}@3..5`);
     const beyond: EventMacRow = { ...good, to_position: 6 };
-    expect(checkSealedSpan(k1, S, { origins: [origin()], macs: [beyond], events }, 1, 5).findings[0]?.problem).to.contain('hold no event');
+    expect(checkSealedSpan(k1, S, { evidenceWithoutOrigin: false, origins: [origin()], macs: [beyond], events }, 1, 5).findings[0]?.problem).to.contain('hold no event');
   });
 
   it('R9.4 no origin: every unsealed event is legacy; origins that no held key verifies: none is', () => {
-    expect(checkSealedSpan(k1, S, { origins: [], macs: [], events }, 1, 5)).to.deep.equal({ findings: [], sealed: 0, legacy: 5 });
-    const r = checkSealedSpan(k1, S, { origins: [originToWrite(createEvidenceKeyring({ active: { id: 'k9', secret: Buffer.alloc(32, 7) } }), [], { globalPosition: 3, ms: 1002 })!], macs: [], events }, 1, 5);
+    expect(checkSealedSpan(k1, S, { evidenceWithoutOrigin: false, origins: [], macs: [], events }, 1, 5)).to.deep.equal({ findings: [], sealed: 0, legacy: 5 });
+    const r = checkSealedSpan(k1, S, { evidenceWithoutOrigin: false, origins: [originToWrite(createEvidenceKeyring({ active: { id: 'k9', secret: Buffer.alloc(32, 7) } }), [], { globalPosition: 3, ms: 1002 })!], macs: [], events }, 1, 5);
     expect(r.legacy).to.equal(0);
     expect(r.findings.map((f) => f.record)).to.deep.equal([`${S}@1..5`]);
     const bad = { ...origin(), mac: '0'.repeat(64) };
-    expect(checkSealedSpan(k1, S, { origins: [bad], macs: [], events }, 1, 5).findings[0]?.record).to.equal('seal origin k1');
+    expect(checkSealedSpan(k1, S, { evidenceWithoutOrigin: false, origins: [bad], macs: [], events }, 1, 5).findings[0]?.record).to.equal('seal origin k1');
+  });
+
+  it('R9.3 no origin while keyed evidence is stored (the origin row deleted): no event is legacy, and the missing origin is found first', () => {
+    const macs = [sealEvents(k1, S, events.slice(2))];
+    const r = checkSealedSpan(k1, S, { evidenceWithoutOrigin: true, origins: [], macs, events }, 1, 5);
+    expect(r.legacy).to.equal(0);
+    expect(r.findings[0]?.problem).to.contain('the seal origin is missing');
+    expect(r.findings.map((f) => f.record)).to.include(`${S}@1..2`);
+    // a stream with no seal of its own (appended without the key) is not legacy either
+    expect(() => requireSealedSpan(k1, S, { evidenceWithoutOrigin: true, origins: [], macs: [], events }, 1, 5)).to.throw(CorruptRecordError, 'seal origin is missing');
   });
 
   it('R9.4 rotation: the new active key re-seals the same origin; the old key id still verifies old seals, and only a keyring holding it', () => {
@@ -57,8 +67,8 @@ describe('R9.4 seals of the Run stream (application/eventSeals.ts)', () => {
     expect(again).to.include({ key_id: 'k2', from_global_position: 3, from_ms: 1002 });
     expect(originToWrite(k2, [origin(), again], { globalPosition: 99, ms: 9999 })).to.equal(undefined);
     const macs = [sealEvents(k1, S, events.slice(2))];
-    expect(checkSealedSpan(k2, S, { origins: [origin(), again], macs, events }, 1, 5).findings).to.deep.equal([]);
+    expect(checkSealedSpan(k2, S, { evidenceWithoutOrigin: false, origins: [origin(), again], macs, events }, 1, 5).findings).to.deep.equal([]);
     const onlyK2 = createEvidenceKeyring({ active: { id: 'k2', secret: Buffer.alloc(32, 2) } });
-    expect(checkSealedSpan(onlyK2, S, { origins: [origin(), again], macs, events }, 1, 5).findings[0]?.problem).to.contain('which this keyring does not hold');
+    expect(checkSealedSpan(onlyK2, S, { evidenceWithoutOrigin: false, origins: [origin(), again], macs, events }, 1, 5).findings[0]?.problem).to.contain('which this keyring does not hold');
   });
 });

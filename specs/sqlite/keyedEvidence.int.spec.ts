@@ -25,6 +25,27 @@ const backend: KeyedBackend = {
           db.close();
         }
       },
+      removeSealOrigins: async () => {
+        const db = new Database(path);
+        try {
+          const rows = db.prepare('SELECT * FROM run_event_seal_origins').all() as Record<string, unknown>[];
+          const guard = db.prepare("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'run_event_seal_origins_no_delete'").pluck().get() as string;
+          db.exec('DROP TRIGGER run_event_seal_origins_no_delete; DELETE FROM run_event_seal_origins');
+          db.exec(guard);
+          return {
+            undo: async () => {
+              const back = new Database(path);
+              try {
+                for (const r of rows) back.prepare('INSERT INTO run_event_seal_origins (key_id, from_global_position, from_ms, mac) VALUES (@key_id, @from_global_position, @from_ms, @mac)').run(r);
+              } finally {
+                back.close();
+              }
+            },
+          };
+        } finally {
+          db.close();
+        }
+      },
       close: async () => undefined,
     };
   },

@@ -1,6 +1,6 @@
 import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
 import type Database from 'better-sqlite3';
-import { loadBetterSqlite3 } from './connection';
+import { isSqliteError, loadBetterSqlite3 } from './connection';
 import { ValidationError } from '../../domain';
 import { loadMigrations, MigrationError, planMigrations, type AppliedMigration } from '../migrations';
 import { LEDGER_DIGEST_TAG, eventChainDigest, fieldsDigest } from '../../projections/eventChain';
@@ -110,6 +110,23 @@ export const registerMigrationFunctions = (db: Database.Database): void => {
   );
 };
 
+/**
+ * R9.3: the header's user_version names the last migration applied, written in the same
+ * transaction as its ledger row. A ledger that ends before it lost rows: applying them again
+ * would fail halfway on objects that exist, or worse, succeed on a file that is not what its
+ * ledger says.
+ */
+const requireLedgerReachesHeader = (db: Database.Database, applied: readonly AppliedMigration[]): void => {
+  const header = db.pragma('user_version', { simple: true }) as number;
+  const last = applied[applied.length - 1];
+  if (header > (last === undefined ? 0 : versionOfMigration(last.name))) {
+    throw new MigrationError(
+      `the file header says migration ${header} was applied, but the ledger (schema_migrations) ends at ${last?.name ?? 'no migration'}: ledger rows are missing; nothing was applied`,
+      true,
+    );
+  }
+};
+
 /** Applies what is pending in one `BEGIN IMMEDIATE`; the header's user_version follows the last one. */
 export const migrateSqlite = (db: Database.Database): string[] => {
   registerMigrationFunctions(db);
@@ -117,9 +134,17 @@ export const migrateSqlite = (db: Database.Database): string[] => {
   const known = loadMigrations('sqlite');
   db.exec('BEGIN IMMEDIATE');
   try {
-    const pending = planMigrations(known, appliedOf(db));
+    const applied = appliedOf(db);
+    const pending = planMigrations(known, applied);
+    requireLedgerReachesHeader(db, applied);
     for (const m of pending) {
-      db.exec(m.sql);
+      try {
+        db.exec(m.sql);
+      } catch (e) {
+        // a file the schema refuses (an object it makes exists already): typed, as on PostgreSQL
+        if (isSqliteError(e) && e.code === 'SQLITE_ERROR') throw new MigrationError(`migration ${m.name} failed: ${e.message}; nothing was applied`);
+        throw e;
+      }
       db.prepare(SQL.INSERT_APPLIED).run(m.name, m.checksum, Date.now());
     }
     if (pending.length > 0 && db.prepare(SQL.LEDGER_DIGEST_PRESENT).get() !== undefined) db.prepare(SQL.FILL_LEDGER_DIGESTS).run(LEDGER_DIGEST_TAG);

@@ -61,7 +61,7 @@ describe('recovery read models on SQLite: atomicity, upgrade, damage', function 
     // Take the database back to before 0057 (the log keeps the outcome events), and so before
     // the projection trigger of 0058 and everything after it too.
     b.db.exec(`${UNDO_HISTORY_MIGRATIONS} DROP TRIGGER events_project_start_outcome; DROP TABLE start_outcomes; DROP INDEX step_run_mutations_start;
-      DROP TABLE adapter_driver_claims; DROP TABLE start_evidence_macs; DROP TABLE run_event_macs; DROP TABLE run_event_seal_origins; DELETE FROM schema_migrations WHERE name >= '0057'`);
+      DROP TABLE adapter_driver_claims; DROP TABLE start_evidence_macs; DROP TABLE run_event_macs; DROP TABLE run_event_seal_origins; DELETE FROM schema_migrations WHERE name >= '0057'; PRAGMA user_version = 56`);
     await b.close();
     b = await openSqliteStartBarrier({ path });
     try {

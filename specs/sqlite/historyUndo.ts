@@ -6,6 +6,8 @@ import { DROP_START_TABLES, REPLAY_INDEX_INDEXES_BEFORE_COMPACT, REPLAY_INDEX_TA
 // deferred while they are rebuilt.
 // What 0084 changes, taken back: the StepRun version index and the trigger that reads it.
 // What 0085 changes, taken back: the driver claim rules' trigger.
+// Each undo sets the header's user_version back with the ledger rows it deletes: an open refuses
+// a ledger that ends before the migration the header names.
 // What 0083 changes, taken back: start_whole_at_commit as the rowid table 0063 made.
 export const UNDO_WHOLE_START_KEYED = `
   BEGIN;
@@ -19,7 +21,7 @@ export const UNDO_WHOLE_START_KEYED = `
   ) STRICT;
   INSERT INTO start_whole_at_commit SELECT start_id FROM temp.u_whole ORDER BY rowid;
   DROP TABLE temp.u_whole;
-  DELETE FROM schema_migrations WHERE name >= '0083';
+  DELETE FROM schema_migrations WHERE name >= '0083'; PRAGMA user_version = 82;
   COMMIT;
 `;
 
@@ -38,7 +40,7 @@ export const UNDO_KEYED_INDEX = `${UNDO_WHOLE_START_KEYED}
   CREATE UNIQUE INDEX start_replay_identities_key ON start_replay_identities (identity, value);
   CREATE TRIGGER start_replay_identities_no_update BEFORE UPDATE ON start_replay_identities BEGIN SELECT RAISE(ABORT, 'replay identities are immutable'); END;
   CREATE TRIGGER start_replay_identities_no_delete BEFORE DELETE ON start_replay_identities BEGIN SELECT RAISE(ABORT, 'replay identities are immutable'); END;
-  DELETE FROM schema_migrations WHERE name >= '0082';
+  DELETE FROM schema_migrations WHERE name >= '0082'; PRAGMA user_version = 81;
   COMMIT;
 `;
 
@@ -55,7 +57,7 @@ export const UNDO_COMPACT_INDEX = `${UNDO_KEYED_INDEX}
   ${REPLAY_INDEX_INDEXES_BEFORE_COMPACT}
   CREATE TRIGGER start_replay_identities_no_update BEFORE UPDATE ON start_replay_identities BEGIN SELECT RAISE(ABORT, 'replay identities are immutable'); END;
   CREATE TRIGGER start_replay_identities_no_delete BEFORE DELETE ON start_replay_identities BEGIN SELECT RAISE(ABORT, 'replay identities are immutable'); END;
-  DELETE FROM schema_migrations WHERE name >= '0081';
+  DELETE FROM schema_migrations WHERE name >= '0081'; PRAGMA user_version = 80;
   COMMIT;
 `;
 
@@ -78,7 +80,7 @@ export const UNDO_STORED_ONCE = `${UNDO_COMPACT_INDEX}
     started_step_run_digest, mutation_id, mutation_digest, run_event_id, trace_id, trace_digest, audit_event_id, audit_receipt_id, audit_receipt_digest, adapter_id,
     committed_at_ms FROM temp.u_barrier ORDER BY rowid;
   DROP TABLE temp.u_audit; DROP TABLE temp.u_trace; DROP TABLE temp.u_receipt; DROP TABLE temp.u_mutation; DROP TABLE temp.u_barrier;
-  DELETE FROM schema_migrations WHERE name >= '0080';
+  DELETE FROM schema_migrations WHERE name >= '0080'; PRAGMA user_version = 73;
   COMMIT;
 `;
 
@@ -100,7 +102,7 @@ export const UNDO_HISTORY_MIGRATIONS = `${UNDO_STORED_ONCE}
               AND NEW.start_id = OLD.start_id AND NEW.note_digest = OLD.note_digest)
     BEGIN SELECT RAISE(ABORT, 'a resolution note can only be purged'); END;
   ALTER TABLE schema_migrations DROP COLUMN ledger_digest;
-  DELETE FROM schema_migrations WHERE name >= '0061';
+  DELETE FROM schema_migrations WHERE name >= '0061'; PRAGMA user_version = 60;
 `;
 
 /** The guard triggers of 0062, for a spec that plays a process which drops them before it damages heads. */

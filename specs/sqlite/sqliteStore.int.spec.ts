@@ -92,6 +92,40 @@ describe('SQLite backend (R5.1)', function () {
     });
   });
 
+  describe('R9.3 a migration ledger that lost rows is refused on open, typed, nothing applied', () => {
+    for (const [what, where] of [
+      ['its last row', 'name = (SELECT max(name) FROM schema_migrations)'],
+      ['every row', '1 = 1'],
+    ] as const) {
+      it(`R9.3 ${what} deleted: MIGRATION_REFUSED naming the header and the ledger's end, the file as it was (before: a raw SQLITE_ERROR from applying a migration again)`, async () => {
+        const path = freshDbPath();
+        await (await openSqliteStartBarrier({ path })).close();
+        const raw = new Database(path);
+        const guards = raw.prepare("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'schema_migrations'").all() as { name: string; sql: string }[];
+        for (const g of guards) raw.exec(`DROP TRIGGER ${g.name}`);
+        raw.exec(`DELETE FROM schema_migrations WHERE ${where}`);
+        for (const g of guards) raw.exec(g.sql);
+        const before = raw.prepare("SELECT count(*) AS n FROM schema_migrations UNION ALL SELECT count(*) FROM sqlite_master").all();
+        raw.close();
+        let error: unknown;
+        try {
+          await openSqliteStartBarrier({ path });
+        } catch (e) {
+          error = e;
+        }
+        expect(error).to.be.instanceOf(MigrationError);
+        expect((error as MigrationError).code).to.equal('MIGRATION_REFUSED');
+        expect((error as Error).message).to.match(/file header says migration \d+ was applied, but the ledger \(schema_migrations\) ends at .*: ledger rows are missing/);
+        const after = new Database(path, { readonly: true });
+        try {
+          expect(after.prepare("SELECT count(*) AS n FROM schema_migrations UNION ALL SELECT count(*) FROM sqlite_master").all()).to.deep.equal(before);
+        } finally {
+          after.close();
+        }
+      });
+    }
+  });
+
   describe('R6.4 history is never overwritten', () => {
     it('R6.4 triggers abort any UPDATE or DELETE of events, facts, barriers and replay identities', async () => {
       const a = await openFreshSqlite();

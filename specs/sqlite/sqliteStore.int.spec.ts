@@ -6,6 +6,7 @@ import Database from 'better-sqlite3';
 import { CorruptRecordError } from '../../domain';
 import { mutateCell } from '../../testkit/damage';
 import { openSqliteStartBarrier, MigrationError } from '../../infrastructure/sqlite';
+import { rejects } from '../../testkit/rejects';
 import { LOOKUP_REPLAY, SELECT_RUN_HEAD, SELECT_START_HEAD, SELECT_STEP_RUN, CAS_STEP_RUN, CAS_STREAM, SELECT_ATTEMPT } from '../../infrastructure/sqlite/sql';
 import { setUp } from '../conformance/startBarrierConformance';
 import { freshDbPath } from '../support/tmp';
@@ -107,15 +108,10 @@ describe('SQLite backend (R5.1)', function () {
         for (const g of guards) raw.exec(g.sql);
         const before = raw.prepare("SELECT count(*) AS n FROM schema_migrations UNION ALL SELECT count(*) FROM sqlite_master").all();
         raw.close();
-        let error: unknown;
-        try {
-          await openSqliteStartBarrier({ path });
-        } catch (e) {
-          error = e;
-        }
+        const error = await rejects(openSqliteStartBarrier({ path }));
         expect(error).to.be.instanceOf(MigrationError);
         expect((error as MigrationError).code).to.equal('MIGRATION_REFUSED');
-        expect((error as Error).message).to.match(/file header says migration \d+ was applied, but the ledger \(schema_migrations\) ends at .*: ledger rows are missing/);
+        expect(error.message).to.match(/file header says migration \d+ was applied, but the ledger \(schema_migrations\) ends at .*: ledger rows are missing/);
         const after = new Database(path, { readonly: true });
         try {
           expect(after.prepare("SELECT count(*) AS n FROM schema_migrations UNION ALL SELECT count(*) FROM sqlite_master").all()).to.deep.equal(before);

@@ -323,6 +323,25 @@ export const FORGERIES: readonly Forgery[] = [
     },
   },
   {
+    name: 'an outcome row for a running start, inserted without its event (it would take the start off the in-doubt list)',
+    refusedBy: /permission denied|projection of its outcome event/,
+    attempt: async (target) => {
+      const s = buildScenario();
+      const startId = await startedAndClaimed(target, s, 'unclaimed');
+      const [created] = await target.raw.all<{ event_id: unknown; committed_at_ms: unknown }>(
+        `SELECT event_id, committed_at_ms FROM ${target.raw.t('events')} WHERE stream_id = ? AND stream_position = 1`,
+        [stream(s)],
+      );
+      const version = (await currentStepRun(target, s)).version;
+      return judge(target, s, [
+        insertRow(target.raw, 'start_outcomes', {
+          start_id: startId, run_id: s.runId, step_run_id: s.stepRunId, outcome: 'completed', decided_by: 'orchestrator', reason: 'tool_succeeded',
+          outcome_digest: null, step_run_version: version + 1, event_id: created?.event_id, stream_position: 1, requested_at_ms: 3, committed_at_ms: created?.committed_at_ms,
+        }),
+      ]);
+    },
+  },
+  {
     name: "a driver claim taken while another driver's lease lives (generation 2, generation 1 neither released nor run out)",
     refusedBy: /still holds/,
     attempt: async (target) => {

@@ -1,5 +1,5 @@
-import { Identity, decodeOrThrow, integer } from '../domain/codecs';
-import { CorruptRecordError, type ClaimResult, type DriverClaim, type DriverClaims } from '../domain';
+import { EpochMillis, Identity, decodeOrThrow, integer, strictObject } from '../domain/codecs';
+import { CorruptRecordError, PreconditionError, type ClaimResult, type DriverClaim, type DriverClaims } from '../domain';
 import { CLAIM_DIGEST_TAG, fieldsDigest } from '../projections/eventChain';
 import type { VerifyProblem } from './authority';
 
@@ -74,26 +74,37 @@ export const historyOf = (rows: readonly ClaimRow[]) => {
   return rows.filter((r) => r.kind === 'claim').map((r) => ({ ...claimOf(r), released: released.has(Number(r.generation)) }));
 };
 
+/** A claim names a committed start: the row's key refers to its barrier (the foreign key on every backend). */
+export const noBarrierToClaim = (startId: string): PreconditionError =>
+  new PreconditionError('start_not_found', `no start barrier has startId ${startId}: a driver claims a committed start only (R11.2)`);
+
+const ClaimCodec = strictObject('DriverClaim', { startId: Identity, driverId: Identity, generation: integer('Generation', 1, Number.MAX_SAFE_INTEGER), leaseUntilMs: EpochMillis });
+
+/** The claim a release names, as `claim` returned it: anything else is bad input, nothing written. */
+export const checkedClaim = (claim: DriverClaim): DriverClaim => decodeOrThrow(ClaimCodec, 'claim', claim);
+
 export const checked = (startId: string, driverId: string, leaseMs: number) => ({
   startId: decodeOrThrow(Identity, 'startId', startId),
   driverId: decodeOrThrow(Identity, 'driverId', driverId),
   leaseMs: decodeOrThrow(LeaseMs, 'leaseMs', leaseMs),
 });
 
-/** The in-memory claims (the in-memory authority's, for unit specs). */
-export const memoryDriverClaims = (clock: () => number = Date.now): DriverClaims => {
+/** The in-memory claims (the in-memory authority's, for unit specs); `barrierExists` plays the foreign key. */
+export const memoryDriverClaims = (clock: () => number = Date.now, barrierExists: (startId: string) => boolean = () => true): DriverClaims => {
   const rows: ClaimRow[] = [];
   const of = (startId: string) => rows.filter((r) => r.start_id === startId);
   return {
     claim: async (startId, driverId, leaseMs) => {
       const c = checked(startId, driverId, leaseMs);
+      if (!barrierExists(c.startId)) throw noBarrierToClaim(c.startId);
       const t = clock();
       const d = decide(checkedClaimRows(of(c.startId)), t);
       if (d.holder !== undefined) return { status: 'held', holder: d.holder };
       rows.push(claimRowOf(c.startId, d.next, 'claim', c.driverId, t, t + c.leaseMs));
       return { status: 'claimed', claim: { startId: c.startId, driverId: c.driverId, generation: d.next, leaseUntilMs: t + c.leaseMs } };
     },
-    release: async (claim) => {
+    release: async (named) => {
+      const claim = checkedClaim(named);
       if (releasable(checkedClaimRows(of(claim.startId)), claim)) {
         const t = clock();
         rows.push(claimRowOf(claim.startId, claim.generation, 'release', claim.driverId, t, t));

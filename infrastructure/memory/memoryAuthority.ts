@@ -298,7 +298,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
 
   /** One claim table per in-memory store, like the row table a real store has. */
   driverClaims(): DriverClaims {
-    return (this.claims ??= memoryDriverClaims(() => this.clock()));
+    return (this.claims ??= memoryDriverClaims(() => this.clock(), (startId) => this.tables.barriers.has(startId)));
   }
 
   /** The note side record; a field so a spec can play a resolve that stopped after its note. */

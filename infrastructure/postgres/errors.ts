@@ -9,6 +9,7 @@ export const SQLSTATE = {
   serializationFailure: '40001',
   deadlockDetected: '40P01',
   uniqueViolation: '23505',
+  foreignKeyViolation: '23503',
   lockNotAvailable: '55P03',
   queryCanceled: '57014',
   idleInTransactionTimeout: '25P03',

@@ -1,6 +1,6 @@
 import type { Pool } from 'pg';
 import { CorruptRecordError, TransactionTimeoutError, type ClaimResult, type DriverClaims } from '../../domain';
-import { checked, checkedClaimRows, claimRowOf, claimValuesOf, claimedStartIdOf, decide, historyOf, releasable, type ClaimRow } from '../../application/driverClaimRules';
+import { checked, checkedClaim, checkedClaimRows, noBarrierToClaim, claimRowOf, claimValuesOf, claimedStartIdOf, decide, historyOf, releasable, type ClaimRow } from '../../application/driverClaimRules';
 import { SQLSTATE, isUniqueViolation, sqlStateOf } from './errors';
 
 // Driver claims (R11.2) in schema ql3 (migration pg-0034), on the authority's pool.
@@ -26,6 +26,7 @@ export const postgresDriverClaims = (pool: Pool): DriverClaims => {
       return result;
     } catch (e) {
       await client.query('ROLLBACK').catch(() => undefined);
+      if (sqlStateOf(e) === SQLSTATE.foreignKeyViolation) throw noBarrierToClaim(startId);
       // the claim rules' trigger (pg-0058): the history read back is not what this row follows
       if (sqlStateOf(e) === SQLSTATE.historyRefused) throw new CorruptRecordError('driver claim', startId, e instanceof Error ? e.message : String(e));
       throw e;
@@ -55,7 +56,8 @@ export const postgresDriverClaims = (pool: Pool): DriverClaims => {
       }
       throw new TransactionTimeoutError('lock', `driver claim on ${c.startId} lost its race four times`);
     },
-    release: async (claim) => {
+    release: async (named) => {
+      const claim = checkedClaim(named);
       await tx(claim.startId, async (q) => {
         const [clock] = (await q(PG.now, [])) as { now_ms: string }[];
         const t = Number(clock!.now_ms);

@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { CorruptRecordError, TransactionTimeoutError, type ClaimResult, type DriverClaims } from '../../domain';
-import { checked, checkedClaimRows, claimRowOf, claimValuesOf, claimedStartIdOf, decide, historyOf, releasable, type ClaimRow } from '../../application/driverClaimRules';
+import { checked, checkedClaim, checkedClaimRows, noBarrierToClaim, claimRowOf, claimValuesOf, claimedStartIdOf, decide, historyOf, releasable, type ClaimRow } from '../../application/driverClaimRules';
 import { isSqliteError, loadBetterSqlite3 } from './connection';
 
 // Driver claims (R11.2) in the authority's SQLite file (migration 0060).
@@ -26,6 +26,7 @@ export const sqliteDriverClaims = (path: string, busyTimeoutMs = 5000): DriverCl
       return db.transaction(body).immediate();
     } catch (e) {
       if (isSqliteError(e) && e.code.startsWith('SQLITE_BUSY')) throw new TransactionTimeoutError('busy', `driver claims are locked by another writer (${e.message})`);
+      if (isSqliteError(e) && e.code === 'SQLITE_CONSTRAINT_FOREIGNKEY') throw noBarrierToClaim(startId);
       // the claim rules' trigger (0085): the history read back is not what this row follows
       if (isSqliteError(e) && e.code === 'SQLITE_CONSTRAINT_TRIGGER' && e.message.startsWith('illegal history refused')) throw new CorruptRecordError('driver claim', startId, e.message);
       throw e;
@@ -42,7 +43,8 @@ export const sqliteDriverClaims = (path: string, busyTimeoutMs = 5000): DriverCl
         return { status: 'claimed', claim: { startId: c.startId, driverId: c.driverId, generation: d.next, leaseUntilMs: t + c.leaseMs } };
       });
     },
-    release: async (claim) => {
+    release: async (named) => {
+      const claim = checkedClaim(named);
       immediate(claim.startId, () => {
         const t = now();
         if (releasable(checkedClaimRows(s.rows.all(claim.startId) as ClaimRow[]), claim)) s.insert.run(...claimValuesOf(claimRowOf(claim.startId, claim.generation, 'release', claim.driverId, t, t)));

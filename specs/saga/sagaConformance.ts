@@ -324,6 +324,36 @@ export const sagaConformance = (backend: SagaBackend): void => {
     });
 
     describe('R11.2: one driver per attempt, inspect before invoking again', () => {
+      it('R11.2/R10.1 a claim of a start with no barrier is PRECONDITION_FAILED start_not_found, a release of a malformed claim VALIDATION_FAILED; nothing written', async () => {
+        const s = await ready();
+        const startId = (await a.barriers.prepare(s.startCommand())).barrier.record.startId;
+        const claims = a.driverClaims();
+        try {
+          const unknown = await rejects(claims.claim(`${startId}-never-prepared`, 'driver-1', 60_000));
+          expect(unknown).to.be.instanceOf(PreconditionError);
+          expect(unknown).to.include({ code: 'PRECONDITION_FAILED', reason: 'start_not_found' });
+          expect(unknown.message).to.contain(`${startId}-never-prepared`);
+          expect(await claims.history(`${startId}-never-prepared`)).to.deep.equal([]);
+          const held = await claims.claim(startId, 'driver-1', 60_000);
+          if (held.status !== 'claimed') throw new Error('the claim was not taken');
+          for (const [bad, path] of [
+            [{ ...held.claim, generation: -1 }, 'generation'],
+            [{ ...held.claim, driverId: 'not an id' }, 'driverId'],
+            [{ ...held.claim, extra: true }, 'extra'],
+            [null, 'claim'],
+          ] as const) {
+            const e = await rejects(claims.release(bad as never));
+            expect(e, JSON.stringify(bad)).to.be.instanceOf(ValidationError);
+            expect(e.message).to.contain(path);
+          }
+          expect((await claims.history(startId)).map((c) => [c.generation, c.released])).to.deep.equal([[1, false]]);
+          await claims.release(held.claim);
+          expect((await claims.history(startId)).map((c) => [c.generation, c.released])).to.deep.equal([[1, true]]);
+        } finally {
+          await claims.close();
+        }
+      });
+
       it('R11.2: two drivers racing one attempt: one invokes, the other reports the claim held (never a second invocation)', async () => {
         const s = await ready();
         let release!: () => void;

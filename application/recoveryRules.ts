@@ -1,9 +1,11 @@
-import { createVerifyProgress } from './verifyProgress';
+import { createVerifyProgress, type VerifyProgressListener } from './verifyProgress';
 import * as t from 'io-ts';
 import {
   CorruptRecordError,
   PreconditionError,
   SemanticConflictError,
+  ValidationError,
+  type ValidationReason,
   decodeLookup,
   decodeResolve,
   isOutcomeEventType,
@@ -152,6 +154,20 @@ export interface RecoveryBackend {
 }
 
 const PAGE = 200;
+
+/**
+ * `verify`'s options: a progress listener or nothing (a bad one failed deep inside the walk, a
+ * raw TypeError). By hand: the codecs take JSON data, and a listener is a function.
+ */
+const checkedVerifyOptions = (options: unknown): { onProgress?: VerifyProgressListener } => {
+  const refuse = (path: string, reason: ValidationReason, message: string) => new ValidationError('verify options', [{ path, reason, message }]);
+  if (options === undefined) return {};
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw refuse('(root)', 'invalid_value', 'expected an object');
+  for (const key of Object.keys(options)) if (key !== 'onProgress') throw refuse(key, 'unknown_field', `unknown field "${key}" (rejected, not stripped)`);
+  const { onProgress } = options as { onProgress?: unknown };
+  if (onProgress !== undefined && typeof onProgress !== 'function') throw refuse('onProgress', 'invalid_value', 'expected a function');
+  return onProgress === undefined ? {} : { onProgress: onProgress as VerifyProgressListener };
+};
 
 export const MAX_IN_DOUBT_LIMIT = 10_000;
 const InDoubtLimit = integer('InDoubtLimit', 1, MAX_IN_DOUBT_LIMIT);
@@ -467,8 +483,9 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
     },
 
     verify: async (options = {}) => {
+      const { onProgress } = checkedVerifyOptions(options);
       const counts = await backend.snapshot((v) => v.counts());
-      const progress = createVerifyProgress(counts, options.onProgress);
+      const progress = createVerifyProgress(counts, onProgress);
       const problems: VerifyProblem[] = [];
       const checked = { barriers: 0, outcomes: 0, runs: 0, stepRuns: 0, events: 0 };
       const notes = { present: 0, purged: 0 };

@@ -1,4 +1,4 @@
-import { decodeAttemptArgs, decodeStartIdArgs } from '../../domain/readArgs';
+import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { randomUUID } from 'node:crypto';
 import {
   CompareAndSetLostError,
@@ -278,14 +278,15 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
       const decision = await this.transact((t) => runLifecycleTransaction(this.lifecycleUow(t, events), decoded));
       return { runVersion: decision.after.run!.version, events };
     },
-    getStepRun: async (runId: string, stepRunId: string): Promise<StepRunView | null> => {
+    getStepRun: async (runIdArg: string, stepRunIdArg: string): Promise<StepRunView | null> => {
+      const { runId, stepRunId } = decodeStepRunArgs(runIdArg, stepRunIdArg);
       const s = this.loadRunState(this.tables, runId, [stepRunId]).stepRuns[stepRunId];
       if (s === undefined) return null; // loadRunState asked the log first (R9.3)
       requireHeadAtLogEnd(s, lastStepRunEventRow(this.tables, streamNameOf(runId), stepRunId));
       return { ...s, digest: stepRunRowOf(s).digest };
     },
     readStream: async (runId: string): Promise<readonly StoredEvent[]> => {
-      const stream = streamNameOf(runId);
+      const stream = streamNameOf(decodeRunArgs(runId));
       const rows = this.tables.events.flatMap((e, i) => (e.stream_id === stream ? [{ ...e, global_position: i + 1 }] : []));
       const events = wholeStream(stream, this.tables.streams.get(stream) ?? null, rows.sort((a, b) => a.stream_position - b.stream_position));
       if (this.keys !== undefined && events.length > 0) requireSealedSpan(this.keys, stream, memorySealedSpan(this.tables, stream, 1, events.length), 1, events.length);

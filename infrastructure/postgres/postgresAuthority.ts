@@ -1,7 +1,7 @@
 import type { Pool, PoolConfig } from 'pg';
 import { connectTyped, createOwnedPool, type PoolErrorHandler } from './pool';
 import { decodeStartCommand, replayKeysOf, type DecodedStartCommand } from '../../domain';
-import { decodeAttemptArgs, decodeStartIdArgs } from '../../domain/readArgs';
+import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { stepRunRowOf } from '../../projections/rows';
 import type {
   AppendOutcome,
@@ -228,14 +228,19 @@ class PostgresAuthority implements PostgresStartBarrier {
       });
       return { runVersion: decision.after.run!.version, events };
     },
-    getStepRun: (runId: string, stepRunId: string): Promise<StepRunView | null> =>
-      this.read(async (q) => {
+    getStepRun: async (runIdArg: string, stepRunIdArg: string): Promise<StepRunView | null> => {
+      const { runId, stepRunId } = decodeStepRunArgs(runIdArg, stepRunIdArg);
+      return this.read(async (q) => {
         // One statement reads the head and the StepRun's last log event: no head is null only
         // where the log holds none of it (runStateAtLogEnd), in the same snapshot.
         const s = (await loadStepRunAtLogEnd(q, runId, stepRunId)).stepRuns[stepRunId];
         return s === undefined ? null : { ...s, digest: stepRunRowOf(s).digest };
-      }),
-    readStream: (runId: string): Promise<readonly StoredEvent[]> => this.read((q) => readStream(q, runId, this.keys)),
+      });
+    },
+    readStream: async (runId: string): Promise<readonly StoredEvent[]> => {
+      const id = decodeRunArgs(runId);
+      return this.read((q) => readStream(q, id, this.keys));
+    },
   };
 
   /** Recovery read models and operator resolutions, in REPEATABLE READ snapshots. */

@@ -4,7 +4,7 @@ import type { SqliteDatabase } from './database';
 import { decodeStartCommand, streamNameOf } from '../../domain';
 import { requireHeadAtLogEnd } from '../../projections/readChecks';
 import type { EventRow } from '../../projections/verifyRows';
-import { decodeAttemptArgs, decodeStartIdArgs } from '../../domain/readArgs';
+import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { stepRunRowOf } from '../../projections/rows';
 import type {
   AppendOutcome,
@@ -240,14 +240,19 @@ class SqliteAuthority implements SqliteStartBarrier {
       const decision = await this.write(() => runLifecycleTransaction(lifecycleUnitOfWork(this.s, events, this.seal), decoded));
       return { runVersion: decision.after.run!.version, events };
     },
-    getStepRun: (runId: string, stepRunId: string): Promise<StepRunView | null> =>
-      this.read(() => {
+    getStepRun: async (runIdArg: string, stepRunIdArg: string): Promise<StepRunView | null> => {
+      const { runId, stepRunId } = decodeStepRunArgs(runIdArg, stepRunIdArg);
+      return this.read(() => {
         const s = loadRunState(this.s, runId, [stepRunId]).stepRuns[stepRunId];
         if (s === undefined) return null; // loadRunState asked the log first (R9.3)
         requireHeadAtLogEnd(s, this.s.lastStepRunEvent.get(streamNameOf(runId), stepRunId) as EventRow | undefined);
         return { ...s, digest: stepRunRowOf(s).digest };
-      }),
-    readStream: (runId: string): Promise<readonly StoredEvent[]> => this.read(() => readStream(this.s, runId, this.keys)),
+      });
+    },
+    readStream: async (runId: string): Promise<readonly StoredEvent[]> => {
+      const id = decodeRunArgs(runId);
+      return this.read(() => readStream(this.s, id, this.keys));
+    },
   };
 
   private recoveryView: ReturnType<typeof createSqliteRecoveryView> | undefined;

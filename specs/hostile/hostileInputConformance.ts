@@ -200,6 +200,24 @@ export const hostileInputConformance = (backend: HostileInputBackend): void => {
         await validationOf(a.recovery.lookup('constructor' as never, 'x'), '(root)');
         for (const bad of BAD_VERSIONS) await validationOf(a.recovery.lookup('attempt', { runId: 'r', stepRunId: 's', startedStepRunVersion: bad as number }), 'startedStepRunVersion');
       });
+
+      it('getStepRun and readStream: a bad Run or StepRun id is VALIDATION_FAILED naming it, never a silent null or []', async () => {
+        for (const bad of BAD_IDS) {
+          await validationOf(a.runs.getStepRun(bad as string, 's'), 'runId');
+          await validationOf(a.runs.getStepRun('r', bad as string), 'stepRunId');
+          await validationOf(a.runs.readStream(bad as string), 'runId');
+        }
+        // a well-formed id of nothing stays an answer: no StepRun, no events
+        expect(await a.runs.getStepRun('r-none', 's-none')).to.equal(null);
+        expect(await a.runs.readStream('r-none')).to.deep.equal([]);
+      });
+
+      it('recovery.verify: options other than an onProgress function are VALIDATION_FAILED naming the field, before any record is read', async () => {
+        for (const [bad, path] of [[{ onProgress: 5 }, 'onProgress'], [{ onProgres: () => undefined }, 'onProgres'], [null, '(root)'], ['fast', '(root)']] as const) {
+          await validationOf(a.recovery.verify(bad as never), path);
+        }
+        expect((await a.recovery.verify({ onProgress: () => undefined })).ok).to.equal(true);
+      });
     });
   });
 };

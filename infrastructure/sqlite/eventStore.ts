@@ -35,10 +35,25 @@ const runIdOfStream = (streamName: string): string => {
   return streamName.slice(4);
 };
 
+/**
+ * emmett's read range is stream positions and a count: whole numbers, 0 or more. Anything else
+ * must be bad input named as such; a negative `from` was read as a range whose events are
+ * missing, that is, as damage (CORRUPT_RECORD).
+ */
+const checkedReadOptions = (options: ReadStreamOptions | undefined): void => {
+  for (const key of ['from', 'to', 'maxCount'] as const) {
+    const v: unknown = options?.[key];
+    if (v === undefined) continue;
+    const whole = (typeof v === 'bigint' && v >= 0n && v <= BigInt(Number.MAX_SAFE_INTEGER)) || (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0);
+    if (!whole) throw new ValidationError('read options', [{ path: key, reason: 'invalid_value', message: `expected a whole number, 0 or more (got ${typeof v === 'bigint' ? `${v}n` : typeof v === 'number' ? String(v) : typeof v})` }]);
+  }
+};
+
 const currentVersion = (s: Statements, streamName: string): number => (s.streamVersion.get(streamName) as { version: number } | undefined)?.version ?? 0;
 
 const readStream = (s: Statements, streamName: string, options: ReadStreamOptions | undefined, keys: EvidenceKeyring | undefined): ReadStreamResult<RunStreamEvent, ReadEventMetadataWithGlobalPosition> => {
   runIdOfStream(streamName);
+  checkedReadOptions(options);
   const current = currentVersion(s, streamName);
   assertExpectedVersionMatchesCurrent(BigInt(current), options?.expectedStreamVersion, 0n);
   const from = Number(options?.from ?? 0n);

@@ -84,4 +84,19 @@ describe('SQLite event store: the shape emmett drives (R5.1)', () => {
     expect((await a.eventStore.readStream(stream, { from: 1n, maxCount: 3n })).events).to.have.length(3);
     await a.close();
   });
+
+  it('R10.1 a read range that is not whole positions and a count (a negative from, a fraction, text) is VALIDATION_FAILED naming it, never read as damage', async () => {
+    const a = (await openFreshSqlite()) as SqliteStartBarrier;
+    const s = buildScenario();
+    const stream = streamNameOf(s.runId);
+    for (const command of s.lifecycle) await handle(a.eventStore, stream, command);
+    for (const [range, path] of [[{ from: -5n }, 'from'], [{ to: -1n }, 'to'], [{ maxCount: -2n }, 'maxCount'], [{ from: 1.5 }, 'from'], [{ from: '2' }, 'from']] as const) {
+      const e = await rejects(a.eventStore.readStream(stream, range as never));
+      expect(e, label(range)).to.be.instanceOf(ValidationError);
+      expect((e as ValidationError).issues.map((i) => i.path)).to.deep.equal([path]);
+    }
+    expect((await a.eventStore.readStream(stream, { from: 0n, maxCount: 0n })).events).to.deep.equal([]);
+    expect((await a.eventStore.readStream(stream, { from: 1, to: 2 } as never)).events).to.have.length(1);
+    await a.close();
+  });
 });

@@ -34,3 +34,15 @@ export const isModuleMissing = (e: unknown, name: string): boolean =>
   e !== null &&
   (e as { code?: unknown }).code === 'MODULE_NOT_FOUND' &&
   String((e as { message?: unknown }).message).includes(`'${name}'`);
+
+/**
+ * An opener's options come from a config file or an environment as often as from code: an
+ * unknown key is a typo whose setting would silently not apply (`synchronus: 'NORMAL'`, a
+ * misspelt `connectionString` that lets pg fall back to its environment). Refused before
+ * anything is opened, as the openers' other option errors are (RangeError).
+ */
+export const requireKnownOptions = (what: string, options: unknown, known: readonly string[]): void => {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw new RangeError(`${what} must be an object, got ${options === null ? 'null' : Array.isArray(options) ? 'an array' : typeof options}`);
+  const unknown = Object.keys(options).filter((k) => !known.includes(k));
+  if (unknown.length > 0) throw new RangeError(`${what}: unknown option ${unknown.map((k) => JSON.stringify(k)).join(', ')} (known: ${known.join(', ')})`);
+};

@@ -1,3 +1,4 @@
+import { requireKnownOptions } from '../../application/openErrors';
 import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { randomUUID } from 'node:crypto';
 import {
@@ -59,8 +60,10 @@ export interface MemoryStartBarrierOptions {
   readonly evidenceKeys?: EvidenceKeyringOptions;
 }
 
-export const openMemoryStartBarrier = async (options: MemoryStartBarrierOptions = {}): Promise<RecoverableStartBarrierAuthority> =>
-  new MemoryAuthority(options.hooks?.onStartStep, options.clock ?? Date.now, options.evidenceKeys === undefined ? undefined : createEvidenceKeyring(options.evidenceKeys));
+export const openMemoryStartBarrier = async (options: MemoryStartBarrierOptions = {}): Promise<RecoverableStartBarrierAuthority> => {
+  requireKnownOptions('in-memory options', options, ['hooks', 'clock', 'evidenceKeys']);
+  return new MemoryAuthority(options.hooks?.onStartStep, options.clock ?? Date.now, options.evidenceKeys === undefined ? undefined : createEvidenceKeyring(options.evidenceKeys));
+};
 
 class MemoryAuthority implements RecoverableStartBarrierAuthority {
   readonly backend = 'memory' as const;
@@ -158,18 +161,14 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
       readBarrier: async (startId) => this.readBarrier(t, startId),
       clockMs: async () => this.clock(),
       writesAtOnce: false,
-      writeStart: async (plan, steps) => {
-        for (const step of steps) this.writeStep(t, plan, step);
-      },
-      ...(this.keys === undefined
-        ? {}
-        : {
-            sealEvidence: async (plan: StartWrite) => {
-              // the head check and the origin first, as the SQL stores read the head before they write
-              sealMemoryEvents(this.keys!, t, plan.streamId, startEventCells(plan), plan.committedAtMs);
-              insertUnique(t.macs, plan.startId, this.keys!.seal(plan.result), 'evidence MAC');
-            },
-          }),
+      writeStart: async (plan, steps) => void steps.forEach((step) => this.writeStep(t, plan, step)),
+      // the events' seal (its head check, the origin) before the barrier's MAC, as the SQL stores write them
+      ...(this.keys !== undefined && {
+        sealEvidence: async (plan: StartWrite) => {
+          sealMemoryEvents(this.keys!, t, plan.streamId, startEventCells(plan), plan.committedAtMs);
+          insertUnique(t.macs, plan.startId, this.keys!.seal(plan.result), 'evidence MAC');
+        },
+      }),
     };
   }
 

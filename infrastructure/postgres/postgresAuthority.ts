@@ -1,6 +1,7 @@
 import type { Pool, PoolConfig } from 'pg';
 import { connectTyped, createOwnedPool, type PoolErrorHandler } from './pool';
 import { decodeStartCommand, replayKeysOf, type DecodedStartCommand } from '../../domain';
+import { requireKnownOptions } from '../../application/openErrors';
 import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { stepRunRowOf } from '../../projections/rows';
 import type {
@@ -85,6 +86,8 @@ const validTimeout = (name: string, ms: number): number => {
 };
 
 export const openPostgresStartBarrier = async (options: PostgresStartBarrierOptions): Promise<PostgresStartBarrier> => {
+  requireKnownOptions('PostgreSQL options', options, ['connectionString', 'poolConfig', 'pool', 'schema', 'timeouts', 'maxRetries', 'migrate', 'writeMode', 'evidenceKeys', 'hooks', 'onError']);
+  if (options.timeouts !== undefined) requireKnownOptions('timeouts', options.timeouts, Object.keys(DEFAULT_TIMEOUTS));
   if (options.schema !== undefined && options.schema !== SQL.SCHEMA) {
     throw new RangeError(`schema must be "${SQL.SCHEMA}" (ADR-0158 R5.2: the migrations and the role grants are written for it), got "${options.schema}"`);
   }

@@ -4,6 +4,7 @@ import type { SqliteDatabase } from './database';
 import { decodeStartCommand, streamNameOf } from '../../domain';
 import { requireHeadAtLogEnd } from '../../projections/readChecks';
 import type { EventRow } from '../../projections/verifyRows';
+import { requireKnownOptions } from '../../application/openErrors';
 import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { stepRunRowOf } from '../../projections/rows';
 import type {
@@ -74,7 +75,19 @@ export interface SqliteStartBarrier extends RecoverableStartBarrierAuthority {
   readonly db: SqliteDatabase;
 }
 
+/** The options' cells, checked before anything is opened (R10.1: one input, one meaning). */
+const checkSqliteOptions = (options: SqliteStartBarrierOptions): void => {
+  requireKnownOptions('SQLite options', options, ['path', 'database', 'readOnly', 'synchronous', 'busyTimeoutMs', 'hooks', 'evidenceKeys']);
+  const path: unknown = options.path;
+  if (path !== undefined && typeof path !== 'string') throw new RangeError(`path must be a file path (text), got ${typeof path}`);
+  if (options.synchronous !== undefined && options.synchronous !== 'FULL' && options.synchronous !== 'NORMAL') throw new RangeError(`synchronous must be "FULL" or "NORMAL", got ${JSON.stringify(options.synchronous)}`);
+  const busy = options.busyTimeoutMs;
+  if (busy !== undefined && !(Number.isSafeInteger(busy) && busy >= 0 && busy <= 2_147_483_647)) throw new RangeError(`busyTimeoutMs must be an integer in 0..2147483647 ms, got ${String(busy)}`);
+  if (options.readOnly !== undefined && typeof options.readOnly !== 'boolean') throw new RangeError(`readOnly must be true or false, got ${JSON.stringify(options.readOnly)}`);
+};
+
 export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions): Promise<SqliteStartBarrier> => {
+  checkSqliteOptions(options);
   const keys = options.evidenceKeys === undefined ? undefined : createEvidenceKeyring(options.evidenceKeys);
   // R10.3: a read-only authority never creates, migrates or changes the file.
   const readOnly = options.readOnly === true && options.path !== undefined;

@@ -148,6 +148,18 @@ describe('PostgreSQL schema and roles (R5.2)', function () {
       expect((await rejects(openPostgresStartBarrier({ connectionString: db.url, schema: 'public' }))).message).to.match(/schema must be "ql3"/);
       expect((await rejects(openPostgresStartBarrier({ connectionString: db.url, maxRetries: 4 }))).message).to.match(/at most three retries/);
     });
+
+    it('R10.1 an unknown option (a misspelt connectionString, which pg would replace with its environment) or timeout is refused before anything connects', async () => {
+      for (const [options, named] of [
+        [{ conectionString: db.url }, '"conectionString"'],
+        [{ connectionString: db.url, timeouts: { statementMS: 10 } }, '"statementMS"'],
+        [{ connectionString: db.url, migrat: false }, '"migrat"'],
+      ] as const) {
+        const e = await rejects(openPostgresStartBarrier(options as never));
+        expect(e, JSON.stringify(options)).to.be.instanceOf(RangeError);
+        expect(e.message).to.contain(`unknown option ${named}`);
+      }
+    });
   });
 
   describe('roles, each proven by connecting as it', () => {

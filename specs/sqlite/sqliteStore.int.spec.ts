@@ -1,3 +1,4 @@
+import { existsSync } from 'node:fs';
 import { attemptValue } from '../../projections/rows';
 import { expect } from 'chai';
 import { readFileSync, readdirSync } from 'node:fs';
@@ -7,6 +8,7 @@ import { CorruptRecordError } from '../../domain';
 import { mutateCell } from '../../testkit/damage';
 import { openSqliteStartBarrier, MigrationError } from '../../infrastructure/sqlite';
 import { rejects } from '../../testkit/rejects';
+import { openMemoryStartBarrier } from '../../infrastructure/memory/memoryAuthority';
 import { LOOKUP_REPLAY, SELECT_RUN_HEAD, SELECT_START_HEAD, SELECT_STEP_RUN, CAS_STEP_RUN, CAS_STREAM, SELECT_ATTEMPT } from '../../infrastructure/sqlite/sql';
 import { setUp } from '../conformance/startBarrierConformance';
 import { freshDbPath } from '../support/tmp';
@@ -90,6 +92,30 @@ describe('SQLite backend (R5.1)', function () {
       }
       expect(error).to.be.instanceOf(MigrationError);
       expect((error as Error).message).to.contain('newer than the code');
+    });
+  });
+
+  describe('R10.1 open options have one meaning', () => {
+    it('R10.1 an unknown option (a misspelt synchronous), a synchronous other than FULL or NORMAL, a bad busy timeout or path is refused before any file is made', async () => {
+      const path = freshDbPath();
+      for (const [options, message] of [
+        [{ path, synchronus: 'NORMAL' }, /unknown option "synchronus"/],
+        [{ path, synchronous: 'OFF' }, /synchronous must be "FULL" or "NORMAL", got "OFF"/],
+        [{ path, busyTimeoutMs: -1 }, /busyTimeoutMs must be an integer/],
+        [{ path, readOnly: 'yes' }, /readOnly must be true or false/],
+        [{ path: 42 }, /path must be a file path/],
+        [undefined, /SQLite options must be an object/],
+      ] as const) {
+        const e = await rejects(openSqliteStartBarrier(options as never));
+        expect(e, JSON.stringify(options)).to.be.instanceOf(RangeError);
+        expect(e.message).to.match(message);
+      }
+      expect(existsSync(path)).to.equal(false);
+      await (await openSqliteStartBarrier({ path, synchronous: 'NORMAL', busyTimeoutMs: 0 })).close();
+    });
+
+    it('R10.1 the in-memory authority refuses an unknown option too', async () => {
+      expect((await rejects(openMemoryStartBarrier({ clok: () => 1 } as never))).message).to.match(/unknown option "clok"/);
     });
   });
 

@@ -6,7 +6,8 @@
 -- (application/driverClaimRules.ts); now what they would call damage is not written:
 --   * every row: its claim_digest binds its cells, and its time is the transaction clock (the
 --     claim's writer stamps it so, infrastructure/postgres/postgresDriverClaims.ts);
---   * a claim is the next generation of its start (1, then one past the last claim), taken at or
+--   * a claim is the next generation of its start (1, then one past the last claim; a generation
+--     already claimed is the primary key's unique violation, which a racing claimer retries), taken at or
 --     after the generation before it ended (its release, or its lease running out), with a
 --     lease that ends after its time and within the longest lease (25 hours);
 --   * a release ends a generation claimed by the same driver, stamped once (`at_ms` is its
@@ -34,6 +35,13 @@ BEGIN
       LEFT JOIN ql3.adapter_driver_claims r ON r.start_id = c.start_id AND r.generation = c.generation AND r.kind = 'release'
      WHERE c.start_id = NEW.start_id AND c.kind = 'claim'
      ORDER BY c.generation DESC LIMIT 1;
+    IF NEW.generation <= coalesce(prev.generation, 0) THEN
+      -- A racer claimed this generation first: under READ COMMITTED this statement sees its
+      -- commit, which the claimer's own read did not. The primary key's answer, so the claimer
+      -- reads again and finds the holder (a race, never damage).
+      RAISE EXCEPTION 'driver claim % generation %: that generation is claimed already', NEW.start_id, NEW.generation
+        USING ERRCODE = 'unique_violation', CONSTRAINT = 'adapter_driver_claims_pkey';
+    END IF;
     IF NEW.generation IS DISTINCT FROM coalesce(prev.generation, 0) + 1 THEN
       PERFORM ql3.refuse_history(format('driver claim %s generation %s: a claim takes the next generation of its start, %s (R11.2)',
         NEW.start_id, NEW.generation, coalesce(prev.generation, 0) + 1));

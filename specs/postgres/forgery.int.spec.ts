@@ -67,6 +67,47 @@ describe('R9.1 a history refusal on the runtime\'s own path is typed (PostgreSQL
   });
 });
 
+describe('R11.2 racing claimers meet the primary key, never the claim rules (PostgreSQL)', function () {
+  this.timeout(60_000);
+  it('R11.2 a claimer that read before a racer committed gets a unique violation for its generation (it reads again: held), not CORRUPT_RECORD; eight concurrent claimers: one claims, seven are told who holds it', async () => {
+    const db = await createDatabase();
+    const a = await openPostgresStartBarrier({ connectionString: db.url });
+    try {
+      const started = async () => {
+        const s = buildScenario();
+        for (const c of s.lifecycle) await a.runs.handle(c);
+        return (await a.barriers.prepare(s.startCommand())).barrier.record.startId;
+      };
+      const startId = await started();
+      const late = await a.pool.connect();
+      const claims = a.driverClaims();
+      try {
+        await late.query('BEGIN');
+        const now = Number((await late.query("SELECT (extract(epoch FROM transaction_timestamp()) * 1000)::bigint AS t")).rows[0].t);
+        expect((await late.query('SELECT 1 FROM ql3.adapter_driver_claims WHERE start_id = $1', [startId])).rowCount).to.equal(0);
+        expect((await claims.claim(startId, 'driver-a', 60_000)).status).to.equal('claimed'); // the racer commits generation 1
+        const row = claimRowOf(startId, 1, 'claim', 'driver-b', now, now + 60_000);
+        const e = await late.query('INSERT INTO ql3.adapter_driver_claims (start_id, generation, kind, driver_id, at_ms, lease_until_ms, claim_digest) VALUES ($1, $2, $3, $4, $5, $6, $7)', claimValuesOf(row)).then(() => undefined, (err: unknown) => err as { code?: string; constraint?: string });
+        expect(e?.code, JSON.stringify(e)).to.equal('23505');
+        expect(e?.constraint).to.equal('adapter_driver_claims_pkey');
+        await late.query('ROLLBACK');
+        for (let round = 0; round < 5; round++) {
+          const id = await started();
+          const results = await Promise.all(Array.from({ length: 8 }, (_, i) => claims.claim(id, `driver-${i}`, 60_000)));
+          expect(results.filter((r) => r.status === 'claimed')).to.have.length(1);
+          expect(results.filter((r) => r.status === 'held')).to.have.length(7);
+        }
+      } finally {
+        late.release();
+        await claims.close();
+      }
+    } finally {
+      await a.close();
+      await db.drop();
+    }
+  });
+});
+
 describe('R11.2/R9.1 a driver claim row the runtime writes binds its cells and the clock (PostgreSQL)', () => {
   it('R9.1 a claim backdated an hour (its digest over the backdated cells), or with a digest over other cells, is refused; the product\'s own claim goes in', async () => {
     const db = await createDatabase();

@@ -156,8 +156,8 @@ export interface RecoveryBackend {
 const PAGE = 200;
 
 /**
- * `verify`'s options: a progress listener or nothing (a bad one failed deep inside the walk, a
- * raw TypeError). By hand: the codecs take JSON data, and a listener is a function.
+ * `verify`'s options: a progress listener or nothing, checked before the walk (a bad listener
+ * would fail deep inside it). By hand: the codecs take JSON data, and a listener is a function.
  */
 const checkedVerifyOptions = (options: unknown): { onProgress?: VerifyProgressListener } => {
   const refuse = (path: string, reason: ValidationReason, message: string) => new ValidationError('verify options', [{ path, reason, message }]);
@@ -241,6 +241,18 @@ const attemptMismatch = async (v: RecoveryView, barrier: StoredBarrier, outcome:
 const requireAgreement = async (v: RecoveryView, barrier: StoredBarrier, outcome: StartOutcome | null): Promise<void> => {
   const mismatch = await attemptMismatch(v, barrier, outcome);
   if (mismatch !== undefined) throw new CorruptRecordError('start outcome', barrier.record.startId, mismatch);
+};
+
+/**
+ * R9.3: a start's barrier and outcome fact, answered only when they agree with its StepRun: a
+ * finished StepRun whose outcome row is gone fails closed, never "no outcome", "no note", an
+ * orphan to purge or a resolution to make.
+ */
+const agreedOutcomeOf = async (v: RecoveryView, startId: string, keys: EvidenceKeyring | undefined): Promise<{ barrier: StoredBarrier; outcome: StartOutcome | null }> => {
+  const barrier = await requireBarrier(v, startId);
+  const outcome = await outcomeOf(v, startId, keys);
+  await requireAgreement(v, barrier, outcome);
+  return { barrier, outcome };
 };
 
 /**
@@ -391,12 +403,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
 
     outcome: async (startId) => {
       const id = decodeOrThrow(Identity, 'startId', startId);
-      return backend.snapshot(async (v) => {
-        const barrier = await requireBarrier(v, id);
-        const outcome = await outcomeOf(v, id, backend.keyring?.());
-        await requireAgreement(v, barrier, outcome); // a finished StepRun without its outcome row fails closed
-        return outcome;
-      });
+      return backend.snapshot(async (v) => (await agreedOutcomeOf(v, id, backend.keyring?.())).outcome);
     },
 
     resolve: async (startId, outcome, options) => {
@@ -410,12 +417,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
           `start ${req.startId} is already resolved as ${existing.outcome} by ${existing.decidedBy}; outcomes are facts, not edits (retry with a new attempt instead)`,
         );
       };
-      const before = await backend.snapshot(async (v) => {
-        const barrier = await requireBarrier(v, req.startId);
-        const outcome = await outcomeOf(v, req.startId, backend.keyring?.());
-        await requireAgreement(v, barrier, outcome); // no outcome row for a finished StepRun: damage, not a resolution to make (R9.3)
-        return { barrier, outcome };
-      });
+      const before = await backend.snapshot((v) => agreedOutcomeOf(v, req.startId, backend.keyring?.()));
       if (before.outcome !== null) return settled(before.outcome);
       const b = before.barrier.record;
       // R10.2: the note goes to its side record first; the event then binds its digest. If the
@@ -448,24 +450,14 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
 
     note: async (startId) => {
       const id = decodeOrThrow(Identity, 'startId', startId);
-      const outcome = await backend.snapshot(async (v) => {
-        const barrier = await requireBarrier(v, id);
-        const found = await outcomeOf(v, id, backend.keyring?.());
-        await requireAgreement(v, barrier, found); // "no note" only if the outcome row is not missing (R9.3)
-        return found;
-      });
+      const outcome = await backend.snapshot(async (v) => (await agreedOutcomeOf(v, id, backend.keyring?.())).outcome);
       if (outcome?.noteDigest === undefined) return null;
       return noteOf(id, outcome.noteDigest, await backend.notes.rows(id));
     },
 
     purgeNote: async (startId) => {
       const id = decodeOrThrow(Identity, 'startId', startId);
-      const outcome = await backend.snapshot(async (v) => {
-        const barrier = await requireBarrier(v, id);
-        const found = await outcomeOf(v, id, backend.keyring?.());
-        await requireAgreement(v, barrier, found); // a missing outcome row is damage, not an orphan to purge (R9.3)
-        return found;
-      });
+      const outcome = await backend.snapshot(async (v) => (await agreedOutcomeOf(v, id, backend.keyring?.())).outcome);
       // An orphan (a resolve that stopped between its note and its outcome event) is purged too:
       // it is no evidence, but its text is a person's words kept for nothing (R10.2).
       const orphans = (await backend.notes.rows(id)).filter((r) => r.note_text !== null && r.note_digest !== outcome?.noteDigest);

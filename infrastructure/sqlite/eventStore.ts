@@ -37,8 +37,8 @@ const runIdOfStream = (streamName: string): string => {
 
 /**
  * emmett's read range is stream positions and a count: whole numbers, 0 or more. Anything else
- * must be bad input named as such; a negative `from` was read as a range whose events are
- * missing, that is, as damage (CORRUPT_RECORD).
+ * is bad input, named as such before the read: a negative `from` would otherwise look like a
+ * range whose events are missing, that is, like damage.
  */
 const checkedReadOptions = (options: ReadStreamOptions | undefined): void => {
   for (const key of ['from', 'to', 'maxCount'] as const) {

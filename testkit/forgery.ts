@@ -323,6 +323,16 @@ export const FORGERIES: readonly Forgery[] = [
     },
   },
   {
+    name: 'a replay identity naming a started start under a value its barrier does not hold (the value would answer as that start, or be refused to its own command)',
+    refusedBy: /permission denied|a value its barrier holds/,
+    attempt: async (target) => {
+      const s = buildScenario();
+      await ready(target.authority, s);
+      const { startId } = (await target.authority.barriers.prepare(s.startCommand())).barrier.record;
+      return judge(target, s, [insertRow(target.raw, 'start_replay_identities', { identity: 'traceId', value: `trace-forged-${startId}`, start_id: startId })]);
+    },
+  },
+  {
     name: 'an outcome row for a running start, inserted without its event (it would take the start off the in-doubt list)',
     refusedBy: /permission denied|projection of its outcome event/,
     attempt: async (target) => {

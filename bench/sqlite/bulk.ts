@@ -27,6 +27,9 @@ const INDEX_BEFORE_COMPACT = `BEGIN;
 const INSERT_IDENTITY_BEFORE_COMPACT = `INSERT INTO start_replay_identities (identity, value, start_id, command_digest)
   VALUES (@identity, @value, @start_id, @command_digest)`;
 
+/** A trigger that writes a start's rows rather than checks them (the replay index, 0087): a store "without triggers" keeps it. */
+export const ROW_WRITING_TRIGGERS: readonly string[] = ['tool_execution_start_barriers_index'];
+
 /** Which start tables a writer fills: the product's own, or the fixed baseline from before each fact was stored once. */
 export type StartSchema = 'current' | 'before-stored-once';
 
@@ -119,7 +122,7 @@ export class SqliteWriter {
 
   /**
    * One batch of started Runs from the seed generator (lifecycle, the five facts, the barrier
-   * and its identities; see seedRows.ts for the format). Returns how many Runs it held.
+   * whose insert writes its identities; see seedRows.ts for the format). Returns how many Runs it held.
    */
   seededBatch(rows: string): number {
     const kinds = (this.seedKinds ??= SEED_ROW_KINDS.map((k) => {
@@ -175,7 +178,6 @@ export class SqliteWriter {
     this.st('INSERT_RECEIPT').run(w.rows.receipt);
     this.st('INSERT_MUTATION').run(w.rows.mutation);
     this.st('INSERT_BARRIER').run(w.rows.barrier);
-    for (const i of w.rows.identities) this.st('INSERT_IDENTITY').run(i);
   }
 
   /** The bare baseline: one transaction inserting the same rows as a start, no reads, no checks. */

@@ -43,7 +43,6 @@ const TRACE = 5;
 const RECEIPT = 6;
 const MUTATION = 7;
 const BARRIER = 8;
-const IDENTITY = 9;
 
 /** Indexed by the kind codes above. */
 export const SEED_ROW_KINDS: readonly SeedRowKind[] = [
@@ -56,7 +55,6 @@ export const SEED_ROW_KINDS: readonly SeedRowKind[] = [
   positional(P.INSERT_RECEIPT),
   positional(P.INSERT_MUTATION),
   positional(P.INSERT_BARRIER),
-  positional(P.INSERT_IDENTITY),
 ];
 if (SEED_ROW_KINDS.length > 10) throw new Error('kind codes are single digits');
 
@@ -82,6 +80,5 @@ export const encodeSeededRun = (r: SeededRun): string => {
   for (const e of r.events) out += rowOf(EVENT, e);
   const rows = r.start.rows;
   out += rowOf(AUDIT, rows.audit) + rowOf(TRACE, rows.trace) + rowOf(RECEIPT, rows.receipt) + rowOf(MUTATION, rows.mutation) + rowOf(BARRIER, rows.barrier);
-  for (const i of rows.identities) out += rowOf(IDENTITY, i);
   return out;
 };

@@ -2,7 +2,7 @@
 // rows a start writes, with no reads and no checks (the database's own constraints still run:
 // that is the physical floor the product is compared with). The fact INSERTs are the product's
 // own statements, so the baseline writes exactly what a start writes.
-export { INSERT_RUN, INSERT_AUDIT, INSERT_TRACE, INSERT_RECEIPT, INSERT_MUTATION, INSERT_BARRIER, INSERT_IDENTITY } from '../../infrastructure/sqlite/sql';
+export { INSERT_RUN, INSERT_AUDIT, INSERT_TRACE, INSERT_RECEIPT, INSERT_MUTATION, INSERT_BARRIER } from '../../infrastructure/sqlite/sql';
 
 export const INSERT_STREAM = 'INSERT INTO streams (stream_id, stream_type, version) VALUES (@stream_id, @stream_type, @version)';
 export const INSERT_EVENT = `INSERT INTO events (stream_id, stream_position, event_id, event_type, data_json, committed_at_ms, chain_digest)

@@ -6,7 +6,7 @@ import type Database from 'better-sqlite3';
 import { buildScenario } from '../../domain/scenario';
 import { openSqliteStartBarrier, type SqliteStartBarrier } from '../../infrastructure/sqlite';
 import { lifecycleOf, startWriteOf, trustedDecoded } from '../lib/startRows';
-import { SqliteWriter } from './bulk';
+import { ROW_WRITING_TRIGGERS, SqliteWriter } from './bulk';
 
 // The triggers' share of one start's CPU: the same starts on stores with every trigger, with
 // the triggers that fire on a start dropped, and with each of them dropped alone. In-process
@@ -30,7 +30,7 @@ const median = (xs: number[]): number => {
   const probe = await openSqliteStartBarrier({ path: join(dir, 'probe.db'), synchronous });
   const all = ((probe.db as Database.Database).prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' ORDER BY name").all() as { name: string }[]).map((r) => r.name);
   await probe.close();
-  const firing = all.filter((n) => !/_no_(update|delete)$/.test(n));
+  const firing = all.filter((n) => !/_no_(update|delete)$/.test(n) && !ROW_WRITING_TRIGGERS.includes(n));
   const variants: [string, string[]][] = [['all', []], ['none', firing]];
   if (each) for (const t of firing) variants.push([`-${t}`, [t]]);
   const stores: { name: string; a: SqliteStartBarrier; w: SqliteWriter; cpu: number[]; bare: number[] }[] = [];

@@ -163,25 +163,13 @@ const RUN_EVENT: Step = {
   params: (plan) => prefixed('mutation_', plan.rows.mutation, eventParams('run_event_', RUN_EVENT_EVENTS, plan.events.runEvent)),
 };
 
-/** R3.7: the barrier event, the immutable barrier row and its replay identities. */
+/** R3.7: the barrier event and the immutable barrier row, whose insert writes its seven replay identities (pg-0059). */
 const BARRIER: Step = {
   ctes: [
     ['barrier_event', insertEvents('barrier_event_', BARRIER_EVENTS)],
     ['barrier', insertRow('tool_execution_start_barriers', 'barrier_', BARRIER_COLUMNS)],
-    [
-      'identities',
-      `INSERT INTO ql3.start_replay_identities (identity, value, start_id)
-        SELECT i.identity, i.value, i.start_id
-          FROM unnest(:identity_names::text[], :identity_values::text[], :identity_start_ids::text[]) AS i (identity, value, start_id)
-        RETURNING 1`,
-    ],
   ],
-  params: ({ events, rows }) =>
-    Object.assign(prefixed('barrier_', rows.barrier, eventParams('barrier_event_', BARRIER_EVENTS, events.barrier)), {
-      identity_names: rows.identities.map((i) => i.identity),
-      identity_values: rows.identities.map((i) => i.value),
-      identity_start_ids: rows.identities.map((i) => i.start_id),
-    }),
+  params: ({ events, rows }) => prefixed('barrier_', rows.barrier, eventParams('barrier_event_', BARRIER_EVENTS, events.barrier)),
 };
 
 const STEPS: Readonly<Record<StartWriteStep, Step>> = { evidence: EVIDENCE, stepRunCas: STEP_RUN_CAS, runCas: RUN_CAS, runEvent: RUN_EVENT, barrier: BARRIER };
@@ -191,8 +179,6 @@ export const expectedCountOf = (plan: StartWrite, cte: string): number | undefin
   switch (cte) {
     case 'evidence_events':
       return plan.events.evidence.length;
-    case 'identities':
-      return plan.rows.identities.length;
     default:
       return STEP_CTE_NAMES.has(cte) ? 1 : undefined;
   }

@@ -89,9 +89,6 @@ export const INSERT_BARRIER = `INSERT INTO tool_execution_start_barriers (start_
   VALUES (@start_id, @command_digest, @barrier_digest, @project_id, @run_id,
     @step_run_id, @started_step_run_version, @started_step_run_digest, @mutation_id, @mutation_digest, @run_event_id, @trace_id, @trace_digest,
     @audit_event_id, @audit_receipt_id, @audit_receipt_digest, @adapter_id, @committed_at_ms)`;
-/** The command digest is not repeated: readers take it from the barrier (0081). */
-export const INSERT_IDENTITY = `INSERT INTO start_replay_identities (identity, value, start_id)
-  VALUES (@identity, @value, @start_id)`;
 
 /** A barrier and the four fact rows it names, in one row (each by its primary key); a missing fact comes back as NULLs. */
 export const SELECT_BARRIER_WITH_FACTS = `SELECT b.*, a.*, t.*, r.*, m.* FROM tool_execution_start_barriers b

@@ -26,7 +26,6 @@ const STATEMENTS = {
   insertReceipt: SQL.INSERT_RECEIPT,
   insertMutation: SQL.INSERT_MUTATION,
   insertBarrier: SQL.INSERT_BARRIER,
-  insertIdentity: SQL.INSERT_IDENTITY,
   barrierWithFacts: SQL.SELECT_BARRIER_WITH_FACTS,
   startEvents: SQL.SELECT_START_EVENTS,
   attempt: SQL.SELECT_ATTEMPT,

@@ -65,7 +65,30 @@ describe('the compact replay index on PostgreSQL (pg-0051)', function () {
     expect(await db.admin(async (c) => (await c.query("SELECT name FROM ql3.schema_migrations WHERE name >= 'pg-0051'")).rows)).to.deep.equal([]);
   });
 
-  it('R4.1 a row naming a start under a value its barrier does not hold: verify names it, a lookup of that value fails closed, the start still reads', async () => {
+  it('R4.1, R9.1 the barrier writes its own seven index rows (pg-0059); the runtime cannot add one', async () => {
+    const { startId } = await startedScenario(a);
+    const rows = await db.admin(async (c) => (await c.query('SELECT identity, value FROM ql3.start_replay_identities WHERE start_id = $1 ORDER BY identity', [startId])).rows);
+    const record = (await a.barriers.getByStartId(startId))!.record;
+    expect(rows).to.deep.equal([
+      { identity: 'attempt', value: JSON.stringify([record.runId, record.stepRunId, record.attempt.startedStepRunVersion]) },
+      { identity: 'auditEventId', value: record.audit.auditEventId },
+      { identity: 'auditReceiptId', value: record.audit.auditReceiptId },
+      { identity: 'mutationId', value: record.mutation.mutationId },
+      { identity: 'runEventId', value: record.runEvent.runEventId },
+      { identity: 'startId', value: startId },
+      { identity: 'traceId', value: record.trace.traceId },
+    ]);
+    const asRuntime = await db.admin((c) =>
+      c.query(`BEGIN; SET LOCAL ROLE ql3_runtime; INSERT INTO ql3.start_replay_identities (identity, value, start_id) VALUES ('traceId', 'trace-stray', '${startId}')`).then(
+        () => undefined,
+        (e: Error) => e,
+      ),
+    );
+    expect(asRuntime?.message).to.match(/permission denied/);
+    expect((await a.recovery.verify()).ok).to.equal(true);
+  });
+
+  it('R4.1 a row naming a start under a value its barrier does not hold (written by the owner): verify names it, a lookup of that value fails closed, the start still reads', async () => {
     const { startId } = await startedScenario(a);
     await db.admin((c) => c.query("INSERT INTO ql3.start_replay_identities (identity, value, start_id) VALUES ('traceId', 'trace-stray', $1)", [startId]));
     const report = await a.recovery.verify();

@@ -13,8 +13,11 @@ const functionAsCreatedBy = (migration: string, signature: string): string => {
 // What pg-0052 (the last attempt alone) and pg-0053 (the heads moved once per statement) change,
 // taken back: the functions they replaced as pg-0036, pg-0037 and pg-0045 made them; and what
 // pg-0056 adds: the StepRun version index and the trigger that reads it; and pg-0058's driver
-// claim rules.
+// claim rules; and pg-0059's replay index written by the barrier's insert.
 export const UNDO_GATE_AND_HEADS = `
+  DROP TRIGGER tool_execution_start_barriers_index ON ql3.tool_execution_start_barriers;
+  DROP FUNCTION ql3.index_start_barrier();
+  GRANT INSERT ON ql3.start_replay_identities TO ql3_runtime;
   DROP TRIGGER adapter_driver_claims_follow_rules ON ql3.adapter_driver_claims;
   DROP FUNCTION ql3.driver_claim_follows_rules();
   DROP TRIGGER events_step_run_follows_log ON ql3.events;

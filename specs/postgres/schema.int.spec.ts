@@ -209,13 +209,16 @@ describe('PostgreSQL schema and roles (R5.2)', function () {
       }
     });
 
-    it('R5.2 ql3_runtime: SELECT and INSERT on the barrier, never UPDATE, DELETE or TRUNCATE, on it or on any fact', async () => {
+    it('R5.2 ql3_runtime: SELECT and INSERT on the barrier, never UPDATE, DELETE or TRUNCATE, on it or on any fact; no INSERT on the replay index (R4.1, R9.1: the barrier\'s insert writes it)', async () => {
       const runtime = as('ql3_runtime');
       expect(await attempt(runtime, 'SELECT count(*) FROM ql3.tool_execution_start_barriers')).to.equal('ok');
-      // INSERT is granted: this one gets past the privilege check and fails only on the foreign key
+      // INSERT on the barrier is granted: this one gets past the privilege check and fails only on the foreign key
+      expect(
+        await attempt(runtime, `INSERT INTO ql3.tool_execution_start_barriers (start_id) VALUES ('no-such-start')`),
+      ).to.be.oneOf(['23502', '23503']);
       expect(
         await attempt(runtime, `INSERT INTO ql3.start_replay_identities (identity, value, start_id) VALUES ('startId', 'x', 'no-such-start')`),
-      ).to.equal('23503');
+      ).to.equal(DENIED);
       for (const table of FACT_TABLES) {
         expect(await attempt(runtime, `SELECT count(*) FROM ql3.${table}`), `SELECT ${table}`).to.equal('ok');
         expect(await attempt(runtime, `UPDATE ql3.${table} SET start_id = start_id`.replace('start_id = start_id', table === 'events' ? 'event_id = event_id' : 'start_id = start_id')), `UPDATE ${table}`).to.equal(DENIED);

@@ -6,7 +6,8 @@ import { expect } from 'chai';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { STRAY_IDENTITIES } from '../../infrastructure/sqlite/recoverySql';
 import { migrateUpTo } from './migrateUpTo';
-import { CorruptRecordError } from '../../domain';
+import { CorruptRecordError, type ToolExecutionStartCommand } from '../../domain';
+import type { Scenario } from '../../domain/scenario';
 import { openFreshSqlite } from './support';
 import { setUp } from '../conformance/startBarrierConformance';
 import { freshDbPath } from '../support/tmp';
@@ -83,13 +84,44 @@ describe('the compact replay index on SQLite (0081)', function () {
     again.close();
   });
 
-  it('R4.1 a row naming a start under a value its barrier does not hold: verify names it, a lookup of that value fails closed, the start still reads', async () => {
+  /** A fresh store with one committed start, for `body`; closed after. */
+  const withStarted = async (body: (a: Awaited<ReturnType<typeof openFreshSqlite>>, db: Database.Database, s: Scenario, command: ToolExecutionStartCommand) => Promise<void>): Promise<void> => {
     const a = await openFreshSqlite();
-    const db = a.db as unknown as Database.Database;
     try {
       const s = await setUp(a);
       const command = s.startCommand();
       await a.barriers.prepare(command);
+      await body(a, a.db as unknown as Database.Database, s, command);
+    } finally {
+      await a.close();
+    }
+  };
+
+  it('R4.1, R9.1 the barrier writes its own seven index rows; a row naming a start under a value its barrier does not hold is refused, nothing written', () =>
+    withStarted(async (a, db, s, command) => {
+      const rows = () => db.prepare('SELECT identity, value FROM start_replay_identities WHERE start_id = ? ORDER BY identity').all(command.startId);
+      const before = rows();
+      expect(before.map((r) => (r as { identity: string }).identity)).to.deep.equal(['attempt', 'auditEventId', 'auditReceiptId', 'mutationId', 'runEventId', 'startId', 'traceId']);
+      const version = (await a.barriers.getByStartId(command.startId))!.record.attempt.startedStepRunVersion;
+      expect(before).to.deep.include({ identity: 'attempt', value: JSON.stringify([s.runId, s.stepRunId, version]) });
+      for (const [identity, value, startId] of [
+        ['traceId', 'trace-stray', command.startId],
+        ['startId', 'start-stray', command.startId],
+        ['attempt', JSON.stringify([s.runId, s.stepRunId, version + 1]), command.startId],
+        ['attempt', `[${JSON.stringify(s.runId)}, ${JSON.stringify(s.stepRunId)}, ${version}]`, command.startId], // the same key, printed otherwise
+        ['traceId', 'trace-stray', 'no-such-start'],
+      ]) {
+        expect(() => db.prepare('INSERT INTO start_replay_identities (identity, value, start_id) VALUES (?, ?, ?)').run(identity, value, startId), `${identity} ${value}`).to.throw(
+          /a replay identity is a value its barrier holds/,
+        );
+      }
+      expect(rows()).to.deep.equal(before);
+      expect((await a.recovery.verify()).ok).to.equal(true);
+    }));
+
+  it('R4.1 a row naming a start under a value its barrier does not hold (written past the trigger, as an owner could): verify names it, a lookup of that value fails closed, the start still reads', () =>
+    withStarted(async (a, db, _s, command) => {
+      db.exec('DROP TRIGGER start_replay_identities_from_barrier');
       db.prepare("INSERT INTO start_replay_identities (identity, value, start_id) VALUES ('traceId', 'trace-stray', ?)").run(command.startId);
       expect(db.prepare(STRAY_IDENTITIES).all()).to.deep.equal([{ identity: 'traceId', value: 'trace-stray', start_id: command.startId }]);
       const report = await a.recovery.verify();
@@ -97,8 +129,5 @@ describe('the compact replay index on SQLite (0081)', function () {
       const lookup = await rejects(a.recovery.lookup('traceId', 'trace-stray'));
       expect(lookup, lookup.message).to.be.instanceOf(CorruptRecordError);
       expect((await a.barriers.getByStartId(command.startId))?.record.startId).to.equal(command.startId);
-    } finally {
-      await a.close();
-    }
-  });
+    }));
 });

@@ -19,6 +19,7 @@ import {
   type InvocationPlan,
   type StartPlan,
   type ToolAdapter,
+  ValidationError,
 } from '../domain';
 import { Identity, decodeOrThrow, integer } from '../domain/codecs';
 import type { RecoverableStartBarrierAuthority, StartOutcome, StoredBarrier } from './authority';
@@ -107,14 +108,44 @@ export interface ToolStepSaga {
 }
 
 const GraceMs = integer('LeaseGraceMs', 0, 3_600_000);
+const SAGA_OPTIONS: readonly string[] = ['execution', 'adapter', 'sagaId', 'leaseGraceMs', 'clock', 'hooks'] satisfies readonly (keyof ToolStepSagaOptions)[];
 
-export const createToolStepSaga = (options: ToolStepSagaOptions): ToolStepSaga => {
+const optionError = (path: string, reason: 'unknown_field' | 'invalid_value', message: string): ValidationError =>
+  new ValidationError('createToolStepSaga options', [{ path, reason, message }]);
+
+/**
+ * The options' shape, before any attempt: a misspelt option would silently not apply (a
+ * `leaseGraceMS` leaves the default lease), and a clock or hook that is not a function would
+ * fail only after the tool acted, leaving every attempt in doubt. (The execution authority and
+ * the adapter are checked by the gate of each drive, R11.3, before anything is written.)
+ */
+const checkedSagaOptions = (options: unknown): ToolStepSagaOptions => {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw optionError('', 'invalid_value', 'the saga options must be an object');
+  const unknown = Object.keys(options).filter((k) => !SAGA_OPTIONS.includes(k));
+  if (unknown.length > 0) throw optionError(unknown[0]!, 'unknown_field', `unknown option (known: ${SAGA_OPTIONS.join(', ')})`);
+  const o = options as ToolStepSagaOptions;
+  if (o.clock !== undefined && typeof o.clock !== 'function') throw optionError('clock', 'invalid_value', 'must be a function returning epoch milliseconds');
+  if (o.hooks !== undefined) {
+    const hooks = o.hooks as unknown;
+    if (typeof hooks !== 'object' || hooks === null || Array.isArray(hooks)) throw optionError('hooks', 'invalid_value', 'must be an object');
+    for (const k of Object.keys(hooks)) if (k !== 'afterStart') throw optionError(`hooks.${k}`, 'unknown_field', 'unknown hook (known: afterStart)');
+    if (o.hooks.afterStart !== undefined && typeof o.hooks.afterStart !== 'function') throw optionError('hooks.afterStart', 'invalid_value', 'must be a function');
+  }
+  return o;
+};
+
+/** The business time of an outcome, read before the attempt so that a broken clock refuses it rather than strands it in doubt. */
+const BusinessTime = integer('ClockMs', 0, Number.MAX_SAFE_INTEGER);
+
+export const createToolStepSaga = (input: ToolStepSagaOptions): ToolStepSaga => {
+  const options = checkedSagaOptions(input);
   const execution = options.execution as ExecutionAuthority | undefined;
   const sagaId = decodeOrThrow(Identity, 'sagaId', options.sagaId ?? 'orchestration-saga');
   // One driver id per saga instance: its claims say which process held an attempt.
   const driverId = `${sagaId.slice(0, 90)}.${randomUUID()}`;
   const graceMs = decodeOrThrow(GraceMs, 'leaseGraceMs', options.leaseGraceMs ?? 30_000);
-  const clock = options.clock ?? Date.now;
+  const configured = options.clock ?? Date.now;
+  const clock = (): number => decodeOrThrow(BusinessTime, 'clock', configured());
 
   return {
     drive: async (input, plan, invocation) => {
@@ -128,6 +159,7 @@ export const createToolStepSaga = (options: ToolStepSagaOptions): ToolStepSaga =
       const command = buildSagaStartCommand(plan, trigger, stepRun);
       // The gate comes before prepare: a refused execution commits no start to be in doubt about.
       const adapter = assertMayExecute(execution.executionEnabled, options.adapter, command, invocation);
+      clock(); // likewise a clock that cannot stamp the outcome
       const prepared = await authority.barriers.prepare(command);
       const barrier = prepared.barrier;
       const startId = barrier.record.startId;

@@ -429,6 +429,32 @@ export const sagaConformance = (backend: SagaBackend): void => {
         expect(await a.runs.readStream(s.runId)).to.have.length(3);
         expect(await a.recovery.inDoubt()).to.deep.equal([]);
       });
+
+      it('R10.1 the saga options have one meaning: an unknown option or hook, a clock or hook that is not a function, and a clock that gives no epoch milliseconds are VALIDATION_FAILED naming it; nothing is invoked or written', async () => {
+        const s = await ready();
+        const port = adapter();
+        const plan = planOf(s.startCommand());
+        const atConstruction: [Record<string, unknown>, string][] = [
+          [{ leaseGraceMS: 60_000 }, 'leaseGraceMS'],
+          [{ clock: 1_790_000_000_000 }, 'clock'],
+          [{ hooks: { afterstart: () => undefined } }, 'hooks.afterstart'],
+          [{ hooks: { afterStart: 'log' } }, 'hooks.afterStart'],
+          [{ hooks: [] }, 'hooks'],
+        ];
+        for (const [bad, path] of atConstruction) {
+          const e = await rejects(Promise.resolve().then(() => createToolStepSaga({ execution, adapter: port, ...bad } as unknown as ToolStepSagaOptions)));
+          expect(e, JSON.stringify(bad)).to.be.instanceOf(ValidationError);
+          expect((e as ValidationError).issues[0]?.path, JSON.stringify(bad)).to.equal(path);
+        }
+        for (const clock of [() => new Date(), () => 1.5, () => -1, () => '1790000000000']) {
+          const e = await rejects(createSaga({ adapter: port, clock: clock as unknown as () => number }).drive(triggerOf(s), plan));
+          expect(e, String(clock)).to.be.instanceOf(ValidationError);
+          expect((e as ValidationError).message).to.contain('clock');
+        }
+        expect(port.calls).to.have.length(0);
+        expect(await a.runs.readStream(s.runId)).to.have.length(3);
+        expect(await a.recovery.inDoubt()).to.deep.equal([]);
+      });
     });
   });
 };

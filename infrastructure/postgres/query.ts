@@ -13,7 +13,7 @@ export type Queryable = Pick<PoolClient, 'query'>;
  * migration can only make PostgreSQL re-plan them, never change their type.
  */
 const PREPARED = new Map<NamedSql, string>(
-  [SQL.LOOKUP_REPLAY, SQL.LOOKUP_REPLAY_AT_VERSION, SQL.READ_RUN_STATE, SQL.START_BATCHED_STATEMENT, SQL.READ_START, SQL.READ_BARRIER].map((sql) => [
+  [SQL.LOOKUP_REPLAY, SQL.LOOKUP_REPLAY_AT_VERSION, SQL.READ_RUN_STATE, SQL.START_BATCHED_STATEMENT, SQL.READ_START, SQL.READ_START_KEYED, SQL.READ_BARRIER].map((sql) => [
     sql,
     `ql3_${createHash('sha256').update(sql.text).digest('hex').slice(0, 24)}`,
   ]),

@@ -231,12 +231,11 @@ SELECT
   (SELECT count(*) FROM ql3.step_run_mutations m WHERE m.start_id = :start_id AND NOT EXISTS (SELECT 1 FROM b)) AS mutations_naming_start`);
 
 /**
- * READ_START's sealed span (sealedSpanSql.ts) is over the stream's head (HEAD) and read only
- * when this gate holds: keyed (:keyed), for a new start. A keyed start then checks the head it
- * follows is sealed (R9.4, application/eventSeals.ts) in the same read, in the same snapshot as
- * the Run state.
+ * READ_START_KEYED's sealed span (sealedSpanSql.ts) is over the stream's head (HEAD) and read
+ * only for a new start. A keyed start then checks the head it follows is sealed (R9.4,
+ * application/eventSeals.ts) in the same read, in the same snapshot as the Run state.
  */
-const KEYED_NEW_START = ':keyed::boolean AND NOT EXISTS (SELECT 1 FROM lookup)';
+const KEYED_NEW_START = 'NOT EXISTS (SELECT 1 FROM lookup)';
 const HEAD = '(SELECT version FROM stream)';
 /**
  * The first round trip of a start (startRoundTrips.ts), one statement and one snapshot, no lock:
@@ -247,10 +246,10 @@ const HEAD = '(SELECT version FROM stream)';
  * values are the command's: each hit says whether it is also one of the barrier's probes, and
  * `identities` carries only the rows of the barrier's other values, so no row travels twice.
  */
-export const READ_START = named(`WITH
+const readStartSql = (keyed: boolean): NamedSql =>
+  named(`WITH
   lookup AS (${lookupReplaySql()}),
-  ${RUN_STATE_CTES},
-  ${sealedSpanCtes(HEAD, HEAD, KEYED_NEW_START)},
+  ${RUN_STATE_CTES},${keyed ? `\n  ${sealedSpanCtes(HEAD, HEAD, KEYED_NEW_START)},` : ''}
   ${barrierCtes(' AND EXISTS (SELECT 1 FROM lookup)', 'lookup')}
 SELECT (SELECT json_agg(json_build_array(l.identity, l.value, l.start_id, l.command_digest,
                                          EXISTS (SELECT 1 FROM keys k WHERE k.identity = l.identity AND k.value = l.value)))
@@ -259,7 +258,15 @@ SELECT (SELECT json_agg(json_build_array(l.identity, l.value, l.start_id, l.comm
   ${lastStepRunEventColumn(' AND NOT EXISTS (SELECT 1 FROM lookup)')},
   ${BARRIER_READ_COLUMNS},
   (SELECT json_agg(m) FROM ql3.start_evidence_macs m WHERE m.start_id = :start_id AND EXISTS (SELECT 1 FROM b)) AS macs,
-  ${sealedSpanColumns(KEYED_NEW_START, 'seal_')}`);
+  ${keyed ? sealedSpanColumns(KEYED_NEW_START, 'seal_') : UNSEALED_SPAN_COLUMNS}`);
+/**
+ * An unkeyed store's start reads no sealed span: the columns a keyed read fills, empty. A
+ * statement of its own, not the keyed one behind a false gate: PostgreSQL builds every node of
+ * a prepared plan on each execution, gated or not, and the span's were a third of this one's.
+ */
+const UNSEALED_SPAN_COLUMNS = `'[]'::json AS seal_macs, '[]'::json AS seal_events, '[]'::json AS seal_origins, false AS seal_evidence_without_origin`;
+export const READ_START = readStartSql(false);
+export const READ_START_KEYED = readStartSql(true);
 
 /** The events of one type in one Run stream, in order: the log's own record of every attempt (StepRunStarted) or StepRun (StepRunCreated). */
 export const STREAM_EVENTS_OF_TYPE = named(`SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ql3.events

@@ -71,7 +71,7 @@ export const stateOfRead = (read: StartRead, decoded: DecodedStartCommand): RunS
 /** Each identity's parameter name, made once (a key made per call is a new string to look up every time). */
 const IDENTITY_PARAMS = Object.fromEntries(REPLAY_IDENTITIES.map((identity) => [identity, paramOf(identity)])) as Readonly<Record<ReplayIdentity, string>>;
 
-/** Round trip 1: READ_START, decoded (R3.1, R3.2 without a lock). */
+/** Round trip 1: READ_START, or READ_START_KEYED with a keyring, decoded (R3.1, R3.2 without a lock). */
 export const readStart = async (q: PoolClient | Pool, decoded: DecodedStartCommand, keyed = false): Promise<StartRead> => {
   const c = decoded.command;
   const keys = replayKeysOf(c);
@@ -82,8 +82,7 @@ export const readStart = async (q: PoolClient | Pool, decoded: DecodedStartComma
   params['stream_id'] = streamNameOf(c.stepRun.runId);
   params['step_run_id'] = c.stepRun.stepRunId;
   params['start_id'] = c.startId;
-  params['keyed'] = keyed;
-  const [row] = await run<Record<string, unknown>>(q, SQL.READ_START, params);
+  const [row] = await run<Record<string, unknown>>(q, keyed ? SQL.READ_START_KEYED : SQL.READ_START, params);
   if (row === undefined) throw new Error('READ_START returned no row');
   const hits = noReplayHits() as Record<ReplayIdentity, ReplayHit[]>;
   const probed: ReplayIdentityRow[] = [];

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import type { Command, Option } from 'commander';
@@ -36,6 +36,24 @@ describe('R6.1 qinglong-barrier: discoverable commands and typed errors', functi
     const unknown = await runCli(['frobnicate']);
     expect(unknown.code).to.equal(2);
     expect(unknown.stderr).to.include("unknown command 'frobnicate'");
+  });
+
+  it('R10.1 one input, one meaning: a value option given twice, or an argument no command takes, exits 2 naming it; nothing is opened or written', async () => {
+    const db = freshDbPath('cli-one-meaning');
+    const cases: [string[], string][] = [
+      [['--db', db, 'in-doubt', '--limit', '5', '--limit', '6'], '--limit: given more than once'],
+      [['--db', db, 'show', '--start-id', 's1', '--start-id', 's2'], '--start-id: given more than once'],
+      [['--db', db, 'in-doubt', '--db', freshDbPath('cli-other')], '--db: given more than once'],
+      [['--db', db, 'prepare', '--command', '-', '--command', '-'], '--command: given more than once'],
+      [['--db', db, 'verify', 'extra'], "too many arguments for 'verify'"],
+      [['--db', db, 'history', 'run-1', 'step-1', 'extra'], "too many arguments for 'history'"],
+    ];
+    for (const [args, message] of cases) {
+      const r = await runCli(args);
+      expect([r.code, r.stdout], args.join(' ')).to.deep.equal([2, '']);
+      expect(r.stderr, args.join(' ')).to.include(message);
+    }
+    expect(existsSync(db)).to.equal(false);
   });
 
   it('R6.1 every option of every command has a description, and every command help lists the global --db and --postgres', () => {

@@ -54,6 +54,12 @@ export const openExecution = (authority: RecoverableStartBarrierAuthority, optio
   if ((options as { execution?: unknown } | undefined)?.execution !== 'enabled') {
     throw new ExecutionRefusedError('execution_disabled', "execution must be opened with { execution: 'enabled' }");
   }
+  const unknown = Object.keys(options).filter((k) => k !== 'execution' && k !== 'claims');
+  if (unknown.length > 0) throw new ValidationError('openExecution options', [{ path: unknown[0]!, reason: 'unknown_field', message: 'unknown option (known: execution, claims)' }]);
+  const given = options.claims as Partial<Record<keyof DriverClaims, unknown>> | undefined;
+  if (given !== undefined && (typeof given !== 'object' || given === null || !(['claim', 'release', 'history', 'close'] as const).every((m) => typeof given[m] === 'function'))) {
+    throw new ValidationError('openExecution options', [{ path: 'claims', reason: 'invalid_value', message: 'must be a DriverClaims store (claim, release, history and close)' }]);
+  }
   const claims = options.claims ?? authority.driverClaims();
   return { authority, executionEnabled: true, claims, close: () => claims.close() };
 };

@@ -430,7 +430,7 @@ export const sagaConformance = (backend: SagaBackend): void => {
         expect(await a.recovery.inDoubt()).to.deep.equal([]);
       });
 
-      it('R10.1 the saga options have one meaning: an unknown option or hook, a clock or hook that is not a function, and a clock that gives no epoch milliseconds are VALIDATION_FAILED naming it; nothing is invoked or written', async () => {
+      it('R10.1 the saga and execution options have one meaning: an unknown option or hook, a clock or hook that is not a function, claims that are not a claims store, and a clock that gives no epoch milliseconds are VALIDATION_FAILED naming it; nothing is invoked or written', async () => {
         const s = await ready();
         const port = adapter();
         const plan = planOf(s.startCommand());
@@ -445,6 +445,11 @@ export const sagaConformance = (backend: SagaBackend): void => {
           const e = await rejects(Promise.resolve().then(() => createToolStepSaga({ execution, adapter: port, ...bad } as unknown as ToolStepSagaOptions)));
           expect(e, JSON.stringify(bad)).to.be.instanceOf(ValidationError);
           expect((e as ValidationError).issues[0]?.path, JSON.stringify(bad)).to.equal(path);
+        }
+        for (const [bad, path] of [[{ execution: 'enabled', claim: {} }, 'claim'], [{ execution: 'enabled', claims: {} }, 'claims']] as const) {
+          const e = await rejects(Promise.resolve().then(() => openExecution(a, bad as never)));
+          expect(e, path).to.be.instanceOf(ValidationError);
+          expect((e as ValidationError).issues[0]?.path).to.equal(path);
         }
         for (const clock of [() => new Date(), () => 1.5, () => -1, () => '1790000000000']) {
           const e = await rejects(createSaga({ adapter: port, clock: clock as unknown as () => number }).drive(triggerOf(s), plan));

@@ -110,7 +110,7 @@ export const memoryDriverClaims = (clock: () => number = Date.now, barrierExists
         rows.push(claimRowOf(claim.startId, claim.generation, 'release', claim.driverId, t, t));
       }
     },
-    history: async (startId) => historyOf(checkedClaimRows(of(startId))),
+    history: async (startId) => historyOf(checkedClaimRows(of(claimedStartIdOf(startId)))),
     close: async () => undefined,
   };
 };

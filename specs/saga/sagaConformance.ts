@@ -324,7 +324,7 @@ export const sagaConformance = (backend: SagaBackend): void => {
     });
 
     describe('R11.2: one driver per attempt, inspect before invoking again', () => {
-      it('R11.2/R10.1 a claim of a start with no barrier is PRECONDITION_FAILED start_not_found, a release of a malformed claim VALIDATION_FAILED; nothing written', async () => {
+      it('R11.2/R10.1 a claim of a start with no barrier is PRECONDITION_FAILED start_not_found, a release of a malformed claim or a history of a malformed start id VALIDATION_FAILED; nothing written', async () => {
         const s = await ready();
         const startId = (await a.barriers.prepare(s.startCommand())).barrier.record.startId;
         const claims = a.driverClaims();
@@ -334,6 +334,7 @@ export const sagaConformance = (backend: SagaBackend): void => {
           expect(unknown).to.include({ code: 'PRECONDITION_FAILED', reason: 'start_not_found' });
           expect(unknown.message).to.contain(`${startId}-never-prepared`);
           expect(await claims.history(`${startId}-never-prepared`)).to.deep.equal([]);
+          for (const bad of [42, 'a/b', '']) expect(await rejects(claims.history(bad as never)), String(bad)).to.be.instanceOf(ValidationError);
           const held = await claims.claim(startId, 'driver-1', 60_000);
           if (held.status !== 'claimed') throw new Error('the claim was not taken');
           for (const [bad, path] of [

@@ -26,6 +26,7 @@ import { writeExampleFiles } from './exampleFiles';
 import { planRetry } from './retry';
 import { createVerifyBar } from './verifyBar';
 import { addShowCommand } from './showCommand';
+import { refuseRepeatsAndExtras } from './oneMeaning';
 import { ConnectionError, DriverMissingError } from '../../application/openErrors';
 import { MigrationError } from '../migrations';
 
@@ -290,32 +291,7 @@ Keyed evidence: QINGLONG_BARRIER_KEYRING_FILE names the deployment key file (nev
         process.exitCode = EXIT.corrupt;
       });
     });
-
-  refuseRepeatsAndExtras(program);
-  return program;
-};
-
-/**
- * One input, one meaning (R10.1): an option given twice silently took its last value
- * (`show --start-id s1 --start-id s2` showed s2; `--db a.db ... --db b.db` opened b.db), and an
- * argument no command takes was dropped (`verify extra`). Both are now refused (exit 2). A
- * variadic option (`--attempt RUN STEP VERSION`) takes its values in one go, and a flag says
- * the same thing however often it is given.
- */
-const refuseRepeatsAndExtras = (program: Command): void => {
-  for (const cmd of [program, ...program.commands]) {
-    if (cmd !== program) cmd.allowExcessArguments(false); // the root names an unknown command itself
-    const given = new Set<string>();
-    for (const opt of cmd.options) {
-      if (!(opt.required || opt.optional) || opt.variadic) continue;
-      cmd.on(`option:${opt.name()}`, () => {
-        if (given.has(opt.name())) {
-          throw new ValidationError('command line', [{ path: opt.long ?? opt.flags, reason: 'invalid_value', message: 'given more than once: give each option once' }]);
-        }
-        given.add(opt.name());
-      });
-    }
-  }
+  return refuseRepeatsAndExtras(program);
 };
 
 export const main = async (argv: readonly string[]): Promise<number> => {

@@ -178,11 +178,16 @@ export type StrictObjectC<P extends t.Props, O extends t.Props> = t.Type<
   unknown
 >;
 
-/** An object codec that rejects (never strips) unknown fields, naming each with its path. */
+/**
+ * An object codec that rejects (never strips) unknown fields, naming each with its path. A
+ * record's unknown field whose name says input, secret, URL and the like gets R1.5's sharper
+ * reason; `record: false` (a configuration, not a record) calls every one unknown.
+ */
 export const strictObject = <P extends t.Props, O extends t.Props = Record<never, never>>(
   name: string,
   required: P,
   optional: O = {} as O,
+  record = true,
 ): StrictObjectC<P, O> => {
   const known = new Set([...Object.keys(required), ...Object.keys(optional)]);
   type A = RequiredOf<P> & OptionalOf<O>;
@@ -204,7 +209,7 @@ export const strictObject = <P extends t.Props, O extends t.Props = Record<never
       if (known.has(key)) continue;
       const ctx = [...c, { key, type: t.never, actual: u[key] }];
       errors.push(
-        ...(isForbiddenKey(key)
+        ...(record && isForbiddenKey(key)
           ? fail(u[key], ctx, 'forbidden_field', `field "${key}" is forbidden: admission, command and barrier never carry input, secrets, handlers, module paths, URLs, output or exceptions (R1.5)`)
           : fail(u[key], ctx, 'unknown_field', `unknown field "${key}" (rejected, not stripped)`)
         ).left,

@@ -1,4 +1,5 @@
 import { Identity, decodeOrThrow, type Ref } from '../../domain/codecs';
+import { checkedHttpOptions } from './options';
 import { INSPECT_STATES, outputDigestOf, type AdapterReport, type AdapterStartContext, type InspectReport, type InvocationPlan, type ToolAdapter } from '../../domain';
 
 // The HTTP adapter (R11.4): POSTs the tool input with `Idempotency-Key: <startId>`, bounded by
@@ -45,7 +46,8 @@ const readBounded = async (res: Response, max: number): Promise<Uint8Array> => {
   return Buffer.concat(chunks);
 };
 
-export const httpAdapter = (options: HttpAdapterOptions): ToolAdapter => {
+export const httpAdapter = (input: HttpAdapterOptions): ToolAdapter => {
+  const options = checkedHttpOptions(input);
   const max = options.maxResponseBytes ?? 16 * 1024 * 1024;
   const idempotent = options.honoursIdempotencyKey ?? true;
 

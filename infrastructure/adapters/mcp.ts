@@ -4,6 +4,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { canonicalJson } from '../../domain/canonical';
 import { Identity, decodeOrThrow, type Ref } from '../../domain/codecs';
+import { checkedMcpOptions } from './options';
 import { INSPECT_STATES, ValidationError, outputDigestOf, type AdapterReport, type AdapterStartContext, type InspectReport, type InvocationPlan, type ToolAdapter } from '../../domain';
 
 // The MCP adapter (R11.4): calls one tool on an MCP server through the official SDK, over stdio
@@ -67,7 +68,8 @@ const stateOf = (answer: unknown): InspectReport['state'] => {
   return (INSPECT_STATES as readonly unknown[]).includes(state) ? (state as InspectReport['state']) : 'unknown';
 };
 
-export const mcpAdapter = (options: McpAdapterOptions): ToolAdapter => {
+export const mcpAdapter = (input: McpAdapterOptions): ToolAdapter => {
+  const options = checkedMcpOptions(input);
   const start = async (context: AdapterStartContext, plan: InvocationPlan): Promise<AdapterReport> => {
     const startId = decodeOrThrow(Identity, 'startId', context.barrier.startId);
     const args = plan.input;

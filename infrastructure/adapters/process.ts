@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { Identity, decodeOrThrow, type Ref } from '../../domain/codecs';
+import { checkedProcessOptions } from './options';
 import { outputDigestOf, type AdapterReport, type AdapterStartContext, type InspectReport, type InvocationPlan, type ToolAdapter } from '../../domain';
 
 // The process adapter (R11.4): runs one command per start, with the start id in its
@@ -86,7 +87,8 @@ export const inspectProcessJournal = async (journalDir: string, startIdInput: st
   return { state: Number.isSafeInteger(pid) && pid > 0 && alive(pid) ? 'running' : 'unknown' };
 };
 
-export const processAdapter = (options: ProcessAdapterOptions): ToolAdapter => {
+export const processAdapter = (input: ProcessAdapterOptions): ToolAdapter => {
+  const options = checkedProcessOptions(input);
   mkdirSync(options.journalDir, { recursive: true });
   const maxOutput = options.maxOutputBytes ?? 16 * 1024 * 1024;
   const inspect = (startId: string): Promise<InspectReport> => inspectProcessJournal(options.journalDir, startId);

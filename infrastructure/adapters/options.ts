@@ -1,0 +1,79 @@
+import * as t from 'io-ts';
+import { Ref, decodeSnapshotOrThrow, integer, strictObject } from '../../domain/codecs';
+
+// The adapters' options (R10.1, R11.1): a deployment's configuration, checked when the adapter
+// is made, before any start. An unknown option is refused rather than ignored: a misspelt
+// `honoursIdempotencyKey` (say `honorsIdempotencyKey: false`) left the default, true, and the
+// adapter declared idempotent starts the tool does not have, so the saga would invoke it again
+// after an unknown outcome. Each error is VALIDATION_FAILED naming the option.
+
+const text = (name: string) =>
+  new t.Type<string, string, unknown>(
+    name,
+    (u): u is string => typeof u === 'string' && u.length > 0 && !u.includes('\u0000'),
+    (u, c) => (typeof u === 'string' && u.length > 0 && !u.includes('\u0000') ? t.success(u) : t.failure(u, c, `expected a non-empty string without NUL (${name})`)),
+    t.identity,
+  );
+
+const httpUrl = (name: string) =>
+  new t.Type<string, string, unknown>(
+    name,
+    (u): u is string => typeof u === 'string' && isHttpUrl(u),
+    (u, c) => (typeof u === 'string' && isHttpUrl(u) ? t.success(u) : t.failure(u, c, `expected an http: or https: URL (${name})`)),
+    t.identity,
+  );
+
+const isHttpUrl = (u: string): boolean => {
+  try {
+    const url = new URL(u);
+    return url.protocol === 'http:' || url.protocol === 'https:';
+  } catch {
+    return false;
+  }
+};
+
+const Strings = t.readonlyArray(text('Argument'));
+const Env = t.record(text('Name'), t.string);
+const ByteBound = integer('ByteBound', 1, 2 ** 31);
+
+const ProcessOptions = strictObject(
+  'ProcessAdapterOptions',
+  { ref: Ref, command: text('Command'), journalDir: text('JournalDir') },
+  { args: Strings, env: Env, maxOutputBytes: ByteBound },
+  false,
+);
+
+const HttpOptions = strictObject(
+  'HttpAdapterOptions',
+  { ref: Ref, url: httpUrl('Url') },
+  { statusUrl: httpUrl('StatusUrl'), honoursIdempotencyKey: t.boolean, maxResponseBytes: ByteBound, headers: Env },
+  false,
+);
+
+const MCP_TRANSPORTS = {
+  stdio: strictObject('McpStdioTransport', { kind: t.literal('stdio'), command: text('Command') }, { args: Strings, env: Env, cwd: text('Cwd') }, false),
+  http: strictObject('McpHttpTransport', { kind: t.literal('http'), url: httpUrl('Url') }, {}, false),
+} as const;
+/** By its kind, so an error names the fields of the transport that was meant. */
+const McpTransport = new t.Type<unknown, unknown, unknown>(
+  'McpTransport',
+  (u): u is unknown => Object.values(MCP_TRANSPORTS).some((c) => c.is(u)),
+  (u, c) => {
+    const kind = typeof u === 'object' && u !== null ? (u as { kind?: unknown }).kind : undefined;
+    const codec = kind === 'stdio' || kind === 'http' ? MCP_TRANSPORTS[kind] : undefined;
+    return codec === undefined ? t.failure(u, c, 'expected { kind: "stdio", command } or { kind: "http", url }') : codec.validate(u, c);
+  },
+  t.identity,
+);
+
+const McpOptions = strictObject(
+  'McpAdapterOptions',
+  { ref: Ref, transport: McpTransport, tool: text('Tool') },
+  { statusTool: text('StatusTool'), dedupesOnStartId: t.boolean },
+  false,
+);
+
+// Checked as given (no plain-JSON snapshot): `env: process.env` is a fair configuration.
+export const checkedProcessOptions = <O>(options: O): O => (decodeSnapshotOrThrow(ProcessOptions, 'processAdapter options', options), options);
+export const checkedHttpOptions = <O>(options: O): O => (decodeSnapshotOrThrow(HttpOptions, 'httpAdapter options', options), options);
+export const checkedMcpOptions = <O>(options: O): O => (decodeSnapshotOrThrow(McpOptions, 'mcpAdapter options', options), options);

@@ -46,3 +46,15 @@ export const requireKnownOptions = (what: string, options: unknown, known: reado
   const unknown = Object.keys(options).filter((k) => !known.includes(k));
   if (unknown.length > 0) throw new RangeError(`${what}: unknown option ${unknown.map((k) => JSON.stringify(k)).join(', ')} (known: ${known.join(', ')})`);
 };
+
+/**
+ * An opener's hooks (fault injection, attempt counts): each a function, none unknown. A
+ * misspelt hook would silently never run, and a spec built on it would pass without testing.
+ */
+export const requireHooks = (hooks: unknown, known: readonly string[]): void => {
+  if (hooks === undefined) return;
+  requireKnownOptions('hooks', hooks, known);
+  for (const [name, hook] of Object.entries(hooks as Record<string, unknown>)) {
+    if (hook !== undefined && typeof hook !== 'function') throw new RangeError(`hooks.${name} must be a function, got ${typeof hook}`);
+  }
+};

@@ -1,7 +1,7 @@
 import type { Pool, PoolConfig } from 'pg';
 import { connectTyped, createOwnedPool, type PoolErrorHandler } from './pool';
 import { decodeStartCommand, replayKeysOf, type DecodedStartCommand } from '../../domain';
-import { requireKnownOptions } from '../../application/openErrors';
+import { requireHooks, requireKnownOptions } from '../../application/openErrors';
 import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { stepRunRowOf } from '../../projections/rows';
 import type {
@@ -85,9 +85,32 @@ const validTimeout = (name: string, ms: number): number => {
   return ms;
 };
 
+/**
+ * The options that choose between behaviours take only the values that name one: `migrate:
+ * 'false'` (text from a config file) migrated, a misspelt write mode ran the fault-injection
+ * `stepwise` mode, and a pool given beside a connection string silently won.
+ */
+const checkPostgresChoices = (options: PostgresStartBarrierOptions): void => {
+  if (options.migrate !== undefined && typeof options.migrate !== 'boolean') throw new RangeError(`migrate must be true or false, got ${JSON.stringify(options.migrate)}`);
+  if (options.writeMode !== undefined && options.writeMode !== 'batched' && options.writeMode !== 'stepwise') {
+    throw new RangeError(`writeMode must be "batched" or "stepwise", got ${JSON.stringify(options.writeMode)}`);
+  }
+  const { pool } = options as { pool?: unknown };
+  if (pool !== undefined) {
+    const given = (['connectionString', 'poolConfig', 'onError'] as const).filter((k) => (options as unknown as Record<string, unknown>)[k] !== undefined);
+    if (given.length > 0) throw new RangeError(`pool is a pool you own and configure: give it alone, not with ${given.join(', ')}`);
+    if (typeof pool !== 'object' || pool === null || typeof (pool as { connect?: unknown }).connect !== 'function' || typeof (pool as { query?: unknown }).query !== 'function') {
+      throw new RangeError('pool must be a pg Pool');
+    }
+  }
+  if (options.onError !== undefined && typeof options.onError !== 'function') throw new RangeError(`onError must be a function, got ${typeof options.onError}`);
+  requireHooks(options.hooks, ['onStartStep', 'onAttempt']);
+};
+
 export const openPostgresStartBarrier = async (options: PostgresStartBarrierOptions): Promise<PostgresStartBarrier> => {
   requireKnownOptions('PostgreSQL options', options, ['connectionString', 'poolConfig', 'pool', 'schema', 'timeouts', 'maxRetries', 'migrate', 'writeMode', 'evidenceKeys', 'hooks', 'onError']);
   if (options.timeouts !== undefined) requireKnownOptions('timeouts', options.timeouts, Object.keys(DEFAULT_TIMEOUTS));
+  checkPostgresChoices(options);
   if (options.schema !== undefined && options.schema !== SQL.SCHEMA) {
     throw new RangeError(`schema must be "${SQL.SCHEMA}" (ADR-0158 R5.2: the migrations and the role grants are written for it), got "${options.schema}"`);
   }

@@ -160,6 +160,28 @@ describe('PostgreSQL schema and roles (R5.2)', function () {
         expect(e.message).to.contain(`unknown option ${named}`);
       }
     });
+
+    it('R10.1 an option that chooses a behaviour takes only a value that names one, before anything connects: migrate "false" (text) migrated, a misspelt writeMode ran stepwise, a pool beside a connection string won', async () => {
+      const pool = new Pool({ connectionString: db.url, max: 1 });
+      try {
+        for (const [options, message] of [
+          [{ connectionString: db.url, migrate: 'false' }, /migrate must be true or false, got "false"/],
+          [{ connectionString: db.url, writeMode: 'batch' }, /writeMode must be "batched" or "stepwise", got "batch"/],
+          [{ pool, connectionString: db.url }, /give it alone, not with connectionString/],
+          [{ pool, onError: () => undefined }, /give it alone, not with onError/],
+          [{ pool: { query: () => undefined } }, /pool must be a pg Pool/],
+          [{ connectionString: db.url, onError: 'log' }, /onError must be a function/],
+          [{ connectionString: db.url, hooks: { onAttemp: () => undefined } }, /unknown option "onAttemp"/],
+          [{ connectionString: db.url, hooks: { onStartStep: 1 } }, /hooks.onStartStep must be a function/],
+        ] as const) {
+          const e = await rejects(openPostgresStartBarrier(options as never));
+          expect(e, JSON.stringify(Object.keys(options))).to.be.instanceOf(RangeError);
+          expect(e.message).to.match(message);
+        }
+      } finally {
+        await pool.end();
+      }
+    });
   });
 
   describe('roles, each proven by connecting as it', () => {

@@ -104,6 +104,9 @@ describe('SQLite backend (R5.1)', function () {
         [{ path, busyTimeoutMs: -1 }, /busyTimeoutMs must be an integer/],
         [{ path, readOnly: 'yes' }, /readOnly must be true or false/],
         [{ path: 42 }, /path must be a file path/],
+        [{ path, database: {} }, /give path or database, not both/],
+        [{ path, hooks: { onStartstep: () => undefined } }, /unknown option "onStartstep"/],
+        [{ path, hooks: { onStartStep: 'log' } }, /hooks.onStartStep must be a function/],
         [undefined, /SQLite options must be an object/],
       ] as const) {
         const e = await rejects(openSqliteStartBarrier(options as never));

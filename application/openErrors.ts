@@ -48,13 +48,14 @@ export const requireKnownOptions = (what: string, options: unknown, known: reado
 };
 
 /**
- * An opener's hooks (fault injection, attempt counts): each a function, none unknown. A
- * misspelt hook would silently never run, and a spec built on it would pass without testing.
+ * An opener's functions (its hooks for fault injection and attempt counts, a clock): each a
+ * function, none unknown. A misspelt hook would silently never run, and a spec built on it
+ * would pass without testing anything.
  */
-export const requireHooks = (hooks: unknown, known: readonly string[]): void => {
-  if (hooks === undefined) return;
-  requireKnownOptions('hooks', hooks, known);
-  for (const [name, hook] of Object.entries(hooks as Record<string, unknown>)) {
-    if (hook !== undefined && typeof hook !== 'function') throw new RangeError(`hooks.${name} must be a function, got ${typeof hook}`);
+export const requireFunctions = (what: string, value: unknown, known: readonly string[]): void => {
+  if (value === undefined) return;
+  requireKnownOptions(what, value, known);
+  for (const [name, f] of Object.entries(value as Record<string, unknown>)) {
+    if (f !== undefined && typeof f !== 'function') throw new RangeError(`${what}.${name} must be a function, got ${typeof f}`);
   }
 };

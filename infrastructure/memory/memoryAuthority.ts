@@ -1,4 +1,4 @@
-import { requireKnownOptions } from '../../application/openErrors';
+import { requireFunctions, requireKnownOptions } from '../../application/openErrors';
 import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { randomUUID } from 'node:crypto';
 import {
@@ -43,7 +43,6 @@ import type { DriverClaims } from '../../domain';
 // a transaction works on a copy of the tables and swaps it in only on success.
 
 export type { Tables } from './tables';
-
 const identityKey = (identity: string, value: string) => `${identity}\u0000${value}`;
 const stepKey = (runId: string, stepRunId: string) => `${runId}\u0000${stepRunId}`;
 
@@ -54,14 +53,15 @@ const insertUnique = <V>(map: Map<string, V>, key: string, value: V, what: strin
 
 export interface MemoryStartBarrierOptions {
   readonly hooks?: { readonly onStartStep?: StartStepHook };
-  /** The store's clock; defaults to Date.now (this backend has no database clock). */
-  readonly clock?: () => number;
+  readonly clock?: () => number; // the store's clock; defaults to Date.now (this backend has no database clock)
   /** Keyed evidence (R9.4): seal new barriers, and verify every barrier read. */
   readonly evidenceKeys?: EvidenceKeyringOptions;
 }
 
 export const openMemoryStartBarrier = async (options: MemoryStartBarrierOptions = {}): Promise<RecoverableStartBarrierAuthority> => {
   requireKnownOptions('in-memory options', options, ['hooks', 'clock', 'evidenceKeys']);
+  requireFunctions('hooks', options.hooks, ['onStartStep']);
+  requireFunctions('in-memory options', { clock: options.clock }, ['clock']);
   return new MemoryAuthority(options.hooks?.onStartStep, options.clock ?? Date.now, options.evidenceKeys === undefined ? undefined : createEvidenceKeyring(options.evidenceKeys));
 };
 

@@ -1,7 +1,7 @@
 import type { Pool, PoolConfig } from 'pg';
 import { connectTyped, createOwnedPool, type PoolErrorHandler } from './pool';
 import { decodeStartCommand, replayKeysOf, type DecodedStartCommand } from '../../domain';
-import { requireHooks, requireKnownOptions } from '../../application/openErrors';
+import { requireFunctions, requireKnownOptions } from '../../application/openErrors';
 import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { stepRunRowOf } from '../../projections/rows';
 import type {
@@ -104,7 +104,7 @@ const checkPostgresChoices = (options: PostgresStartBarrierOptions): void => {
     }
   }
   if (options.onError !== undefined && typeof options.onError !== 'function') throw new RangeError(`onError must be a function, got ${typeof options.onError}`);
-  requireHooks(options.hooks, ['onStartStep', 'onAttempt']);
+  requireFunctions('hooks', options.hooks, ['onStartStep', 'onAttempt']);
 };
 
 export const openPostgresStartBarrier = async (options: PostgresStartBarrierOptions): Promise<PostgresStartBarrier> => {

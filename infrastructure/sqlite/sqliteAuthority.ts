@@ -4,7 +4,7 @@ import type { SqliteDatabase } from './database';
 import { decodeStartCommand, streamNameOf } from '../../domain';
 import { requireHeadAtLogEnd } from '../../projections/readChecks';
 import type { EventRow } from '../../projections/verifyRows';
-import { requireHooks, requireKnownOptions } from '../../application/openErrors';
+import { requireFunctions, requireKnownOptions } from '../../application/openErrors';
 import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { stepRunRowOf } from '../../projections/rows';
 import type {
@@ -85,7 +85,7 @@ const checkSqliteOptions = (options: SqliteStartBarrierOptions): void => {
   if (busy !== undefined && !(Number.isSafeInteger(busy) && busy >= 0 && busy <= 2_147_483_647)) throw new RangeError(`busyTimeoutMs must be an integer in 0..2147483647 ms, got ${String(busy)}`);
   if (options.readOnly !== undefined && typeof options.readOnly !== 'boolean') throw new RangeError(`readOnly must be true or false, got ${JSON.stringify(options.readOnly)}`);
   if (path !== undefined && options.database !== undefined) throw new RangeError('give path or database, not both');
-  requireHooks(options.hooks, ['onStartStep']);
+  requireFunctions('hooks', options.hooks, ['onStartStep']);
 };
 
 export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions): Promise<SqliteStartBarrier> => {

@@ -119,6 +119,8 @@ describe('SQLite backend (R5.1)', function () {
 
     it('R10.1 the in-memory authority refuses an unknown option too', async () => {
       expect((await rejects(openMemoryStartBarrier({ clok: () => 1 } as never))).message).to.match(/unknown option "clok"/);
+      expect((await rejects(openMemoryStartBarrier({ clock: 1_790_000_000_000 } as never))).message).to.match(/clock must be a function/);
+      expect((await rejects(openMemoryStartBarrier({ hooks: { onStartstep: () => undefined } } as never))).message).to.match(/unknown option "onStartstep"/);
     });
   });
 

@@ -234,7 +234,8 @@ export const strictObject = <P extends t.Props, O extends t.Props = Record<never
   return new t.Type<A, A, unknown>(name, is, validate, t.identity);
 };
 
-const refinedString = (
+/** A string codec whose `check` names what is wrong with a value (undefined: nothing). */
+export const refinedString = (
   name: string,
   check: (s: string) => { reason: ValidationReason; text: string } | undefined,
   passes: (s: string) => boolean = (s) => check(s) === undefined,

@@ -1,27 +1,14 @@
 import * as t from 'io-ts';
-import { Ref, decodeSnapshotOrThrow, integer, strictObject } from '../../domain/codecs';
+import { Ref, decodeSnapshotOrThrow, integer, refinedString, strictObject } from '../../domain/codecs';
 
 // The adapters' options (R10.1, R11.1): a deployment's configuration, checked when the adapter
 // is made, before any start. An unknown option is refused rather than ignored: a misspelt
-// `honoursIdempotencyKey` (say `honorsIdempotencyKey: false`) left the default, true, and the
-// adapter declared idempotent starts the tool does not have, so the saga would invoke it again
-// after an unknown outcome. Each error is VALIDATION_FAILED naming the option.
+// `honoursIdempotencyKey` (say `honorsIdempotencyKey: false`) would leave the default, true,
+// and the adapter would declare idempotent starts the tool does not have, so the saga could
+// invoke it again after an unknown outcome. Each error is VALIDATION_FAILED naming the option.
 
 const text = (name: string) =>
-  new t.Type<string, string, unknown>(
-    name,
-    (u): u is string => typeof u === 'string' && u.length > 0 && !u.includes('\u0000'),
-    (u, c) => (typeof u === 'string' && u.length > 0 && !u.includes('\u0000') ? t.success(u) : t.failure(u, c, `expected a non-empty string without NUL (${name})`)),
-    t.identity,
-  );
-
-const httpUrl = (name: string) =>
-  new t.Type<string, string, unknown>(
-    name,
-    (u): u is string => typeof u === 'string' && isHttpUrl(u),
-    (u, c) => (typeof u === 'string' && isHttpUrl(u) ? t.success(u) : t.failure(u, c, `expected an http: or https: URL (${name})`)),
-    t.identity,
-  );
+  refinedString(name, (s) => (s.length > 0 && !s.includes('\u0000') ? undefined : { reason: 'invalid_value', text: `expected a non-empty string without NUL (${name})` }));
 
 const isHttpUrl = (u: string): boolean => {
   try {
@@ -31,6 +18,7 @@ const isHttpUrl = (u: string): boolean => {
     return false;
   }
 };
+const httpUrl = (name: string) => refinedString(name, (s) => (isHttpUrl(s) ? undefined : { reason: 'invalid_value', text: `expected an http: or https: URL (${name})` }));
 
 const Strings = t.readonlyArray(text('Argument'));
 const Env = t.record(text('Name'), t.string);

@@ -47,15 +47,23 @@ export const requireKnownOptions = (what: string, options: unknown, known: reado
   if (unknown.length > 0) throw new RangeError(`${what}: unknown option ${unknown.map((k) => JSON.stringify(k)).join(', ')} (known: ${known.join(', ')})`);
 };
 
+/** An option that chooses a behaviour takes only a value that names one (`migrate: 'false'` as text names none). */
+export const requireOneOf = (name: string, value: unknown, allowed: readonly unknown[]): void => {
+  if (value !== undefined && !allowed.includes(value)) throw new RangeError(`${name} must be ${allowed.map((v) => JSON.stringify(v)).join(' or ')}, got ${JSON.stringify(value)}`);
+};
+
+/** An option that is code (a hook, a clock, an error handler) is a function, or fails at its first use. */
+export const requireFunction = (name: string, value: unknown): void => {
+  if (value !== undefined && typeof value !== 'function') throw new RangeError(`${name} must be a function, got ${typeof value}`);
+};
+
 /**
- * An opener's functions (its hooks for fault injection and attempt counts, a clock): each a
- * function, none unknown. A misspelt hook would silently never run, and a spec built on it
- * would pass without testing anything.
+ * An opener's hooks (fault injection, attempt counts): each a function, none unknown. A
+ * misspelt hook would silently never run, and a spec built on it would pass without testing
+ * anything.
  */
 export const requireFunctions = (what: string, value: unknown, known: readonly string[]): void => {
   if (value === undefined) return;
   requireKnownOptions(what, value, known);
-  for (const [name, f] of Object.entries(value as Record<string, unknown>)) {
-    if (f !== undefined && typeof f !== 'function') throw new RangeError(`${what}.${name} must be a function, got ${typeof f}`);
-  }
+  for (const [name, f] of Object.entries(value as Record<string, unknown>)) requireFunction(`${what}.${name}`, f);
 };

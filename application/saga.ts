@@ -50,12 +50,20 @@ export interface ExecutionOptions {
   readonly claims?: DriverClaims;
 }
 
+/** Options of the saga and of execution: an object with known keys only (VALIDATION_FAILED naming the first other one). */
+const refuseUnknown = (record: string, options: unknown, known: readonly string[], prefix = ''): void => {
+  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
+    throw new ValidationError(record, [{ path: prefix.slice(0, -1), reason: 'invalid_value', message: 'must be an object' }]);
+  }
+  const unknown = Object.keys(options).find((k) => !known.includes(k));
+  if (unknown !== undefined) throw new ValidationError(record, [{ path: `${prefix}${unknown}`, reason: 'unknown_field', message: `unknown option (known: ${known.join(', ')})` }]);
+};
+
 export const openExecution = (authority: RecoverableStartBarrierAuthority, options: ExecutionOptions): ExecutionAuthority => {
   if ((options as { execution?: unknown } | undefined)?.execution !== 'enabled') {
     throw new ExecutionRefusedError('execution_disabled', "execution must be opened with { execution: 'enabled' }");
   }
-  const unknown = Object.keys(options).filter((k) => k !== 'execution' && k !== 'claims');
-  if (unknown.length > 0) throw new ValidationError('openExecution options', [{ path: unknown[0]!, reason: 'unknown_field', message: 'unknown option (known: execution, claims)' }]);
+  refuseUnknown('openExecution options', options, ['execution', 'claims']);
   const given = options.claims as Partial<Record<keyof DriverClaims, unknown>> | undefined;
   if (given !== undefined && (typeof given !== 'object' || given === null || !(['claim', 'release', 'history', 'close'] as const).every((m) => typeof given[m] === 'function'))) {
     throw new ValidationError('openExecution options', [{ path: 'claims', reason: 'invalid_value', message: 'must be a DriverClaims store (claim, release, history and close)' }]);
@@ -116,9 +124,6 @@ export interface ToolStepSaga {
 const GraceMs = integer('LeaseGraceMs', 0, 3_600_000);
 const SAGA_OPTIONS: readonly string[] = ['execution', 'adapter', 'sagaId', 'leaseGraceMs', 'clock', 'hooks'] satisfies readonly (keyof ToolStepSagaOptions)[];
 
-const optionError = (path: string, reason: 'unknown_field' | 'invalid_value', message: string): ValidationError =>
-  new ValidationError('createToolStepSaga options', [{ path, reason, message }]);
-
 /**
  * The options' shape, before any attempt: a misspelt option would silently not apply (a
  * `leaseGraceMS` leaves the default lease), and a clock or hook that is not a function would
@@ -126,16 +131,12 @@ const optionError = (path: string, reason: 'unknown_field' | 'invalid_value', me
  * the adapter are checked by the gate of each drive, R11.3, before anything is written.)
  */
 const checkedSagaOptions = (options: unknown): ToolStepSagaOptions => {
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) throw optionError('', 'invalid_value', 'the saga options must be an object');
-  const unknown = Object.keys(options).filter((k) => !SAGA_OPTIONS.includes(k));
-  if (unknown.length > 0) throw optionError(unknown[0]!, 'unknown_field', `unknown option (known: ${SAGA_OPTIONS.join(', ')})`);
+  const record = 'createToolStepSaga options';
+  refuseUnknown(record, options, SAGA_OPTIONS);
   const o = options as ToolStepSagaOptions;
-  if (o.clock !== undefined && typeof o.clock !== 'function') throw optionError('clock', 'invalid_value', 'must be a function returning epoch milliseconds');
-  if (o.hooks !== undefined) {
-    const hooks = o.hooks as unknown;
-    if (typeof hooks !== 'object' || hooks === null || Array.isArray(hooks)) throw optionError('hooks', 'invalid_value', 'must be an object');
-    for (const k of Object.keys(hooks)) if (k !== 'afterStart') throw optionError(`hooks.${k}`, 'unknown_field', 'unknown hook (known: afterStart)');
-    if (o.hooks.afterStart !== undefined && typeof o.hooks.afterStart !== 'function') throw optionError('hooks.afterStart', 'invalid_value', 'must be a function');
+  if (o.hooks !== undefined) refuseUnknown(record, o.hooks, ['afterStart'], 'hooks.');
+  for (const [path, f] of [['clock', o.clock], ['hooks.afterStart', o.hooks?.afterStart]] as const) {
+    if (f !== undefined && typeof f !== 'function') throw new ValidationError(record, [{ path, reason: 'invalid_value', message: 'must be a function' }]);
   }
   return o;
 };

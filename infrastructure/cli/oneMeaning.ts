@@ -2,11 +2,10 @@ import type { Command } from 'commander';
 import { ValidationError } from '../../domain';
 
 /**
- * One input, one meaning (R10.1): an option given twice silently took its last value
- * (`show --start-id s1 --start-id s2` showed s2; `--db a.db ... --db b.db` opened b.db), and an
- * argument no command takes was dropped (`verify extra`). Both are now refused (exit 2). A
- * variadic option (`--attempt RUN STEP VERSION`) takes its values in one go, and a flag says
- * the same thing however often it is given.
+ * One input, one meaning (R10.1): commander lets the last of two values of an option win
+ * (`--db a.db ... --db b.db` would open b.db) and drops an argument no command takes (`verify
+ * extra`), so both are refused here (exit 2). A variadic option (`--attempt RUN STEP VERSION`)
+ * takes its values in one go, and a flag says the same thing however often it is given.
  */
 export const refuseRepeatsAndExtras = (program: Command): Command => {
   for (const cmd of [program, ...program.commands]) {

@@ -1,4 +1,4 @@
-import { requireFunctions, requireKnownOptions } from '../../application/openErrors';
+import { requireFunction, requireFunctions, requireKnownOptions } from '../../application/openErrors';
 import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { randomUUID } from 'node:crypto';
 import {
@@ -61,7 +61,7 @@ export interface MemoryStartBarrierOptions {
 export const openMemoryStartBarrier = async (options: MemoryStartBarrierOptions = {}): Promise<RecoverableStartBarrierAuthority> => {
   requireKnownOptions('in-memory options', options, ['hooks', 'clock', 'evidenceKeys']);
   requireFunctions('hooks', options.hooks, ['onStartStep']);
-  requireFunctions('in-memory options', { clock: options.clock }, ['clock']);
+  requireFunction('clock', options.clock);
   return new MemoryAuthority(options.hooks?.onStartStep, options.clock ?? Date.now, options.evidenceKeys === undefined ? undefined : createEvidenceKeyring(options.evidenceKeys));
 };
 

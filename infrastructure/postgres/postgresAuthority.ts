@@ -1,7 +1,7 @@
 import type { Pool, PoolConfig } from 'pg';
 import { connectTyped, createOwnedPool, type PoolErrorHandler } from './pool';
 import { decodeStartCommand, replayKeysOf, type DecodedStartCommand } from '../../domain';
-import { requireFunctions, requireKnownOptions } from '../../application/openErrors';
+import { requireFunction, requireFunctions, requireKnownOptions, requireOneOf } from '../../application/openErrors';
 import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { stepRunRowOf } from '../../projections/rows';
 import type {
@@ -87,14 +87,12 @@ const validTimeout = (name: string, ms: number): number => {
 
 /**
  * The options that choose between behaviours take only the values that name one: `migrate:
- * 'false'` (text from a config file) migrated, a misspelt write mode ran the fault-injection
- * `stepwise` mode, and a pool given beside a connection string silently won.
+ * 'false'` (text from a config file) would migrate, a misspelt write mode would run the
+ * fault-injection `stepwise` mode, and a pool given beside a connection string would silently win.
  */
 const checkPostgresChoices = (options: PostgresStartBarrierOptions): void => {
-  if (options.migrate !== undefined && typeof options.migrate !== 'boolean') throw new RangeError(`migrate must be true or false, got ${JSON.stringify(options.migrate)}`);
-  if (options.writeMode !== undefined && options.writeMode !== 'batched' && options.writeMode !== 'stepwise') {
-    throw new RangeError(`writeMode must be "batched" or "stepwise", got ${JSON.stringify(options.writeMode)}`);
-  }
+  requireOneOf('migrate', options.migrate, [true, false]);
+  requireOneOf('writeMode', options.writeMode, ['batched', 'stepwise']);
   const { pool } = options as { pool?: unknown };
   if (pool !== undefined) {
     const given = (['connectionString', 'poolConfig', 'onError'] as const).filter((k) => (options as unknown as Record<string, unknown>)[k] !== undefined);
@@ -103,7 +101,7 @@ const checkPostgresChoices = (options: PostgresStartBarrierOptions): void => {
       throw new RangeError('pool must be a pg Pool');
     }
   }
-  if (options.onError !== undefined && typeof options.onError !== 'function') throw new RangeError(`onError must be a function, got ${typeof options.onError}`);
+  requireFunction('onError', options.onError);
   requireFunctions('hooks', options.hooks, ['onStartStep', 'onAttempt']);
 };
 

@@ -4,7 +4,7 @@ import type { SqliteDatabase } from './database';
 import { decodeStartCommand, streamNameOf } from '../../domain';
 import { requireHeadAtLogEnd } from '../../projections/readChecks';
 import type { EventRow } from '../../projections/verifyRows';
-import { requireFunctions, requireKnownOptions } from '../../application/openErrors';
+import { requireFunctions, requireKnownOptions, requireOneOf } from '../../application/openErrors';
 import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { stepRunRowOf } from '../../projections/rows';
 import type {
@@ -80,10 +80,10 @@ const checkSqliteOptions = (options: SqliteStartBarrierOptions): void => {
   requireKnownOptions('SQLite options', options, ['path', 'database', 'readOnly', 'synchronous', 'busyTimeoutMs', 'hooks', 'evidenceKeys']);
   const path: unknown = options.path;
   if (path !== undefined && typeof path !== 'string') throw new RangeError(`path must be a file path (text), got ${typeof path}`);
-  if (options.synchronous !== undefined && options.synchronous !== 'FULL' && options.synchronous !== 'NORMAL') throw new RangeError(`synchronous must be "FULL" or "NORMAL", got ${JSON.stringify(options.synchronous)}`);
+  requireOneOf('synchronous', options.synchronous, ['FULL', 'NORMAL']);
   const busy = options.busyTimeoutMs;
   if (busy !== undefined && !(Number.isSafeInteger(busy) && busy >= 0 && busy <= 2_147_483_647)) throw new RangeError(`busyTimeoutMs must be an integer in 0..2147483647 ms, got ${String(busy)}`);
-  if (options.readOnly !== undefined && typeof options.readOnly !== 'boolean') throw new RangeError(`readOnly must be true or false, got ${JSON.stringify(options.readOnly)}`);
+  requireOneOf('readOnly', options.readOnly, [true, false]);
   if (path !== undefined && options.database !== undefined) throw new RangeError('give path or database, not both');
   requireFunctions('hooks', options.hooks, ['onStartStep']);
 };

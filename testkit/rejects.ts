@@ -7,3 +7,13 @@ export const rejects = async (p: Promise<unknown>): Promise<Error> => {
   }
   throw new Error('expected a rejection');
 };
+
+/** The error a call throws; fails the spec if it returns. */
+export const throwsError = (call: () => unknown): Error => {
+  try {
+    call();
+  } catch (e) {
+    return e as Error;
+  }
+  throw new Error('expected a throw');
+};

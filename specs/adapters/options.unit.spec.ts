@@ -4,6 +4,7 @@ import { expect } from 'chai';
 import { ValidationError } from '../../domain';
 import { httpAdapter, mcpAdapter, processAdapter } from '../../infrastructure/adapters';
 import { freshDir } from '../support/tmp';
+import { throwsError } from '../../testkit/rejects';
 
 // R10.1 / R11.1: an adapter's options are a deployment's configuration, checked when the adapter
 // is made. A misspelt option must not leave a default in place: `honorsIdempotencyKey: false`
@@ -12,13 +13,9 @@ import { freshDir } from '../support/tmp';
 const ref = { id: 'adapter.spec.v1', digest: `sha256:${'0'.repeat(64)}` };
 
 const refusal = (make: () => unknown): ValidationError => {
-  try {
-    make();
-  } catch (e) {
-    expect(e).to.be.instanceOf(ValidationError);
-    return e as ValidationError;
-  }
-  throw new Error('the options were accepted');
+  const e = throwsError(make);
+  expect(e).to.be.instanceOf(ValidationError);
+  return e as ValidationError;
 };
 
 describe('R10.1/R11.1 adapter options have one meaning', () => {

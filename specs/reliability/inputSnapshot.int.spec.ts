@@ -6,6 +6,7 @@ import { openPostgresStartBarrier } from '../../infrastructure/postgres';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { createDatabase, type TestDatabase } from '../../testkit/postgresHarness';
 import { freshDbPath } from '../support/tmp';
+import { throwsError } from '../../testkit/rejects';
 
 // Found by the reliability fuzz (issue 7): the decoders validated the caller's own object and
 // kept using it. A getter could answer one value to validation and another to the digest, a
@@ -16,13 +17,9 @@ import { freshDbPath } from '../support/tmp';
 const command = (): ToolExecutionStartCommand => buildScenario({ prefix: 'snapshot' }).startCommand();
 
 const rejected = (input: unknown): ValidationError => {
-  try {
-    decodeStartCommand(input);
-  } catch (e) {
-    expect(e).to.be.instanceOf(ValidationError);
-    return e as ValidationError;
-  }
-  throw new Error('expected a ValidationError');
+  const e = throwsError(() => decodeStartCommand(input));
+  expect(e).to.be.instanceOf(ValidationError);
+  return e as ValidationError;
 };
 
 describe('R1.5 decoding reads plain data once and keeps its own copy', () => {

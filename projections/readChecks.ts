@@ -29,9 +29,30 @@ export const checkedChain = (stream: string, previous: string, rows: readonly Re
   }
 };
 
-/** The events of one stream, in order: positions 1..n with no gap, n equal to the head, each chained to the one before it. */
-export const wholeStream = (stream: string, headVersion: number | null, rows: readonly ReadEventRow[]): StoredEvent[] => {
-  const version = headVersion ?? 0;
+/**
+ * What a stream read checks its log against, read in one snapshot: the stream's and the Run's
+ * head versions (null: no row), whether the Run has StepRun heads, and where the log ends (the
+ * last position, null: no event), when the read does not fetch every event anyway.
+ */
+export interface StreamHeads {
+  readonly stream: number | null;
+  readonly run: number | null;
+  readonly stepRuns: boolean;
+  readonly logEnd?: number | null;
+}
+
+/** R9.3: the version a stream's heads and its log agree on. A missing or disagreeing head is damage, never an empty or shorter stream. */
+export const agreedStreamVersion = (stream: string, heads: StreamHeads): number => {
+  if (heads.stream !== heads.run) throw new CorruptRecordError('stream', stream, `the stream head is at version ${heads.stream ?? '(missing)'} but the Run head at ${heads.run ?? '(missing)'}`);
+  if (heads.stream === null && heads.stepRuns) throw new CorruptRecordError('stream', stream, 'the Run has StepRun heads but no stream or Run head');
+  const version = heads.stream ?? 0;
+  if (heads.logEnd !== undefined && (heads.logEnd ?? 0) !== version) throw new CorruptRecordError('stream', stream, `the stream head is at version ${version} but its log ends at ${heads.logEnd ?? 0}`);
+  return version;
+};
+
+/** The events of one stream, in order: positions 1..n with no gap, n equal to the heads, each chained to the one before it. */
+export const wholeStream = (stream: string, heads: StreamHeads, rows: readonly ReadEventRow[]): StoredEvent[] => {
+  const version = agreedStreamVersion(stream, heads);
   if (version !== rows.length) throw new CorruptRecordError('stream', stream, `stream head is at version ${version} but it holds ${rows.length} events`);
   rows.forEach((r, i) => {
     if (Number(r.stream_position) !== i + 1) throw new CorruptRecordError('stream', stream, `expected position ${i + 1}, found ${r.stream_position}`);

@@ -29,7 +29,7 @@ import { agreedAttemptStart, requireAttemptNotInLog, requireHeadAtLogEnd, requir
 import { createMemoryRecoveryView } from './memoryRecoveryView';
 import { memorySealedSpan, sealMemoryEvents } from './memorySeals';
 import { appendedEventCells, requireSealedSpan, startEventCells } from '../../application/eventSeals';
-import { copyTables, emptyTables, lastStepRunEventRow, requireFollowsLogIn, streamEventsOfType, type Tables } from './tables';
+import { copyTables, emptyTables, lastStepRunEventRow, requireFollowsLogIn, streamEventsOfType, streamHeadsOf, type Tables } from './tables';
 import { SerialExecutor } from '../../application/serialExecutor';
 import { decodeLifecycle, runLifecycleTransaction, type LifecycleUnitOfWork } from '../../application/lifecycleProtocol';
 import { runStartTransaction, type StartUnitOfWork } from '../../application/startProtocol';
@@ -285,9 +285,9 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
       return { ...s, digest: stepRunRowOf(s).digest };
     },
     readStream: async (runId: string): Promise<readonly StoredEvent[]> => {
-      const stream = streamNameOf(decodeRunArgs(runId));
+      const id = decodeRunArgs(runId), stream = streamNameOf(id);
       const rows = this.tables.events.flatMap((e, i) => (e.stream_id === stream ? [{ ...e, global_position: i + 1 }] : []));
-      const events = wholeStream(stream, this.tables.streams.get(stream) ?? null, rows.sort((a, b) => a.stream_position - b.stream_position));
+      const events = wholeStream(stream, streamHeadsOf(this.tables, id), rows.sort((a, b) => a.stream_position - b.stream_position));
       if (this.keys !== undefined && events.length > 0) requireSealedSpan(this.keys, stream, memorySealedSpan(this.tables, stream, 1, events.length), 1, events.length);
       return events;
     },

@@ -1,7 +1,8 @@
+import { streamNameOf } from '../../domain';
 import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { AuditEventRow, AuditReceiptRow, BarrierRow, MutationRow, ReplayIdentityRow, RunRow, StepRunRow, TraceAnchorRow } from '../../projections/rows';
 import type { EventRow } from '../../projections/verifyRows';
-import { requireFollowsStepRunLog } from '../../projections/readChecks';
+import { requireFollowsStepRunLog, type StreamHeads } from '../../projections/readChecks';
 import { STEP_RUN_EVENT_TYPES } from '../../projections/stepRunMoves';
 import type { EvidenceMacRow } from '../../application/evidenceKeys';
 import type { EventMacRow, SealOriginRow } from '../../application/eventSeals';
@@ -93,3 +94,10 @@ export const requireFollowsLogIn = (t: Tables, stream: string, type: string, dat
     startId: typeof d.startId === 'string' ? d.startId : undefined,
   });
 };
+
+/** The heads a read of `run-<runId>` checks its log against (agreedStreamVersion, R9.3). */
+export const streamHeadsOf = (t: Tables, runId: string): StreamHeads => ({
+  stream: t.streams.get(streamNameOf(runId)) ?? null,
+  run: t.runs.get(runId)?.version ?? null,
+  stepRuns: [...t.stepRuns.values()].some((r) => r.run_id === runId),
+});

@@ -230,10 +230,10 @@ export const loadStepRunAtLogEnd = async (q: Queryable, runId: string, stepRunId
 /** Every event of `run-<runId>`, decoded, in order, and matching the stream head. */
 export const readStream = async (q: Queryable, runId: string, keys?: EvidenceKeyring): Promise<readonly StoredEvent[]> => {
   const stream = streamNameOf(runId);
-  const [row] = await run<{ stream_version: unknown; events: unknown }>(q, SQL.READ_STREAM, { stream_id: stream });
+  const [row] = await run<{ stream_version: unknown; run_version: unknown; step_runs: unknown; events: unknown }>(q, SQL.READ_STREAM, { stream_id: stream, run_id: runId });
   const rows = decodeRows(ChainedEventRowCodec, row?.events ?? null, 'event', stream);
-  const version = row?.stream_version === null || row?.stream_version === undefined ? null : decodeRow(PgInt, row.stream_version, 'stream', stream);
-  const events = wholeStream(stream, version, rows);
+  const version = (v: unknown, what: string) => (v === null || v === undefined ? null : decodeRow(PgInt, v, what, stream));
+  const events = wholeStream(stream, { stream: version(row?.stream_version, 'stream'), run: version(row?.run_version, 'run'), stepRuns: row?.step_runs === true }, rows);
   // R9.4: with a keyring every event is sealed, or legacy (before the seal origin)
   if (keys !== undefined && events.length > 0) requireSealedSpan(keys, stream, await readSealedSpan(q, stream, 1, events.length), 1, events.length);
   return events;

@@ -10,11 +10,12 @@ import {
   type ReadStreamResult,
 } from '@event-driven-io/emmett';
 import { CorruptRecordError, ValidationError, type RunStreamEvent } from '../../domain';
-import { checkedChain, type ReadEventRow } from '../../projections/readChecks';
+import { agreedStreamVersion, checkedChain, type ReadEventRow } from '../../projections/readChecks';
 import { checkedStoredEventOf } from '../../projections/checkRows';
 import type { RunEventStore, StoredEvent } from '../../application/authority';
 import { runAppendTransaction } from '../../application/lifecycleProtocol';
 import type { Statements } from './statements';
+import { streamHeadsOf } from './reads';
 import { lifecycleUnitOfWork, type Sealer } from './writes';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { requireSealedSpan } from '../../application/eventSeals';
@@ -49,7 +50,8 @@ const checkedReadOptions = (options: ReadStreamOptions | undefined): void => {
   }
 };
 
-const currentVersion = (s: Statements, streamName: string): number => (s.streamVersion.get(streamName) as { version: number } | undefined)?.version ?? 0;
+/** The stream's version, where its heads and its log agree (R9.3): a missing head or an event past it is damage, never a shorter stream. */
+const currentVersion = (s: Statements, streamName: string): number => agreedStreamVersion(streamName, streamHeadsOf(s, runIdOfStream(streamName)));
 
 const readStream = (s: Statements, streamName: string, options: ReadStreamOptions | undefined, keys: EvidenceKeyring | undefined): ReadStreamResult<RunStreamEvent, ReadEventMetadataWithGlobalPosition> => {
   runIdOfStream(streamName);

@@ -14,7 +14,7 @@ import { attemptValue, replayKeysOfBarrierRow, replayValuesOf, type BarrierRow, 
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import type { EventRow } from '../../projections/verifyRows';
 import { checkStartRows } from '../../projections/checkRows';
-import { agreedAttemptStart, requireAttemptNotInLog, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream } from '../../projections/readChecks';
+import { agreedAttemptStart, requireAttemptNotInLog, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream, type StreamHeads } from '../../projections/readChecks';
 import type { StoredBarrier, StoredEvent } from '../../application/authority';
 import type { EvidenceKeyring, EvidenceMacRow } from '../../application/evidenceKeys';
 import { requireSealedSpan } from '../../application/eventSeals';
@@ -223,11 +223,16 @@ export const readBarrierOfAttempt = (s: Statements, runId: string, stepRunId: st
   return found;
 };
 
-/** Every event of `run-<runId>`, decoded, in order, whole and matching the stream head (R9.3). */
+/** The heads of `run-<runId>` and where its log ends, in one statement (agreedStreamVersion). */
+export const streamHeadsOf = (s: Statements, runId: string): StreamHeads => {
+  const r = s.streamHeads.get({ stream: streamNameOf(runId), run: runId }) as { stream: number | null; run: number | null; step_runs: number; log_end: number | null };
+  return { stream: r.stream, run: r.run, stepRuns: r.step_runs === 1, logEnd: r.log_end };
+};
+
+/** Every event of `run-<runId>`, decoded, in order, whole and matching the stream and Run heads (R9.3). */
 export const readStream = (s: Statements, runId: string, keys?: EvidenceKeyring): readonly StoredEvent[] => {
   const stream = streamNameOf(runId);
-  const head = s.streamVersion.get(stream) as { version: number } | undefined;
-  const events = wholeStream(stream, head?.version ?? null, s.streamEvents.all(stream, 1, Number.MAX_SAFE_INTEGER) as (EventRow & { global_position: number })[]);
+  const events = wholeStream(stream, streamHeadsOf(s, runId), s.streamEvents.all(stream, 1, Number.MAX_SAFE_INTEGER) as (EventRow & { global_position: number })[]);
   if (keys !== undefined && events.length > 0) requireSealedSpan(keys, stream, readSealedSpan(s, stream, 1, events.length), 1, events.length);
   return events;
 };

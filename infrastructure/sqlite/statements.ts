@@ -10,6 +10,7 @@ const STATEMENTS = {
   runHead: SQL.SELECT_RUN_HEAD,
   startHead: SQL.SELECT_START_HEAD,
   streamVersion: SQL.SELECT_STREAM_VERSION,
+  streamHeads: SQL.SELECT_STREAM_HEADS,
   stepRun: SQL.SELECT_STEP_RUN,
   insertStream: SQL.INSERT_STREAM,
   casStream: SQL.CAS_STREAM,

@@ -362,6 +362,51 @@ export const damageSuite = (backend: DamageBackend): void => {
       await expectHealthy();
     });
 
+    /** Set these cells, run the check, put each back. */
+    const withCells = async (cells: readonly (readonly [table: string, where: string, params: readonly unknown[], column: string, to: (v: unknown) => unknown])[], check: () => Promise<void>): Promise<void> => {
+      const back: (() => Promise<unknown>)[] = [];
+      try {
+        for (const [table, where, params, column, to] of cells) {
+          const [row] = await store.damage.rows(table, where, params);
+          const done = await store.damage.set(table, String(row!._key), column, to(row![column]));
+          expect(done.applied, `${table}.${column}: ${done.reason ?? ''}`).to.equal(true);
+          back.unshift(() => store.damage.set(table, done.key, column, row![column]));
+        }
+        await check();
+      } finally {
+        for (const undo of back) await undo();
+      }
+    };
+
+    if (backend.chained) it("R9.3 a stream whose heads disagree with its log fails readStream closed, never a shorter or an empty stream: a head's version moved, both moved back by one, a head row gone, or the log and stream row gone with the Run and StepRun heads kept", async () => {
+      const stream = `run-${f.runId}`;
+      const plus = (v: unknown) => Number(v) + 1;
+      const minus = (v: unknown) => Number(v) - 1;
+      const read = (what: string) => () => expectCorrupt(what, a().runs.readStream(f.runId));
+      await withCells([['runs', 'run_id = ?', [f.runId], 'version', plus]], read('Run head version + 1'));
+      await withCells([['streams', 'stream_id = ?', [stream], 'version', plus]], read('stream head version + 1'));
+      await withCells([['streams', 'stream_id = ?', [stream], 'version', minus], ['runs', 'run_id = ?', [f.runId], 'version', minus]], read('both heads - 1'));
+      await without('runs', 'run_id = ?', [f.runId], (what) => expectCorrupt(what, a().runs.readStream(f.runId)));
+      await without('streams', 'stream_id = ?', [stream], (what) => expectCorrupt(what, a().runs.readStream(f.runId)));
+      const log = [...(await store.damage.rows('events', 'stream_id = ?', [stream])), ...(await store.damage.rows('streams', 'stream_id = ?', [stream]))];
+      const gone = [];
+      for (const row of log) gone.push(await store.damage.remove('stream_id' in row && 'stream_position' in row ? 'events' : 'streams', String(row._key)));
+      try {
+        await expectCorrupt('log and stream row deleted', a().runs.readStream(f.runId));
+        const runs = await store.damage.rows('runs', 'run_id = ?', [f.runId]);
+        const headGone = await store.damage.remove('runs', String(runs[0]!._key));
+        try {
+          await expectCorrupt('log, stream and Run head deleted, StepRun head kept', a().runs.readStream(f.runId));
+        } finally {
+          await headGone.undo();
+        }
+      } finally {
+        for (const g of gone.reverse()) await g.undo();
+      }
+      expect(await a().runs.readStream('never-created')).to.deep.equal([]);
+      await expectHealthy();
+    });
+
     // A change that still parses and decodes (a time moved by one millisecond) is caught by the
     // chain alone: the read that returns the event must fail, not only `verify` (R9.2, R9.3).
     if (backend.chained) it('R9.2 a cell of any event changed to another valid value (a time, a chain digest) fails readStream closed', async () => {

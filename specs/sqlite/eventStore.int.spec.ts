@@ -85,6 +85,37 @@ describe('SQLite event store: the shape emmett drives (R5.1)', () => {
     await a.close();
   });
 
+  it("R9.3 the stream's version is where its heads and its log agree: a stream row gone, both heads moved back by one, or the last event gone fail readStream, aggregateStream and streamExists closed, never an empty or a shorter stream", async () => {
+    const a = (await openFreshSqlite()) as SqliteStartBarrier;
+    const s = buildScenario();
+    const stream = streamNameOf(s.runId);
+    for (const command of s.lifecycle) await handle(a.eventStore, stream, command);
+    await a.barriers.prepare(s.startCommand());
+    for (const { name } of a.db.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger'").all() as { name: string }[]) a.db.exec(`DROP TRIGGER ${name}`);
+    a.db.pragma('foreign_keys = OFF');
+    const reads = async (what: string) => {
+      expect(await rejects(a.eventStore.readStream(stream)), `${what}: readStream`).to.be.instanceOf(CorruptRecordError);
+      expect(await rejects(a.eventStore.readStream(stream, { from: 2n, maxCount: 2n })), `${what}: a range`).to.be.instanceOf(CorruptRecordError);
+      expect(await rejects(a.eventStore.aggregateStream(stream, { evolve, initialState: initialRunState })), `${what}: aggregateStream`).to.be.instanceOf(CorruptRecordError);
+      expect(await rejects(a.eventStore.streamExists(stream)), `${what}: streamExists`).to.be.instanceOf(CorruptRecordError);
+    };
+    const row = a.db.prepare('SELECT * FROM streams WHERE stream_id = ?').get(stream) as Record<string, unknown>;
+    a.db.prepare('DELETE FROM streams WHERE stream_id = ?').run(stream);
+    await reads('stream row deleted');
+    a.db.prepare('INSERT INTO streams (stream_id, stream_type, version) VALUES (@stream_id, @stream_type, @version)').run(row);
+    a.db.prepare('UPDATE streams SET version = version - 1 WHERE stream_id = ?').run(stream);
+    a.db.prepare('UPDATE runs SET version = version - 1 WHERE run_id = ?').run(s.runId);
+    await reads('both heads - 1');
+    a.db.prepare('UPDATE streams SET version = version + 1 WHERE stream_id = ?').run(stream);
+    a.db.prepare('UPDATE runs SET version = version + 1 WHERE run_id = ?').run(s.runId);
+    expect((await a.eventStore.readStream(stream)).events).to.have.length(8);
+    expect(await a.eventStore.streamExists(stream)).to.equal(true);
+    a.db.prepare('DELETE FROM events WHERE stream_id = ? AND stream_position = 8').run(stream);
+    await reads('last event deleted');
+    expect(await a.eventStore.streamExists(streamNameOf('never-created'))).to.equal(false);
+    await a.close();
+  });
+
   it('R10.1 a read range that is not whole positions and a count (a negative from, a fraction, text) is VALIDATION_FAILED naming it, never read as damage', async () => {
     const a = (await openFreshSqlite()) as SqliteStartBarrier;
     const s = buildScenario();

@@ -1,11 +1,14 @@
 import {
   CorruptRecordError,
   PreconditionError,
+  SemanticConflictError,
   buildStartFactsWithJson,
   classifyReplay,
   replayKeysOf,
+  replayKeysOfBarrier,
   type DecodedStartCommand,
   type ReplayHits,
+  type ReplayIdentity,
   type ReplayKeys,
   type RunState,
 } from '../domain';
@@ -45,12 +48,48 @@ export type StartTransactionResult = { outcome: 'created' | 'existing'; barrier:
 
 const noHook: StartStepHook = () => undefined;
 
+/** The value a command or a barrier holds for one identity of R4.1, comparable across both. */
+const identityValue = (keys: ReplayKeys, identity: ReplayIdentity): string => {
+  if (identity !== 'attempt') return keys[identity];
+  const a = keys.attempt;
+  return JSON.stringify([a.runId, a.stepRunId, a.startedStepRunVersion]);
+};
+
+/**
+ * R4.3 and R9.3: drift is answered only from a barrier that holds the value. The index row that
+ * binds this command's value to a start must be mirrored by that start's verified barrier;
+ * otherwise the index is damaged (a stray or a changed row), which is not the caller's conflict.
+ * Only on the refusal path: one barrier read.
+ */
+export const confirmedConflict = async (holders: Pick<StartUnitOfWork, 'readBarrier'>, decoded: DecodedStartCommand, refusal: unknown): Promise<never> => {
+  if (!(refusal instanceof SemanticConflictError) || refusal.existingStartId === undefined) throw refusal;
+  const holder = await holders.readBarrier(refusal.existingStartId);
+  const where = `${refusal.identity} ${refusal.value}`;
+  if (holder === null) throw new CorruptRecordError('replay index', where, `names start ${refusal.existingStartId}, which has no barrier`);
+  if (identityValue(replayKeysOfBarrier(holder.record), refusal.identity) !== identityValue(replayKeysOf(decoded.command), refusal.identity)) {
+    throw new CorruptRecordError('replay index', where, `binds it to start ${refusal.existingStartId}, whose barrier holds another ${refusal.identity}`);
+  }
+  throw refusal;
+};
+
 /**
  * R3.1 and R4.2: what the replay index's hits mean for this command. null: a new start. An
- * exact replay returns the stored barrier; drift throws the typed conflict (classifyReplay).
+ * exact replay returns the stored barrier; drift throws the typed conflict (classifyReplay),
+ * once the barrier it names confirms it (`holders` reads any start's barrier; by default `uow`).
  */
-export const existingBarrierOf = async (uow: Pick<StartUnitOfWork, 'readBarrier'>, decoded: DecodedStartCommand, hits: ReplayHits): Promise<StoredBarrier | null> => {
-  if (classifyReplay(decoded, hits).kind === 'new') return null;
+export const existingBarrierOf = async (
+  uow: Pick<StartUnitOfWork, 'readBarrier'>,
+  decoded: DecodedStartCommand,
+  hits: ReplayHits,
+  holders: Pick<StartUnitOfWork, 'readBarrier'> = uow,
+): Promise<StoredBarrier | null> => {
+  let decision: ReturnType<typeof classifyReplay>;
+  try {
+    decision = classifyReplay(decoded, hits);
+  } catch (e) {
+    return confirmedConflict(holders, decoded, e);
+  }
+  if (decision.kind === 'new') return null;
   const barrier = await uow.readBarrier(decoded.command.startId);
   // The index said "this exact start exists"; the barrier must then be readable, or the
   // store is damaged: fail closed with the typed error (R5.3), never a raw one.

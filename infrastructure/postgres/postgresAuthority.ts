@@ -213,8 +213,10 @@ class PostgresAuthority implements PostgresStartBarrier {
   private async prepareInTransaction(decoded: DecodedStartCommand, budget: AttemptBudget, mode: PostgresWriteMode): Promise<PrepareResult> {
     const runId = decoded.command.stepRun.runId;
     try {
-      const first = await this.read((q) => readStart(q as Pool, decoded));
-      const existing = await existingOfRead(first, decoded, this.keys);
+      const { first, existing } = await this.read(async (q) => {
+        const read = await readStart(q as Pool, decoded);
+        return { first: read, existing: await existingOfRead(read, decoded, this.keys, q) };
+      });
       if (existing !== null) return { outcome: 'existing', barrier: existing };
       let fresh: LookupBeforeBegin | undefined = { hits: first.hits, runVersion: stateOfRead(first, decoded).run?.version ?? null };
       const keys = replayKeysOf(decoded.command);

@@ -7,7 +7,7 @@ import { START_WRITE_STEPS, planStartWrite, type StartWrite } from '../../applic
 import { replayValuesOf, type ReplayIdentityRow } from '../../projections/rows';
 import { SQLSTATE, isRetryable, isUniqueViolation, mapPgError, sqlStateOf, unavailableReasonOf } from './errors';
 import { paramOf } from './identities';
-import { run } from './query';
+import { run, type Queryable } from './query';
 import { macRowsOfRead, readBarrier, runStateAtLogEnd, verifyBarrierRow, type RunStateColumns } from './reads';
 import { PENDING_CLOCK, PREPARED_OUT_OF_STEP, resyncPrepared, roundTripText, setLocalTimeouts, type Part } from './roundTripSql';
 import { HitTupleCodec, PgInt, decodeRow, decodeRows } from './rowCodecs';
@@ -93,8 +93,11 @@ export const readStart = async (q: PoolClient | Pool, decoded: DecodedStartComma
   return { hits, probed, row };
 };
 
-/** R4.2 from round trip 1 alone: the stored barrier, verified with its MAC when keyed; null: a new start. */
-export const existingOfRead = (read: StartRead, decoded: DecodedStartCommand, keys: EvidenceKeyring | undefined): Promise<StoredBarrier | null> =>
+/**
+ * R4.2 from round trip 1 alone: the stored barrier, verified with its MAC when keyed; null: a new
+ * start. Drift is confirmed by the barrier it names, which `q` reads (a round trip of its own).
+ */
+export const existingOfRead = (read: StartRead, decoded: DecodedStartCommand, keys: EvidenceKeyring | undefined, q: Queryable): Promise<StoredBarrier | null> =>
   existingBarrierOf(
     {
       readBarrier: async (startId) => {
@@ -104,6 +107,7 @@ export const existingOfRead = (read: StartRead, decoded: DecodedStartCommand, ke
     },
     decoded,
     read.hits,
+    { readBarrier: (startId) => readBarrier(q, startId, keys) },
   );
 
 /** The write plan's statements: the turn and its expectation, the batched write, the seal when keyed. */
@@ -183,7 +187,7 @@ export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: Decode
   try {
     for (;;) {
       const read = await readStart(client, decoded, ctx.keys !== undefined);
-      const existing = await existingOfRead(read, decoded, ctx.keys);
+      const existing = await existingOfRead(read, decoded, ctx.keys, client);
       if (existing !== null) return { outcome: 'existing', barrier: existing };
       ctx.tx.spend(budget);
       try {

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
-import { CorruptRecordError, REPLAY_IDENTITIES, SemanticConflictError, type ToolExecutionStartCommand } from '../../domain';
+import { CorruptRecordError, REPLAY_IDENTITIES, SemanticConflictError, replayKeysOf, type ToolExecutionStartCommand } from '../../domain';
+import { replayValuesOf } from '../../projections/rows';
 import type { Scenario } from '../../domain/scenario';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
 import { buildOnce, runCli } from '../cli/cliSuite';
@@ -52,6 +53,7 @@ export const damageSuite = (backend: DamageBackend): void => {
     let l: Scenario;
     let lost: ToolExecutionStartCommand;
     let retried: ToolExecutionStartCommand;
+    let unstarted: ToolExecutionStartCommand;
 
     before(async () => {
       store = await backend.open(async (a) => {
@@ -75,6 +77,8 @@ export const damageSuite = (backend: DamageBackend): void => {
         retried = l.startCommand((await a.runs.getStepRun(l.runId, l.stepRunId))!, 'retry');
         await a.barriers.prepare(retried);
         await a.recovery.resolve(retried.startId, 'completed', { decidedBy: 'damage-suite', reason: 'tool_succeeded' });
+        // a fourth, ready and never started: a new command the damaged index must not refuse as drift
+        unstarted = (await setUp(a)).startCommand();
       });
     });
     after(async () => {
@@ -377,6 +381,23 @@ export const damageSuite = (backend: DamageBackend): void => {
         for (const undo of back) await undo();
       }
     };
+
+    it("R4.3, R9.3 an index row changed to a new command's value is CORRUPT_RECORD for that command, never drift its barrier does not hold; drift the barrier holds stays SEMANTIC_CONFLICT", async () => {
+      const values = replayValuesOf(replayKeysOf(unstarted));
+      for (const identity of REPLAY_IDENTITIES) {
+        const [row] = await store.damage.rows('start_replay_identities', 'identity = ? AND start_id = ?', [identity, command.startId]);
+        const changed = await store.damage.set('start_replay_identities', String(row!._key), 'value', values[identity]);
+        expect(changed.applied, `${identity}: ${changed.reason ?? ''}`).to.equal(true);
+        try {
+          await expectCorrupt(`${identity} index row changed to the new command's value: prepare`, a().barriers.prepare(unstarted));
+        } finally {
+          await store.damage.set('start_replay_identities', changed.key, 'value', row!.value);
+        }
+      }
+      const reused = { ...unstarted, evidence: { ...unstarted.evidence, traceId: command.evidence.traceId } };
+      expect(await rejects(a().barriers.prepare(reused))).to.be.instanceOf(SemanticConflictError);
+      await expectHealthy();
+    });
 
     if (backend.chained) it("R9.3 a stream whose heads disagree with its log fails readStream closed, never a shorter or an empty stream: a head's version moved, both moved back by one, a head row gone, or the log and stream row gone with the Run and StepRun heads kept", async () => {
       const stream = `run-${f.runId}`;

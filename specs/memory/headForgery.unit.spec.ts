@@ -31,7 +31,9 @@ describe('R9.3 a Run head row deleted while its stream remains (in-memory, as th
       const e = await rejects(p);
       expect(e instanceof CorruptRecordError, `${what}: ${e.message}`).to.equal(true);
     }
-    expect((await authority.runs.readStream(s.runId)).length).to.equal(s.lifecycle.length);
+    // nothing written; and the stream itself, whose Run head is gone, reads as damage
+    expect(await damage.rows('events', 'stream_id = ?', [`run-${s.runId}`])).to.have.length(s.lifecycle.length);
+    expect(await rejects(authority.runs.readStream(s.runId))).to.be.instanceOf(CorruptRecordError);
     await authority.close();
   });
 });

@@ -476,9 +476,26 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
 
     verify: async (options = {}) => {
       const { onProgress } = checkedVerifyOptions(options);
-      const counts = await backend.snapshot((v) => v.counts());
-      const progress = createVerifyProgress(counts, onProgress);
       const problems: VerifyProblem[] = [];
+      /** Walks a damaged store cut short (a row its page cannot decode, a table gone). */
+      const cutShort = new Set<string>();
+      /**
+       * One walk of the store. Damage that stops it (CorruptRecordError: the backends map a
+       * missing table or an unreadable page to it) is reported, and verify goes on with the next
+       * walk: it never throws for damage. Anything else (the store unavailable) still throws.
+       */
+      const walk = async (kind: VerifyProblem['kind'], what: string, body: () => Promise<void>): Promise<void> => {
+        try {
+          await body();
+        } catch (e) {
+          if (!(e instanceof CorruptRecordError)) throw e;
+          cutShort.add(what);
+          problems.push({ kind, record: what, problem: `the walk of ${what} stopped on damage, so what follows it was not checked: ${e.message}` });
+        }
+      };
+      let counts: RecoveryCounts = { barriers: 0, outcomes: 0, runs: 0, stepRuns: 0, events: 0 };
+      await walk('schema', 'counts', async () => void (counts = await backend.snapshot((v) => v.counts())));
+      const progress = createVerifyProgress(counts, onProgress);
       const checked = { barriers: 0, outcomes: 0, runs: 0, stepRuns: 0, events: 0 };
       const notes = { present: 0, purged: 0 };
       const warnings: VerifyProblem[] = [];
@@ -496,115 +513,123 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
       const log = new LogDerivation();
 
       // Every barrier and its facts (R5.3), and whether its StepRun agrees with its outcome.
-      for (let after = ''; ; ) {
-        const ids = await backend.snapshot(async (v) => {
-          const page = await v.barrierIdsAfter(after, PAGE);
-          for (const startId of page) {
-            storedBarriers.add(startId);
-            try {
-              const barrier = await v.readBarrier(startId);
-              if (barrier === null) throw new CorruptRecordError('start barrier', startId, 'listed but unreadable');
-              let outcome: StartOutcome | null = null;
+      await walk('barrier', 'barriers', async () => {
+        for (let after = ''; ; ) {
+          const ids = await backend.snapshot(async (v) => {
+            const page = await v.barrierIdsAfter(after, PAGE);
+            for (const startId of page) {
+              storedBarriers.add(startId);
               try {
-                outcome = await outcomeOf(v, startId, backend.keyring?.());
+                const barrier = await v.readBarrier(startId);
+                if (barrier === null) throw new CorruptRecordError('start barrier', startId, 'listed but unreadable');
+                let outcome: StartOutcome | null = null;
+                try {
+                  outcome = await outcomeOf(v, startId, backend.keyring?.());
+                } catch (e) {
+                  problems.push(problemOf('outcome', startId, e));
+                  continue;
+                }
+                const mismatch = await attemptMismatch(v, barrier, outcome);
+                if (mismatch !== undefined) problems.push({ kind: 'in_doubt_mismatch', record: startId, problem: mismatch });
               } catch (e) {
-                problems.push(problemOf('outcome', startId, e));
-                continue;
+                problems.push(problemOf('barrier', startId, e));
               }
-              const mismatch = await attemptMismatch(v, barrier, outcome);
-              if (mismatch !== undefined) problems.push({ kind: 'in_doubt_mismatch', record: startId, problem: mismatch });
-            } catch (e) {
-              problems.push(problemOf('barrier', startId, e));
             }
-          }
-          return page;
-        });
-        if (ids.length === 0) break;
-        after = ids[ids.length - 1]!;
-        checked.barriers += ids.length;
-        progress.tick('barriers', ids.length);
-      }
+            return page;
+          });
+          if (ids.length === 0) break;
+          after = ids[ids.length - 1]!;
+          checked.barriers += ids.length;
+          progress.tick('barriers', ids.length);
+        }
+      });
 
       // Every outcome row against its event (a row whose barrier is gone is caught by the FK check).
-      for (let after = ''; ; ) {
-        const rows = await backend.snapshot(async (v) => {
-          const page = await v.outcomeRowsAfter(after, PAGE);
-          for (const row of page) {
-            storedOutcomeEvents.add(row.event_id);
-            try {
-              verifyOutcomeRow(row, await v.eventById(row.event_id));
-              // the outcome event's seal is the stream pass's finding, reported once there
-            } catch (e) {
-              problems.push(problemOf('outcome', row.start_id, e));
+      await walk('outcome', 'outcomes', async () => {
+        for (let after = ''; ; ) {
+          const rows = await backend.snapshot(async (v) => {
+            const page = await v.outcomeRowsAfter(after, PAGE);
+            for (const row of page) {
+              storedOutcomeEvents.add(row.event_id);
+              try {
+                verifyOutcomeRow(row, await v.eventById(row.event_id));
+                // the outcome event's seal is the stream pass's finding, reported once there
+              } catch (e) {
+                problems.push(problemOf('outcome', row.start_id, e));
+              }
             }
-          }
-          return page;
-        });
-        if (rows.length === 0) break;
-        after = rows[rows.length - 1]!.start_id;
-        checked.outcomes += rows.length;
-        progress.tick('outcomes', rows.length);
-      }
+            return page;
+          });
+          if (rows.length === 0) break;
+          after = rows[rows.length - 1]!.start_id;
+          checked.outcomes += rows.length;
+          progress.tick('outcomes', rows.length);
+        }
+      });
 
-      for (let after = ''; ; ) {
-        const rows = await backend.snapshot(async (v) => {
-          const page = await v.runRowsAfter(after, PAGE);
-          for (const row of page) {
-            storedRuns.add(row.run_id);
-            try {
-              decodeRunRow(row, row.stream_version);
-            } catch (e) {
-              problems.push(problemOf('run', row.run_id, e));
+      await walk('run', 'runs', async () => {
+        for (let after = ''; ; ) {
+          const rows = await backend.snapshot(async (v) => {
+            const page = await v.runRowsAfter(after, PAGE);
+            for (const row of page) {
+              storedRuns.add(row.run_id);
+              try {
+                decodeRunRow(row, row.stream_version);
+              } catch (e) {
+                problems.push(problemOf('run', row.run_id, e));
+              }
+              if (keys !== undefined) {
+                // R9.4: every event of the stream sealed, or legacy (before the seal origin)
+                const stream = streamNameOf(row.run_id);
+                const to = row.stream_version === null ? Number.MAX_SAFE_INTEGER : Number(row.stream_version);
+                const found = checkSealedSpan(keys, stream, await v.sealedSpan(stream, 1, to), 1, to);
+                for (const f of found.findings) problems.push({ kind: 'event_seal', ...f });
+                seals.sealed += found.sealed;
+                seals.legacy += found.legacy;
+              }
             }
-            if (keys !== undefined) {
-              // R9.4: every event of the stream sealed, or legacy (before the seal origin)
-              const stream = streamNameOf(row.run_id);
-              const to = row.stream_version === null ? Number.MAX_SAFE_INTEGER : Number(row.stream_version);
-              const found = checkSealedSpan(keys, stream, await v.sealedSpan(stream, 1, to), 1, to);
-              for (const f of found.findings) problems.push({ kind: 'event_seal', ...f });
-              seals.sealed += found.sealed;
-              seals.legacy += found.legacy;
-            }
-          }
-          return page;
-        });
-        if (rows.length === 0) break;
-        after = rows[rows.length - 1]!.run_id;
-        checked.runs += rows.length;
-        progress.tick('runs', rows.length);
-      }
+            return page;
+          });
+          if (rows.length === 0) break;
+          after = rows[rows.length - 1]!.run_id;
+          checked.runs += rows.length;
+          progress.tick('runs', rows.length);
+        }
+      });
 
       // Every StepRun row decodes, and none is running without the barrier of its attempt.
-      for (let after: readonly [string, string] = ['', '']; ; ) {
-        const rows = await backend.snapshot(async (v) => {
-          const page = await v.stepRunRowsAfter(after, PAGE);
-          for (const row of page) {
-            const where = `${row.run_id}/${row.step_run_id}`;
-            storedStepRuns.set(where, row.run_id);
-            try {
-              const s = decodeStepRunRow(row);
-              if (s.status !== 'running') continue;
-              const key = attemptValue(s.runId, s.stepRunId, s.version);
-              const ids = [...new Set(await v.identityStartIds('attempt', key, { runId: s.runId, stepRunId: s.stepRunId, startedStepRunVersion: s.version }))];
-              if (ids.length !== 1 || ids[0] !== s.lastStartId) {
-                problems.push({
-                  kind: 'running_without_barrier',
-                  record: where,
-                  problem: `StepRun is running at version ${s.version} (start ${s.lastStartId ?? '(none)'}) but its attempt has ${ids.length === 0 ? 'no barrier' : `barrier(s) ${ids.join(', ')}`}`,
-                });
+      await walk('step_run', 'step_runs', async () => {
+        for (let after: readonly [string, string] = ['', '']; ; ) {
+          const rows = await backend.snapshot(async (v) => {
+            const page = await v.stepRunRowsAfter(after, PAGE);
+            for (const row of page) {
+              const where = `${row.run_id}/${row.step_run_id}`;
+              storedStepRuns.set(where, row.run_id);
+              try {
+                const s = decodeStepRunRow(row);
+                if (s.status !== 'running') continue;
+                const key = attemptValue(s.runId, s.stepRunId, s.version);
+                const ids = [...new Set(await v.identityStartIds('attempt', key, { runId: s.runId, stepRunId: s.stepRunId, startedStepRunVersion: s.version }))];
+                if (ids.length !== 1 || ids[0] !== s.lastStartId) {
+                  problems.push({
+                    kind: 'running_without_barrier',
+                    record: where,
+                    problem: `StepRun is running at version ${s.version} (start ${s.lastStartId ?? '(none)'}) but its attempt has ${ids.length === 0 ? 'no barrier' : `barrier(s) ${ids.join(', ')}`}`,
+                  });
+                }
+              } catch (e) {
+                problems.push(problemOf('step_run', where, e));
               }
-            } catch (e) {
-              problems.push(problemOf('step_run', where, e));
             }
-          }
-          return page;
-        });
-        if (rows.length === 0) break;
-        const last = rows[rows.length - 1]!;
-        after = [last.run_id, last.step_run_id];
-        checked.stepRuns += rows.length;
-        progress.tick('step_runs', rows.length);
-      }
+            return page;
+          });
+          if (rows.length === 0) break;
+          const last = rows[rows.length - 1]!;
+          after = [last.run_id, last.step_run_id];
+          checked.stepRuns += rows.length;
+          progress.tick('step_runs', rows.length);
+        }
+      });
 
       // The stored heads of a stream the log has finished, against what it derives (R9.2).
       const headProblems = async (v: RecoveryView, finished: FinishedStream | undefined): Promise<VerifyProblem[]> => {
@@ -617,53 +642,57 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
       };
 
       // Every event of the log decodes strictly and is stored canonically; each stream is folded whole.
-      for (let after: readonly [string, number] = ['', 0]; ; ) {
-        const rows = await backend.snapshot(async (v) => {
-          const page = await v.eventRowsByStreamAfter(after, PAGE);
-          for (const row of page) {
-            let e: ReturnType<typeof decodeEventRow> | null = null;
-            try {
-              e = decodeEventRow(row);
-              // R10.2: a note an outcome binds must be there, as text that matches, or purged
-              if (isOutcomeEventType(e.type) && 'resolution' in e.data && e.data.resolution.noteDigest !== undefined) {
-                const { startId, resolution } = e.data as { startId: string; resolution: { noteDigest: string } };
-                boundNotes.add(`${startId}\u0000${resolution.noteDigest}`);
-                const n = noteOf(startId, resolution.noteDigest, await backend.notes.rows(startId));
-                if (n.status === 'purged') notes.purged++;
-                else notes.present++;
+      await walk('event', 'events', async () => {
+        for (let after: readonly [string, number] = ['', 0]; ; ) {
+          const rows = await backend.snapshot(async (v) => {
+            const page = await v.eventRowsByStreamAfter(after, PAGE);
+            for (const row of page) {
+              let e: ReturnType<typeof decodeEventRow> | null = null;
+              try {
+                e = decodeEventRow(row);
+                // R10.2: a note an outcome binds must be there, as text that matches, or purged
+                if (isOutcomeEventType(e.type) && 'resolution' in e.data && e.data.resolution.noteDigest !== undefined) {
+                  const { startId, resolution } = e.data as { startId: string; resolution: { noteDigest: string } };
+                  boundNotes.add(`${startId}\u0000${resolution.noteDigest}`);
+                  const n = noteOf(startId, resolution.noteDigest, await backend.notes.rows(startId));
+                  if (n.status === 'purged') notes.purged++;
+                  else notes.present++;
+                }
+              } catch (err) {
+                problems.push(problemOf('event', `${row.stream_id}@${row.stream_position}`, err));
               }
-            } catch (err) {
-              problems.push(problemOf('event', `${row.stream_id}@${row.stream_position}`, err));
+              // decoded once: the fold takes this decoding, or its failure
+              const folded = log.add(row, e);
+              problems.push(...folded.problems);
+              problems.push(...(await headProblems(v, folded.finished)));
             }
-            // decoded once: the fold takes this decoding, or its failure
-            const folded = log.add(row, e);
-            problems.push(...folded.problems);
-            problems.push(...(await headProblems(v, folded.finished)));
-          }
-          if (page.length === 0) problems.push(...(await headProblems(v, log.finish())));
-          return page;
-        });
-        if (rows.length === 0) break;
-        const last = rows[rows.length - 1]!;
-        after = [last.stream_id, Number(last.stream_position)];
-        checked.events += rows.length;
-        progress.tick('events', rows.length);
-      }
+            if (page.length === 0) problems.push(...(await headProblems(v, log.finish())));
+            return page;
+          });
+          if (rows.length === 0) break;
+          const last = rows[rows.length - 1]!;
+          after = [last.stream_id, Number(last.stream_position)];
+          checked.events += rows.length;
+          progress.tick('events', rows.length);
+        }
+      });
 
-      // Every head and read model against the log (R9.2), both ways: what no stream derived.
-      for (const runId of storedRuns) {
+      // Every head and read model against the log (R9.2), both ways: what no stream derived. Only
+      // between walks that reached their end: a walk cut short would list what it never read.
+      const whole = (...walks: string[]) => !cutShort.has('events') && walks.every((w) => !cutShort.has(w));
+      if (whole('runs')) for (const runId of storedRuns) {
         if (!log.undecidableRuns.has(runId)) problems.push({ kind: 'head', record: runId, problem: 'a Run head without a RunCreated in the log' });
       }
-      for (const [key, runId] of storedStepRuns) {
+      if (whole('step_runs')) for (const [key, runId] of storedStepRuns) {
         if (!log.undecidableRuns.has(runId)) problems.push({ kind: 'head', record: key, problem: 'a StepRun head without its StepRunCreated in the log' });
       }
-      for (const id of log.barrierStartIds) {
+      if (whole('barriers')) for (const id of log.barrierStartIds) {
         if (!storedBarriers.has(id)) problems.push({ kind: 'head', record: id, problem: 'the log commits this start but its barrier row is missing' });
       }
-      for (const id of storedBarriers) {
+      if (whole('barriers')) for (const id of storedBarriers) {
         if (!log.barrierStartIds.has(id)) problems.push({ kind: 'head', record: id, problem: 'a barrier row without its ToolExecutionStartBarrierCommitted in the log' });
       }
-      for (const id of log.outcomeEventIds) {
+      if (whole('outcomes')) for (const id of log.outcomeEventIds) {
         if (!storedOutcomeEvents.has(id)) problems.push({ kind: 'head', record: id, problem: 'the log records this outcome event but its start_outcomes row is missing' });
       }
 
@@ -671,15 +700,17 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
       // and its outcome event. It is not evidence and weakens none (nothing binds it), so it is
       // a warning, not a difference: verify stays ok. One that still holds text is listed, for
       // `purge-note`; a purged orphan (what a failed resolve leaves) is not.
-      for (const row of await backend.notes.all()) {
-        const damaged = boundNotes.has(`${row.start_id}\u0000${row.note_digest}`) ? undefined : purgeProblemOf(row);
-        if (damaged !== undefined) problems.push({ kind: 'note', record: row.start_id, problem: damaged });
-        if (row.note_text === null || boundNotes.has(`${row.start_id}\u0000${row.note_digest}`)) continue;
-        warnings.push({ kind: 'orphan_note', record: row.start_id, problem: `resolution note ${row.note_digest} is bound by no outcome and still holds text: purge it (purge-note)` });
-      }
+      await walk('note', 'resolution_notes', async () => {
+        for (const row of await backend.notes.all()) {
+          const damaged = boundNotes.has(`${row.start_id}\u0000${row.note_digest}`) ? undefined : purgeProblemOf(row);
+          if (damaged !== undefined) problems.push({ kind: 'note', record: row.start_id, problem: damaged });
+          if (row.note_text === null || boundNotes.has(`${row.start_id}\u0000${row.note_digest}`)) continue;
+          warnings.push({ kind: 'orphan_note', record: row.start_id, problem: `resolution note ${row.note_digest} is bound by no outcome and still holds text: purge it (purge-note)` });
+        }
+      });
 
       progress.integrity(false);
-      problems.push(...(await backend.snapshot((v) => v.integrityProblems())));
+      await walk('schema', 'integrity checks', async () => void problems.push(...(await backend.snapshot((v) => v.integrityProblems()))));
       progress.integrity(true);
       return { ok: problems.length === 0, checked, notes, ...(keys === undefined ? {} : { seals }), problems, warnings };
     },

@@ -10,6 +10,8 @@ export const SQLSTATE = {
   deadlockDetected: '40P01',
   uniqueViolation: '23505',
   foreignKeyViolation: '23503',
+  undefinedTable: '42P01',
+  undefinedColumn: '42703',
   lockNotAvailable: '55P03',
   queryCanceled: '57014',
   idleInTransactionTimeout: '25P03',
@@ -102,6 +104,17 @@ export const mapTimeout = (e: unknown): unknown => {
     case SQLSTATE.historyRefused:
       // The decider planned on heads the log does not back: the store is not what it claims.
       return new CorruptRecordError('run history', 'ql3.events', message);
+    // A table or column the migrations made is gone, a row a write references is missing, or an
+    // outcome row stands without the event it projects (a second one is refused by the log
+    // first): the store is damaged (R9.3), whatever the statement was.
+    case SQLSTATE.undefinedTable:
+    case SQLSTATE.undefinedColumn:
+      return new CorruptRecordError('postgres schema', 'ql3', `${message}: a table or column this store's migrations made is missing`);
+    case SQLSTATE.foreignKeyViolation:
+      return new CorruptRecordError('run history', String((e as { constraint?: unknown }).constraint ?? 'foreign key'), `a row this write references is missing (${message})`);
+    case SQLSTATE.uniqueViolation:
+      if (!String((e as { constraint?: unknown }).constraint).startsWith('start_outcomes_')) return e;
+      return new CorruptRecordError('start outcome', 'ql3.start_outcomes', `an outcome row stands for this start without its outcome event in the log (${message})`);
     case SQLSTATE.idleInTransactionTimeout:
       return new TransactionTimeoutError('idle_in_transaction', `idle_in_transaction_session_timeout expired; the server ended the session and rolled back (${message})`);
     default:

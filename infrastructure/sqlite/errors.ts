@@ -27,6 +27,14 @@ export const mapSqliteError = (e: unknown, startId?: string): unknown => {
   if (e.code === 'SQLITE_CONSTRAINT_UNIQUE' && e.message.includes('events_step_run_version')) {
     return new CorruptRecordError('run history', 'events', `a StepRun event repeats a version its log has: the StepRun head is behind its log (${e.message})`);
   }
+  // A table or column the migrations made is gone, a row a write references is missing, or an
+  // outcome row stands without the event it projects (a second one is refused by the log
+  // first): the store is damaged (R9.3), whatever the statement was.
+  if (e.code === 'SQLITE_ERROR' && /^no such (table|column)/.test(e.message)) return new CorruptRecordError('sqlite schema', 'database', `${e.message}: a table or column this store's migrations made is missing`);
+  if (e.code === 'SQLITE_CONSTRAINT_FOREIGNKEY') return new CorruptRecordError('run history', 'foreign key', `a row this write references is missing (${e.message})`);
+  if ((e.code === 'SQLITE_CONSTRAINT_PRIMARYKEY' || e.code === 'SQLITE_CONSTRAINT_UNIQUE') && e.message.includes('failed: start_outcomes.')) {
+    return new CorruptRecordError('start outcome', 'start_outcomes', `an outcome row stands for this start without its outcome event in the log (${e.message})`);
+  }
   if (e.code === 'SQLITE_CONSTRAINT_UNIQUE' || e.code === 'SQLITE_CONSTRAINT_PRIMARYKEY') {
     const column = /failed: ([\w.]+)/.exec(e.message)?.[1] ?? '';
     const identity = identityOfUniqueColumn(column) as ReplayIdentity | undefined;

@@ -110,7 +110,13 @@ export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions)
     if (!isCallerOwned(db)) db.close();
     throw mapSqliteError(e);
   }
-  return new SqliteAuthority(db, options.hooks?.onStartStep, keys);
+  try {
+    return new SqliteAuthority(db, options.hooks?.onStartStep, keys);
+  } catch (e) {
+    // preparing its statements: a table or column they name is gone (mapped as damage)
+    if (!isCallerOwned(db)) db.close();
+    throw mapSqliteError(e);
+  }
 };
 
 class SqliteAuthority implements SqliteStartBarrier {

@@ -2,6 +2,7 @@ import type Database from 'better-sqlite3';
 import { CorruptRecordError, TransactionTimeoutError, type ClaimResult, type DriverClaims } from '../../domain';
 import { checked, checkedClaim, checkedClaimRows, noBarrierToClaim, claimRowOf, claimValuesOf, claimedStartIdOf, decide, historyOf, releasable, type ClaimRow } from '../../application/driverClaimRules';
 import { isSqliteError, loadBetterSqlite3 } from './connection';
+import { mapSqliteError } from './errors';
 
 // Driver claims (R11.2) in the authority's SQLite file (migration 0060).
 
@@ -17,9 +18,15 @@ const SQLITE = {
  */
 export const sqliteDriverClaims = (path: string, busyTimeoutMs = 5000): DriverClaims => {
   const db: Database.Database = new (loadBetterSqlite3())(path);
-  db.pragma(`busy_timeout = ${Math.trunc(busyTimeoutMs)}`);
-  db.pragma('foreign_keys = ON');
-  const s = { now: db.prepare(SQLITE.now), rows: db.prepare(SQLITE.rows), insert: db.prepare(SQLITE.insert) };
+  let s: Record<keyof typeof SQLITE, Database.Statement>;
+  try {
+    db.pragma(`busy_timeout = ${Math.trunc(busyTimeoutMs)}`);
+    db.pragma('foreign_keys = ON');
+    s = { now: db.prepare(SQLITE.now), rows: db.prepare(SQLITE.rows), insert: db.prepare(SQLITE.insert) };
+  } catch (e) {
+    db.close();
+    throw mapSqliteError(e);
+  }
   const now = () => (s.now.get() as { now_ms: number }).now_ms;
   const immediate = <T>(startId: string, body: () => T): T => {
     try {
@@ -29,7 +36,7 @@ export const sqliteDriverClaims = (path: string, busyTimeoutMs = 5000): DriverCl
       if (isSqliteError(e) && e.code === 'SQLITE_CONSTRAINT_FOREIGNKEY') throw noBarrierToClaim(startId);
       // the claim rules' trigger (0085): the history read back is not what this row follows
       if (isSqliteError(e) && e.code === 'SQLITE_CONSTRAINT_TRIGGER' && e.message.startsWith('illegal history refused')) throw new CorruptRecordError('driver claim', startId, e.message);
-      throw e;
+      throw mapSqliteError(e, startId);
     }
   };
   return {
@@ -50,7 +57,16 @@ export const sqliteDriverClaims = (path: string, busyTimeoutMs = 5000): DriverCl
         if (releasable(checkedClaimRows(s.rows.all(claim.startId) as ClaimRow[]), claim)) s.insert.run(...claimValuesOf(claimRowOf(claim.startId, claim.generation, 'release', claim.driverId, t, t)));
       });
     },
-    history: async (startId) => historyOf(checkedClaimRows(s.rows.all(claimedStartIdOf(startId)) as ClaimRow[])),
+    history: async (startId) => {
+      const id = claimedStartIdOf(startId);
+      let rows: ClaimRow[];
+      try {
+        rows = s.rows.all(id) as ClaimRow[];
+      } catch (e) {
+        throw mapSqliteError(e, id);
+      }
+      return historyOf(checkedClaimRows(rows));
+    },
     close: async () => void db.close(),
   };
 };

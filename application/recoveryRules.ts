@@ -285,6 +285,12 @@ const problemOf = (kind: VerifyProblem['kind'], record: string, e: unknown): Ver
   throw e;
 };
 
+/** verify's finding for an audit event, trace anchor or receipt row its start does not stand behind (either backend's integrity query). */
+export const evidenceProblemOf = (r: { table_name: string; record_id: string; start_id: string; has_move: unknown; has_barrier: unknown }): VerifyProblem => {
+  const lacks = [r.has_move ? undefined : 'its start has no StepRun move', r.has_barrier ? undefined : "its start's barrier does not name it"].filter((x) => x !== undefined);
+  return { kind: 'evidence_without_move', record: `${r.table_name} ${r.record_id}`, problem: `evidence of start ${r.start_id}, but ${lacks.join(' and ')}` };
+};
+
 export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
   const clock = backend.clock ?? Date.now;
 

@@ -300,6 +300,26 @@ export const FORGERIES: readonly Forgery[] = [
       return judge(target, s, [...appended, insertRow(target.raw, 'security_audit_events', { ...audit, committed_at_ms: appended[0]!.params[5] ?? audit.committed_at_ms })]);
     },
   },
+  // R9.1: one row more beside a committed start's facts, under an id no event has: an audit
+  // record of something that never happened (its FKs point at the start's real rows).
+  ...(
+    [
+      ['security_audit_events', 'audit_event_id'],
+      ['trace_anchors', 'trace_id'],
+      ['audit_receipts', 'audit_receipt_id'],
+      ['step_run_mutations', 'mutation_id'],
+    ] as const
+  ).map(([table, id]): Forgery => ({
+    name: `one more ${table} row for a committed start, under an id no event has`,
+    refusedBy: /permission denied|no event of its own/,
+    attempt: async (target) => {
+      const s = buildScenario();
+      await ready(target.authority, s);
+      const { startId } = (await target.authority.barriers.prepare(s.startCommand())).barrier.record;
+      const [row] = await target.raw.all<Row>(`SELECT * FROM ${target.raw.t(table)} WHERE start_id = ?`, [startId]);
+      return judge(target, s, [insertRow(target.raw, table, { ...row!, [id]: `${String(row![id])}-ghost` })]);
+    },
+  })),
   {
     name: 'a copied start (every row of one start copied from another store, by INSERT alone)',
     attempt: async (target) => {

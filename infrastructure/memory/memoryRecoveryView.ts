@@ -1,7 +1,7 @@
 import { streamNameOf } from '../../domain';
 import { type StepRunRow } from '../../projections/rows';
 import type { StoredBarrier, VerifyProblem } from '../../application/authority';
-import type { RecoveryView } from '../../application/recoveryRules';
+import { evidenceProblemOf, type RecoveryView } from '../../application/recoveryRules';
 import { IDENTITY_STORAGE, barrierHolds, factStartIds } from './identities';
 import { streamEventsOfType, type Tables } from './tables';
 import { memorySealedSpan } from './memorySeals';
@@ -97,14 +97,14 @@ export const createMemoryRecoveryView = (t: Tables, host: MemoryRecoveryHost): R
     integrityProblems: async () => {
       const problems: VerifyProblem[] = [];
       const movesByStart = new Set([...t.mutations.values()].map((m) => m.start_id));
-      const evidence: [string, string, string][] = [
-        ...[...t.audit.values()].map((r): [string, string, string] => ['security_audit_events', r.audit_event_id, r.start_id]),
-        ...[...t.trace.values()].map((r): [string, string, string] => ['trace_anchors', r.trace_id, r.start_id]),
-        ...[...t.receipts.values()].map((r): [string, string, string] => ['audit_receipts', r.audit_receipt_id, r.start_id]),
+      const evidence: [string, string, string, 'audit_event_id' | 'trace_id' | 'audit_receipt_id'][] = [
+        ...[...t.audit.values()].map((r): [string, string, string, 'audit_event_id'] => ['security_audit_events', r.audit_event_id, r.start_id, 'audit_event_id']),
+        ...[...t.trace.values()].map((r): [string, string, string, 'trace_id'] => ['trace_anchors', r.trace_id, r.start_id, 'trace_id']),
+        ...[...t.receipts.values()].map((r): [string, string, string, 'audit_receipt_id'] => ['audit_receipts', r.audit_receipt_id, r.start_id, 'audit_receipt_id']),
       ];
-      for (const [table, id, startId] of evidence) {
-        const missing = [movesByStart.has(startId) ? undefined : 'StepRun move', t.barriers.has(startId) ? undefined : 'barrier'].filter((x) => x !== undefined);
-        if (missing.length > 0) problems.push({ kind: 'evidence_without_move', record: `${table} ${id}`, problem: `evidence of start ${startId} without its ${missing.join(' and ')}` });
+      for (const [table, id, startId, column] of evidence) {
+        const r = { table_name: table, record_id: id, start_id: startId, has_move: movesByStart.has(startId), has_barrier: t.barriers.get(startId)?.[column] === id };
+        if (!r.has_move || !r.has_barrier) problems.push(evidenceProblemOf(r));
       }
       const barrierMutations = new Set([...t.barriers.values()].map((b) => b.mutation_id));
       for (const m of t.mutations.values()) {

@@ -4,7 +4,7 @@ import { CorruptRecordError, START_OUTCOME_KINDS, type LifecycleCommand, type Re
 import { oneOf } from '../../domain/codecs';
 import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { RecoveryApi, VerifyProblem } from '../../application/authority';
-import { createRecoveryApi, type RecoveryView } from '../../application/recoveryRules';
+import { createRecoveryApi, evidenceProblemOf, type RecoveryView } from '../../application/recoveryRules';
 import { claimHistoryProblems, type StoredClaimRow } from '../../application/driverClaimRules';
 import { schemaProblems } from '../migrations';
 import { mapPgError, unavailableReasonOf } from './errors';
@@ -121,7 +121,7 @@ const DUPLICATE_ATTEMPTS = named(`SELECT run_id, step_run_id, started_step_run_v
   FROM ql3.tool_execution_start_barriers GROUP BY run_id, step_run_id, started_step_run_version HAVING count(*) > 1`);
 const evidence = (table: string, id: string) => `SELECT '${table}' AS table_name, e.${id} AS record_id, e.start_id AS start_id,
     EXISTS (SELECT 1 FROM ql3.step_run_mutations m WHERE m.start_id = e.start_id) AS has_move,
-    EXISTS (SELECT 1 FROM ql3.tool_execution_start_barriers b WHERE b.start_id = e.start_id) AS has_barrier
+    EXISTS (SELECT 1 FROM ql3.tool_execution_start_barriers b WHERE b.start_id = e.start_id AND b.${id} = e.${id}) AS has_barrier
   FROM ql3.${table} e`;
 const EVIDENCE_WITHOUT_MOVE = named(`SELECT * FROM (${[
   evidence('security_audit_events', 'audit_event_id'),
@@ -222,8 +222,7 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
         problems.push({ kind: 'duplicate_attempt', record: `${r.run_id}/${r.step_run_id} v${r.started_step_run_version}`, problem: `${r.n} barriers for one attempt: ${r.starts} (R4.1)` });
       }
       for (const r of await rowsOf(client, EVIDENCE_WITHOUT_MOVE, {}, EvidenceRow, 'evidence', 'orphans')) {
-        const missing = [r.has_move ? undefined : 'StepRun move', r.has_barrier ? undefined : 'barrier'].filter((x) => x !== undefined).join(' and ');
-        problems.push({ kind: 'evidence_without_move', record: `${r.table_name} ${r.record_id}`, problem: `evidence of start ${r.start_id} without its ${missing}` });
+        problems.push(evidenceProblemOf(r));
       }
       for (const r of await rowsOf(client, MUTATIONS_WITHOUT_BARRIER, {}, MutationOrphanRow, 'step run mutation', 'orphans')) {
         problems.push({ kind: 'mutation_without_barrier', record: `step_run_mutations ${r.mutation_id}`, problem: `StepRun move of start ${r.start_id} without its barrier` });

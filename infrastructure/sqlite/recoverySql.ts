@@ -75,9 +75,9 @@ export const DUPLICATE_ATTEMPTS = `SELECT run_id, step_run_id, started_step_run_
 
 const evidence = (table: string, id: string) => `SELECT '${table}' AS table_name, e.${id} AS record_id, e.start_id AS start_id,
     EXISTS (SELECT 1 FROM step_run_mutations m WHERE m.start_id = e.start_id) AS has_move,
-    EXISTS (SELECT 1 FROM tool_execution_start_barriers b WHERE b.start_id = e.start_id) AS has_barrier
+    EXISTS (SELECT 1 FROM tool_execution_start_barriers b WHERE b.start_id = e.start_id AND b.${id} = e.${id}) AS has_barrier
   FROM ${table} e`;
-/** No audit event, trace anchor or receipt without the StepRun move and barrier of its start. */
+/** No audit event, trace anchor or receipt without the StepRun move of its start and a barrier that names it. */
 export const EVIDENCE_WITHOUT_MOVE = `SELECT * FROM (${[
   evidence('security_audit_events', 'audit_event_id'),
   evidence('trace_anchors', 'trace_id'),

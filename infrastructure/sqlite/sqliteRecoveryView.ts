@@ -4,7 +4,7 @@ import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { RunRow, StepRunRow } from '../../projections/rows';
 import type { EventRow } from '../../projections/verifyRows';
 import type { StoredBarrier, VerifyProblem } from '../../application/authority';
-import type { RecoveryView } from '../../application/recoveryRules';
+import { evidenceProblemOf, type RecoveryView } from '../../application/recoveryRules';
 import type { SealedSpan } from '../../application/eventSeals';
 import { claimHistoryProblems, type StoredClaimRow } from '../../application/driverClaimRules';
 import { schemaProblems, type LedgerRow } from '../migrations';
@@ -116,8 +116,7 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
         });
       }
       for (const r of s.evidence.all() as { table_name: string; record_id: string; start_id: string; has_move: number; has_barrier: number }[]) {
-        const missing = [r.has_move ? undefined : 'StepRun move', r.has_barrier ? undefined : 'barrier'].filter((x) => x !== undefined).join(' and ');
-        problems.push({ kind: 'evidence_without_move', record: `${r.table_name} ${r.record_id}`, problem: `evidence of start ${r.start_id} without its ${missing}` });
+        problems.push(evidenceProblemOf(r));
       }
       for (const r of s.mutations.all() as { mutation_id: string; start_id: string }[]) {
         problems.push({ kind: 'mutation_without_barrier', record: `step_run_mutations ${r.mutation_id}`, problem: `StepRun move of start ${r.start_id} without its barrier` });

@@ -13,8 +13,14 @@ const functionAsCreatedBy = (migration: string, signature: string): string => {
 // What pg-0052 (the last attempt alone) and pg-0053 (the heads moved once per statement) change,
 // taken back: the functions they replaced as pg-0036, pg-0037 and pg-0045 made them; and what
 // pg-0056 adds: the StepRun version index and the trigger that reads it; and pg-0058's driver
-// claim rules; and pg-0059's replay index written by the barrier's insert.
+// claim rules; and pg-0059's replay index written by the barrier's insert; and pg-0060's fact
+// rows, each beside its event.
 export const UNDO_GATE_AND_HEADS = `
+  DROP TRIGGER security_audit_events_beside_their_event ON ql3.security_audit_events;
+  DROP TRIGGER trace_anchors_beside_their_event ON ql3.trace_anchors;
+  DROP TRIGGER audit_receipts_beside_their_event ON ql3.audit_receipts;
+  DROP TRIGGER step_run_mutations_beside_their_event ON ql3.step_run_mutations;
+  DROP FUNCTION ql3.fact_beside_its_event();
   DROP TRIGGER tool_execution_start_barriers_index ON ql3.tool_execution_start_barriers;
   DROP FUNCTION ql3.index_start_barrier();
   GRANT INSERT ON ql3.start_replay_identities TO ql3_runtime;

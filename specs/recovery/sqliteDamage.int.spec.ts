@@ -105,7 +105,7 @@ describe('recovery read models on SQLite: atomicity, upgrade, damage', function 
     // A StepRun row deleted under its barrier, mutation and evidence.
     a.db.prepare('DELETE FROM step_runs WHERE run_id = ? AND step_run_id = ?').run(orphaned.s.runId, orphaned.s.stepRunId);
     // Evidence of a start that never moved a StepRun.
-    a.db.exec('DROP TRIGGER security_audit_events_no_delete');
+    a.db.exec('DROP TRIGGER security_audit_events_no_delete; DROP TRIGGER security_audit_events_beside_their_event');
     a.db
       .prepare('INSERT INTO security_audit_events SELECT ?, ?, run_id, step_run_id, audit_event_digest, committed_at_ms FROM security_audit_events WHERE start_id = ?')
       .run('audit-ghost', 'start-ghost', ghostly.startId);

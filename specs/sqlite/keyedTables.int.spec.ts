@@ -174,6 +174,11 @@ describe('R9.1 start_whole_at_commit keyed by its start id on SQLite (0083)', fu
     const a = await openSqliteStartBarrier({ path: freshDbPath('whole-keyed-commit') });
     const db = a.db as unknown as Database.Database;
     try {
+      // the fact row alone is refused at once: it has no event of its own (0088); past that
+      // check (dropped here), the start is still not whole at commit (0083)
+      const alone = db.prepare('INSERT INTO security_audit_events (audit_event_id, start_id, run_id, step_run_id, audit_event_digest, committed_at_ms) VALUES (?, ?, ?, ?, ?, ?)');
+      expect(() => alone.run('audit-alone', 'start-alone', 'run-x', 'step-x', 'sha256:0', 1)).to.throw(/no event of its own/);
+      db.exec('DROP TRIGGER security_audit_events_beside_their_event');
       db.exec('BEGIN');
       db.prepare('INSERT INTO security_audit_events (audit_event_id, start_id, run_id, step_run_id, audit_event_digest, committed_at_ms) VALUES (?, ?, ?, ?, ?, ?)').run(
         'audit-alone',

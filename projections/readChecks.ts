@@ -63,11 +63,13 @@ export const wholeStream = (stream: string, heads: StreamHeads, rows: readonly R
 
 /**
  * R9.3: a read that found no barrier answers null only if nothing else says the start exists.
- * `indexed`: replay-index rows naming it; `mutations`: StepRun mutation rows naming it.
+ * `indexed`: replay-index rows naming it; `mutations`: StepRun mutation rows naming it; `logged`:
+ * its barrier event in the Run's log.
  */
-export const requireNoTraceOfStart = (startId: string, indexed: number, mutations: number): null => {
+export const requireNoTraceOfStart = (startId: string, indexed: number, mutations: number, logged: number): null => {
   if (indexed > 0) throw new CorruptRecordError('start barrier', startId, 'the replay index names this start but its barrier row is missing');
   if (mutations > 0) throw new CorruptRecordError('start barrier', startId, 'its StepRun mutation row names this start but its barrier row is missing');
+  if (logged > 0) throw new CorruptRecordError('start barrier', startId, "the Run's log commits this start (its barrier event) but its barrier row is missing");
   return null;
 };
 

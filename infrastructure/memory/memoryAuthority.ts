@@ -124,7 +124,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     if (barrier === undefined) {
       // No barrier under this id is an answer only if nothing else claims the start exists (R9.3).
       const named = (rows: Iterable<{ readonly start_id: string }>) => [...rows].filter((r) => r.start_id === startId).length;
-      return requireNoTraceOfStart(startId, named(t.identities.values()), named(t.mutations.values()));
+      return requireNoTraceOfStart(startId, named(t.identities.values()), named(t.mutations.values()), t.events.filter((e) => e.event_id === `barrier:${startId}`).length);
     }
     // As the SQL backends: the five events around the RunEvent the barrier names.
     const stream = streamNameOf(barrier.run_id);

@@ -50,13 +50,15 @@ export interface RunStateColumns {
   readonly run: unknown;
   readonly stream_version: unknown;
   readonly step_run: unknown;
+  /** Whether the stream has events; read only when the Run head is missing. */
+  readonly log_without_run?: unknown;
 }
 
 /** The Run state of a READ_RUN_STATE (or READ_START) row, each column decoded. */
 export const runStateOfRow = (row: RunStateColumns | undefined, runId: string, stepRunId: string | undefined): RunState => {
   if (row === undefined || row.run === null) {
-    if (row !== undefined && (row.stream_version !== null || row.step_run !== null)) {
-      throw new CorruptRecordError('run', runId, 'the stream or a StepRun exists but the run head is missing');
+    if (row !== undefined && (row.stream_version !== null || row.step_run !== null || row.log_without_run === true)) {
+      throw new CorruptRecordError('run', runId, 'the stream, its log or a StepRun exists but the run head is missing');
     }
     return runStateOf(null, []);
   }
@@ -86,7 +88,9 @@ export const readBarrier = async (q: Queryable, startId: string, keys?: Evidence
   if (row === undefined) return null;
   const verified = verifyBarrierRow(row, startId);
   // No barrier and no index row: an answer only if no StepRun mutation names the start either (R9.3).
-  if (verified === null) return requireNoTraceOfStart(startId, 0, decodeRow(PgInt, row.mutations_naming_start, 'step run mutation', startId));
+  if (verified === null) {
+    return requireNoTraceOfStart(startId, 0, decodeRow(PgInt, row.mutations_naming_start, 'step run mutation', startId), decodeRow(PgInt, row.log_naming_start, 'event', startId));
+  }
   if (keys === undefined) return verified;
   return keys.verify(verified, await macRowsOf(q, startId));
 };

@@ -37,7 +37,8 @@ export const LOOKUP_REPLAY_AT_VERSION = named(`SELECT v.run_version, l.identity,
  * The Run head, its stream head and the StepRun. Inside a write transaction the Run's turn is
  * already held (the Run head row lock, taken by BEGIN's round trip, transactionSql.ts), and
  * only the event trigger moves these rows, so a plain read is the locked state (R3.2, R5.2).
- * The scalar subqueries each return NULL when their row does not exist.
+ * The scalar subqueries each return NULL when their row does not exist; `log_without_run`, read
+ * only when the Run head is missing, says whether its stream has events all the same (R9.3).
  */
 const RUN_STATE_CTES = `run AS (SELECT run_id, project_id, snapshot_id, snapshot_digest, version FROM ql3.runs WHERE run_id = :run_id),
   stream AS (SELECT version FROM ql3.streams WHERE stream_id = :stream_id),
@@ -45,7 +46,8 @@ const RUN_STATE_CTES = `run AS (SELECT run_id, project_id, snapshot_id, snapshot
              FROM ql3.step_runs WHERE run_id = :run_id AND step_run_id = :step_run_id)`;
 const runStateColumns = (gate: string) => `(SELECT row_to_json(run) FROM run${gate}) AS run,
        (SELECT version FROM stream${gate}) AS stream_version,
-       (SELECT row_to_json(step) FROM step${gate}) AS step_run`;
+       (SELECT row_to_json(step) FROM step${gate}) AS step_run,
+       (SELECT EXISTS (SELECT 1 FROM ql3.events e WHERE e.stream_id = :stream_id) WHERE NOT EXISTS (SELECT 1 FROM run)${gate.replace(' WHERE ', ' AND ')}) AS log_without_run`;
 
 /** The StepRun's last event in the Run's log, as one json row: one descent of the StepRun version index (pg-0056). */
 const lastStepRunEventColumn = (gate: string) => `(SELECT row_to_json(e) FROM (
@@ -228,7 +230,8 @@ export const READ_BARRIER = named(`WITH
   ${barrierCtes('')}
 SELECT
   ${BARRIER_READ_COLUMNS},
-  (SELECT count(*) FROM ql3.step_run_mutations m WHERE m.start_id = :start_id AND NOT EXISTS (SELECT 1 FROM b)) AS mutations_naming_start`);
+  (SELECT count(*) FROM ql3.step_run_mutations m WHERE m.start_id = :start_id AND NOT EXISTS (SELECT 1 FROM b)) AS mutations_naming_start,
+  (SELECT count(*) FROM ql3.events e WHERE e.event_id = 'barrier:' || :start_id AND NOT EXISTS (SELECT 1 FROM b)) AS log_naming_start`);
 
 /**
  * READ_START_KEYED's sealed span (sealedSpanSql.ts) is over the stream's head (HEAD) and read

@@ -65,10 +65,12 @@ export const identityOfUniqueColumn = (column: string, table: IdentityTable = ID
   Object.entries(table).find(([, s]) => s.unique.includes(column))?.[0];
 
 /**
- * Rows of the replay index that name a start as its startId value (a unique-index probe), and
- * StepRun mutation rows that name it (an index probe). Any other row naming a start whose
+ * Rows of the replay index that name a start as its startId value (a unique-index probe),
+ * StepRun mutation rows that name it (an index probe), and its barrier event in the log (the
+ * event id is `barrier:<startId>`, a unique-index probe). Any other row naming a start whose
  * barrier is missing breaks the foreign key, which verify checks.
  */
 export const indexNamesStartSql = (): string =>
   `SELECT (SELECT count(*) FROM start_replay_identities WHERE identity = '${'startId' satisfies ReplayIdentity}' AND value = @start_id) AS indexed,
-          (SELECT count(*) FROM step_run_mutations WHERE start_id = @start_id) AS mutations`;
+          (SELECT count(*) FROM step_run_mutations WHERE start_id = @start_id) AS mutations,
+          (SELECT count(*) FROM events WHERE event_id = 'barrier:' || @start_id) AS logged`;

@@ -63,8 +63,9 @@ export const loadStartHead = (s: Statements, runId: string, stepRunId: string): 
 /** Each StepRun asked for, with its head row if it has one. */
 const runStateFrom = (s: Statements, runId: string, head: HeadRow | undefined, stepRunRows: readonly (readonly [string, StepRunRow | undefined])[]): RunState => {
   if (head === undefined) {
-    const stream = s.streamVersion.get(streamNameOf(runId)) as { version: number } | undefined;
-    if (stream !== undefined) throw new CorruptRecordError('run', runId, 'stream exists but its run head is missing');
+    // No Run is an answer only if nothing else says it exists: its stream, its log, a StepRun (R9.3).
+    const other = streamHeadsOf(s, runId);
+    if (other.stream !== null || other.logEnd !== null || other.stepRuns) throw new CorruptRecordError('run', runId, 'the stream, its log or a StepRun exists but the run head is missing');
     return runStateOf(null, []);
   }
   const stepRuns: StepRunState[] = [];
@@ -188,8 +189,8 @@ export const readBarrier = (s: Statements, startId: string, keys?: EvidenceKeyri
   const barrier = rows?.barrier as BarrierRow | undefined;
   if (rows === undefined || barrier === undefined) {
     // No barrier under this id is an answer only if nothing else claims the start exists (R9.3).
-    const { indexed, mutations } = s.indexNamesStart.get({ start_id: startId }) as { indexed: number; mutations: number };
-    return requireNoTraceOfStart(startId, indexed, mutations);
+    const { indexed, mutations, logged } = s.indexNamesStart.get({ start_id: startId }) as { indexed: number; mutations: number; logged: number };
+    return requireNoTraceOfStart(startId, indexed, mutations, logged);
   }
   // The five events around the RunEvent the barrier names hold the one copy of every record's
   // JSON (0080); the probes are the identity values the barrier mirrors.

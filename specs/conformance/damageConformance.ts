@@ -382,6 +382,44 @@ export const damageSuite = (backend: DamageBackend): void => {
       }
     };
 
+    it("R9.3 a start whose barrier, replay-index and StepRun mutation rows are all gone, its events kept: reads by start id raise CORRUPT_RECORD (the Run's log holds its barrier event), never null", async () => {
+      const rows = [
+        ...(await store.damage.rows('tool_execution_start_barriers', 'start_id = ?', [finished.startId])).map((r) => ['tool_execution_start_barriers', r] as const),
+        ...(await store.damage.rows('start_replay_identities', 'start_id = ?', [finished.startId])).map((r) => ['start_replay_identities', r] as const),
+        ...(await store.damage.rows('step_run_mutations', 'start_id = ?', [finished.startId])).map((r) => ['step_run_mutations', r] as const),
+      ];
+      expect(rows).to.have.length(2 + REPLAY_IDENTITIES.length);
+      const gone = [];
+      for (const [table, row] of rows) gone.push(await store.damage.remove(table, String(row._key)));
+      try {
+        await expectCorrupt('getByStartId', a().barriers.getByStartId(finished.startId));
+        await expectCorrupt("lookup('startId')", a().recovery.lookup('startId', finished.startId));
+        await expectCorrupt('outcome', a().recovery.outcome(finished.startId));
+      } finally {
+        for (const g of gone.reverse()) await g.undo();
+      }
+      await expectHealthy();
+    });
+
+    if (backend.chained) it("R9.3 a Run whose head rows are gone (Run and stream), its log and StepRun kept: getStepRun, prepare and a lifecycle command raise CORRUPT_RECORD, never null or run_not_found", async () => {
+      const rows = [
+        ...(await store.damage.rows('runs', 'run_id = ?', [f.runId])).map((r) => ['runs', r] as const),
+        ...(await store.damage.rows('streams', 'stream_id = ?', [`run-${f.runId}`])).map((r) => ['streams', r] as const),
+      ];
+      expect(rows).to.have.length(2);
+      const current = (await a().runs.getStepRun(f.runId, f.stepRunId))!;
+      const gone = [];
+      for (const [table, row] of rows) gone.push(await store.damage.remove(table, String(row._key)));
+      try {
+        await expectCorrupt('getStepRun', a().runs.getStepRun(f.runId, f.stepRunId));
+        await expectCorrupt('prepare of a new attempt', a().barriers.prepare(f.startCommand(current, 'again')));
+        await expectCorrupt('CreateStepRun', a().runs.handle({ ...f.lifecycle[1]!, data: { ...(f.lifecycle[1]!.data as object), stepRunId: 'another-step' } } as never));
+      } finally {
+        for (const g of gone.reverse()) await g.undo();
+      }
+      await expectHealthy();
+    });
+
     it("R4.3, R9.3 an index row changed to a new command's value is CORRUPT_RECORD for that command, never drift its barrier does not hold; drift the barrier holds stays SEMANTIC_CONFLICT", async () => {
       const values = replayValuesOf(replayKeysOf(unstarted));
       for (const identity of REPLAY_IDENTITIES) {

@@ -66,7 +66,9 @@ export const openReadOnlyBarrierFile = (path: string): Database.Database => {
     if (applicationId !== BARRIER_APPLICATION_ID) throw notABarrier(path, applicationId === 0 ? 'no barrier application id; a store made before it had one needs `migrate` once' : `application id ${applicationId}`);
     db.pragma('query_only = ON');
     db.pragma('trusted_schema = OFF');
-    const pending = planMigrations(loadMigrations('sqlite'), appliedOf(db));
+    const applied = appliedOf(db);
+    requireLedgerReachesHeader(db, applied);
+    const pending = planMigrations(loadMigrations('sqlite'), applied);
     if (pending.length > 0) throw new MigrationError(`the database schema is behind this code: ${pending.map((m) => m.name).join(', ')} not applied; run \`migrate\` first`);
     return db;
   } catch (e) {
@@ -116,7 +118,7 @@ export const registerMigrationFunctions = (db: Database.Database): void => {
  * would fail halfway on objects that exist, or worse, succeed on a file that is not what its
  * ledger says.
  */
-const requireLedgerReachesHeader = (db: Database.Database, applied: readonly AppliedMigration[]): void => {
+export const requireLedgerReachesHeader = (db: Database.Database, applied: readonly AppliedMigration[]): void => {
   const header = db.pragma('user_version', { simple: true }) as number;
   const last = applied[applied.length - 1];
   if (header > (last === undefined ? 0 : versionOfMigration(last.name))) {

@@ -8,6 +8,7 @@ import { evidenceProblemOf, type RecoveryView } from '../../application/recovery
 import type { SealedSpan } from '../../application/eventSeals';
 import { claimHistoryProblems, type StoredClaimRow } from '../../application/driverClaimRules';
 import { schemaProblems, type LedgerRow } from '../migrations';
+import { requireLedgerReachesHeader } from './fileIdentity';
 import * as RSQL from './recoverySql';
 import * as SQL from './sql';
 
@@ -132,6 +133,11 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
       problems.push(...claimHistoryProblems(p(RSQL.CLAIM_ROWS).all() as StoredClaimRow[]));
       const ledger = p(SQL.SELECT_LEDGER).all() as LedgerRow[];
       for (const problem of schemaProblems('sqlite', ledger, p(RSQL.CAPABILITIES).all() as { name: unknown; version: unknown }[])) problems.push({ kind: 'schema', record: 'schema', problem });
+      try {
+        requireLedgerReachesHeader(db, ledger);
+      } catch (e) {
+        problems.push({ kind: 'schema', record: 'schema', problem: (e as Error).message });
+      }
       return problems;
     },
   };

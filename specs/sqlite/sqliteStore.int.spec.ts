@@ -153,6 +153,23 @@ describe('SQLite backend (R5.1)', function () {
     }
   });
 
+  describe('R9.3 a file header past its migration ledger is damage on every path, not only the write open', () => {
+    it('R9.3 user_version set past the ledger: a read-only open is MIGRATION_REFUSED, and verify on an open authority reports it (before: both answered as sound)', async () => {
+      const path = freshDbPath();
+      const a = await openSqliteStartBarrier({ path });
+      const raw = new Database(path);
+      raw.pragma('user_version = 99');
+      raw.close();
+      const report = await a.recovery.verify();
+      expect(report.ok).to.equal(false);
+      expect(report.problems.map((p) => `${p.kind} ${p.problem}`).join(' | ')).to.match(/schema the file header says migration 99 was applied, but the ledger/);
+      await a.close();
+      const error = await rejects(openSqliteStartBarrier({ path, readOnly: true }));
+      expect(error).to.be.instanceOf(MigrationError);
+      expect(error.message).to.match(/file header says migration 99 was applied/);
+    });
+  });
+
   describe('R6.4 history is never overwritten', () => {
     it('R6.4 triggers abort any UPDATE or DELETE of events, facts, barriers and replay identities', async () => {
       const a = await openFreshSqlite();

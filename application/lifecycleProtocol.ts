@@ -1,5 +1,6 @@
 import { assertExpectedVersionMatchesCurrent, type ExpectedStreamVersion } from '@event-driven-io/emmett';
 import {
+  CorruptRecordError,
   PreconditionError,
   START_FACT_TYPES,
   ValidationError,
@@ -8,12 +9,14 @@ import {
   decodeLifecycleCommand,
   evolve,
   isCodedReason,
+  isOutcomeEventType,
   OUTCOME_REASON_CODES,
   stepRunTable,
   type LifecycleCommand,
   type RunState,
   type RunStreamEvent,
 } from '../domain';
+import type { StoredBarrier } from './authority';
 
 // The lifecycle protocol every backend shares: orchestration's commands (decided here) and
 // emmett's appendToStream (decided by the caller, re-checked here). A backend supplies a unit of
@@ -22,6 +25,8 @@ import {
 export interface LifecycleUnitOfWork {
   /** Lock and load the Run head and the StepRuns this command touches. */
   lockForLifecycle(runId: string, stepRunId: string | undefined): Promise<RunState>;
+  /** A verified read of a barrier and its facts (R5.3), in this transaction. */
+  readBarrier(startId: string): Promise<StoredBarrier | null>;
   /** Append with the Run version in `before` as the expected version; update projections. */
   appendLifecycle(events: readonly RunStreamEvent[], before: RunState, after: RunState): Promise<void>;
 }
@@ -37,11 +42,25 @@ export const decodeLifecycle = decodeLifecycleCommand;
 export const stepRunIdOf = (command: LifecycleCommand): string | undefined =>
   command.type === 'CreateRun' ? undefined : command.data.stepRunId;
 
+/**
+ * R9.3: an outcome closes the start its StepRun runs, so that start's barrier and facts must read
+ * verified first: an outcome appended over damaged evidence would take the start off the
+ * in-doubt list with nothing sound behind it. One verified read per outcome event.
+ */
+const requireClosedStartsSound = async (uow: LifecycleUnitOfWork, events: readonly RunStreamEvent[]): Promise<void> => {
+  for (const e of events) {
+    if (!isOutcomeEventType(e.type) || !('startId' in e.data)) continue;
+    const startId = e.data.startId;
+    if ((await uow.readBarrier(startId)) === null) throw new CorruptRecordError('start barrier', startId, 'its StepRun runs this start, but its barrier row is missing');
+  }
+};
+
 /** Body of one lifecycle transaction: lock, fold what is needed, decide, append. */
 export const runLifecycleTransaction = async (uow: LifecycleUnitOfWork, command: LifecycleCommand): Promise<LifecycleDecision> => {
   const before = await uow.lockForLifecycle(command.data.runId, stepRunIdOf(command));
   const events = decideLifecycle(command, before);
   const after = events.reduce(evolve, before);
+  await requireClosedStartsSound(uow, events);
   await uow.appendLifecycle(events, before, after);
   return { command, events, after };
 };
@@ -114,6 +133,7 @@ export const runAppendTransaction = async (
     return evolve(state, e);
   }, before);
   if (after.run === null || after.run.runId !== runId) throw new PreconditionError('run_not_found', `events do not create or continue Run ${runId}`);
+  await requireClosedStartsSound(uow, events);
   await uow.appendLifecycle(events, before, after);
   return { before, after, events };
 };

@@ -225,6 +225,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
   private lifecycleUow(t: Tables, collect: StoredEvent[]): LifecycleUnitOfWork {
     return {
       lockForLifecycle: async (runId, stepRunId) => this.loadRunState(t, runId, stepRunId === undefined ? [] : [stepRunId]),
+      readBarrier: async (startId) => this.readBarrier(t, startId),
       appendLifecycle: async (events, before, after) => {
         const run = after.run!;
         const stream = streamNameOf(run.runId);
@@ -293,7 +294,6 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     },
   };
 
-  /** Recovery read models and operator resolutions, over the current tables. */
   private claims: DriverClaims | undefined;
 
   /** One claim table per in-memory store, like the row table a real store has. */
@@ -303,7 +303,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
 
   /** The note side record; a field so a spec can play a resolve that stopped after its note. */
   private readonly noteStore = createMemoryNoteStore(() => this.clock());
-
+  /** Recovery read models and operator resolutions, over the current tables. */
   readonly recovery: RecoveryApi = createRecoveryApi({
     snapshot: async (body) => {
       const tables = this.tables;

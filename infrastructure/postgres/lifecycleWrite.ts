@@ -3,8 +3,9 @@ import { canonicalJson, streamNameOf, type RunStreamEvent } from '../../domain';
 import { naturalEventIdOf } from '../../projections/rows';
 import type { StoredEvent } from '../../application/authority';
 import type { LifecycleUnitOfWork } from '../../application/lifecycleProtocol';
+import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { run } from './query';
-import { loadRunState } from './reads';
+import { loadRunState, readBarrier } from './reads';
 import { PgInt, decodeRow } from './rowCodecs';
 import * as SQL from './sql';
 import { INSERT_SEALED_EVENTS, sealParams, type PostgresSealer } from './postgresSeals';
@@ -47,8 +48,9 @@ const insertLifecycleEvents = async (tx: Tx, stream: string, from: number, event
  * Only the events are inserted: the event trigger (pg-0036) moves the stream, Run and StepRun
  * heads from them and refuses a move the lifecycle does not allow (R9.1).
  */
-export const lifecycleUnitOfWork = (tx: Tx, collect: StoredEvent[], sealer?: PostgresSealer): LifecycleUnitOfWork => ({
+export const lifecycleUnitOfWork = (tx: Tx, collect: StoredEvent[], sealer?: PostgresSealer, keys?: EvidenceKeyring): LifecycleUnitOfWork => ({
   lockForLifecycle: (runId, stepRunId) => loadRunState(tx.client, runId, stepRunId),
+  readBarrier: (startId) => readBarrier(tx.client, startId, keys),
   appendLifecycle: async (events, before, after) => {
     const head = after.run;
     if (head === null) throw new Error('a lifecycle append needs a Run');

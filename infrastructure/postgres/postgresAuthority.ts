@@ -240,7 +240,7 @@ class PostgresAuthority implements PostgresStartBarrier {
       const attempt = () =>
         this.transaction(decoded.data.runId, (tx) => {
           events = [];
-          return runLifecycleTransaction(lifecycleUnitOfWork(tx, events, this.sealer), decoded);
+          return runLifecycleTransaction(lifecycleUnitOfWork(tx, events, this.sealer, this.keys), decoded);
         });
       // A concurrent creator won (CreateRun, CreateStepRun): re-decide on fresh state, which
       // turns the race into the typed precondition the decider raises (run_exists, ...).

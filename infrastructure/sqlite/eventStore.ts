@@ -82,9 +82,9 @@ const readStream = (s: Statements, streamName: string, options: ReadStreamOption
   return { currentStreamVersion: BigInt(current), events, streamExists: current > 0 };
 };
 
-const append = async (s: Statements, streamName: string, events: { type: string; data: unknown }[], options: AppendToStreamOptions | undefined, seal: Sealer | undefined): Promise<AppendToStreamResultWithGlobalPosition> => {
+const append = async (s: Statements, streamName: string, events: { type: string; data: unknown }[], options: AppendToStreamOptions | undefined, seal: Sealer | undefined, keys: EvidenceKeyring | undefined): Promise<AppendToStreamResultWithGlobalPosition> => {
   const stored: StoredEvent[] = [];
-  const { before, after } = await runAppendTransaction(lifecycleUnitOfWork(s, stored, seal), runIdOfStream(streamName), events, options?.expectedStreamVersion);
+  const { before, after } = await runAppendTransaction(lifecycleUnitOfWork(s, stored, seal, keys), runIdOfStream(streamName), events, options?.expectedStreamVersion);
   return {
     nextExpectedStreamVersion: BigInt(after.run!.version),
     createdNewStream: before.run === null,
@@ -106,7 +106,7 @@ export const createRunEventStore = (s: Statements, tx: SqliteTransactions, sessi
       return { currentStreamVersion: result.currentStreamVersion, streamExists: result.streamExists, state: result.events.reduce(options.evolve, options.initialState()) };
     }) as unknown as RunEventStore['aggregateStream'],
     appendToStream: ((streamName: string, events: { type: string; data: unknown }[], options?: AppendToStreamOptions) =>
-      write(() => append(s, streamName, events, options, seal))) as unknown as RunEventStore['appendToStream'],
+      write(() => append(s, streamName, events, options, seal, keys))) as unknown as RunEventStore['appendToStream'],
     streamExists: (streamName: string) => read(() => currentVersion(s, streamName) > 0),
     withSession: <T>(callback: (session: EventStoreSession<EventStore<ReadEventMetadataWithGlobalPosition>>) => Promise<T>): Promise<T> =>
       session

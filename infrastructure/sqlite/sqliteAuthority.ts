@@ -258,7 +258,7 @@ class SqliteAuthority implements SqliteStartBarrier {
     handle: async (command: unknown): Promise<AppendOutcome> => {
       const decoded = decodeLifecycle(command);
       const events: StoredEvent[] = [];
-      const decision = await this.write(() => runLifecycleTransaction(lifecycleUnitOfWork(this.s, events, this.seal), decoded));
+      const decision = await this.write(() => runLifecycleTransaction(lifecycleUnitOfWork(this.s, events, this.seal, this.keys), decoded));
       return { runVersion: decision.after.run!.version, events };
     },
     getStepRun: async (runIdArg: string, stepRunIdArg: string): Promise<StepRunView | null> => {

@@ -147,8 +147,9 @@ const insertEvent = (s: Statements, stream: string, position: number, event: Run
 };
 
 /** The lifecycle unit of work; appended events are pushed to `collect`. */
-export const lifecycleUnitOfWork = (s: Statements, collect: StoredEvent[], seal?: Sealer): LifecycleUnitOfWork => ({
+export const lifecycleUnitOfWork = (s: Statements, collect: StoredEvent[], seal?: Sealer, keys?: EvidenceKeyring): LifecycleUnitOfWork => ({
   lockForLifecycle: async (runId, stepRunId) => loadRunState(s, runId, stepRunId === undefined ? [] : [stepRunId]),
+  readBarrier: async (startId) => readBarrier(s, startId, keys),
   appendLifecycle: async (events, before, after) => {
     const run = after.run!;
     const stream = streamNameOf(run.runId);

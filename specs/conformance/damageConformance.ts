@@ -420,6 +420,17 @@ export const damageSuite = (backend: DamageBackend): void => {
       await expectHealthy();
     });
 
+    it('R9.3 an outcome for a start whose evidence is damaged (a fact row or its barrier row gone) is CORRUPT_RECORD and writes nothing: the outcome would take the start off the in-doubt list with nothing sound behind it', async () => {
+      const complete = { type: 'CompleteStepRun', data: { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'damage-suite', reason: 'tool_succeeded', requestedAtMs: command.requestedAtMs + 1 } } as const;
+      for (const table of ['trace_anchors', 'audit_receipts', 'tool_execution_start_barriers'] as const) {
+        await without(table, 'start_id = ?', [command.startId], async (what) => {
+          await expectCorrupt(`${what}: CompleteStepRun`, a().runs.handle(complete));
+          expect(await store.damage.rows('events', 'stream_id = ?', [`run-${s.runId}`])).to.have.length(sequence + 1);
+        });
+      }
+      await expectHealthy();
+    });
+
     it("R4.3, R9.3 an index row changed to a new command's value is CORRUPT_RECORD for that command, never drift its barrier does not hold; drift the barrier holds stays SEMANTIC_CONFLICT", async () => {
       const values = replayValuesOf(replayKeysOf(unstarted));
       for (const identity of REPLAY_IDENTITIES) {

@@ -1,7 +1,7 @@
 import { EpochMillis, Identity, decodeOrThrow, integer, strictObject } from '../domain/codecs';
 import { CorruptRecordError, PreconditionError, type ClaimResult, type DriverClaim, type DriverClaims } from '../domain';
 import { CLAIM_DIGEST_TAG, fieldsDigest } from '../projections/eventChain';
-import type { VerifyProblem } from './authority';
+import type { StoredBarrier, VerifyProblem } from './authority';
 
 // One driver per attempt (R11.2), as a lease recorded in the store beside the barrier
 // (migrations 0060 / pg-0034). A claim is one insert-only row per generation; a generation
@@ -168,4 +168,36 @@ const startClaimProblems = (list: readonly StoredClaimRow[]): string[] => {
     else if (Number(r.at_ms) !== Number(r.lease_until_ms) || Number(r.at_ms) < Number(c.at_ms)) bad(`generation ${g}: a release stamped ${String(r.at_ms)}/${String(r.lease_until_ms)} for a claim at ${String(c.at_ms)}`);
   }
   return problems;
+};
+
+/**
+ * R9.3 / R11.2: a claim decides whether a driver may act on a start, so the start must read
+ * verified first. Every claim, release and history of a backend's claim store reads the start's
+ * barrier and facts as every read does (one verified read): damaged evidence is CORRUPT_RECORD,
+ * never a generation to claim, and claim rows that name a start without a barrier are damage,
+ * never a holder to wait for.
+ */
+export const claimsOnVerifiedStarts = (claims: DriverClaims, readBarrier: (startId: string) => Promise<StoredBarrier | null>): DriverClaims => {
+  const requireStart = async (startId: string): Promise<void> => {
+    if ((await readBarrier(startId)) !== null) return;
+    if ((await claims.history(startId)).length > 0) throw new CorruptRecordError('driver claim', startId, 'claim rows name a start that has no barrier');
+    throw noBarrierToClaim(startId);
+  };
+  return {
+    claim: async (startId, driverId, leaseMs) => {
+      const c = checked(startId, driverId, leaseMs);
+      await requireStart(c.startId);
+      return claims.claim(c.startId, c.driverId, c.leaseMs);
+    },
+    release: async (claim) => {
+      await requireStart(checkedClaim(claim).startId);
+      return claims.release(claim);
+    },
+    history: async (startId) => {
+      const rows = await claims.history(startId);
+      if ((await readBarrier(claimedStartIdOf(startId))) === null && rows.length > 0) throw new CorruptRecordError('driver claim', startId, 'claim rows name a start that has no barrier');
+      return rows;
+    },
+    close: () => claims.close(),
+  };
 };

@@ -35,7 +35,7 @@ import { decodeLifecycle, runLifecycleTransaction, type LifecycleUnitOfWork } fr
 import { runStartTransaction, type StartUnitOfWork } from '../../application/startProtocol';
 import type { StartEventRow, StartWrite, StartWriteStep } from '../../application/startWrite';
 import { createMemoryNoteStore } from './memoryNotes';
-import { memoryDriverClaims } from '../../application/driverClaimRules';
+import { claimsOnVerifiedStarts, memoryDriverClaims } from '../../application/driverClaimRules';
 import type { DriverClaims } from '../../domain';
 
 // An in-memory authority with the same rows, the same protocol and the same verification as
@@ -298,7 +298,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
 
   /** One claim table per in-memory store, like the row table a real store has. */
   driverClaims(): DriverClaims {
-    return (this.claims ??= memoryDriverClaims(() => this.clock(), (startId) => this.tables.barriers.has(startId)));
+    return (this.claims ??= claimsOnVerifiedStarts(memoryDriverClaims(() => this.clock(), (id) => this.tables.barriers.has(id)), (id) => this.barriers.getByStartId(id)));
   }
 
   /** The note side record; a field so a spec can play a resolve that stopped after its note. */

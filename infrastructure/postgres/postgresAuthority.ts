@@ -16,6 +16,7 @@ import type {
 } from '../../application/authority';
 import { decodeLifecycle, runLifecycleTransaction } from '../../application/lifecycleProtocol';
 import { runStartTransaction } from '../../application/startProtocol';
+import { claimsOnVerifiedStarts } from '../../application/driverClaimRules';
 import { createEvidenceKeyring, type EvidenceKeyring, type EvidenceKeyringOptions } from '../../application/evidenceKeys';
 import { isUniqueViolation, mapPgError } from './errors';
 import { lifecycleUnitOfWork } from './lifecycleWrite';
@@ -271,7 +272,7 @@ class PostgresAuthority implements PostgresStartBarrier {
 
   /** Recovery read models and operator resolutions, in REPEATABLE READ snapshots. */
   driverClaims(): DriverClaims {
-    return postgresDriverClaims(this.pool);
+    return claimsOnVerifiedStarts(postgresDriverClaims(this.pool), (id) => this.barriers.getByStartId(id));
   }
 
   readonly recovery: RecoveryApi = postgresRecoveryOf(this, () => this.keys);

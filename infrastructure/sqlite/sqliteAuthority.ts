@@ -22,6 +22,7 @@ import { SerialExecutor } from '../../application/serialExecutor';
 import { decodeLifecycle, runLifecycleTransaction } from '../../application/lifecycleProtocol';
 import { runStartTransaction } from '../../application/startProtocol';
 import { createRecoveryApi } from '../../application/recoveryRules';
+import { claimsOnVerifiedStarts } from '../../application/driverClaimRules';
 import { createEvidenceKeyring, type EvidenceKeyring, type EvidenceKeyringOptions } from '../../application/evidenceKeys';
 import * as SQL from './sql';
 import { isUpgradeRefused, mapSqliteError } from './errors';
@@ -281,7 +282,7 @@ class SqliteAuthority implements SqliteStartBarrier {
   /** Recovery read models and operator resolutions. */
   /** Claims go through a connection of their own: this one may be inside a start transaction. */
   driverClaims(): DriverClaims {
-    return sqliteDriverClaims(this.db.name);
+    return claimsOnVerifiedStarts(sqliteDriverClaims(this.db.name), (id) => this.barriers.getByStartId(id));
   }
 
   readonly recovery: RecoveryApi = createRecoveryApi({

@@ -431,6 +431,22 @@ export const damageSuite = (backend: DamageBackend): void => {
       await expectHealthy();
     });
 
+    it('R9.3, R11.2 a driver claim on a start whose evidence is damaged (a fact row gone) is CORRUPT_RECORD, never a generation to act on; its history likewise', async () => {
+      const claims = a().driverClaims();
+      try {
+        for (const table of ['trace_anchors', 'audit_receipts'] as const) {
+          await without(table, 'start_id = ?', [command.startId], async (what) => {
+            await expectCorrupt(`${what}: claim`, claims.claim(command.startId, 'driver-damage', 60_000));
+            await expectCorrupt(`${what}: history`, claims.history(command.startId));
+          });
+        }
+        expect(await claims.history(command.startId)).to.deep.equal([]);
+      } finally {
+        await claims.close();
+      }
+      await expectHealthy();
+    });
+
     it("R4.3, R9.3 an index row changed to a new command's value is CORRUPT_RECORD for that command, never drift its barrier does not hold; drift the barrier holds stays SEMANTIC_CONFLICT", async () => {
       const values = replayValuesOf(replayKeysOf(unstarted));
       for (const identity of REPLAY_IDENTITIES) {

@@ -24,7 +24,7 @@ import { attemptValue, replayValuesOf, type RunRow, type StepRunRow } from '../p
 import { NOTE_PURGE_DIGEST_TAG, fieldsDigest } from '../projections/eventChain';
 import { decodeEventRow, inDoubtStartOf, verifyOutcomeRow, type StartOutcomeRow } from '../projections/outcomeRows';
 import { decodeRunRow, decodeStepRunRow } from '../projections/runState';
-import { requireAttemptNotInLog, startsInLog } from '../projections/readChecks';
+import { checkedChain, requireAttemptNotInLog, startsInLog } from '../projections/readChecks';
 import type { EventRow } from '../projections/verifyRows';
 import type { EvidenceKeyring } from './evidenceKeys';
 import { checkSealedSpan, requireSealedSpan, type SealedSpan } from './eventSeals';
@@ -86,7 +86,8 @@ export interface RecoveryView {
   /** The R5.3-verified barrier, or null. */
   readBarrier(startId: string): Promise<StoredBarrier | null>;
   outcomeRows(startId: string): Promise<readonly StartOutcomeRow[]>;
-  eventById(eventId: string): Promise<EventRow | undefined>;
+  /** An event by id; a store that keeps the chain (R9.2) also gives its link and its predecessor's (`previous_chain`, null when missing). */
+  eventById(eventId: string): Promise<(EventRow & { readonly chain_digest?: string | null; readonly previous_chain?: string | null }) | undefined>;
   stepRunRow(runId: string, stepRunId: string): Promise<StepRunRow | undefined>;
   /** Every StepRun row with status `running`, of one Project and/or Run when given. */
   runningStepRuns(filter: Pick<InDoubtFilter, 'projectId' | 'runId'>): Promise<readonly StepRunRow[]>;
@@ -187,6 +188,8 @@ const outcomeOf = async (v: RecoveryView, startId: string, keys: EvidenceKeyring
   if (row === undefined) return null;
   const event = await v.eventById(row.event_id);
   const outcome = verifyOutcomeRow(row, event);
+  // R9.2: the outcome is read from its event, so that event must still be the one its chain binds
+  if (event?.chain_digest !== undefined) checkedChain(event.stream_id, event.previous_chain ?? '', [{ ...event, global_position: 0 }]);
   if (keys !== undefined && event !== undefined) {
     const p = Number(event.stream_position);
     requireSealedSpan(keys, event.stream_id, await v.sealedSpan(event.stream_id, p, p), p, p);

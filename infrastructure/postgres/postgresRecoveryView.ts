@@ -60,7 +60,9 @@ const IDENTITY_START_IDS = Object.fromEntries(
 const CLAIM_ROWS = named('SELECT start_id, generation, kind, driver_id, at_ms, lease_until_ms, claim_digest FROM ql3.adapter_driver_claims ORDER BY start_id, generation, kind');
 const CAPABILITIES = named('SELECT name, version FROM ql3.capabilities ORDER BY name');
 const OUTCOME_ROWS = named('SELECT * FROM ql3.start_outcomes WHERE start_id = :start_id');
-const EVENT_BY_ID = named('SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ql3.events WHERE event_id = :event_id');
+const EVENT_BY_ID = named(`SELECT e.global_position, e.stream_id, e.stream_position, e.event_id, e.event_type, e.data_json, e.committed_at_ms, e.chain_digest,
+    (SELECT p.chain_digest FROM ql3.events p WHERE p.stream_id = e.stream_id AND p.stream_position = e.stream_position - 1) AS previous_chain
+  FROM ql3.events e WHERE e.event_id = :event_id`);
 const STEP_RUN = named('SELECT * FROM ql3.step_runs WHERE run_id = :run_id AND step_run_id = :step_run_id');
 const RUNNING_STEP_RUNS = named(`SELECT * FROM ql3.step_runs sr WHERE sr.status = 'running'
     AND ${inProject('sr')}
@@ -155,6 +157,7 @@ const StartIdRow = t.type({ start_id: t.string });
 const CountsRow = t.type({ barriers: PgInt, outcomes: PgInt, runs: PgInt, step_runs: PgInt, events: PgInt });
 const RunPageRow = t.intersection([RunRowCodec, t.type({ stream_version: t.union([PgInt, t.null]) })]);
 const LoggedEventRowCodec = t.intersection([EventRowCodec, t.type({ chain_digest: t.union([t.string, t.null]) })]);
+const LinkedEventRowCodec = t.intersection([LoggedEventRowCodec, t.type({ previous_chain: t.union([t.string, t.null]) })]);
 const ForeignKeyRow = t.type({ conname: t.string, child: t.string, parent: t.string, child_columns: t.array(t.string), parent_columns: t.array(t.string) });
 const DuplicateIdentityRow = t.type({ identity: t.string, value: t.string, n: PgInt, starts: t.string });
 const DuplicateAttemptRow = t.type({ run_id: t.string, step_run_id: t.string, started_step_run_version: PgInt, n: PgInt, starts: t.string });
@@ -184,7 +187,7 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
         : ids(IDENTITY_START_IDS[identity], { identity, key }, key),
     readBarrier: (startId) => authority.barriers.getByStartId(startId),
     outcomeRows: (startId) => rowsOf(client, OUTCOME_ROWS, { start_id: startId }, StartOutcomeRowCodec, 'start outcome', startId) as Promise<StartOutcomeRow[]>,
-    eventById: async (eventId) => (await rowsOf(client, EVENT_BY_ID, { event_id: eventId }, EventRowCodec, 'event', eventId))[0],
+    eventById: async (eventId) => (await rowsOf(client, EVENT_BY_ID, { event_id: eventId }, LinkedEventRowCodec, 'event', eventId))[0],
     stepRunRow: async (runId, stepRunId) => (await rowsOf(client, STEP_RUN, { run_id: runId, step_run_id: stepRunId }, StepRunRowCodec, 'step run', `${runId}/${stepRunId}`))[0],
     runningStepRuns: (f) => rowsOf(client, RUNNING_STEP_RUNS, { project_id: f.projectId ?? null, run_id: f.runId ?? null }, StepRunRowCodec, 'step run', 'running'),
 

@@ -39,7 +39,9 @@ export const IDENTITY_START_IDS = Object.fromEntries(
 ) as Record<ReplayIdentity, string>;
 
 export const OUTCOME_ROWS = 'SELECT * FROM start_outcomes WHERE start_id = ?';
-export const EVENT_BY_ID = `SELECT stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM events WHERE event_id = ?`;
+export const EVENT_BY_ID = `SELECT e.stream_id, e.stream_position, e.event_id, e.event_type, e.data_json, e.committed_at_ms, e.chain_digest,
+    (SELECT p.chain_digest FROM events p WHERE p.stream_id = e.stream_id AND p.stream_position = e.stream_position - 1) AS previous_chain
+  FROM events e WHERE e.event_id = ?`;
 
 export const COUNTS = `SELECT (SELECT count(*) FROM tool_execution_start_barriers) AS barriers, (SELECT count(*) FROM start_outcomes) AS outcomes,
   (SELECT count(*) FROM runs) AS runs, (SELECT count(*) FROM step_runs) AS step_runs, (SELECT count(*) FROM events) AS events`;

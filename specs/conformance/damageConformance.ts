@@ -447,6 +447,25 @@ export const damageSuite = (backend: DamageBackend): void => {
       await expectHealthy();
     });
 
+    if (backend.chained) it("R9.2, R9.3 an outcome event changed in place (decidedBy rewritten, its outcome row to match, the chain not recomputed): outcome and history are CORRUPT_RECORD, never the rewritten decision", async () => {
+      const stream = `run-${f.runId}`;
+      const [event] = await store.damage.rows('events', 'stream_id = ? AND event_type = ?', [stream, 'StepRunCompleted']);
+      expect(event, 'the outcome event').to.not.equal(undefined);
+      const forged = String(event!.data_json).replace('"decidedBy":"damage-suite"', '"decidedBy":"mallory"');
+      expect(forged).to.not.equal(event!.data_json);
+      await withCells(
+        [
+          ['events', 'stream_id = ? AND event_type = ?', [stream, 'StepRunCompleted'], 'data_json', () => forged],
+          ['start_outcomes', 'start_id = ?', [finished.startId], 'decided_by', () => 'mallory'],
+        ],
+        async () => {
+          await expectCorrupt('outcome', a().recovery.outcome(finished.startId));
+          await expectCorrupt('history', a().recovery.history(f.runId, f.stepRunId));
+        },
+      );
+      await expectHealthy();
+    });
+
     it("R4.3, R9.3 an index row changed to a new command's value is CORRUPT_RECORD for that command, never drift its barrier does not hold; drift the barrier holds stays SEMANTIC_CONFLICT", async () => {
       const values = replayValuesOf(replayKeysOf(unstarted));
       for (const identity of REPLAY_IDENTITIES) {

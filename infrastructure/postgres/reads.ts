@@ -70,6 +70,12 @@ export const runStateOfRow = (row: RunStateColumns | undefined, runId: string, s
   return runStateOf(head, stepRuns);
 };
 
+/** R9.3: a start refused for a missing Run (its first read leaves the log out) is refused so only if nothing else says the Run exists. */
+export const requireNoTraceOfRun = async (q: Queryable, runId: string): Promise<void> => {
+  const [row] = await run<{ traced: unknown }>(q, SQL.RUN_TRACES, { stream_id: streamNameOf(runId), run_id: runId });
+  if (row?.traced === true) throw new CorruptRecordError('run', runId, 'the stream, its log or a StepRun exists but the run head is missing');
+};
+
 /** R3.1: every identity of the command through the unique replay index, one statement. */
 export const lookupReplay = async (q: Queryable, keys: ReplayKeys): Promise<ReplayHits> => {
   const values = replayValuesOf(keys);

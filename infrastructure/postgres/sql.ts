@@ -38,16 +38,25 @@ export const LOOKUP_REPLAY_AT_VERSION = named(`SELECT v.run_version, l.identity,
  * already held (the Run head row lock, taken by BEGIN's round trip, transactionSql.ts), and
  * only the event trigger moves these rows, so a plain read is the locked state (R3.2, R5.2).
  * The scalar subqueries each return NULL when their row does not exist; `log_without_run`, read
- * only when the Run head is missing, says whether its stream has events all the same (R9.3).
+ * only when the Run head is missing, says whether its stream has events all the same (R9.3). A
+ * start's first read leaves it out (plan nodes cost on every execution): a start refused for a
+ * missing Run asks afterwards (RUN_TRACES).
  */
 const RUN_STATE_CTES = `run AS (SELECT run_id, project_id, snapshot_id, snapshot_digest, version FROM ql3.runs WHERE run_id = :run_id),
   stream AS (SELECT version FROM ql3.streams WHERE stream_id = :stream_id),
   step AS (SELECT run_id, step_run_id, project_id, kind, status, version, digest, state_json
              FROM ql3.step_runs WHERE run_id = :run_id AND step_run_id = :step_run_id)`;
-const runStateColumns = (gate: string) => `(SELECT row_to_json(run) FROM run${gate}) AS run,
+const runStateColumns = (gate: string, logProbe = true) => `(SELECT row_to_json(run) FROM run${gate}) AS run,
        (SELECT version FROM stream${gate}) AS stream_version,
-       (SELECT row_to_json(step) FROM step${gate}) AS step_run,
-       (SELECT EXISTS (SELECT 1 FROM ql3.events e WHERE e.stream_id = :stream_id) WHERE NOT EXISTS (SELECT 1 FROM run)${gate.replace(' WHERE ', ' AND ')}) AS log_without_run`;
+       (SELECT row_to_json(step) FROM step${gate}) AS step_run${
+         logProbe ? `,
+       (SELECT EXISTS (SELECT 1 FROM ql3.events e WHERE e.stream_id = :stream_id) WHERE NOT EXISTS (SELECT 1 FROM run)) AS log_without_run` : ''
+       }`;
+
+/** What says a Run exists when its head row does not: its stream head, its log, a StepRun (R9.3). */
+export const RUN_TRACES = named(`SELECT EXISTS (SELECT 1 FROM ql3.streams WHERE stream_id = :stream_id)
+    OR EXISTS (SELECT 1 FROM ql3.events WHERE stream_id = :stream_id)
+    OR EXISTS (SELECT 1 FROM ql3.step_runs WHERE run_id = :run_id) AS traced`);
 
 /** The StepRun's last event in the Run's log, as one json row: one descent of the StepRun version index (pg-0056). */
 const lastStepRunEventColumn = (gate: string) => `(SELECT row_to_json(e) FROM (
@@ -257,7 +266,7 @@ const readStartSql = (keyed: boolean): NamedSql =>
 SELECT (SELECT json_agg(json_build_array(l.identity, l.value, l.start_id, l.command_digest,
                                          EXISTS (SELECT 1 FROM keys k WHERE k.identity = l.identity AND k.value = l.value)))
           FROM lookup l) AS hits,
-  ${runStateColumns(' WHERE NOT EXISTS (SELECT 1 FROM lookup)')},
+  ${runStateColumns(' WHERE NOT EXISTS (SELECT 1 FROM lookup)', false)},
   ${lastStepRunEventColumn(' AND NOT EXISTS (SELECT 1 FROM lookup)')},
   ${BARRIER_READ_COLUMNS},
   (SELECT json_agg(m) FROM ql3.start_evidence_macs m WHERE m.start_id = :start_id AND EXISTS (SELECT 1 FROM b)) AS macs,

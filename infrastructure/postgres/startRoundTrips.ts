@@ -8,7 +8,7 @@ import { replayValuesOf, type ReplayIdentityRow } from '../../projections/rows';
 import { SQLSTATE, isRetryable, isUniqueViolation, mapPgError, sqlStateOf, unavailableReasonOf } from './errors';
 import { paramOf } from './identities';
 import { run, type Queryable } from './query';
-import { macRowsOfRead, readBarrier, runStateAtLogEnd, verifyBarrierRow, type RunStateColumns } from './reads';
+import { macRowsOfRead, readBarrier, requireNoTraceOfRun, runStateAtLogEnd, verifyBarrierRow, type RunStateColumns } from './reads';
 import { PENDING_CLOCK, PREPARED_OUT_OF_STEP, resyncPrepared, roundTripText, setLocalTimeouts, type Part } from './roundTripSql';
 import { HitTupleCodec, PgInt, decodeRow, decodeRows } from './rowCodecs';
 import * as SQL from './sql';
@@ -219,7 +219,10 @@ export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: Decode
           ctx.tx.spend(budget); // answered on the same budget (R9.5)
           return await resolveUniqueViolation(client, decoded, e, ctx.keys);
         }
-        if (e instanceof PreconditionError) await refuseUnknownStart({ readBarrier: (id) => readBarrier(client, id, ctx.keys) }, decoded.command.startId, e);
+        if (e instanceof PreconditionError) {
+          if (e.reason === 'run_not_found') await requireNoTraceOfRun(client, decoded.command.stepRun.runId);
+          await refuseUnknownStart({ readBarrier: (id) => readBarrier(client, id, ctx.keys) }, decoded.command.startId, e);
+        }
         if (!isRetryable(e)) throw e;
         await ctx.tx.afterRetryable(budget, e);
       }

@@ -322,6 +322,15 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
         // make the answer "nothing in doubt" (R9.3).
         const scope = { ...(q.projectId === undefined ? {} : { projectId: q.projectId }), ...(q.runId === undefined ? {} : { runId: q.runId }) };
         for (const row of await v.runningStepRuns(scope)) await requireBarrierOfRunning(v, row, backend.keyring?.());
+        // Scoped to one whole Run, its log says which starts it made: each is listed or has its
+        // outcome, so a start whose barrier and StepRun rows are both gone is not left out.
+        if (q.runId !== undefined && q.olderThanMs === undefined && q.limit === undefined) {
+          const listed = new Set(out.map((d) => d.startId));
+          for (const { startId } of startsInLog(await v.stepRunStartedRows(q.runId))) {
+            if (listed.has(startId) || (await outcomeOf(v, startId, backend.keyring?.())) !== null) continue;
+            throw new CorruptRecordError('start outcome', startId, "the Run's log starts it and no outcome is stored for it, but it is not listed as in doubt");
+          }
+        }
         // R9.4: an outcome appended without the key would take its start off this list. Every
         // Run stream whose outcome does so is checked whole (its seals, one read per Run): a
         // store-wide listing costs one such read per Run with an outcome in its scope.

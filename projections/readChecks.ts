@@ -74,14 +74,14 @@ export const requireNoTraceOfStart = (startId: string, indexed: number, mutation
 };
 
 /**
- * The starts of one StepRun as the Run's log records them, in stream order. `started`: the
+ * The starts of one StepRun (of every StepRun without `stepRunId`) as the Run's log records them, in stream order. `started`: the
  * StepRunStarted rows of the Run's stream, each decoded strictly (a damaged one fails the read).
  */
-export const startsInLog = (started: readonly EventRow[], stepRunId: string): { readonly startId: string; readonly stepRunVersion: number }[] => {
+export const startsInLog = (started: readonly EventRow[], stepRunId?: string): { readonly startId: string; readonly stepRunVersion: number }[] => {
   const starts: { startId: string; stepRunVersion: number }[] = [];
   for (const row of started) {
     const event = checkEventRow(row);
-    if (event.type === 'StepRunStarted' && event.data.stepRunId === stepRunId) starts.push({ startId: event.data.startId, stepRunVersion: event.data.stepRunVersion });
+    if (event.type === 'StepRunStarted' && (stepRunId === undefined || event.data.stepRunId === stepRunId)) starts.push({ startId: event.data.startId, stepRunVersion: event.data.stepRunVersion });
   }
   return starts;
 };

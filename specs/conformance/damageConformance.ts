@@ -466,6 +466,23 @@ export const damageSuite = (backend: DamageBackend): void => {
       await expectHealthy();
     });
 
+    it("R9.3 a start in doubt whose barrier and StepRun rows are both gone: its Run's in-doubt list raises CORRUPT_RECORD (the Run's log started it), never an empty list (CLI exit 5)", async () => {
+      const rows = [
+        ...(await store.damage.rows('tool_execution_start_barriers', 'start_id = ?', [command.startId])).map((r) => ['tool_execution_start_barriers', r] as const),
+        ...(await store.damage.rows('step_runs', 'run_id = ? AND step_run_id = ?', [s.runId, s.stepRunId])).map((r) => ['step_runs', r] as const),
+      ];
+      expect(rows).to.have.length(2);
+      const gone = [];
+      for (const [table, row] of rows) gone.push(await store.damage.remove(table, String(row._key)));
+      try {
+        await expectCorrupt('inDoubt({ runId })', a().recovery.inDoubt({ runId: s.runId }));
+        await expectCliExit5('barrier and StepRun rows deleted', [['in-doubt', '--run', s.runId]]);
+      } finally {
+        for (const g of gone.reverse()) await g.undo();
+      }
+      await expectHealthy();
+    });
+
     it("R4.3, R9.3 an index row changed to a new command's value is CORRUPT_RECORD for that command, never drift its barrier does not hold; drift the barrier holds stays SEMANTIC_CONFLICT", async () => {
       const values = replayValuesOf(replayKeysOf(unstarted));
       for (const identity of REPLAY_IDENTITIES) {

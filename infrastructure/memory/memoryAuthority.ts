@@ -216,7 +216,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     for (const e of events) {
       if (t.eventIds.has(e.eventId)) throw new Error(`unique violation: event ${e.eventId}`);
       if (t.events.some((r) => r.stream_id === plan.streamId && r.stream_position === e.position)) throw new Error(`unique violation: ${plan.streamId}@${e.position}`);
-      if (e.type === 'StepRunStarted') requireFollowsLogIn(t, plan.streamId, e.type, JSON.parse(e.dataJson));
+      if (e.type === 'StepRunStarted' || e.type === 'ToolExecutionStartBarrierCommitted') requireFollowsLogIn(t, plan.streamId, e.type, JSON.parse(e.dataJson));
       t.eventIds.add(e.eventId);
       t.events.push({ stream_id: plan.streamId, stream_position: e.position, event_id: e.eventId, event_type: e.type, data_json: e.dataJson, committed_at_ms: plan.committedAtMs });
     }

@@ -1,4 +1,4 @@
-import { streamNameOf } from '../../domain';
+import { CorruptRecordError, canonicalJson, streamNameOf, type StartBarrierRecord } from '../../domain';
 import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { AuditEventRow, AuditReceiptRow, BarrierRow, MutationRow, ReplayIdentityRow, RunRow, StepRunRow, TraceAnchorRow } from '../../projections/rows';
 import type { EventRow } from '../../projections/verifyRows';
@@ -85,6 +85,7 @@ export const lastStepRunEventRow = (t: Tables, stream: string, stepRunId: string
 
 /** What the SQL stores' event triggers check against the log (0084, pg-0056), for a StepRun event about to be appended. */
 export const requireFollowsLogIn = (t: Tables, stream: string, type: string, data: unknown): void => {
+  if (type === 'ToolExecutionStartBarrierCommitted') return requireStartFollowsLog(t, stream, (data as { barrier: StartBarrierRecord }).barrier);
   const d = data as { stepRunId?: unknown; stepRunVersion?: unknown; startId?: unknown };
   if (typeof d.stepRunId !== 'string' || typeof d.stepRunVersion !== 'number' || !type.startsWith('StepRun')) return;
   requireFollowsStepRunLog(lastStepRunEventRow(t, stream, d.stepRunId), {
@@ -93,6 +94,29 @@ export const requireFollowsLogIn = (t: Tables, stream: string, type: string, dat
     stepRunVersion: d.stepRunVersion,
     startId: typeof d.startId === 'string' ? d.startId : undefined,
   });
+};
+
+/**
+ * What the SQL stores' start trigger checks (0089, pg-0061): a start authorises what the log made,
+ * its Run's RunCreated (Project, snapshot), its StepRun's StepRunCreated (kind, tool definition)
+ * and the move it started from (its approval), not what a head row says.
+ */
+const requireStartFollowsLog = (t: Tables, stream: string, b: StartBarrierRecord): void => {
+  const dataOf = (e: EventRow | undefined) => (e === undefined ? undefined : (JSON.parse(e.data_json) as Record<string, unknown>));
+  const stepRunEvent = (version: number) =>
+    t.events.find((e) => e.stream_id === stream && STEP_RUN_EVENT_TYPES.includes(e.event_type) && dataOf(e)?.stepRunId === b.stepRunId && dataOf(e)?.stepRunVersion === version);
+  const same = (x: unknown, y: unknown) => canonicalJson(x ?? null) === canonicalJson(y ?? null);
+  const run = t.events.find((e) => e.stream_id === stream && e.stream_position === 1 && e.event_type === 'RunCreated');
+  const made = stepRunEvent(1);
+  const from = stepRunEvent(b.attempt.fromStepRunVersion);
+  const r = dataOf(run);
+  if (
+    r === undefined || r.projectId !== b.projectId || r.snapshotId !== b.snapshotId || r.snapshotDigest !== b.snapshotDigest ||
+    made?.event_type !== 'StepRunCreated' || dataOf(made)?.kind !== 'tool' || !same(dataOf(made)?.toolDefinition, b.toolDefinition) ||
+    (from?.event_type !== 'StepRunReady' && from?.event_type !== 'StepRunAwaitingApproval') || !same(dataOf(from)?.approval, b.approval)
+  ) {
+    throw new CorruptRecordError('run history', stream, `illegal history refused: start ${b.startId} authorises what the Run's log made: its Project, snapshot, tool definition and approval (R9.1)`);
+  }
 };
 
 /** The heads a read of `run-<runId>` checks its log against (agreedStreamVersion, R9.3). */

@@ -20,6 +20,8 @@ export interface HeadForgeryStore {
   rewriteHead(row: StepRunRow): Promise<void>;
   /** Moves a Run's head and its stream head by `delta` the same way (not in memory, whose stream heads no damage session reaches). */
   readonly moveRunHeads?: (runId: string, delta: number) => Promise<void>;
+  /** Sets one cell of a Run's head row (its snapshot, its Project) past every guard; the function returned puts it back. */
+  rewriteRunCell(runId: string, column: 'snapshot_id' | 'snapshot_digest' | 'project_id', value: string): Promise<() => Promise<void>>;
   /** Deletes a StepRun's head row past every guard; the function returned puts it back. */
   removeHead(runId: string, stepRunId: string): Promise<() => Promise<void>>;
   close(): Promise<void>;
@@ -41,6 +43,14 @@ export const rewriteThrough = (damage: DamageSession) => async (row: StepRunRow)
     expect(set.applied, `step_runs.${column}: ${set.reason ?? ''}`).to.equal(true);
     key = set.key;
   }
+};
+
+/** One cell of a Run head rewritten through a damage session, and put back by the function returned. */
+export const rewriteRunThrough = (damage: DamageSession) => async (runId: string, column: string, value: string): Promise<() => Promise<void>> => {
+  const [row] = await damage.rows('runs', 'run_id = ?', [runId]);
+  const set = await damage.set('runs', String(row!._key), column, value);
+  expect(set.applied, `runs.${column}: ${set.reason ?? ''}`).to.equal(true);
+  return async () => void (await damage.set('runs', set.key, column, row![column]));
 };
 
 /** A head row deleted through a damage session, and put back by the function returned. */
@@ -115,6 +125,51 @@ export const headForgerySuite = (backend: HeadForgeryBackend): void => {
         expect(e.message).to.match(/log/);
         expect(await a().barriers.getByStartId(again.startId)).to.equal(null);
       });
+    });
+
+    it("R9.1 a StepRun head whose tool definition or approval is rewritten (digest recomputed, status and version kept): a start built from that head is refused (CORRUPT_RECORD), never committed for content the log never had", async () => {
+      const g = await setUp(a(), { withApproval: true });
+      const state = await stateOf(g);
+      expect(state.status).to.equal('waiting_approval');
+      const other = `sha256:${'e'.repeat(64)}`;
+      const forgeries: [string, StepRunState, (c: ReturnType<Scenario['startCommand']>) => ReturnType<Scenario['startCommand']>][] = [
+        ['tool definition', { ...state, toolDefinition: { id: 'tool.forged', digest: other } }, (c) => ({ ...c, toolDefinition: { id: 'tool.forged', digest: other } })],
+        ['approval', { ...state, approval: { ...state.approval!, approvalDigest: other } }, (c) => c],
+      ];
+      const events = (await a().runs.readStream(g.runId)).length;
+      for (const [what, forged, shape] of forgeries) {
+        await store.rewriteHead(stepRunRowOf(forged));
+        try {
+          const cmd = shape(g.startCommand(forged, `forged-${what.replace(' ', '-')}`));
+          await expectCorrupt(`${what}: prepare`, a().barriers.prepare(cmd));
+          expect(await a().barriers.getByStartId(cmd.startId)).to.equal(null);
+        } finally {
+          await store.rewriteHead(stepRunRowOf(state));
+        }
+      }
+      expect((await a().runs.readStream(g.runId)).length, 'events of the Run').to.equal(events);
+      expect((await a().barriers.prepare(g.startCommand(state))).outcome).to.equal('created');
+    });
+
+    it("R9.1 a Run head whose snapshot or Project is rewritten: a start naming the rewritten values is refused (CORRUPT_RECORD), never committed for what the Run's log never made", async () => {
+      const g = await setUp(a());
+      const honestStart = g.startCommand();
+      const events = (await a().runs.readStream(g.runId)).length;
+      for (const [column, value, shape] of [
+        ['snapshot_id', 'snapshot-forged', (c: typeof honestStart) => ({ ...c, project: { ...c.project, snapshotId: 'snapshot-forged' } })],
+        ['snapshot_digest', `sha256:${'e'.repeat(64)}`, (c: typeof honestStart) => ({ ...c, project: { ...c.project, snapshotDigest: `sha256:${'e'.repeat(64)}` } })],
+      ] as const) {
+        const putBack = await store.rewriteRunCell(g.runId, column, value);
+        try {
+          const forged = shape(g.startCommand(undefined, `forged-${column.replace('_', '-')}`));
+          await expectCorrupt(`${column}: prepare`, a().barriers.prepare(forged));
+          expect(await a().barriers.getByStartId(forged.startId)).to.equal(null);
+        } finally {
+          await putBack();
+        }
+      }
+      expect((await a().runs.readStream(g.runId)).length, 'events of the Run').to.equal(events);
+      expect((await a().barriers.prepare(honestStart)).outcome).to.equal('created');
     });
 
     it('R9.1 a completed StepRun set back to ready at an earlier version: the start names an attempt the replay index holds and is refused (R4.3)', async () => {

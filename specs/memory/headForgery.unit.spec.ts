@@ -4,7 +4,7 @@ import { rejects } from '../../testkit/rejects';
 import { setUp } from '../conformance/startBarrierConformance';
 import { openMemoryStartBarrier } from '../../infrastructure/memory/memoryAuthority';
 import { memoryDamageSession } from '../../testkit/memoryDamage';
-import { headForgerySuite, removeThrough, rewriteThrough } from '../conformance/headForgeryConformance';
+import { headForgerySuite, removeThrough, rewriteRunThrough, rewriteThrough } from '../conformance/headForgeryConformance';
 
 headForgerySuite({
   runHeads: false,
@@ -12,7 +12,7 @@ headForgerySuite({
   open: async () => {
     const authority = await openMemoryStartBarrier();
     const damage = memoryDamageSession(authority);
-    return { authority, rewriteHead: rewriteThrough(damage), removeHead: removeThrough(damage), close: () => authority.close() };
+    return { authority, rewriteHead: rewriteThrough(damage), rewriteRunCell: rewriteRunThrough(damage), removeHead: removeThrough(damage), close: () => authority.close() };
   },
 });
 

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { postgresDamageSession } from '../../testkit/damage';
 import { createDatabase, openOn } from '../../testkit/postgresHarness';
-import { headForgerySuite, moveRunHeadsThrough, removeThrough, rewriteThrough } from '../conformance/headForgeryConformance';
+import { headForgerySuite, moveRunHeadsThrough, removeThrough, rewriteRunThrough, rewriteThrough } from '../conformance/headForgeryConformance';
 import { setUp } from '../conformance/startBarrierConformance';
 
 headForgerySuite({
@@ -14,6 +14,7 @@ headForgerySuite({
     return {
       authority,
       rewriteHead: rewriteThrough(damage),
+      rewriteRunCell: rewriteRunThrough(damage),
       moveRunHeads: moveRunHeadsThrough(damage),
       removeHead: removeThrough(damage),
       close: async () => {

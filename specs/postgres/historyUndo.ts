@@ -14,8 +14,10 @@ const functionAsCreatedBy = (migration: string, signature: string): string => {
 // taken back: the functions they replaced as pg-0036, pg-0037 and pg-0045 made them; and what
 // pg-0056 adds: the StepRun version index and the trigger that reads it; and pg-0058's driver
 // claim rules; and pg-0059's replay index written by the barrier's insert; and pg-0060's fact
-// rows, each beside its event.
+// rows, each beside its event; and pg-0061's start, which follows the log.
 export const UNDO_GATE_AND_HEADS = `
+  DROP TRIGGER events_start_follows_log ON ql3.events;
+  DROP FUNCTION ql3.start_follows_log();
   DROP TRIGGER security_audit_events_beside_their_event ON ql3.security_audit_events;
   DROP TRIGGER trace_anchors_beside_their_event ON ql3.trace_anchors;
   DROP TRIGGER audit_receipts_beside_their_event ON ql3.audit_receipts;

@@ -31,6 +31,15 @@ const moveRunHeadsIn = (path: string) => async (runId: string, delta: number): P
     db.prepare('UPDATE streams SET version = version + ? WHERE stream_id = ?').run(delta, `run-${runId}`);
   });
 
+const rewriteRunCellIn = (path: string) => async (runId: string, column: string, value: string): Promise<() => Promise<void>> => {
+  let before: unknown;
+  pastGuards(path, ['runs'], (db) => {
+    before = (db.prepare(`SELECT ${column} AS v FROM runs WHERE run_id = ?`).get(runId) as { v: unknown }).v;
+    db.prepare(`UPDATE runs SET ${column} = ? WHERE run_id = ?`).run(value, runId);
+  });
+  return async () => pastGuards(path, ['runs'], (db) => void db.prepare(`UPDATE runs SET ${column} = ? WHERE run_id = ?`).run(before, runId));
+};
+
 const removeHeadIn = (path: string) => async (runId: string, stepRunId: string): Promise<() => Promise<void>> => {
   let row: StepRunRow | undefined;
   pastGuards(path, ['step_runs'], (db) => {
@@ -50,6 +59,6 @@ headForgerySuite({
   open: async () => {
     const path = freshDbPath();
     const authority = await openFreshSqlite(undefined, path);
-    return { authority, rewriteHead: rewriteHeadIn(path), moveRunHeads: moveRunHeadsIn(path), removeHead: removeHeadIn(path), close: () => authority.close() };
+    return { authority, rewriteHead: rewriteHeadIn(path), rewriteRunCell: rewriteRunCellIn(path), moveRunHeads: moveRunHeadsIn(path), removeHead: removeHeadIn(path), close: () => authority.close() };
   },
 });

@@ -5,14 +5,15 @@ import { DROP_START_TABLES, REPLAY_INDEX_INDEXES_BEFORE_COMPACT, REPLAY_INDEX_TA
 // and index 0003, 0055, 0057 and 0063 put on them (testkit/beforeStoredOnce.ts). Foreign keys are
 // deferred while they are rebuilt.
 // What 0084 changes, taken back: the StepRun version index and the trigger that reads it.
-// What 0085, 0086, 0087 and 0088 change, taken back: the driver claim rules' trigger, the outcome
-// row's, the replay index's (written by the barrier's insert, refused otherwise), and the fact
-// rows' (each beside its event).
+// What 0085 .. 0089 change, taken back: the driver claim rules' trigger, the outcome row's, the
+// replay index's (written by the barrier's insert, refused otherwise), the fact rows' (each
+// beside its event) and the start's (it follows the log).
 // Each undo sets the header's user_version back with the ledger rows it deletes: an open refuses
 // a ledger that ends before the migration the header names.
 // What 0083 changes, taken back: start_whole_at_commit as the rowid table 0063 made.
 export const UNDO_WHOLE_START_KEYED = `
   BEGIN;
+  DROP TRIGGER events_start_follows_log;
   DROP TRIGGER security_audit_events_beside_their_event;
   DROP TRIGGER trace_anchors_beside_their_event;
   DROP TRIGGER audit_receipts_beside_their_event;

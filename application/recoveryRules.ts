@@ -324,7 +324,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
         for (const row of await v.runningStepRuns(scope)) await requireBarrierOfRunning(v, row, backend.keyring?.());
         // Scoped to one whole Run, its log says which starts it made: each is listed or has its
         // outcome, so a start whose barrier and StepRun rows are both gone is not left out.
-        if (q.runId !== undefined && q.olderThanMs === undefined && q.limit === undefined) {
+        if (q.runId !== undefined && q.projectId === undefined && q.olderThanMs === undefined && q.limit === undefined) {
           const listed = new Set(out.map((d) => d.startId));
           for (const { startId } of startsInLog(await v.stepRunStartedRows(q.runId))) {
             if (listed.has(startId) || (await outcomeOf(v, startId, backend.keyring?.())) !== null) continue;

@@ -294,6 +294,14 @@ export const evidenceProblemOf = (r: { table_name: string; record_id: string; st
   return { kind: 'evidence_without_move', record: `${r.table_name} ${r.record_id}`, problem: `evidence of start ${r.start_id}, but ${lacks.join(' and ')}` };
 };
 
+/** The event id a start's fact is logged under, by the identity it holds (the ids the event trigger requires). */
+const LOGGED_AS: Partial<Record<ReplayIdentity, { readonly id: (value: string) => string; readonly type: string }>> = {
+  traceId: { id: (v) => `trace:${v}`, type: 'TraceAnchorRecorded' },
+  auditEventId: { id: (v) => `audit:${v}`, type: 'SecurityAuditEventRecorded' },
+  auditReceiptId: { id: (v) => `receipt:${v}`, type: 'AuditReceiptIssued' },
+  runEventId: { id: (v) => v, type: 'StepRunStarted' },
+};
+
 export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
   const clock = backend.clock ?? Date.now;
 
@@ -407,6 +415,11 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
           if (request.identity === 'attempt') {
             const a = request.value;
             return requireAttemptNotInLog(key, a.stepRunId, a.startedStepRunVersion, await v.stepRunStartedRows(a.runId));
+          }
+          // for a fact's id, that fact's own event in the log (its event id names it: one probe)
+          const logged = LOGGED_AS[request.identity];
+          if (logged !== undefined && (await v.eventById(logged.id(key)))?.event_type === logged.type) {
+            throw new CorruptRecordError('replay index', key, `the Run's log holds the event of this ${request.identity}, but no index or fact row names it`);
           }
           return null;
         }

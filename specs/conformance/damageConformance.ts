@@ -483,6 +483,29 @@ export const damageSuite = (backend: DamageBackend): void => {
       await expectHealthy();
     });
 
+    it("R9.3 a fact's row and its replay-index row both gone: a lookup of its id is CORRUPT_RECORD (the Run's log holds the fact's event), never null", async () => {
+      for (const [identity, table, column] of [
+        ['traceId', 'trace_anchors', 'trace_id'],
+        ['auditReceiptId', 'audit_receipts', 'audit_receipt_id'],
+      ] as const) {
+        const value = identity === 'traceId' ? finished.evidence.traceId : finished.evidence.auditReceiptId;
+        const rows = [
+          ...(await store.damage.rows(table, `${column} = ?`, [value])).map((r) => [table, r] as const),
+          ...(await store.damage.rows('start_replay_identities', 'identity = ? AND value = ?', [identity, value])).map((r) => ['start_replay_identities', r] as const),
+        ];
+        expect(rows, identity).to.have.length(2);
+        const gone = [];
+        for (const [t, row] of rows) gone.push(await store.damage.remove(t, String(row._key)));
+        try {
+          await expectCorrupt(`lookup('${identity}')`, a().recovery.lookup(identity, value));
+        } finally {
+          for (const g of gone.reverse()) await g.undo();
+        }
+      }
+      expect(await a().recovery.lookup('traceId', 'trace-never-used')).to.equal(null);
+      await expectHealthy();
+    });
+
     it("R4.3, R9.3 an index row changed to a new command's value is CORRUPT_RECORD for that command, never drift its barrier does not hold; drift the barrier holds stays SEMANTIC_CONFLICT", async () => {
       const values = replayValuesOf(replayKeysOf(unstarted));
       for (const identity of REPLAY_IDENTITIES) {

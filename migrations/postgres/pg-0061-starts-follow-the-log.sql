@@ -6,7 +6,8 @@
 -- with the Run's RunCreated, its StepRun's kind and tool definition with that StepRun's
 -- StepRunCreated, and its approval with the move the StepRun started from (the
 -- StepRunAwaitingApproval's, none after a StepRunReady). Each is one probe of an index the log
--- already has (the stream position, the StepRun version index of pg-0056), once per start.
+-- already has (the stream position, the StepRun version index of pg-0056: each probe repeats
+-- that partial index's event-type list, so the planner may use it), once per start.
 -- Starts stored before are not re-read. The SQLite twin is 0089.
 SET LOCAL ROLE ql3_owner;
 

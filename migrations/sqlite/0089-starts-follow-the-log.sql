@@ -6,7 +6,8 @@
 -- RunCreated, its StepRun's kind and tool definition with that StepRun's StepRunCreated, and
 -- its approval with the move the StepRun started from (the StepRunAwaitingApproval's, none
 -- after a StepRunReady). Each is one probe of an index the log already has (the stream
--- position, the StepRun version index of 0084). Starts stored before are not re-read.
+-- position, the StepRun version index of 0084: each probe repeats that partial index's event-type
+-- list, so the planner may use it). Starts stored before are not re-read.
 CREATE TRIGGER events_start_follows_log BEFORE INSERT ON events
   WHEN NEW.event_type = 'ToolExecutionStartBarrierCommitted' AND NOT (
     EXISTS (

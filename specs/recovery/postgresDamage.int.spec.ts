@@ -1,11 +1,12 @@
 import { expect } from 'chai';
+import { buildOnce, runCli } from '../cli/cliSuite';
 import { UNDO_HISTORY_MIGRATIONS } from '../postgres/historyUndo';
 import { CorruptRecordError } from '../../domain';
 import { openPostgresStartBarrier, type RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
 import { rebuildOutcomeRows, normaliseOutcomeRow } from '../../projections/outcomeRows';
 import { MigratedTemplate, type TestDatabase } from '../../testkit/postgresHarness';
 import { rejects, startedScenario } from './recoveryConformance';
-import { rawPostgres } from './support';
+import { completion, expectCorrupt, rawPostgres } from './support';
 
 // What only the real server can show for pg-0031: the projection trigger writes the outcome
 // row in the statement that appends its event (a failing projection rolls the event back),
@@ -89,5 +90,33 @@ describe('recovery read models on PostgreSQL: atomicity, upgrade, grants, damage
     expect(of('evidence_without_move')).to.deep.equal(['trace_anchors trace-ghost']);
     expect(of('stream_head')).to.deep.equal([`run-${skewed.s.runId}`]);
     expect(of('in_doubt_mismatch')).to.deep.equal([orphaned.startId]);
+  });
+
+  /** As the owner, past the append-only triggers and the foreign keys. */
+  const damage = (sql: string) => db.admin((c) => c.query(`BEGIN; SET LOCAL session_replication_role = replica; ${sql}; COMMIT`));
+
+  it('R9.3 verify reports a Run head whose version no row can hold, and a second damage after it: it never throws for damage (CLI exit 5)', async () => {
+    const one = await startedScenario(a);
+    const two = await startedScenario(a);
+    await damage(`UPDATE ql3.runs SET version = 9007199254740993 WHERE run_id = '${one.s.runId}'; UPDATE ql3.trace_anchors SET trace_digest = 'sha256:${'0'.repeat(64)}' WHERE start_id = '${two.startId}'`);
+    const report = await a.recovery.verify();
+    expect(report.ok).to.equal(false);
+    expect(report.problems.some((p) => p.record === two.startId), JSON.stringify(report.problems)).to.equal(true);
+    expect(report.problems.some((p) => p.problem.includes(one.s.runId) || p.record.includes(one.s.runId)), JSON.stringify(report.problems)).to.equal(true);
+    buildOnce();
+    expect((await runCli(['verify', '--postgres', db.url])).code).to.equal(5);
+  });
+
+  it('R9.3 an outcome appended for a start whose barrier row is gone, or over an outcome row that stands without its event, is CORRUPT_RECORD and writes nothing', async () => {
+    const gone = await startedScenario(a);
+    await damage(`DELETE FROM ql3.tool_execution_start_barriers WHERE start_id = '${gone.startId}'`);
+    const stray = await startedScenario(a);
+    await damage(`INSERT INTO ql3.start_outcomes SELECT start_id, run_id, step_run_id, 'completed', 'nobody', 'tool_succeeded', NULL, 99, 'no-such-event', 1, 1, 1
+      FROM ql3.tool_execution_start_barriers WHERE start_id = '${stray.startId}'`);
+    for (const { s } of [gone, stray]) {
+      const before = await db.admin(async (c) => (await c.query('SELECT count(*)::int AS n FROM ql3.events')).rows[0].n as number);
+      await expectCorrupt(s.runId, a.runs.handle(completion(s)));
+      expect(await db.admin(async (c) => (await c.query('SELECT count(*)::int AS n FROM ql3.events')).rows[0].n as number)).to.equal(before);
+    }
   });
 });

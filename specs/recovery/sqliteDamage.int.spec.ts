@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import Database from 'better-sqlite3';
+import { buildOnce, runCli } from '../cli/cliSuite';
 import { HEAD_GUARDS, UNDO_HISTORY_MIGRATIONS } from '../sqlite/historyUndo';
 import { CorruptRecordError } from '../../domain';
 import { openSqliteStartBarrier, type SqliteStartBarrier } from '../../infrastructure/sqlite';
@@ -7,7 +9,7 @@ import { stepRunRowOf } from '../../projections/rows';
 import { openFreshSqlite } from '../sqlite/support';
 import { freshDbPath } from '../support/tmp';
 import { rejects, startedScenario } from './recoveryConformance';
-import { rawSqlite } from './support';
+import { completion, expectCorrupt, rawSqlite } from './support';
 
 // What only a real SQLite file can show: the outcome row and its event share one
 // transaction, the 0057 migration backfills an upgraded database, and damage (simulated with
@@ -130,5 +132,68 @@ describe('recovery read models on SQLite: atomicity, upgrade, damage', function 
     expect(report.problems.some((p) => p.record.includes(healthy.startId) || p.record.includes(healthy.s.runId))).to.equal(false);
     // Reads of the damaged attempts fail closed too.
     expect(await rejects(a.recovery.inDoubt())).to.be.instanceOf(CorruptRecordError);
+  });
+});
+
+// R9.3 past the row: a table or a column gone, a row a write references gone. Every read and
+// write answers with the typed error, never a raw driver error, and verify reports the damage
+// and goes on, never throws for it.
+describe('R9.3 damage past the row is typed on SQLite: a table gone, a referenced row gone', function () {
+  this.timeout(120_000);
+
+  /** A store with one start in doubt, damaged through a connection of the owner's own. */
+  const damaged = async (sql: string): Promise<{ path: string; startId: string; s: { runId: string; stepRunId: string } }> => {
+    const path = freshDbPath();
+    const a = await openSqliteStartBarrier({ path });
+    const { s, startId } = await startedScenario(a);
+    await a.close();
+    const db = new Database(path);
+    db.pragma('foreign_keys = OFF');
+    db.exec(sql.replaceAll(':start', `'${startId}'`));
+    db.close();
+    return { path, startId, s };
+  };
+
+  it('R9.3 verify reports a table gone (driver claims, resolution notes, capabilities) and checks the rest: it never throws for damage (CLI exit 5)', async () => {
+    for (const table of ['adapter_driver_claims', 'resolution_notes', 'capabilities']) {
+      const { path } = await damaged(`DROP TABLE ${table}`);
+      const a = await openSqliteStartBarrier({ path });
+      const report = await a.recovery.verify();
+      expect(report.ok, table).to.equal(false);
+      expect(report.problems.some((p) => p.problem.includes(table)), `${table}: ${JSON.stringify(report.problems)}`).to.equal(true);
+      expect(report.checked.barriers, table).to.equal(1);
+      expect(report.checked.events, table).to.be.greaterThan(0);
+      await a.close();
+      if (table === 'adapter_driver_claims') {
+        buildOnce();
+        expect((await runCli(['verify', '--db', path])).code).to.equal(5);
+      }
+    }
+  });
+
+  it('R9.3 a store whose table or column is gone opens as CORRUPT_RECORD, never a raw driver error; its driver claims likewise', async () => {
+    for (const sql of ['DROP TABLE start_outcomes', 'DROP TABLE streams']) {
+      const { path } = await damaged(sql);
+      await expectCorrupt(sql, openSqliteStartBarrier({ path }));
+    }
+    const { path } = await damaged('DROP TABLE adapter_driver_claims');
+    const a = await openSqliteStartBarrier({ path });
+    expect(() => a.driverClaims()).to.throw(CorruptRecordError);
+    await a.close();
+  });
+
+  it('R9.3 an outcome appended for a start whose barrier row is gone, or over an outcome row that stands without its event, is CORRUPT_RECORD and writes nothing', async () => {
+    for (const sql of [
+      'DROP TRIGGER tool_execution_start_barriers_no_delete; DELETE FROM tool_execution_start_barriers WHERE start_id = :start',
+      `DROP TRIGGER start_outcomes_project_their_event; INSERT INTO start_outcomes SELECT start_id, run_id, step_run_id, 'completed', 'nobody', 'tool_succeeded', NULL, 99, 'no-such-event', 1, 1, 1
+         FROM tool_execution_start_barriers WHERE start_id = :start`,
+    ]) {
+      const { path, s } = await damaged(sql);
+      const a = await openSqliteStartBarrier({ path });
+      const before = (a.db.prepare('SELECT count(*) AS n FROM events').get() as { n: number }).n;
+      await expectCorrupt(sql.slice(0, 40), a.runs.handle(completion(s)));
+      expect((a.db.prepare('SELECT count(*) AS n FROM events').get() as { n: number }).n).to.equal(before);
+      await a.close();
+    }
   });
 });

@@ -1,3 +1,6 @@
+import { expect } from 'chai';
+import { CorruptRecordError, type LifecycleCommand } from '../../domain';
+import { rejects } from '../../testkit/rejects';
 import type { RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
 import type { SqliteStartBarrier } from '../../infrastructure/sqlite';
 import type { StartOutcomeRow } from '../../projections/outcomeRows';
@@ -14,3 +17,15 @@ export const rawPostgres = async (a: RecoverablePostgresStartBarrier) => ({
   events: (await a.pool.query('SELECT stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ql3.events ORDER BY global_position')).rows as EventRow[],
   outcomes: (await a.pool.query('SELECT * FROM ql3.start_outcomes ORDER BY start_id')).rows as StartOutcomeRow[],
 });
+
+/** The outcome a driver would append for a StepRun's running start. */
+export const completion = (s: { runId: string; stepRunId: string }): LifecycleCommand => ({
+  type: 'CompleteStepRun',
+  data: { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'spec', reason: 'tool_succeeded', requestedAtMs: 2 },
+});
+
+/** A read or write on a damaged store: CORRUPT_RECORD, never a value or a raw driver error (R9.3). */
+export const expectCorrupt = async (what: string, p: Promise<unknown>): Promise<void> => {
+  const e = await rejects(p);
+  expect(e instanceof CorruptRecordError, `${what}: ${e.constructor.name} ${e.message}`).to.equal(true);
+};

@@ -1,4 +1,4 @@
-import { CorruptRecordError, type StepRunState } from '../domain';
+import { canonicalJsonOf, CorruptRecordError, evolve, initialRunState, stepRunDigest, type RunState, type StepRunState } from '../domain';
 import { MOVES_FROM, OUTCOME_EVENTS, STATUS_AFTER } from './stepRunMoves';
 import type { EventRow } from './verifyRows';
 import { checkEventRow, checkedStoredEventOf } from './checkRows';
@@ -120,6 +120,31 @@ export const requireHeadAtLogEnd = (s: StepRunState, last: EventRow | undefined)
       at,
       `its head is ${s.status} at version ${s.version} (last start ${s.lastStartId ?? 'none'}), but its log ends in ${event.type} at version ${String(d.stepRunVersion)}${d.startId === undefined ? '' : ` of start ${d.startId}`}`,
     );
+  }
+};
+
+/**
+ * R9.3: a StepRun is answered as the StepRun its log made, not only as one that ends where its
+ * log ends. `runCreated`: the Run's first event; `log`: the StepRun's events in version order.
+ * A head whose tool definition, approval or Project was rewritten with its digest recomputed
+ * ends where its log ends and still differs from it. A read, not a start, pays for the fold.
+ */
+export const requireHeadIsItsLog = (s: StepRunState, runCreated: EventRow | undefined, log: readonly EventRow[]): void => {
+  requireHeadAtLogEnd(s, log[log.length - 1]);
+  const at = `${s.runId}/${s.stepRunId}`;
+  let state: RunState = initialRunState();
+  for (const [i, row] of [runCreated, ...log].entries()) {
+    const event = row === undefined ? undefined : checkEventRow(row);
+    const version = (event?.data as { stepRunVersion?: unknown } | undefined)?.stepRunVersion;
+    if (i === 0 ? event?.type !== 'RunCreated' : version !== i || (i === 1) !== (event?.type === 'StepRunCreated')) {
+      throw new CorruptRecordError('step run', at, i === 0 ? "its Run's log does not begin with RunCreated" : `its log does not run StepRunCreated, then versions 1 to ${log.length} in turn (at ${i}: ${event?.type ?? 'none'} at version ${String(version)})`);
+    }
+    state = evolve(state, event!);
+  }
+  const made = state.stepRuns[s.stepRunId]!;
+  const differs = (['projectId', 'kind', 'toolDefinition', 'approval'] as const).filter((k) => canonicalJsonOf(made[k] ?? null) !== canonicalJsonOf(s[k] ?? null));
+  if (differs.length > 0 || stepRunDigest(made) !== stepRunDigest(s) || made.lastStartId !== s.lastStartId) {
+    throw new CorruptRecordError('step run', at, `its head differs from the StepRun its log made${differs.length > 0 ? ` (${differs.join(', ')})` : ''}: the head row was rewritten`);
   }
 };
 

@@ -25,11 +25,11 @@ import { outcomeRowOf } from '../../projections/outcomeRows';
 import type { AppendOutcome, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../../application/authority';
 import { createRecoveryApi } from '../../application/recoveryRules';
 import { createEvidenceKeyring, type EvidenceKeyring, type EvidenceKeyringOptions } from '../../application/evidenceKeys';
-import { agreedAttemptStart, requireAttemptNotInLog, requireHeadAtLogEnd, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream } from '../../projections/readChecks';
+import { agreedAttemptStart, requireAttemptNotInLog, requireHeadIsItsLog, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream } from '../../projections/readChecks';
 import { createMemoryRecoveryView } from './memoryRecoveryView';
 import { memorySealedSpan, sealMemoryEvents } from './memorySeals';
 import { appendedEventCells, requireSealedSpan, startEventCells } from '../../application/eventSeals';
-import { copyTables, emptyTables, lastStepRunEventRow, requireFollowsLogIn, streamEventsOfType, streamHeadsOf, type Tables } from './tables';
+import { copyTables, emptyTables, lastStepRunEventRow, stepRunLogRows, requireFollowsLogIn, streamEventsOfType, streamHeadsOf, type Tables } from './tables';
 import { SerialExecutor } from '../../application/serialExecutor';
 import { decodeLifecycle, runLifecycleTransaction, type LifecycleUnitOfWork } from '../../application/lifecycleProtocol';
 import { runStartTransaction, type StartUnitOfWork } from '../../application/startProtocol';
@@ -282,7 +282,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
       const { runId, stepRunId } = decodeStepRunArgs(runIdArg, stepRunIdArg);
       const s = this.loadRunState(this.tables, runId, [stepRunId]).stepRuns[stepRunId];
       if (s === undefined) return null; // loadRunState asked the log first (R9.3)
-      requireHeadAtLogEnd(s, lastStepRunEventRow(this.tables, streamNameOf(runId), stepRunId));
+      requireHeadIsItsLog(s, ...stepRunLogRows(this.tables, streamNameOf(runId), stepRunId));
       return { ...s, digest: stepRunRowOf(s).digest };
     },
     readStream: async (runId: string): Promise<readonly StoredEvent[]> => {

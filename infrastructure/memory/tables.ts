@@ -83,6 +83,13 @@ export const lastStepRunEventRow = (t: Tables, stream: string, stepRunId: string
   return last?.row;
 };
 
+/** The Run's first event and one StepRun's events in version order (the SQL stores' SELECT_STEP_RUN_LOG). */
+export const stepRunLogRows = (t: Tables, stream: string, stepRunId: string): [runCreated: EventRow | undefined, log: EventRow[]] => {
+  const versionOf = (e: EventRow) => JSON.parse(e.data_json) as { stepRunId?: unknown; stepRunVersion?: number };
+  const log = t.events.filter((e) => e.stream_id === stream && STEP_RUN_EVENT_TYPES.includes(e.event_type) && versionOf(e).stepRunId === stepRunId);
+  return [t.events.find((e) => e.stream_id === stream && e.stream_position === 1), log.sort((a, b) => Number(versionOf(a).stepRunVersion) - Number(versionOf(b).stepRunVersion))];
+};
+
 /** What the SQL stores' event triggers check against the log (0084, pg-0056), for a StepRun event about to be appended. */
 export const requireFollowsLogIn = (t: Tables, stream: string, type: string, data: unknown): void => {
   if (type === 'ToolExecutionStartBarrierCommitted') return requireStartFollowsLog(t, stream, (data as { barrier: StartBarrierRecord }).barrier);

@@ -22,7 +22,7 @@ import { isUniqueViolation, mapPgError } from './errors';
 import { lifecycleUnitOfWork } from './lifecycleWrite';
 import { assertSchemaCurrent, migratePostgres } from './migrate';
 import { postgresRecoveryOf } from './postgresRecoveryView';
-import { loadStepRunAtLogEnd, requireHeadsAtLogEnd, readBarrier, readBarrierOfAttempt, readStream } from './reads';
+import { loadStepRunFromLog, requireHeadsAtLogEnd, readBarrier, readBarrierOfAttempt, readStream } from './reads';
 import { postgresSealer, type PostgresSealer } from './postgresSeals';
 import * as SQL from './sql';
 import { existingOfRead, prepareInRoundTrips, readStart, stateOfRead } from './startRoundTrips';
@@ -258,9 +258,9 @@ class PostgresAuthority implements PostgresStartBarrier {
     getStepRun: async (runIdArg: string, stepRunIdArg: string): Promise<StepRunView | null> => {
       const { runId, stepRunId } = decodeStepRunArgs(runIdArg, stepRunIdArg);
       return this.read(async (q) => {
-        // One statement reads the head and the StepRun's last log event: no head is null only
-        // where the log holds none of it (runStateAtLogEnd), in the same snapshot.
-        const s = (await loadStepRunAtLogEnd(q, runId, stepRunId)).stepRuns[stepRunId];
+        // One statement reads the head and the StepRun's log: no head is null only where the log
+        // holds none of it, and a head is answered only as the StepRun its log made.
+        const s = await loadStepRunFromLog(q, runId, stepRunId);
         return s === undefined ? null : { ...s, digest: stepRunRowOf(s).digest };
       });
     },

@@ -1,8 +1,9 @@
-import { CorruptRecordError, noReplayHits, streamNameOf, type ReplayHit, type ReplayHits, type ReplayIdentity, type ReplayKeys, type RunState } from '../../domain';
+import * as t from 'io-ts';
+import { CorruptRecordError, noReplayHits, streamNameOf, type ReplayHit, type ReplayHits, type ReplayIdentity, type ReplayKeys, type RunState, type StepRunState } from '../../domain';
 import { attemptValue, replayValuesOf, type ReplayIdentityRow } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import { checkStartRows } from '../../projections/checkRows';
-import { agreedAttemptStart, requireAttemptNotInLog, requireHeadAtLogEnd, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream } from '../../projections/readChecks';
+import { agreedAttemptStart, requireAttemptNotInLog, requireHeadAtLogEnd, requireHeadIsItsLog, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream } from '../../projections/readChecks';
 import type { EventRow } from '../../projections/verifyRows';
 import type { StoredBarrier, StoredEvent } from '../../application/authority';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
@@ -235,6 +236,24 @@ export const loadStepRunAtLogEnd = async (q: Queryable, runId: string, stepRunId
     step_run_id: stepRunId,
   });
   return runStateAtLogEnd(row, runId, stepRunId);
+};
+
+/**
+ * getStepRun's read: the StepRun's state from its head, which must be the StepRun its log made
+ * (requireHeadIsItsLog), head and log read in one statement.
+ */
+export const loadStepRunFromLog = async (q: Queryable, runId: string, stepRunId: string): Promise<StepRunState | undefined> => {
+  const stream = streamNameOf(runId);
+  const [row] = await run<RunStateColumns & { last_step_run_event: unknown; run_created: unknown; step_run_log: unknown }>(q, SQL.READ_STEP_RUN_WITH_LOG, {
+    run_id: runId,
+    stream_id: stream,
+    step_run_id: stepRunId,
+  });
+  const s = runStateAtLogEnd(row, runId, stepRunId).stepRuns[stepRunId];
+  if (s === undefined) return undefined;
+  const runCreated = row?.run_created === null || row?.run_created === undefined ? undefined : decodeRow(EventRowCodec, row.run_created, 'event', stream);
+  requireHeadIsItsLog(s, runCreated, decodeRow(t.array(EventRowCodec), row?.step_run_log ?? [], 'event', stream));
+  return s;
 };
 
 /** Every event of `run-<runId>`, decoded, in order, and matching the stream head. */

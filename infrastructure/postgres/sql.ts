@@ -4,7 +4,7 @@ import { AUDIT_COLUMNS, BARRIER_COLUMNS, MUTATION_COLUMNS, RECEIPT_COLUMNS, TRAC
 import { BARRIER_READ_COLUMNS, barrierCtes } from './barrierReadSql';
 import { sealedSpanColumns, sealedSpanCtes } from './sealedSpanSql';
 import { named, prefixed, type NamedSql, type Params } from './named';
-import { STEP_RUN_EVENT_TYPES_SQL } from '../../projections/stepRunMoves';
+import { lastStepRunEventColumn, RUN_STATE_CTES, runStateColumns } from './runStateSql';
 
 // SQL owned by the PostgreSQL backend, in schema ql3 (R5.2). Every value is a bound parameter
 // (`:name`, see named.ts); statements are compiled once, here. INSERT column lists come from
@@ -18,6 +18,7 @@ export * from './transactionSql';
 export * from './migrationSql';
 export * from './rowColumns';
 export * from './barrierReadSql';
+export * from './runStateSql';
 
 // ------------------------------------------------------------------ R3.1 replay lookup
 
@@ -30,56 +31,6 @@ export const LOOKUP_REPLAY = named(lookupReplaySql());
 export const LOOKUP_REPLAY_AT_VERSION = named(`SELECT v.run_version, l.identity, l.value, l.start_id, l.command_digest
   FROM (SELECT (SELECT version FROM ql3.runs WHERE run_id = :run_id) AS run_version) v
   LEFT JOIN (${lookupReplaySql()}) l ON true`);
-
-// ------------------------------------------------------------------ R3.2 lock and read
-
-/**
- * The Run head, its stream head and the StepRun. Inside a write transaction the Run's turn is
- * already held (the Run head row lock, taken by BEGIN's round trip, transactionSql.ts), and
- * only the event trigger moves these rows, so a plain read is the locked state (R3.2, R5.2).
- * The scalar subqueries each return NULL when their row does not exist; `log_without_run`, read
- * only when the Run head is missing, says whether its stream has events all the same (R9.3). A
- * start's first read leaves it out (plan nodes cost on every execution): a start refused for a
- * missing Run asks afterwards (RUN_TRACES).
- */
-const RUN_STATE_CTES = `run AS (SELECT run_id, project_id, snapshot_id, snapshot_digest, version FROM ql3.runs WHERE run_id = :run_id),
-  stream AS (SELECT version FROM ql3.streams WHERE stream_id = :stream_id),
-  step AS (SELECT run_id, step_run_id, project_id, kind, status, version, digest, state_json
-             FROM ql3.step_runs WHERE run_id = :run_id AND step_run_id = :step_run_id)`;
-const runStateColumns = (gate: string, logProbe = true) => `(SELECT row_to_json(run) FROM run${gate}) AS run,
-       (SELECT version FROM stream${gate}) AS stream_version,
-       (SELECT row_to_json(step) FROM step${gate}) AS step_run${
-         logProbe ? `,
-       (SELECT EXISTS (SELECT 1 FROM ql3.events e WHERE e.stream_id = :stream_id) WHERE NOT EXISTS (SELECT 1 FROM run)) AS log_without_run` : ''
-       }`;
-
-/** What says a Run exists when its head row does not: its stream head, its log, a StepRun (R9.3). */
-export const RUN_TRACES = named(`SELECT EXISTS (SELECT 1 FROM ql3.streams WHERE stream_id = :stream_id)
-    OR EXISTS (SELECT 1 FROM ql3.events WHERE stream_id = :stream_id)
-    OR EXISTS (SELECT 1 FROM ql3.step_runs WHERE run_id = :run_id) AS traced`);
-
-/** The StepRun's last event in the Run's log, as one json row: one descent of the StepRun version index (pg-0056). */
-const lastStepRunEventColumn = (gate: string) => `(SELECT row_to_json(e) FROM (
-          SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ql3.events
-           WHERE stream_id = :stream_id
-             AND event_type IN ${STEP_RUN_EVENT_TYPES_SQL}
-             AND (data_json::json ->> 'stepRunId') = :step_run_id${gate}
-           ORDER BY ((data_json::json ->> 'stepRunVersion')::bigint) DESC LIMIT 1) e) AS last_step_run_event`;
-
-/** The Run, its stream head and one StepRun; the StepRun's last log event only when it has no head row (R9.3: absent only if the log holds none of it). */
-export const READ_RUN_STATE = named(`WITH
-  ${RUN_STATE_CTES}
-SELECT ${runStateColumns('')},
-       ${lastStepRunEventColumn(' AND NOT EXISTS (SELECT 1 FROM step)')}`);
-
-/**
- * READ_RUN_STATE and the StepRun's last event in the Run's log, in one statement: one snapshot,
- * so a writer that commits between two reads can never make a sound head look behind its log.
- */
-export const READ_STEP_RUN_AND_LOG_END = named(`WITH
-  ${RUN_STATE_CTES}
-SELECT ${runStateColumns('')},
-       ${lastStepRunEventColumn('')}`);
 
 // ------------------------------------------------------------------ R3.3 .. R3.7 as CTE steps
 

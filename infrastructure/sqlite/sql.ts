@@ -123,6 +123,14 @@ export const SELECT_LAST_STEP_RUN_EVENT = `SELECT stream_id, stream_position, ev
     AND json_extract(data_json, '$.stepRunId') = ?
   ORDER BY json_extract(data_json, '$.stepRunVersion') DESC LIMIT 1`;
 
+/** The Run's RunCreated, then one StepRun's events in version order: what that StepRun's head must fold to (R9.3). */
+export const SELECT_STEP_RUN_LOG = `SELECT stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM events
+  WHERE stream_id = ? AND stream_position = 1
+  UNION ALL SELECT * FROM (SELECT stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM events
+  WHERE stream_id = ? AND event_type IN ${STEP_RUN_EVENT_TYPES_SQL}
+    AND json_extract(data_json, '$.stepRunId') = ?
+  ORDER BY json_extract(data_json, '$.stepRunVersion'))`;
+
 /** Keyed evidence (R9.4): the MAC row of one barrier, written and read only with a keyring. */
 export const INSERT_EVIDENCE_MAC = 'INSERT INTO start_evidence_macs (start_id, key_id, mac) VALUES (?, ?, ?)';
 export const SELECT_EVIDENCE_MACS = 'SELECT key_id, mac FROM start_evidence_macs WHERE start_id = ?';

@@ -2,7 +2,7 @@ import type Database from 'better-sqlite3';
 import { isCallerOwned, openSqliteConnection } from './connection';
 import type { SqliteDatabase } from './database';
 import { decodeStartCommand, streamNameOf } from '../../domain';
-import { requireHeadAtLogEnd } from '../../projections/readChecks';
+import { requireHeadIsItsLog } from '../../projections/readChecks';
 import type { EventRow } from '../../projections/verifyRows';
 import { requireFunctions, requireKnownOptions, requireOneOf } from '../../application/openErrors';
 import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
@@ -267,7 +267,8 @@ class SqliteAuthority implements SqliteStartBarrier {
       return this.read(() => {
         const s = loadRunState(this.s, runId, [stepRunId]).stepRuns[stepRunId];
         if (s === undefined) return null; // loadRunState asked the log first (R9.3)
-        requireHeadAtLogEnd(s, this.s.lastStepRunEvent.get(streamNameOf(runId), stepRunId) as EventRow | undefined);
+        const [runCreated, ...log] = this.s.stepRunLog.all(streamNameOf(runId), streamNameOf(runId), stepRunId) as EventRow[];
+        requireHeadIsItsLog(s, runCreated, log);
         return { ...s, digest: stepRunRowOf(s).digest };
       });
     },

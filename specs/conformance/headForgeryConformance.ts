@@ -127,7 +127,7 @@ export const headForgerySuite = (backend: HeadForgeryBackend): void => {
       });
     });
 
-    it("R9.1 a StepRun head whose tool definition or approval is rewritten (digest recomputed, status and version kept): a start built from that head is refused (CORRUPT_RECORD), never committed for content the log never had", async () => {
+    it("R9.1 R9.3 a StepRun head whose tool definition or approval is rewritten (digest recomputed, status and version kept): getStepRun and a start built from that head are refused (CORRUPT_RECORD), never answered or committed for content the log never had", async () => {
       const g = await setUp(a(), { withApproval: true });
       const state = await stateOf(g);
       expect(state.status).to.equal('waiting_approval');
@@ -140,6 +140,8 @@ export const headForgerySuite = (backend: HeadForgeryBackend): void => {
       for (const [what, forged, shape] of forgeries) {
         await store.rewriteHead(stepRunRowOf(forged));
         try {
+          const e = await expectCorrupt(`${what}: getStepRun`, a().runs.getStepRun(g.runId, g.stepRunId));
+          expect(e.message).to.include(what === 'approval' ? 'approval' : 'toolDefinition');
           const cmd = shape(g.startCommand(forged, `forged-${what.replace(' ', '-')}`));
           await expectCorrupt(`${what}: prepare`, a().barriers.prepare(cmd));
           expect(await a().barriers.getByStartId(cmd.startId)).to.equal(null);

@@ -25,6 +25,7 @@ import { NOTE_PURGE_DIGEST_TAG, fieldsDigest } from '../projections/eventChain';
 import { decodeEventRow, inDoubtStartOf, verifyOutcomeRow, type StartOutcomeRow } from '../projections/outcomeRows';
 import { decodeRunRow, decodeStepRunRow } from '../projections/runState';
 import { checkedChain, requireAttemptNotInLog, startsInLog } from '../projections/readChecks';
+import { checkEventRow } from '../projections/checkRows';
 import type { EventRow } from '../projections/verifyRows';
 import type { EvidenceKeyring } from './evidenceKeys';
 import { checkSealedSpan, requireSealedSpan, type SealedSpan } from './eventSeals';
@@ -78,6 +79,8 @@ export interface RecoveryView {
   attemptStartIds(runId: string, stepRunId: string): Promise<readonly string[]>;
   /** The StepRunStarted event rows of one Run's stream, in stream order: the log's own count of each StepRun's attempts. */
   stepRunStartedRows(runId: string): Promise<readonly EventRow[]>;
+  /** The Run's StepRunCreated events, in stream order (read only where a StepRun has no head row). */
+  stepRunCreatedRows(runId: string): Promise<readonly EventRow[]>;
   /**
    * Every start id the value is bound to, by the replay index *or* by the barrier's mirror
    * column, with repeats (a duplicate row is damage the caller must see).
@@ -385,6 +388,9 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
           throw new CorruptRecordError('attempt history', `${r[0]}/${r[1]}`, `the Run's log starts it ${logged.length} time(s) (${logged.join(', ') || 'never'}) but its barriers name ${listed.join(', ') || 'none'}`);
         }
         const row = await v.stepRunRow(r[0], r[1]);
+        if (row === undefined && listed.length === 0 && (await v.stepRunCreatedRows(r[0])).some((e) => (checkEventRow(e).data as { stepRunId?: string }).stepRunId === r[1])) {
+          throw new CorruptRecordError('attempt history', `${r[0]}/${r[1]}`, "the Run's log creates this StepRun but its head row is missing");
+        }
         const last = row === undefined ? undefined : decodeStepRunRow(row).lastStartId;
         if (last !== listed[listed.length - 1]) {
           throw new CorruptRecordError('attempt history', `${r[0]}/${r[1]}`, `its StepRun ${row === undefined ? 'is missing' : `names ${last ?? 'no start'} as its last start`} but the history ends at ${listed[listed.length - 1] ?? 'no start'}`);

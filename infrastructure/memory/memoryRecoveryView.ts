@@ -51,6 +51,7 @@ export const createMemoryRecoveryView = (t: Tables, host: MemoryRecoveryHost): R
         .sort((a, b) => a.started_step_run_version - b.started_step_run_version)
         .map((b) => b.start_id),
     stepRunStartedRows: async (runId) => streamEventsOfType(t, streamNameOf(runId), 'StepRunStarted'),
+    stepRunCreatedRows: async (runId) => streamEventsOfType(t, streamNameOf(runId), 'StepRunCreated'),
     identityStartIds: async (identity, key, attempt) => {
       const indexed = t.identities.get(`${identity}\u0000${key}`);
       const mirrored = barriers().filter((b) => barrierHolds(IDENTITY_STORAGE[identity], b, key, attempt));

@@ -181,6 +181,7 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
       (await rowsOf(client, RESOLVED_RUN_IDS, { project_id: f.projectId ?? null, run_id: f.runId ?? null, cutoff_ms: f.committedAtOrBeforeMs ?? null }, t.type({ run_id: t.string }), 'start outcome', 'resolved runs')).map((r) => r.run_id),
     attemptStartIds: (runId, stepRunId) => ids(ATTEMPT_START_IDS, { run_id: runId, step_run_id: stepRunId }, `${runId}/${stepRunId}`),
     stepRunStartedRows: (runId) => eventsOfType(client, runId, 'StepRunStarted'),
+    stepRunCreatedRows: (runId) => eventsOfType(client, runId, 'StepRunCreated'),
     identityStartIds: (identity, key, attempt) =>
       identity === 'attempt'
         ? ids(IDENTITY_START_IDS.attempt, { identity, key, run_id: attempt?.runId ?? null, step_run_id: attempt?.stepRunId ?? null, version: attempt?.startedStepRunVersion ?? null }, key)

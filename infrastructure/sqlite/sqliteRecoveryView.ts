@@ -70,6 +70,7 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
       (s.resolvedRuns.all({ project_id: f.projectId ?? null, run_id: f.runId ?? null, cutoff_ms: f.committedAtOrBeforeMs ?? null }) as { run_id: string }[]).map((r) => r.run_id),
     attemptStartIds: async (runId, stepRunId) => ids(s.attempts.all(runId, stepRunId)),
     stepRunStartedRows: async (runId) => s.started.all(streamNameOf(runId), 'StepRunStarted') as EventRow[],
+    stepRunCreatedRows: async (runId) => s.started.all(streamNameOf(runId), 'StepRunCreated') as EventRow[],
     identityStartIds: async (identity, key, attempt) =>
       ids(
         identity === 'attempt'

@@ -301,6 +301,17 @@ export const damageSuite = (backend: DamageBackend): void => {
       await expectHealthy();
     });
 
+    it("R9.3 a StepRun never started whose head row is gone: history raises CORRUPT_RECORD, never [], while the Run's log creates it (CLI exit 5)", async () => {
+      const { runId, stepRunId } = unstarted.stepRun;
+      expect(await a().recovery.history(runId, stepRunId)).to.deep.equal([]);
+      await without('step_runs', 'run_id = ? AND step_run_id = ?', [runId, stepRunId], async (what) => {
+        await expectCorrupt(`${what}: history`, a().recovery.history(runId, stepRunId));
+        await expectCliExit5(what, [['history', runId, stepRunId]]);
+      });
+      expect(await a().recovery.history(runId, 'never-created')).to.deep.equal([]);
+      await expectHealthy();
+    });
+
     it("R9.3 a start in doubt whose barrier and StepRun rows both name another Project: its Project's in-doubt list raises CORRUPT_RECORD, never leaves it out", async () => {
       const moved: { table: string; key: string; from: unknown }[] = [];
       try {

@@ -31,23 +31,57 @@ export const checkedChain = (stream: string, previous: string, rows: readonly Re
 
 /**
  * What a stream read checks its log against, read in one snapshot: the stream's and the Run's
- * head versions (null: no row), whether the Run has StepRun heads, and where the log ends (the
- * last position, null: no event), when the read does not fetch every event anyway.
+ * head versions (null: no row), the sum of the Run's StepRun head versions (0: none), how many
+ * start barriers name the Run, and where the log ends (the last position, null: no event), when
+ * the read does not fetch every event anyway.
  */
 export interface StreamHeads {
   readonly stream: number | null;
   readonly run: number | null;
-  readonly stepRuns: boolean;
+  readonly stepRunEvents: number;
+  readonly starts: number;
   readonly logEnd?: number | null;
 }
 
-/** R9.3: the version a stream's heads and its log agree on. A missing or disagreeing head is damage, never an empty or shorter stream. */
+/**
+ * The events a Run's heads account for: its RunCreated, each StepRun's own events (a StepRun
+ * head's version counts them) and the four other facts of each start (audit event, trace
+ * anchor, receipt, barrier; the fifth, StepRunStarted, is a StepRun event).
+ */
+const accountedEvents = (heads: StreamHeads): number => 1 + heads.stepRunEvents + 4 * heads.starts;
+
+/**
+ * R9.3: the version a stream's heads and its log agree on. A missing or disagreeing head is
+ * damage, never an empty or shorter stream; so is a stream head the StepRun heads and barriers
+ * do not account for (its last events deleted and both Run heads set back with them).
+ */
 export const agreedStreamVersion = (stream: string, heads: StreamHeads): number => {
   if (heads.stream !== heads.run) throw new CorruptRecordError('stream', stream, `the stream head is at version ${heads.stream ?? '(missing)'} but the Run head at ${heads.run ?? '(missing)'}`);
-  if (heads.stream === null && heads.stepRuns) throw new CorruptRecordError('stream', stream, 'the Run has StepRun heads but no stream or Run head');
+  if (heads.stream === null && heads.stepRunEvents > 0) throw new CorruptRecordError('stream', stream, 'the Run has StepRun heads but no stream or Run head');
+  if (heads.stream === null && heads.starts > 0) throw new CorruptRecordError('stream', stream, `${heads.starts} start barrier(s) name this Run but it has no stream or Run head`);
+  if (heads.stream !== null && heads.stream !== accountedEvents(heads)) {
+    throw new CorruptRecordError(
+      'stream',
+      stream,
+      `the stream head is at version ${heads.stream}, but the Run's StepRun heads and start barriers account for ${accountedEvents(heads)} events (RunCreated, ${heads.stepRunEvents} StepRun events, 4 more for each of ${heads.starts} starts)`,
+    );
+  }
   const version = heads.stream ?? 0;
   if (heads.logEnd !== undefined && (heads.logEnd ?? 0) !== version) throw new CorruptRecordError('stream', stream, `the stream head is at version ${version} but its log ends at ${heads.logEnd ?? 0}`);
   return version;
+};
+
+/**
+ * R9.2 on every read of a stream: its events' global positions rise with their stream
+ * positions (the global order follows each stream). The chain does not bind global positions,
+ * so a swapped or moved one is caught here and by `verify`, never returned.
+ */
+export const checkedGlobalOrder = (stream: string, rows: readonly ReadEventRow[]): void => {
+  for (let i = 1; i < rows.length; i++) {
+    if (!(Number(rows[i]!.global_position) > Number(rows[i - 1]!.global_position))) {
+      throw new CorruptRecordError('stream', stream, `global position ${rows[i]!.global_position} at position ${rows[i]!.stream_position} is not after ${rows[i - 1]!.global_position} at position ${rows[i - 1]!.stream_position}`);
+    }
+  }
 };
 
 /** The events of one stream, in order: positions 1..n with no gap, n equal to the heads, each chained to the one before it. */
@@ -57,6 +91,7 @@ export const wholeStream = (stream: string, heads: StreamHeads, rows: readonly R
   rows.forEach((r, i) => {
     if (Number(r.stream_position) !== i + 1) throw new CorruptRecordError('stream', stream, `expected position ${i + 1}, found ${r.stream_position}`);
   });
+  checkedGlobalOrder(stream, rows);
   checkedChain(stream, '', rows);
   return rows.map(checkedStoredEventOf);
 };

@@ -89,7 +89,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     const row = t.runs.get(runId);
     if (row === undefined) {
       // A Run is absent only if no stream of it is either (as the SQL stores read it).
-      if (t.streams.has(streamNameOf(runId))) throw new CorruptRecordError('run', runId, 'stream exists but its run head is missing');
+      if (t.streams.has(streamNameOf(runId)) || streamHeadsOf(t, runId).starts > 0) throw new CorruptRecordError('run', runId, 'its stream or a start barrier exists but its run head is missing');
       return runStateOf(null, []);
     }
     const run = decodeRunRow(row, t.streams.get(streamNameOf(runId)) ?? null);

@@ -130,5 +130,6 @@ const requireStartFollowsLog = (t: Tables, stream: string, b: StartBarrierRecord
 export const streamHeadsOf = (t: Tables, runId: string): StreamHeads => ({
   stream: t.streams.get(streamNameOf(runId)) ?? null,
   run: t.runs.get(runId)?.version ?? null,
-  stepRuns: [...t.stepRuns.values()].some((r) => r.run_id === runId),
+  stepRunEvents: [...t.stepRuns.values()].reduce((n, r) => n + (r.run_id === runId ? r.version : 0), 0),
+  starts: [...t.barriers.values()].filter((b) => b.run_id === runId).length,
 });

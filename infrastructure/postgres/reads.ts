@@ -59,7 +59,7 @@ export interface RunStateColumns {
 export const runStateOfRow = (row: RunStateColumns | undefined, runId: string, stepRunId: string | undefined): RunState => {
   if (row === undefined || row.run === null) {
     if (row !== undefined && (row.stream_version !== null || row.step_run !== null || row.log_without_run === true)) {
-      throw new CorruptRecordError('run', runId, 'the stream, its log or a StepRun exists but the run head is missing');
+      throw new CorruptRecordError('run', runId, 'the stream, its log, a StepRun or a start barrier exists but the run head is missing');
     }
     return runStateOf(null, []);
   }
@@ -74,7 +74,7 @@ export const runStateOfRow = (row: RunStateColumns | undefined, runId: string, s
 /** R9.3: a start refused for a missing Run (its first read leaves the log out) is refused so only if nothing else says the Run exists. */
 export const requireNoTraceOfRun = async (q: Queryable, runId: string): Promise<void> => {
   const [row] = await run<{ traced: unknown }>(q, SQL.RUN_TRACES, { stream_id: streamNameOf(runId), run_id: runId });
-  if (row?.traced === true) throw new CorruptRecordError('run', runId, 'the stream, its log or a StepRun exists but the run head is missing');
+  if (row?.traced === true) throw new CorruptRecordError('run', runId, 'the stream, its log, a StepRun or a start barrier exists but the run head is missing');
 };
 
 /** R3.1: every identity of the command through the unique replay index, one statement. */
@@ -259,10 +259,11 @@ export const loadStepRunFromLog = async (q: Queryable, runId: string, stepRunId:
 /** Every event of `run-<runId>`, decoded, in order, and matching the stream head. */
 export const readStream = async (q: Queryable, runId: string, keys?: EvidenceKeyring): Promise<readonly StoredEvent[]> => {
   const stream = streamNameOf(runId);
-  const [row] = await run<{ stream_version: unknown; run_version: unknown; step_runs: unknown; events: unknown }>(q, SQL.READ_STREAM, { stream_id: stream, run_id: runId });
+  const [row] = await run<{ stream_version: unknown; run_version: unknown; step_run_events: unknown; starts: unknown; events: unknown }>(q, SQL.READ_STREAM, { stream_id: stream, run_id: runId });
   const rows = decodeRows(ChainedEventRowCodec, row?.events ?? null, 'event', stream);
   const version = (v: unknown, what: string) => (v === null || v === undefined ? null : decodeRow(PgInt, v, what, stream));
-  const events = wholeStream(stream, { stream: version(row?.stream_version, 'stream'), run: version(row?.run_version, 'run'), stepRuns: row?.step_runs === true }, rows);
+  const heads = { stream: version(row?.stream_version, 'stream'), run: version(row?.run_version, 'run'), stepRunEvents: version(row?.step_run_events, 'step run') ?? 0, starts: version(row?.starts, 'start barrier') ?? 0 };
+  const events = wholeStream(stream, heads, rows);
   // R9.4: with a keyring every event is sealed, or legacy (before the seal origin)
   if (keys !== undefined && events.length > 0) requireSealedSpan(keys, stream, await readSealedSpan(q, stream, 1, events.length), 1, events.length);
   return events;

@@ -11,9 +11,9 @@ import { STEP_RUN_EVENT_TYPES_SQL } from '../../projections/stepRunMoves';
  * already held (the Run head row lock, taken by BEGIN's round trip, transactionSql.ts), and
  * only the event trigger moves these rows, so a plain read is the locked state (R3.2, R5.2).
  * The scalar subqueries each return NULL when their row does not exist; `log_without_run`, read
- * only when the Run head is missing, says whether its stream has events all the same (R9.3). A
- * start's first read leaves it out (plan nodes cost on every execution): a start refused for a
- * missing Run asks afterwards (RUN_TRACES).
+ * only when the Run head is missing, says whether its stream has events or a start barrier
+ * names the Run all the same (R9.3). A start's first read leaves it out (plan nodes cost on
+ * every execution): a start refused for a missing Run asks afterwards (RUN_TRACES).
  */
 export const RUN_STATE_CTES = `run AS (SELECT run_id, project_id, snapshot_id, snapshot_digest, version FROM ql3.runs WHERE run_id = :run_id),
   stream AS (SELECT version FROM ql3.streams WHERE stream_id = :stream_id),
@@ -23,13 +23,15 @@ export const runStateColumns = (gate: string, logProbe = true) => `(SELECT row_t
        (SELECT version FROM stream${gate}) AS stream_version,
        (SELECT row_to_json(step) FROM step${gate}) AS step_run${
          logProbe ? `,
-       (SELECT EXISTS (SELECT 1 FROM ql3.events e WHERE e.stream_id = :stream_id) WHERE NOT EXISTS (SELECT 1 FROM run)) AS log_without_run` : ''
+       (SELECT EXISTS (SELECT 1 FROM ql3.events e WHERE e.stream_id = :stream_id)
+            OR EXISTS (SELECT 1 FROM ql3.tool_execution_start_barriers b WHERE b.run_id = :run_id) WHERE NOT EXISTS (SELECT 1 FROM run)) AS log_without_run` : ''
        }`;
 
-/** What says a Run exists when its head row does not: its stream head, its log, a StepRun (R9.3). */
+/** What says a Run exists when its head row does not: its stream head, its log, a StepRun, a start barrier (R9.3). */
 export const RUN_TRACES = named(`SELECT EXISTS (SELECT 1 FROM ql3.streams WHERE stream_id = :stream_id)
     OR EXISTS (SELECT 1 FROM ql3.events WHERE stream_id = :stream_id)
-    OR EXISTS (SELECT 1 FROM ql3.step_runs WHERE run_id = :run_id) AS traced`);
+    OR EXISTS (SELECT 1 FROM ql3.step_runs WHERE run_id = :run_id)
+    OR EXISTS (SELECT 1 FROM ql3.tool_execution_start_barriers WHERE run_id = :run_id) AS traced`);
 
 /** The StepRun's last event in the Run's log, as one json row: one descent of the StepRun version index (pg-0056). */
 const eventColumns = (from: string) => `SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ${from}`;

@@ -252,7 +252,8 @@ SELECT 'barrier', b.start_id FROM ql3.tool_execution_start_barriers b
 export const READ_STREAM = named(`SELECT
   (SELECT version FROM ql3.streams WHERE stream_id = :stream_id) AS stream_version,
   (SELECT version FROM ql3.runs WHERE run_id = :run_id) AS run_version,
-  EXISTS (SELECT 1 FROM ql3.step_runs WHERE run_id = :run_id) AS step_runs,
+  (SELECT coalesce(sum(version), 0) FROM ql3.step_runs WHERE run_id = :run_id) AS step_run_events,
+  (SELECT count(*) FROM ql3.tool_execution_start_barriers WHERE run_id = :run_id) AS starts,
   (SELECT json_agg(e ORDER BY e.stream_position) FROM ql3.events e WHERE e.stream_id = :stream_id) AS events`);
 
 /** Keyed evidence (R9.4): the MAC row of one barrier, written and read only with a keyring. */

@@ -10,7 +10,7 @@ import {
   type ReadStreamResult,
 } from '@event-driven-io/emmett';
 import { CorruptRecordError, ValidationError, type RunStreamEvent } from '../../domain';
-import { agreedStreamVersion, checkedChain, type ReadEventRow } from '../../projections/readChecks';
+import { agreedStreamVersion, checkedChain, checkedGlobalOrder, type ReadEventRow } from '../../projections/readChecks';
 import { checkedStoredEventOf } from '../../projections/checkRows';
 import type { RunEventStore, StoredEvent } from '../../application/authority';
 import { runAppendTransaction } from '../../application/lifecycleProtocol';
@@ -48,6 +48,10 @@ const checkedReadOptions = (options: ReadStreamOptions | undefined): void => {
     const whole = (typeof v === 'bigint' && v >= 0n && v <= BigInt(Number.MAX_SAFE_INTEGER)) || (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0);
     if (!whole) throw new ValidationError('read options', [{ path: key, reason: 'invalid_value', message: `expected a whole number, 0 or more (got ${typeof v === 'bigint' ? `${v}n` : typeof v === 'number' ? String(v) : typeof v})` }]);
   }
+  // a range that ends before it begins is a question about no events, not missing ones
+  if (options?.to !== undefined && BigInt(options.to) < BigInt(options.from ?? 0n)) {
+    throw new ValidationError('read options', [{ path: 'to', reason: 'invalid_value', message: `the range ends (${options.to}) before it begins (${options.from ?? 0})` }]);
+  }
 };
 
 /** The stream's version, where its heads and its log agree (R9.3): a missing head or an event past it is damage, never a shorter stream. */
@@ -68,6 +72,7 @@ const readStream = (s: Statements, streamName: string, options: ReadStreamOption
     if (Number(r.stream_position) !== from + 1 + i) throw new CorruptRecordError('stream', streamName, `expected position ${from + 1 + i}, found ${r.stream_position}`);
   });
   if (rows.length !== Math.max(0, Math.min(to, current) - from)) throw new CorruptRecordError('stream', streamName, `stream head is at version ${current} but events ${from + 1}..${Math.min(to, current)} are not all there`);
+  checkedGlobalOrder(streamName, before === undefined ? rows : [before, ...rows]);
   checkedChain(streamName, before?.chain_digest ?? '', rows);
   // R9.4: with a keyring the events read are sealed, or legacy (before the seal origin)
   if (keys !== undefined && rows.length > 0) requireSealedSpan(keys, streamName, readSealedSpan(s, streamName, from + 1, to), from + 1, to);

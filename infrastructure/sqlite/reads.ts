@@ -65,7 +65,9 @@ const runStateFrom = (s: Statements, runId: string, head: HeadRow | undefined, s
   if (head === undefined) {
     // No Run is an answer only if nothing else says it exists: its stream, its log, a StepRun (R9.3).
     const other = streamHeadsOf(s, runId);
-    if (other.stream !== null || other.logEnd !== null || other.stepRuns) throw new CorruptRecordError('run', runId, 'the stream, its log or a StepRun exists but the run head is missing');
+    if (other.stream !== null || other.logEnd !== null || other.stepRunEvents > 0 || other.starts > 0) {
+      throw new CorruptRecordError('run', runId, 'the stream, its log, a StepRun or a start barrier exists but the run head is missing');
+    }
     return runStateOf(null, []);
   }
   const stepRuns: StepRunState[] = [];
@@ -226,8 +228,8 @@ export const readBarrierOfAttempt = (s: Statements, runId: string, stepRunId: st
 
 /** The heads of `run-<runId>` and where its log ends, in one statement (agreedStreamVersion). */
 export const streamHeadsOf = (s: Statements, runId: string): StreamHeads => {
-  const r = s.streamHeads.get({ stream: streamNameOf(runId), run: runId }) as { stream: number | null; run: number | null; step_runs: number; log_end: number | null };
-  return { stream: r.stream, run: r.run, stepRuns: r.step_runs === 1, logEnd: r.log_end };
+  const r = s.streamHeads.get({ stream: streamNameOf(runId), run: runId }) as { stream: number | null; run: number | null; step_run_events: number; starts: number; log_end: number | null };
+  return { stream: r.stream, run: r.run, stepRunEvents: r.step_run_events, starts: r.starts, logEnd: r.log_end };
 };
 
 /** Every event of `run-<runId>`, decoded, in order, whole and matching the stream and Run heads (R9.3). */

@@ -50,7 +50,8 @@ export const SELECT_STREAM_VERSION = 'SELECT version FROM streams WHERE stream_i
 export const SELECT_STEP_RUN = 'SELECT * FROM step_runs WHERE run_id = ? AND step_run_id = ?';
 /** What a stream read checks its log against (agreedStreamVersion): both heads, any StepRun head, where the log ends. */
 export const SELECT_STREAM_HEADS = `SELECT (SELECT version FROM streams WHERE stream_id = @stream) AS stream, (SELECT version FROM runs WHERE run_id = @run) AS run,
-  EXISTS (SELECT 1 FROM step_runs WHERE run_id = @run) AS step_runs, (SELECT max(stream_position) FROM events WHERE stream_id = @stream) AS log_end`;
+  (SELECT coalesce(sum(version), 0) FROM step_runs WHERE run_id = @run) AS step_run_events,
+  (SELECT count(*) FROM tool_execution_start_barriers WHERE run_id = @run) AS starts, (SELECT max(stream_position) FROM events WHERE stream_id = @stream) AS log_end`;
 
 export const INSERT_STREAM = 'INSERT INTO streams (stream_id, stream_type, version) VALUES (?, ?, ?)';
 export const CAS_STREAM = 'UPDATE streams SET version = ? WHERE stream_id = ? AND version = ?';

@@ -199,6 +199,67 @@ export const damageSuite = (backend: DamageBackend): void => {
       }
     };
 
+    /** Move one cell by `delta`; `undo` sets it back. */
+    const shift = async (table: string, where: string, params: readonly unknown[], column: string, delta: number): Promise<() => Promise<void>> => {
+      const [row] = await store.damage.rows(table, where, params);
+      const was = Number(row![column]);
+      const moved = await store.damage.set(table, String(row!._key), column, was + delta);
+      expect(moved.applied, `${table}.${column}: ${moved.reason ?? ''}`).to.equal(true);
+      return async () => void (await store.damage.set(table, String(moved.key), column, was));
+    };
+    /** Damage made by `steps` (each returns its undo), `check` run on it, then undone in reverse. */
+    const withDamage = async (steps: (() => Promise<(() => Promise<void>)[]>)[], check: () => Promise<void>): Promise<void> => {
+      const undo: (() => Promise<void>)[] = [];
+      try {
+        for (const step of steps) undo.push(...(await step()));
+        await check();
+      } finally {
+        for (const u of undo.reverse()) await u();
+      }
+    };
+    const removeAll = (table: string, where: string, params: readonly unknown[]) => async () => {
+      const undo: (() => Promise<void>)[] = [];
+      for (const row of await store.damage.rows(table, where, params)) undo.push((await store.damage.remove(table, String(row._key))).undo);
+      return undo;
+    };
+
+    // The stream and Run heads are rows only in the SQL stores (memory keeps no stream head row to move).
+    if (backend.chained) it("R9.3 a stream's last events deleted and both Run heads set back to match: readStream fails closed, never a shorter stream (the StepRun heads and barriers account for more)", async () => {
+      for (const [k, drop] of [[f, 1], [s, 1], [l, 2]] as const) {
+        const stream = `run-${k.runId}`;
+        const events = (await a().runs.readStream(k.runId)).length;
+        const last = Array.from({ length: drop }, (_, i) => events - i);
+        await withDamage(
+          [
+            ...last.map((p) => removeAll('events', 'stream_id = ? AND stream_position = ?', [stream, p])),
+            async () => [await shift('streams', 'stream_id = ?', [stream], 'version', -drop)],
+            async () => [await shift('runs', 'run_id = ?', [k.runId], 'version', -drop)],
+          ],
+          () => expectCorrupt(`${stream} without its last ${drop} event(s): readStream`, a().runs.readStream(k.runId)),
+        );
+      }
+      await expectHealthy();
+    });
+
+    if (backend.chained) it("R9.3 a Run's log, stream, Run and StepRun heads all deleted, its start barriers kept: readStream and getStepRun fail closed, never [] or null", async () => {
+      const stream = `run-${f.runId}`;
+      await withDamage(
+        [removeAll('events', 'stream_id = ?', [stream]), removeAll('streams', 'stream_id = ?', [stream]), removeAll('step_runs', 'run_id = ?', [f.runId]), removeAll('runs', 'run_id = ?', [f.runId])],
+        async () => {
+          await expectCorrupt('readStream', a().runs.readStream(f.runId));
+          await expectCorrupt('getStepRun', a().runs.getStepRun(f.runId, f.stepRunId));
+        },
+      );
+      await expectHealthy();
+    });
+
+    if (backend.chained) it('R9.2 R9.3 an event moved in the global order (its global position past a later event of its stream): readStream fails closed', async () => {
+      await withDamage([async () => [await shift('events', 'stream_id = ? AND stream_position = 1', [`run-${f.runId}`], 'global_position', 1_000_000)]], () =>
+        expectCorrupt('readStream', a().runs.readStream(f.runId)),
+      );
+      await expectHealthy();
+    });
+
     it('R9.3 each row of a start deleted alone (barrier, facts, events, identities) fails every read path closed', async () => {
       for (const table of START_TABLES) await without(table, 'start_id = ?', [command.startId], expectFailsClosed);
       for (let position = sequence - 3; position <= sequence + 1; position++) {

@@ -61,7 +61,7 @@ describe('SQLite event store: the shape emmett drives (R5.1)', () => {
     expect(sqliteCounts(a).security_audit_events).to.equal(0);
     await a.close();
   });
-  it('R9.2, R9.3 a range read returns whole, chained events, and fails closed on a changed or a missing event in its range', async () => {
+  it('R9.2, R9.3 a range read returns whole, chained events, and fails closed on a changed or a missing event in its range, or on global positions out of stream order', async () => {
     const a = (await openFreshSqlite()) as SqliteStartBarrier;
     const s = buildScenario();
     const stream = streamNameOf(s.runId);
@@ -82,10 +82,17 @@ describe('SQLite event store: the shape emmett drives (R5.1)', () => {
       expect(await rejects(a.eventStore.readStream(stream, range)), label(range)).to.be.instanceOf(CorruptRecordError);
     }
     expect((await a.eventStore.readStream(stream, { from: 1n, maxCount: 3n })).events).to.have.length(3);
+    // R9.2: two events' global positions swapped (the chain does not bind them): every range over both fails
+    const [g2, g3] = [2, 3].map((p) => (a.db.prepare('SELECT global_position FROM events WHERE stream_id = ? AND stream_position = ?').get(stream, p) as { global_position: number }).global_position);
+    const move = a.db.prepare('UPDATE events SET global_position = ? WHERE stream_id = ? AND stream_position = ?');
+    a.db.transaction(() => [[-1, 2], [g2!, 3], [g3!, 2]].forEach(([g, p]) => move.run(g, stream, p)))();
+    for (const range of [{ from: 1n, maxCount: 2n }, { from: 2n, maxCount: 1n }]) {
+      expect(await rejects(a.eventStore.readStream(stream, range)), `global positions swapped: ${label(range)}`).to.be.instanceOf(CorruptRecordError);
+    }
     await a.close();
   });
 
-  it("R9.3 the stream's version is where its heads and its log agree: a stream row gone, both heads moved back by one, or the last event gone fail readStream, aggregateStream and streamExists closed, never an empty or a shorter stream", async () => {
+  it("R9.3 the stream's version is where its heads and its log agree: a stream row gone, both heads moved back by one, or the last event gone (with the heads set back to match or not) fail readStream, aggregateStream and streamExists closed, never an empty or a shorter stream", async () => {
     const a = (await openFreshSqlite()) as SqliteStartBarrier;
     const s = buildScenario();
     const stream = streamNameOf(s.runId);
@@ -112,16 +119,20 @@ describe('SQLite event store: the shape emmett drives (R5.1)', () => {
     expect(await a.eventStore.streamExists(stream)).to.equal(true);
     a.db.prepare('DELETE FROM events WHERE stream_id = ? AND stream_position = 8').run(stream);
     await reads('last event deleted');
+    // the heads set back to match it: the StepRun head and the barrier still account for 8 events
+    a.db.prepare('UPDATE streams SET version = version - 1 WHERE stream_id = ?').run(stream);
+    a.db.prepare('UPDATE runs SET version = version - 1 WHERE run_id = ?').run(s.runId);
+    await reads('last event deleted, both heads - 1');
     expect(await a.eventStore.streamExists(streamNameOf('never-created'))).to.equal(false);
     await a.close();
   });
 
-  it('R10.1 a read range that is not whole positions and a count (a negative from, a fraction, text) is VALIDATION_FAILED naming it, never read as damage', async () => {
+  it('R10.1 a read range that is not whole positions and a count (a negative from, a fraction, text, an end before its start) is VALIDATION_FAILED naming it, never read as damage', async () => {
     const a = (await openFreshSqlite()) as SqliteStartBarrier;
     const s = buildScenario();
     const stream = streamNameOf(s.runId);
     for (const command of s.lifecycle) await handle(a.eventStore, stream, command);
-    for (const [range, path] of [[{ from: -5n }, 'from'], [{ to: -1n }, 'to'], [{ maxCount: -2n }, 'maxCount'], [{ from: 1.5 }, 'from'], [{ from: '2' }, 'from']] as const) {
+    for (const [range, path] of [[{ from: -5n }, 'from'], [{ to: -1n }, 'to'], [{ maxCount: -2n }, 'maxCount'], [{ from: 1.5 }, 'from'], [{ from: '2' }, 'from'], [{ from: 3n, to: 2n }, 'to']] as const) {
       const e = await rejects(a.eventStore.readStream(stream, range as never));
       expect(e, label(range)).to.be.instanceOf(ValidationError);
       expect((e as ValidationError).issues.map((i) => i.path)).to.deep.equal([path]);

@@ -127,11 +127,15 @@ export interface NoteRow {
 export const purgeDigestOf = (startId: string, noteDigest: string, purgedAtMs: number | string): string =>
   fieldsDigest(NOTE_PURGE_DIGEST_TAG, [startId, noteDigest, Number(purgedAtMs)]);
 
-/** A purged note whose purge time no longer matches its digest, or undefined. */
-export const purgeProblemOf = (row: NoteRow): string | undefined =>
-  row.note_text === null && row.purged_at_ms !== null && row.purge_digest !== purgeDigestOf(row.start_id, row.note_digest, row.purged_at_ms)
+/** A purged note whose purge time no longer matches its digest, or a note with text that carries a purge, or undefined. */
+export const purgeProblemOf = (row: NoteRow): string | undefined => {
+  if (row.note_text !== null) {
+    return row.purged_at_ms === null && row.purge_digest === null ? undefined : `resolution note ${row.note_digest}: it holds its text and a purge time or purge digest`;
+  }
+  return row.purged_at_ms !== null && row.purge_digest !== purgeDigestOf(row.start_id, row.note_digest, row.purged_at_ms)
     ? `resolution note ${row.note_digest}: its purge time ${String(row.purged_at_ms)} does not match purge_digest`
     : undefined;
+};
 
 /** The redactable side record of notes. Not evidence: its only change is a purge. */
 export interface NoteStore {
@@ -211,6 +215,8 @@ const noteOf = (startId: string, noteDigest: string, rows: readonly NoteRow[]): 
     return { startId, noteDigest, status: 'purged', purgedAtMs: Number(row.purged_at_ms) };
   }
   if (noteDigestOf(row.note_text) !== noteDigest) throw new CorruptRecordError('resolution note', startId, 'note text does not match the digest its outcome binds');
+  const damaged = purgeProblemOf(row);
+  if (damaged !== undefined) throw new CorruptRecordError('resolution note', startId, damaged);
   return { startId, noteDigest, status: 'present', text: row.note_text };
 };
 
@@ -497,7 +503,17 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
       const outcome = await backend.snapshot(async (v) => (await agreedOutcomeOf(v, id, backend.keyring?.())).outcome);
       // An orphan (a resolve that stopped between its note and its outcome event) is purged too:
       // it is no evidence, but its text is a person's words kept for nothing (R10.2).
-      const orphans = (await backend.notes.rows(id)).filter((r) => r.note_text !== null && r.note_digest !== outcome?.noteDigest);
+      // Nothing is purged until every row reads as what it is: the note the outcome binds is
+      // there, and each text still hashes to its digest. A damaged row is never an orphan to
+      // purge (that would destroy the only copy of a bound note's text).
+      const rows = await backend.notes.rows(id);
+      if (outcome?.noteDigest !== undefined) noteOf(id, outcome.noteDigest, rows);
+      for (const r of rows) {
+        if (r.note_text !== null && noteDigestOf(r.note_text) !== r.note_digest) throw new CorruptRecordError('resolution note', id, `note ${r.note_digest}: its text does not hash to its digest`);
+        const damaged = purgeProblemOf(r);
+        if (damaged !== undefined) throw new CorruptRecordError('resolution note', id, damaged);
+      }
+      const orphans = rows.filter((r) => r.note_text !== null && r.note_digest !== outcome?.noteDigest);
       for (const o of orphans) await backend.notes.purge(id, o.note_digest);
       if (outcome?.noteDigest === undefined) {
         const last = orphans[orphans.length - 1];

@@ -94,6 +94,29 @@ const rowDigestSuite = (name: string, open: () => Promise<{ a: RecoverableStartB
       expect((await h.a.recovery.verify()).ok).to.equal(false);
     });
 
+    it('R10.2 R9.3 a bound note whose digest cell was changed (its text still the bound note): purge-note fails closed and writes nothing, the text kept', async () => {
+      const { startId } = await startedScenario(h.a);
+      await h.a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'tool_succeeded', note: 'the only copy' });
+      const before = (await h.a.recovery.note(startId))!;
+      expect(before.status).to.equal('present');
+      const set = (digest: string) => h.damage(`UPDATE ${h.table('resolution_notes')} SET note_digest = '${digest}' WHERE start_id = '${startId}'`);
+      await set(`sha256:${'0'.repeat(64)}`);
+      expect(await rejects(h.a.recovery.purgeNote(startId))).to.be.instanceOf(CorruptRecordError);
+      expect(await rejects(h.a.recovery.note(startId))).to.be.instanceOf(CorruptRecordError);
+      await set(before.noteDigest);
+      expect(await h.a.recovery.note(startId)).to.deep.equal(before);
+      expect((await h.a.recovery.verify()).ok).to.equal(true);
+    });
+
+    if (name === 'SQLite') it('R10.2 a note that holds its text and a purge time (its CHECK ignored): the note read fails closed and verify reports it', async () => {
+      const { startId } = await startedScenario(h.a);
+      await h.a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'tool_succeeded', note: 'still here' });
+      await h.damage(`PRAGMA ignore_check_constraints = ON; UPDATE resolution_notes SET purged_at_ms = 5 WHERE start_id = '${startId}'; PRAGMA ignore_check_constraints = OFF`);
+      expect(await rejects(h.a.recovery.note(startId))).to.be.instanceOf(CorruptRecordError);
+      expect(await rejects(h.a.recovery.purgeNote(startId))).to.be.instanceOf(CorruptRecordError);
+      expect((await h.a.recovery.verify()).problems.map((p) => p.problem).join('\n')).to.match(/holds its text and a purge time/);
+    });
+
     it('a changed applied_at_ms of a migration ledger row is a schema difference', async () => {
       await populated(h.a);
       await h.damage(`UPDATE ${h.table('schema_migrations')} SET applied_at_ms = applied_at_ms + 1 WHERE name = (SELECT min(name) FROM ${h.table('schema_migrations')})`);
@@ -183,6 +206,8 @@ describe('R9.2 row digests in memory (the rules every backend shares)', () => {
     expect(purgeProblemOf(row)).to.equal(undefined);
     expect(purgeProblemOf({ ...row, purged_at_ms: 6 })).to.match(/purge_digest/);
     expect(purgeProblemOf({ ...row, purge_digest: null })).to.match(/purge_digest/);
+    expect(purgeProblemOf({ ...row, note_text: 'text', purged_at_ms: null, purge_digest: null })).to.equal(undefined);
+    expect(purgeProblemOf({ ...row, note_text: 'text' })).to.match(/holds its text and a purge/);
   });
 });
 

@@ -17,6 +17,8 @@ import {
   type RunStreamEvent,
 } from '../domain';
 import type { StoredBarrier } from './authority';
+import type { EventRow } from '../projections/verifyRows';
+import { requireHeadAtLogEnd } from '../projections/readChecks';
 
 // The lifecycle protocol every backend shares: orchestration's commands (decided here) and
 // emmett's appendToStream (decided by the caller, re-checked here). A backend supplies a unit of
@@ -27,6 +29,8 @@ export interface LifecycleUnitOfWork {
   lockForLifecycle(runId: string, stepRunId: string | undefined): Promise<RunState>;
   /** A verified read of a barrier and its facts (R5.3), in this transaction. */
   readBarrier(startId: string): Promise<StoredBarrier | null>;
+  /** The StepRun's last event in the Run's log (its highest StepRun version), read only on a refusal. */
+  lastStepRunEvent(runId: string, stepRunId: string): Promise<EventRow | undefined>;
   /** Append with the Run version in `before` as the expected version; update projections. */
   appendLifecycle(events: readonly RunStreamEvent[], before: RunState, after: RunState): Promise<void>;
 }
@@ -55,10 +59,26 @@ const requireClosedStartsSound = async (uow: LifecycleUnitOfWork, events: readon
   }
 };
 
+/**
+ * R9.3: a refusal decided on a StepRun head stands only where that head ends where its log ends.
+ * A head left past its log (its last events deleted, the Run heads set back with them) is
+ * damage, CORRUPT_RECORD, not a precondition to act on. The log is read on a refusal only.
+ */
+const decidedOnSoundHeads = async <T>(uow: LifecycleUnitOfWork, runId: string, before: RunState, decide: () => T): Promise<T> => {
+  try {
+    return decide();
+  } catch (e) {
+    if (e instanceof PreconditionError) {
+      for (const s of Object.values(before.stepRuns)) requireHeadAtLogEnd(s, await uow.lastStepRunEvent(runId, s.stepRunId));
+    }
+    throw e;
+  }
+};
+
 /** Body of one lifecycle transaction: lock, fold what is needed, decide, append. */
 export const runLifecycleTransaction = async (uow: LifecycleUnitOfWork, command: LifecycleCommand): Promise<LifecycleDecision> => {
   const before = await uow.lockForLifecycle(command.data.runId, stepRunIdOf(command));
-  const events = decideLifecycle(command, before);
+  const events = await decidedOnSoundHeads(uow, command.data.runId, before, () => decideLifecycle(command, before));
   const after = events.reduce(evolve, before);
   await requireClosedStartsSound(uow, events);
   await uow.appendLifecycle(events, before, after);
@@ -109,7 +129,7 @@ export const runAppendTransaction = async (
   }
   assertExpectedVersionMatchesCurrent(BigInt(before.run?.version ?? 0), expected, 0n);
   // The caller decided these events; we still refuse any that would rewrite history.
-  const after = events.reduce((state, e, i) => {
+  const after = await decidedOnSoundHeads(uow, runId, before, () => events.reduce((state, e, i) => {
     if (e.type === 'RunCreated' && state.run !== null) throw new PreconditionError('run_exists', `event ${i}: Run ${runId} already exists`);
     if (e.type !== 'RunCreated' && state.run === null) throw new PreconditionError('run_not_found', `event ${i}: Run ${runId} does not exist`);
     const owner = 'runId' in e.data ? e.data.runId : undefined;
@@ -131,7 +151,7 @@ export const runAppendTransaction = async (
       }
     }
     return evolve(state, e);
-  }, before);
+  }, before));
   if (after.run === null || after.run.runId !== runId) throw new PreconditionError('run_not_found', `events do not create or continue Run ${runId}`);
   await requireClosedStartsSound(uow, events);
   await uow.appendLifecycle(events, before, after);

@@ -11,13 +11,7 @@ import {
   type ReplayIdentity,
   type RunState,
 } from '../../domain';
-import {
-  attemptValue,
-  naturalEventIdOf,
-  runRowOf,
-  replayValuesOf,
-  stepRunRowOf,
-} from '../../projections/rows';
+import { attemptValue, naturalEventIdOf, runRowOf, replayValuesOf, stepRunRowOf } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import { startEventPositions } from '../../projections/verifyRows';
 import { checkStartRows } from '../../projections/checkRows';
@@ -226,6 +220,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     return {
       lockForLifecycle: async (runId, stepRunId) => this.loadRunState(t, runId, stepRunId === undefined ? [] : [stepRunId]),
       readBarrier: async (startId) => this.readBarrier(t, startId),
+      lastStepRunEvent: async (runId, stepRunId) => lastStepRunEventRow(t, streamNameOf(runId), stepRunId),
       appendLifecycle: async (events, before, after) => {
         const run = after.run!;
         const stream = streamNameOf(run.runId);

@@ -228,6 +228,12 @@ export const runStateAtLogEnd = (row: (RunStateColumns & { last_step_run_event?:
   return state;
 };
 
+/** The StepRun's last event in the Run's log (a lifecycle refusal checks its head against it). */
+export const lastStepRunEventOf = async (q: Queryable, runId: string, stepRunId: string): Promise<EventRow | undefined> => {
+  const [row] = await run<{ last_step_run_event: unknown }>(q, SQL.READ_STEP_RUN_AND_LOG_END, { run_id: runId, stream_id: streamNameOf(runId), step_run_id: stepRunId });
+  return lastStepRunEventOfRow(row, runId);
+};
+
 /** A StepRun's state from its head, checked against its last event in the Run's log, both read in one snapshot. */
 export const loadStepRunAtLogEnd = async (q: Queryable, runId: string, stepRunId: string): Promise<RunState> => {
   const [row] = await run<RunStateColumns & { last_step_run_event: unknown }>(q, SQL.READ_STEP_RUN_AND_LOG_END, {

@@ -5,6 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { CompareAndSetLostError, canonicalJson, evolve, streamNameOf, type RunState, type RunStreamEvent } from '../../domain';
 import { eventChainDigest } from '../../projections/eventChain';
 import { naturalEventIdOf, runRowOf, stepRunRowOf } from '../../projections/rows';
+import type { EventRow } from '../../projections/verifyRows';
 import type { StoredEvent } from '../../application/authority';
 import type { LifecycleUnitOfWork } from '../../application/lifecycleProtocol';
 import type { StartUnitOfWork } from '../../application/startProtocol';
@@ -150,6 +151,7 @@ const insertEvent = (s: Statements, stream: string, position: number, event: Run
 export const lifecycleUnitOfWork = (s: Statements, collect: StoredEvent[], seal?: Sealer, keys?: EvidenceKeyring): LifecycleUnitOfWork => ({
   lockForLifecycle: async (runId, stepRunId) => loadRunState(s, runId, stepRunId === undefined ? [] : [stepRunId]),
   readBarrier: async (startId) => readBarrier(s, startId, keys),
+  lastStepRunEvent: async (runId, stepRunId) => s.lastStepRunEvent.get(streamNameOf(runId), stepRunId) as EventRow | undefined,
   appendLifecycle: async (events, before, after) => {
     const run = after.run!;
     const stream = streamNameOf(run.runId);

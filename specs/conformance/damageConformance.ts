@@ -224,7 +224,7 @@ export const damageSuite = (backend: DamageBackend): void => {
     };
 
     // The stream and Run heads are rows only in the SQL stores (memory keeps no stream head row to move).
-    if (backend.chained) it("R9.3 a stream's last events deleted and both Run heads set back to match: readStream fails closed, never a shorter stream (the StepRun heads and barriers account for more)", async () => {
+    if (backend.chained) it("R9.3 a stream's last events deleted and both Run heads set back to match: readStream fails closed, never a shorter stream (the StepRun heads and barriers account for more); a lifecycle command on the head left past its log is CORRUPT_RECORD, never a refused move", async () => {
       for (const [k, drop] of [[f, 1], [s, 1], [l, 2]] as const) {
         const stream = `run-${k.runId}`;
         const events = (await a().runs.readStream(k.runId)).length;
@@ -235,7 +235,16 @@ export const damageSuite = (backend: DamageBackend): void => {
             async () => [await shift('streams', 'stream_id = ?', [stream], 'version', -drop)],
             async () => [await shift('runs', 'run_id = ?', [k.runId], 'version', -drop)],
           ],
-          () => expectCorrupt(`${stream} without its last ${drop} event(s): readStream`, a().runs.readStream(k.runId)),
+          async () => {
+            await expectCorrupt(`${stream} without its last ${drop} event(s): readStream`, a().runs.readStream(k.runId));
+            if (k !== f) return;
+            // a decision on the finished StepRun's head (completed, past its log) is damage, not a refused move; nothing is written
+            const logged = (await store.damage.rows('events', 'stream_id = ?', [stream])).length;
+            const at = { runId: k.runId, stepRunId: k.stepRunId, requestedAtMs: finished.requestedAtMs + 10 };
+            await expectCorrupt('MarkStepRunReady', a().runs.handle({ type: 'MarkStepRunReady', data: at }));
+            await expectCorrupt('CompleteStepRun', a().runs.handle({ type: 'CompleteStepRun', data: { ...at, decidedBy: 'damage-suite', reason: 'tool_succeeded' } }));
+            expect((await store.damage.rows('events', 'stream_id = ?', [stream])).length).to.equal(logged);
+          },
         );
       }
       await expectHealthy();

@@ -18,7 +18,7 @@ import {
 } from '../domain';
 import type { StoredBarrier } from './authority';
 import type { EventRow } from '../projections/verifyRows';
-import { requireHeadAtLogEnd } from '../projections/readChecks';
+import { requireHeadIsItsLog } from '../projections/readChecks';
 
 // The lifecycle protocol every backend shares: orchestration's commands (decided here) and
 // emmett's appendToStream (decided by the caller, re-checked here). A backend supplies a unit of
@@ -29,8 +29,11 @@ export interface LifecycleUnitOfWork {
   lockForLifecycle(runId: string, stepRunId: string | undefined): Promise<RunState>;
   /** A verified read of a barrier and its facts (R5.3), in this transaction. */
   readBarrier(startId: string): Promise<StoredBarrier | null>;
-  /** The StepRun's last event in the Run's log (its highest StepRun version), read only on a refusal. */
-  lastStepRunEvent(runId: string, stepRunId: string): Promise<EventRow | undefined>;
+  /**
+   * The Run's first event and the StepRun's events in version order (what its head must fold
+   * to), read only on a refusal and for an outcome.
+   */
+  stepRunLog(runId: string, stepRunId: string): Promise<[runCreated: EventRow | undefined, log: EventRow[]]>;
   /** Append with the Run version in `before` as the expected version; update projections. */
   appendLifecycle(events: readonly RunStreamEvent[], before: RunState, after: RunState): Promise<void>;
 }
@@ -48,14 +51,18 @@ export const stepRunIdOf = (command: LifecycleCommand): string | undefined =>
 
 /**
  * R9.3: an outcome closes the start its StepRun runs, so that start's barrier and facts must read
- * verified first: an outcome appended over damaged evidence would take the start off the
- * in-doubt list with nothing sound behind it. One verified read per outcome event.
+ * verified first, and the StepRun's head must be what its own events in the log make: an
+ * outcome appended over damaged evidence or a damaged StepRun history would take the start off
+ * the in-doubt list with nothing sound behind it. One verified barrier read and one read of the
+ * StepRun's events per outcome event.
  */
-const requireClosedStartsSound = async (uow: LifecycleUnitOfWork, events: readonly RunStreamEvent[]): Promise<void> => {
+const requireClosedStartsSound = async (uow: LifecycleUnitOfWork, before: RunState, events: readonly RunStreamEvent[]): Promise<void> => {
   for (const e of events) {
     if (!isOutcomeEventType(e.type) || !('startId' in e.data)) continue;
     const startId = e.data.startId;
     if ((await uow.readBarrier(startId)) === null) throw new CorruptRecordError('start barrier', startId, 'its StepRun runs this start, but its barrier row is missing');
+    const s = 'stepRunId' in e.data ? before.stepRuns[e.data.stepRunId] : undefined;
+    if (s !== undefined) requireHeadIsItsLog(s, ...(await uow.stepRunLog(s.runId, s.stepRunId)));
   }
 };
 
@@ -69,7 +76,7 @@ const decidedOnSoundHeads = async <T>(uow: LifecycleUnitOfWork, runId: string, b
     return decide();
   } catch (e) {
     if (e instanceof PreconditionError) {
-      for (const s of Object.values(before.stepRuns)) requireHeadAtLogEnd(s, await uow.lastStepRunEvent(runId, s.stepRunId));
+      for (const s of Object.values(before.stepRuns)) requireHeadIsItsLog(s, ...(await uow.stepRunLog(runId, s.stepRunId)));
     }
     throw e;
   }
@@ -80,7 +87,7 @@ export const runLifecycleTransaction = async (uow: LifecycleUnitOfWork, command:
   const before = await uow.lockForLifecycle(command.data.runId, stepRunIdOf(command));
   const events = await decidedOnSoundHeads(uow, command.data.runId, before, () => decideLifecycle(command, before));
   const after = events.reduce(evolve, before);
-  await requireClosedStartsSound(uow, events);
+  await requireClosedStartsSound(uow, before, events);
   await uow.appendLifecycle(events, before, after);
   return { command, events, after };
 };
@@ -153,7 +160,7 @@ export const runAppendTransaction = async (
     return evolve(state, e);
   }, before));
   if (after.run === null || after.run.runId !== runId) throw new PreconditionError('run_not_found', `events do not create or continue Run ${runId}`);
-  await requireClosedStartsSound(uow, events);
+  await requireClosedStartsSound(uow, before, events);
   await uow.appendLifecycle(events, before, after);
   return { before, after, events };
 };

@@ -220,7 +220,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     return {
       lockForLifecycle: async (runId, stepRunId) => this.loadRunState(t, runId, stepRunId === undefined ? [] : [stepRunId]),
       readBarrier: async (startId) => this.readBarrier(t, startId),
-      lastStepRunEvent: async (runId, stepRunId) => lastStepRunEventRow(t, streamNameOf(runId), stepRunId),
+      stepRunLog: async (runId, stepRunId) => stepRunLogRows(t, streamNameOf(runId), stepRunId),
       appendLifecycle: async (events, before, after) => {
         const run = after.run!;
         const stream = streamNameOf(run.runId);

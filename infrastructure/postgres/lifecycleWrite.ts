@@ -5,7 +5,7 @@ import type { StoredEvent } from '../../application/authority';
 import type { LifecycleUnitOfWork } from '../../application/lifecycleProtocol';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { run } from './query';
-import { lastStepRunEventOf, loadRunState, readBarrier } from './reads';
+import { loadRunState, readBarrier, stepRunLogOf } from './reads';
 import { PgInt, decodeRow } from './rowCodecs';
 import * as SQL from './sql';
 import { INSERT_SEALED_EVENTS, sealParams, type PostgresSealer } from './postgresSeals';
@@ -51,7 +51,7 @@ const insertLifecycleEvents = async (tx: Tx, stream: string, from: number, event
 export const lifecycleUnitOfWork = (tx: Tx, collect: StoredEvent[], sealer?: PostgresSealer, keys?: EvidenceKeyring): LifecycleUnitOfWork => ({
   lockForLifecycle: (runId, stepRunId) => loadRunState(tx.client, runId, stepRunId),
   readBarrier: (startId) => readBarrier(tx.client, startId, keys),
-  lastStepRunEvent: (runId, stepRunId) => lastStepRunEventOf(tx.client, runId, stepRunId),
+  stepRunLog: (runId, stepRunId) => stepRunLogOf(tx.client, runId, stepRunId),
   appendLifecycle: async (events, before, after) => {
     const head = after.run;
     if (head === null) throw new Error('a lifecycle append needs a Run');

@@ -228,12 +228,6 @@ export const runStateAtLogEnd = (row: (RunStateColumns & { last_step_run_event?:
   return state;
 };
 
-/** The StepRun's last event in the Run's log (a lifecycle refusal checks its head against it). */
-export const lastStepRunEventOf = async (q: Queryable, runId: string, stepRunId: string): Promise<EventRow | undefined> => {
-  const [row] = await run<{ last_step_run_event: unknown }>(q, SQL.READ_STEP_RUN_AND_LOG_END, { run_id: runId, stream_id: streamNameOf(runId), step_run_id: stepRunId });
-  return lastStepRunEventOfRow(row, runId);
-};
-
 /** A StepRun's state from its head, checked against its last event in the Run's log, both read in one snapshot. */
 export const loadStepRunAtLogEnd = async (q: Queryable, runId: string, stepRunId: string): Promise<RunState> => {
   const [row] = await run<RunStateColumns & { last_step_run_event: unknown }>(q, SQL.READ_STEP_RUN_AND_LOG_END, {
@@ -244,21 +238,29 @@ export const loadStepRunAtLogEnd = async (q: Queryable, runId: string, stepRunId
   return runStateAtLogEnd(row, runId, stepRunId);
 };
 
+type StepRunLogColumns = RunStateColumns & { last_step_run_event: unknown; run_created: unknown; step_run_log: unknown };
+
+const stepRunLogOfRow = (row: StepRunLogColumns | undefined, runId: string): [runCreated: EventRow | undefined, log: EventRow[]] => {
+  const stream = streamNameOf(runId);
+  const runCreated = row?.run_created === null || row?.run_created === undefined ? undefined : decodeRow(EventRowCodec, row.run_created, 'event', stream);
+  return [runCreated, decodeRow(t.array(EventRowCodec), row?.step_run_log ?? [], 'event', stream)];
+};
+
+const readStepRunWithLog = async (q: Queryable, runId: string, stepRunId: string): Promise<StepRunLogColumns | undefined> =>
+  (await run<StepRunLogColumns>(q, SQL.READ_STEP_RUN_WITH_LOG, { run_id: runId, stream_id: streamNameOf(runId), step_run_id: stepRunId }))[0];
+
+/** The Run's first event and the StepRun's events in version order (a lifecycle refusal or an outcome checks the head against them). */
+export const stepRunLogOf = async (q: Queryable, runId: string, stepRunId: string): Promise<[runCreated: EventRow | undefined, log: EventRow[]]> =>
+  stepRunLogOfRow(await readStepRunWithLog(q, runId, stepRunId), runId);
+
 /**
  * getStepRun's read: the StepRun's state from its head, which must be the StepRun its log made
  * (requireHeadIsItsLog), head and log read in one statement.
  */
 export const loadStepRunFromLog = async (q: Queryable, runId: string, stepRunId: string): Promise<StepRunState | undefined> => {
-  const stream = streamNameOf(runId);
-  const [row] = await run<RunStateColumns & { last_step_run_event: unknown; run_created: unknown; step_run_log: unknown }>(q, SQL.READ_STEP_RUN_WITH_LOG, {
-    run_id: runId,
-    stream_id: stream,
-    step_run_id: stepRunId,
-  });
+  const row = await readStepRunWithLog(q, runId, stepRunId);
   const s = runStateAtLogEnd(row, runId, stepRunId).stepRuns[stepRunId];
-  if (s === undefined) return undefined;
-  const runCreated = row?.run_created === null || row?.run_created === undefined ? undefined : decodeRow(EventRowCodec, row.run_created, 'event', stream);
-  requireHeadIsItsLog(s, runCreated, decodeRow(t.array(EventRowCodec), row?.step_run_log ?? [], 'event', stream));
+  if (s !== undefined) requireHeadIsItsLog(s, ...stepRunLogOfRow(row, runId));
   return s;
 };
 

@@ -151,7 +151,10 @@ const insertEvent = (s: Statements, stream: string, position: number, event: Run
 export const lifecycleUnitOfWork = (s: Statements, collect: StoredEvent[], seal?: Sealer, keys?: EvidenceKeyring): LifecycleUnitOfWork => ({
   lockForLifecycle: async (runId, stepRunId) => loadRunState(s, runId, stepRunId === undefined ? [] : [stepRunId]),
   readBarrier: async (startId) => readBarrier(s, startId, keys),
-  lastStepRunEvent: async (runId, stepRunId) => s.lastStepRunEvent.get(streamNameOf(runId), stepRunId) as EventRow | undefined,
+  stepRunLog: async (runId, stepRunId) => {
+    const [runCreated, ...log] = s.stepRunLog.all(streamNameOf(runId), streamNameOf(runId), stepRunId) as EventRow[];
+    return [runCreated, log];
+  },
   appendLifecycle: async (events, before, after) => {
     const run = after.run!;
     const stream = streamNameOf(run.runId);

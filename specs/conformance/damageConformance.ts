@@ -223,6 +223,26 @@ export const damageSuite = (backend: DamageBackend): void => {
       return undo;
     };
 
+    it("R9.3 an outcome for a start whose StepRun's own history was damaged in the middle of the stream (its StepRunCreated deleted, or its tool definition changed): resolve and FailStepRun are CORRUPT_RECORD, nothing is written, the start stays in doubt", async () => {
+      const stream = `run-${s.runId}`;
+      const attempts = async (what: string) => {
+        await expectCorrupt(`${what}: resolve`, a().recovery.resolve(command.startId, 'lost', { decidedBy: 'damage-suite', reason: 'worker_lost' }));
+        const fail = { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'damage-suite', reason: 'tool_failed' as const, requestedAtMs: command.requestedAtMs + 10 };
+        await expectCorrupt(`${what}: FailStepRun`, a().runs.handle({ type: 'FailStepRun', data: fail }));
+      };
+      await without('events', 'stream_id = ? AND event_type = ?', [stream, 'StepRunCreated'], attempts);
+      const [row] = await store.damage.rows('events', 'stream_id = ? AND event_type = ?', [stream, 'StepRunCreated']);
+      const data = JSON.parse(String(row!.data_json)) as { toolDefinition: Record<string, unknown> };
+      data.toolDefinition = { ...data.toolDefinition, digest: `sha256:${'e'.repeat(64)}` };
+      const changed = async () => {
+        const set = await store.damage.set('events', String(row!._key), 'data_json', JSON.stringify(data));
+        expect(set.applied, set.reason).to.equal(true);
+        return [async () => void (await store.damage.set('events', String(set.key), 'data_json', row!.data_json))];
+      };
+      await withDamage([changed], () => attempts('StepRunCreated with another tool definition'));
+      await expectHealthy();
+    });
+
     // The stream and Run heads are rows only in the SQL stores (memory keeps no stream head row to move).
     if (backend.chained) it("R9.3 a stream's last events deleted and both Run heads set back to match: readStream fails closed, never a shorter stream (the StepRun heads and barriers account for more); a lifecycle command on the head left past its log is CORRUPT_RECORD, never a refused move", async () => {
       for (const [k, drop] of [[f, 1], [s, 1], [l, 2]] as const) {

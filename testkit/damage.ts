@@ -185,15 +185,8 @@ export const postgresDamageSession = async (url: string): Promise<DamageSession>
         const [row] = await asReplica(() => raw.all<{ _key: string }>(`UPDATE ql3.${table} SET "${column}" = ? WHERE ctid = ?::tid RETURNING ctid::text AS _key`, [value, key]));
         return { applied: row !== undefined, key: row?._key ?? key };
       } catch (e) {
-        if (!/can only be updated to DEFAULT/.test((e as Error).message)) return { applied: false, key, reason: (e as Error).message };
+        return { applied: false, key, reason: (e as Error).message };
       }
-      // an identity column (events.global_position): the owner deletes the row and puts it back with the value
-      const [row] = await asReplica(async () => {
-        const [old] = await raw.all<Record<string, unknown>>(`DELETE FROM ql3.${table} WHERE ctid = ?::tid RETURNING *`, [key]);
-        const back = reinsert(`ql3.${table}`, { ...old, [column]: value }, 'OVERRIDING SYSTEM VALUE ');
-        return raw.all<{ _key: string }>(`${back.sql} RETURNING ctid::text AS _key`, back.params);
-      });
-      return { applied: row !== undefined, key: row?._key ?? key };
     },
     duplicateIdentity: async (key, startId) => {
       const [dup] = await asReplica(async () => {

@@ -188,7 +188,8 @@ export const headForgerySuite = (backend: HeadForgeryBackend): void => {
     it('R9.1 a completed StepRun set back to running: completing it again repeats a StepRun version its log has and is refused', async () => {
       await withForgedHead({ ...honest, status: 'running', version: honest.version - 1 }, async () => {
         const e = await expectCorrupt('CompleteStepRun', a().runs.handle(complete(f)));
-        expect(e.message).to.match(/version its log has|follows the last event|does not follow its last event/);
+        // refused by the outcome's own check (the head is not where the StepRun's log ends) or by the log's index and triggers
+        expect(e.message).to.match(/version its log has|follows the last event|does not follow its last event|its log ends in/);
       });
     });
 

@@ -107,6 +107,17 @@ describe('recovery read models on PostgreSQL: atomicity, upgrade, grants, damage
     expect((await runCli(['verify', '--postgres', db.url])).code).to.equal(5);
   });
 
+  it('R9.2 R9.3 two events of a stream swapped in the global order (deleted and put back with each other\'s global position): readStream fails closed', async () => {
+    const { s } = await startedScenario(a);
+    const stream = `run-${s.runId}`;
+    const columns = 'stream_id, stream_position, event_id, event_type, data_json, committed_at_ms, chain_digest';
+    await damage(`CREATE TEMP TABLE moved ON COMMIT DROP AS SELECT * FROM ql3.events WHERE stream_id = '${stream}' AND stream_position IN (1, 2);
+      DELETE FROM ql3.events WHERE stream_id = '${stream}' AND stream_position IN (1, 2);
+      INSERT INTO ql3.events (global_position, ${columns}) OVERRIDING SYSTEM VALUE
+        SELECT (SELECT min(global_position) + max(global_position) FROM moved) - global_position, ${columns} FROM moved`);
+    await expectCorrupt('readStream', a.runs.readStream(s.runId));
+  });
+
   it('R9.3 an outcome appended for a start whose barrier row is gone, or over an outcome row that stands without its event, is CORRUPT_RECORD and writes nothing', async () => {
     const gone = await startedScenario(a);
     await damage(`DELETE FROM ql3.tool_execution_start_barriers WHERE start_id = '${gone.startId}'`);

@@ -22,6 +22,7 @@ let hotRuns = 0;
 interface Authority {
   runs: { handle(c: unknown): Promise<unknown> };
   barriers: { prepare(c: unknown): Promise<{ outcome: string }> };
+  recovery: { resolve(startId: string, outcome: string, options: { decidedBy: string; reason: string }): Promise<unknown> };
   close(): Promise<void>;
 }
 
@@ -59,7 +60,7 @@ const readyScenario = async (a: Authority): Promise<Scenario> => {
   return s;
 };
 
-type Workload = 'sqlite-start' | 'sqlite-replay' | 'pg-start-1' | 'pg-start-8' | 'pg-start-16' | 'pg-replay' | 'pg-select' | 'pg-one-run-8';
+type Workload = 'sqlite-start' | 'sqlite-replay' | 'sqlite-resolve' | 'pg-start-1' | 'pg-start-8' | 'pg-start-16' | 'pg-replay' | 'pg-resolve' | 'pg-select' | 'pg-one-run-8';
 
 interface Open {
   readonly sqlite: Authority;
@@ -77,7 +78,7 @@ const program = new Command()
   .option('--candidate <dir>', 'the checkout measured against the baseline', '.')
   .option('--rounds <n>', 'interleaved rounds (medians are reported)', '5')
   .option('--ops <n>', 'operations per workload and round', '200')
-  .option('--only <list>', `comma-separated subset of sqlite-start,sqlite-replay,pg-start-1,pg-start-8,pg-start-16,pg-replay,pg-select,pg-one-run-8`)
+  .option('--only <list>', `comma-separated subset of sqlite-start,sqlite-replay,sqlite-resolve,pg-start-1,pg-start-8,pg-start-16,pg-replay,pg-resolve,pg-select,pg-one-run-8`)
   .option('--pg <url>', 'PostgreSQL admin URL', process.env.SB_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres');
 
 const main = async (): Promise<void> => {
@@ -85,7 +86,7 @@ const main = async (): Promise<void> => {
   const o = program.opts<{ baseline: string; candidate: string; rounds: string; ops: string; only?: string; pg: string }>();
   const rounds = Number(o.rounds);
   const ops = Number(o.ops);
-  const all: Workload[] = ['sqlite-start', 'sqlite-replay', 'pg-start-1', 'pg-start-8', 'pg-start-16', 'pg-replay', 'pg-select', 'pg-one-run-8'];
+  const all: Workload[] = ['sqlite-start', 'sqlite-replay', 'sqlite-resolve', 'pg-start-1', 'pg-start-8', 'pg-start-16', 'pg-replay', 'pg-resolve', 'pg-select', 'pg-one-run-8'];
   const workloads = o.only ? all.filter((w) => o.only!.split(',').includes(w)) : all;
   const subjects = [subjectOf('baseline', resolve(o.baseline)), subjectOf('candidate', resolve(o.candidate))];
   const tmp = mkdtempSync(join(tmpdir(), 'start-barrier-compare-'));
@@ -162,6 +163,19 @@ const counted = (a: Open, p: Promise<unknown>): Promise<unknown> =>
     a.failures.last = e instanceof Error ? e.message : String(e);
   });
 
+const RESOLVED = { decidedBy: 'bench', reason: 'tool_succeeded' };
+
+/** The start ids of `n` fresh starts, each in doubt. */
+const startedIds = async (a: Authority, n: number): Promise<string[]> => {
+  const ids: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const cmd = (await readyScenario(a)).startCommand();
+    await a.barriers.prepare(cmd);
+    ids.push(cmd.startId);
+  }
+  return ids;
+};
+
 const runWorkload = async (w: Workload, a: Open, ops: number): Promise<RoundResult> => {
   const counters = () => ({ roundTrips: a.counters.roundTrips, retries: a.counters.retries });
   switch (w) {
@@ -175,6 +189,15 @@ const runWorkload = async (w: Workload, a: Open, ops: number): Promise<RoundResu
       const cmd = s.startCommand();
       await a.sqlite.barriers.prepare(cmd);
       return runRound({ clients: 1, opsPerClient: ops, op: () => a.sqlite.barriers.prepare(cmd) });
+    }
+    case 'sqlite-resolve': {
+      // an outcome recorded for a start in doubt (recovery.resolve: its reads, its outcome event)
+      const ids = await startedIds(a.sqlite, ops);
+      return runRound({ clients: 1, opsPerClient: ops, op: (_c, i) => a.sqlite.recovery.resolve(ids[i]!, 'completed', RESOLVED) });
+    }
+    case 'pg-resolve': {
+      const ids = await startedIds(a.pg, ops);
+      return runRound({ clients: 1, opsPerClient: ops, op: (_c, i) => a.pg.recovery.resolve(ids[i]!, 'completed', RESOLVED), counters, server: [a.db.name] });
     }
     case 'pg-start-1':
     case 'pg-start-8':

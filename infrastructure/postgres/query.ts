@@ -7,13 +7,13 @@ import * as SQL from './sql';
 export type Queryable = Pick<PoolClient, 'query'>;
 
 /**
- * The statements every start runs are prepared by name, once per connection: an unnamed
+ * The statements every start (and every outcome) runs are prepared by name, once per connection: an unnamed
  * statement is parsed and planned again on every call, and for these that was most of the
  * server's work per start. Each result is a fixed set of columns (counts, json), so a later
  * migration can only make PostgreSQL re-plan them, never change their type.
  */
 const PREPARED = new Map<NamedSql, string>(
-  [SQL.LOOKUP_REPLAY, SQL.LOOKUP_REPLAY_AT_VERSION, SQL.READ_RUN_STATE, SQL.START_BATCHED_STATEMENT, SQL.READ_START, SQL.READ_START_KEYED, SQL.READ_BARRIER].map((sql) => [
+  [SQL.LOOKUP_REPLAY, SQL.LOOKUP_REPLAY_AT_VERSION, SQL.READ_RUN_STATE, SQL.START_BATCHED_STATEMENT, SQL.READ_START, SQL.READ_START_KEYED, SQL.READ_BARRIER, SQL.READ_STEP_RUN_LOG, SQL.READ_STEP_RUN_WITH_LOG].map((sql) => [
     sql,
     `ql3_${createHash('sha256').update(sql.text).digest('hex').slice(0, 24)}`,
   ]),

@@ -250,8 +250,10 @@ const readStepRunWithLog = async (q: Queryable, runId: string, stepRunId: string
   (await run<StepRunLogColumns>(q, SQL.READ_STEP_RUN_WITH_LOG, { run_id: runId, stream_id: streamNameOf(runId), step_run_id: stepRunId }))[0];
 
 /** The Run's first event and the StepRun's events in version order (a lifecycle refusal or an outcome checks the head against them). */
-export const stepRunLogOf = async (q: Queryable, runId: string, stepRunId: string): Promise<[runCreated: EventRow | undefined, log: EventRow[]]> =>
-  stepRunLogOfRow(await readStepRunWithLog(q, runId, stepRunId), runId);
+export const stepRunLogOf = async (q: Queryable, runId: string, stepRunId: string): Promise<[runCreated: EventRow | undefined, log: EventRow[]]> => {
+  const [row] = await run<StepRunLogColumns>(q, SQL.READ_STEP_RUN_LOG, { stream_id: streamNameOf(runId), step_run_id: stepRunId });
+  return stepRunLogOfRow(row, runId);
+};
 
 /**
  * getStepRun's read: the StepRun's state from its head, which must be the StepRun its log made

@@ -57,15 +57,18 @@ export const READ_STEP_RUN_AND_LOG_END = named(`WITH
 SELECT ${runStateColumns('')},
        ${lastStepRunEventColumn('')}`);
 
-/**
- * getStepRun's read (R9.3): READ_STEP_RUN_AND_LOG_END, and the Run's first event and the
- * StepRun's events in version order, which its head must fold to; one statement, one snapshot.
- */
+/** The Run's first event and the StepRun's events in version order: what its head must fold to (R9.3). */
+const stepRunLogColumns = `(SELECT row_to_json(e) FROM (${eventColumns('ql3.events')} WHERE stream_id = :stream_id AND stream_position = 1) e) AS run_created,
+       (SELECT json_agg(row_to_json(e) ORDER BY (e.data_json::json ->> 'stepRunVersion')::bigint) FROM (${eventColumns('ql3.events')}
+           WHERE stream_id = :stream_id AND event_type IN ${STEP_RUN_EVENT_TYPES_SQL}
+             AND (data_json::json ->> 'stepRunId') = :step_run_id) e) AS step_run_log`;
+
+/** getStepRun's read: READ_STEP_RUN_AND_LOG_END and the StepRun's log, in one statement, one snapshot. */
 export const READ_STEP_RUN_WITH_LOG = named(`WITH
   ${RUN_STATE_CTES}
 SELECT ${runStateColumns('')},
        ${lastStepRunEventColumn('')},
-       (SELECT row_to_json(e) FROM (${eventColumns('ql3.events')} WHERE stream_id = :stream_id AND stream_position = 1) e) AS run_created,
-       (SELECT json_agg(row_to_json(e) ORDER BY (e.data_json::json ->> 'stepRunVersion')::bigint) FROM (${eventColumns('ql3.events')}
-           WHERE stream_id = :stream_id AND event_type IN ${STEP_RUN_EVENT_TYPES_SQL}
-             AND (data_json::json ->> 'stepRunId') = :step_run_id) e) AS step_run_log`);
+       ${stepRunLogColumns}`);
+
+/** The StepRun's log alone: an outcome's check, inside a write that already holds the heads. */
+export const READ_STEP_RUN_LOG = named(`SELECT ${stepRunLogColumns}`);

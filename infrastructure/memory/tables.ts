@@ -72,23 +72,22 @@ export const copyTables = (t: Tables): Tables => ({
 export const streamEventsOfType = (t: Tables, stream: string, type: string): EventRow[] =>
   t.events.filter((e) => e.stream_id === stream && e.event_type === type).sort((a, b) => a.stream_position - b.stream_position);
 
-/** A StepRun's last event in its Run's log: its highest StepRun version (the SQL backends' StepRun version index). */
-export const lastStepRunEventRow = (t: Tables, stream: string, stepRunId: string): EventRow | undefined => {
-  let last: { row: EventRow; version: number } | undefined;
-  for (const e of t.events) {
-    if (e.stream_id !== stream || !STEP_RUN_EVENT_TYPES.includes(e.event_type)) continue;
-    const d = JSON.parse(e.data_json) as { stepRunId?: unknown; stepRunVersion?: unknown };
-    if (d.stepRunId === stepRunId && typeof d.stepRunVersion === 'number' && (last === undefined || d.stepRunVersion > last.version)) last = { row: e, version: d.stepRunVersion };
-  }
-  return last?.row;
-};
+const dataOf = (e: EventRow): Record<string, unknown> => JSON.parse(e.data_json) as Record<string, unknown>;
+
+/** One StepRun's events in its Run's log, in StepRun version order (the SQL backends' StepRun version index). */
+const stepRunEventRows = (t: Tables, stream: string, stepRunId: string): EventRow[] =>
+  t.events
+    .filter((e) => e.stream_id === stream && STEP_RUN_EVENT_TYPES.includes(e.event_type) && dataOf(e).stepRunId === stepRunId)
+    .sort((a, b) => Number(dataOf(a).stepRunVersion) - Number(dataOf(b).stepRunVersion));
+
+/** A StepRun's last event in its Run's log: its highest StepRun version. */
+export const lastStepRunEventRow = (t: Tables, stream: string, stepRunId: string): EventRow | undefined => stepRunEventRows(t, stream, stepRunId).at(-1);
 
 /** The Run's first event and one StepRun's events in version order (the SQL stores' SELECT_STEP_RUN_LOG). */
-export const stepRunLogRows = (t: Tables, stream: string, stepRunId: string): [runCreated: EventRow | undefined, log: EventRow[]] => {
-  const versionOf = (e: EventRow) => JSON.parse(e.data_json) as { stepRunId?: unknown; stepRunVersion?: number };
-  const log = t.events.filter((e) => e.stream_id === stream && STEP_RUN_EVENT_TYPES.includes(e.event_type) && versionOf(e).stepRunId === stepRunId);
-  return [t.events.find((e) => e.stream_id === stream && e.stream_position === 1), log.sort((a, b) => Number(versionOf(a).stepRunVersion) - Number(versionOf(b).stepRunVersion))];
-};
+export const stepRunLogRows = (t: Tables, stream: string, stepRunId: string): [runCreated: EventRow | undefined, log: EventRow[]] => [
+  t.events.find((e) => e.stream_id === stream && e.stream_position === 1),
+  stepRunEventRows(t, stream, stepRunId),
+];
 
 /** What the SQL stores' event triggers check against the log (0084, pg-0056), for a StepRun event about to be appended. */
 export const requireFollowsLogIn = (t: Tables, stream: string, type: string, data: unknown): void => {
@@ -109,18 +108,16 @@ export const requireFollowsLogIn = (t: Tables, stream: string, type: string, dat
  * and the move it started from (its approval), not what a head row says.
  */
 const requireStartFollowsLog = (t: Tables, stream: string, b: StartBarrierRecord): void => {
-  const dataOf = (e: EventRow | undefined) => (e === undefined ? undefined : (JSON.parse(e.data_json) as Record<string, unknown>));
-  const stepRunEvent = (version: number) =>
-    t.events.find((e) => e.stream_id === stream && STEP_RUN_EVENT_TYPES.includes(e.event_type) && dataOf(e)?.stepRunId === b.stepRunId && dataOf(e)?.stepRunVersion === version);
+  const [run, log] = stepRunLogRows(t, stream, b.stepRunId);
+  const stepRunEvent = (version: number) => log.find((e) => dataOf(e).stepRunVersion === version);
   const same = (x: unknown, y: unknown) => canonicalJson(x ?? null) === canonicalJson(y ?? null);
-  const run = t.events.find((e) => e.stream_id === stream && e.stream_position === 1 && e.event_type === 'RunCreated');
   const made = stepRunEvent(1);
   const from = stepRunEvent(b.attempt.fromStepRunVersion);
-  const r = dataOf(run);
+  const r = run?.event_type === 'RunCreated' ? dataOf(run) : undefined;
   if (
     r === undefined || r.projectId !== b.projectId || r.snapshotId !== b.snapshotId || r.snapshotDigest !== b.snapshotDigest ||
-    made?.event_type !== 'StepRunCreated' || dataOf(made)?.kind !== 'tool' || !same(dataOf(made)?.toolDefinition, b.toolDefinition) ||
-    (from?.event_type !== 'StepRunReady' && from?.event_type !== 'StepRunAwaitingApproval') || !same(dataOf(from)?.approval, b.approval)
+    made?.event_type !== 'StepRunCreated' || dataOf(made).kind !== 'tool' || !same(dataOf(made).toolDefinition, b.toolDefinition) ||
+    (from?.event_type !== 'StepRunReady' && from?.event_type !== 'StepRunAwaitingApproval') || !same(dataOf(from).approval, b.approval)
   ) {
     throw new CorruptRecordError('run history', stream, `illegal history refused: start ${b.startId} authorises what the Run's log made: its Project, snapshot, tool definition and approval (R9.1)`);
   }

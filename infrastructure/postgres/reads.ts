@@ -238,16 +238,13 @@ export const loadStepRunAtLogEnd = async (q: Queryable, runId: string, stepRunId
   return runStateAtLogEnd(row, runId, stepRunId);
 };
 
-type StepRunLogColumns = RunStateColumns & { last_step_run_event: unknown; run_created: unknown; step_run_log: unknown };
+type StepRunLogColumns = { run_created: unknown; step_run_log: unknown };
 
 const stepRunLogOfRow = (row: StepRunLogColumns | undefined, runId: string): [runCreated: EventRow | undefined, log: EventRow[]] => {
   const stream = streamNameOf(runId);
   const runCreated = row?.run_created === null || row?.run_created === undefined ? undefined : decodeRow(EventRowCodec, row.run_created, 'event', stream);
   return [runCreated, decodeRow(t.array(EventRowCodec), row?.step_run_log ?? [], 'event', stream)];
 };
-
-const readStepRunWithLog = async (q: Queryable, runId: string, stepRunId: string): Promise<StepRunLogColumns | undefined> =>
-  (await run<StepRunLogColumns>(q, SQL.READ_STEP_RUN_WITH_LOG, { run_id: runId, stream_id: streamNameOf(runId), step_run_id: stepRunId }))[0];
 
 /** The Run's first event and the StepRun's events in version order (a lifecycle refusal or an outcome checks the head against them). */
 export const stepRunLogOf = async (q: Queryable, runId: string, stepRunId: string): Promise<[runCreated: EventRow | undefined, log: EventRow[]]> => {
@@ -260,9 +257,12 @@ export const stepRunLogOf = async (q: Queryable, runId: string, stepRunId: strin
  * (requireHeadIsItsLog), head and log read in one statement.
  */
 export const loadStepRunFromLog = async (q: Queryable, runId: string, stepRunId: string): Promise<StepRunState | undefined> => {
-  const row = await readStepRunWithLog(q, runId, stepRunId);
-  const s = runStateAtLogEnd(row, runId, stepRunId).stepRuns[stepRunId];
-  if (s !== undefined) requireHeadIsItsLog(s, ...stepRunLogOfRow(row, runId));
+  const [row] = await run<RunStateColumns & StepRunLogColumns>(q, SQL.READ_STEP_RUN_WITH_LOG, { run_id: runId, stream_id: streamNameOf(runId), step_run_id: stepRunId });
+  const [runCreated, log] = stepRunLogOfRow(row, runId);
+  const state = runStateOfRow(row, runId, stepRunId);
+  const s = state.stepRuns[stepRunId];
+  if (s !== undefined) requireHeadIsItsLog(s, runCreated, log);
+  else if (state.run !== null) requireNoLogOfHeadless(runId, stepRunId, log[log.length - 1]);
   return s;
 };
 

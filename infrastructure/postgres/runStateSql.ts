@@ -33,8 +33,9 @@ export const RUN_TRACES = named(`SELECT EXISTS (SELECT 1 FROM ql3.streams WHERE 
     OR EXISTS (SELECT 1 FROM ql3.step_runs WHERE run_id = :run_id)
     OR EXISTS (SELECT 1 FROM ql3.tool_execution_start_barriers WHERE run_id = :run_id) AS traced`);
 
-/** The StepRun's last event in the Run's log, as one json row: one descent of the StepRun version index (pg-0056). */
 const eventColumns = (from: string) => `SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ${from}`;
+
+/** The StepRun's last event in the Run's log, as one json row: one descent of the StepRun version index (pg-0056). */
 export const lastStepRunEventColumn = (gate: string) => `(SELECT row_to_json(e) FROM (
           ${eventColumns('ql3.events')}
            WHERE stream_id = :stream_id
@@ -63,11 +64,10 @@ const stepRunLogColumns = `(SELECT row_to_json(e) FROM (${eventColumns('ql3.even
            WHERE stream_id = :stream_id AND event_type IN ${STEP_RUN_EVENT_TYPES_SQL}
              AND (data_json::json ->> 'stepRunId') = :step_run_id) e) AS step_run_log`;
 
-/** getStepRun's read: READ_STEP_RUN_AND_LOG_END and the StepRun's log, in one statement, one snapshot. */
+/** getStepRun's read: READ_RUN_STATE's columns and the StepRun's log (its last event is the log's), one statement, one snapshot. */
 export const READ_STEP_RUN_WITH_LOG = named(`WITH
   ${RUN_STATE_CTES}
 SELECT ${runStateColumns('')},
-       ${lastStepRunEventColumn('')},
        ${stepRunLogColumns}`);
 
 /** The StepRun's log alone: an outcome's check, inside a write that already holds the heads. */

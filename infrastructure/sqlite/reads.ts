@@ -226,6 +226,12 @@ export const readBarrierOfAttempt = (s: Statements, runId: string, stepRunId: st
   return found;
 };
 
+/** The Run's first event and one StepRun's events in version order: what its head must fold to (requireHeadIsItsLog). */
+export const stepRunLogOf = (s: Statements, runId: string, stepRunId: string): [runCreated: EventRow | undefined, log: EventRow[]] => {
+  const [runCreated, ...log] = s.stepRunLog.all(streamNameOf(runId), streamNameOf(runId), stepRunId) as EventRow[];
+  return [runCreated, log];
+};
+
 /** The heads of `run-<runId>` and where its log ends, in one statement (agreedStreamVersion). */
 export const streamHeadsOf = (s: Statements, runId: string): StreamHeads => {
   const r = s.streamHeads.get({ stream: streamNameOf(runId), run: runId }) as { stream: number | null; run: number | null; step_run_events: number; starts: number; log_end: number | null };

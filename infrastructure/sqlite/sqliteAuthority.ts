@@ -1,9 +1,8 @@
 import type Database from 'better-sqlite3';
 import { isCallerOwned, openSqliteConnection } from './connection';
 import type { SqliteDatabase } from './database';
-import { decodeStartCommand, streamNameOf } from '../../domain';
+import { decodeStartCommand } from '../../domain';
 import { requireHeadIsItsLog } from '../../projections/readChecks';
-import type { EventRow } from '../../projections/verifyRows';
 import { requireFunctions, requireKnownOptions, requireOneOf } from '../../application/openErrors';
 import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { stepRunRowOf } from '../../projections/rows';
@@ -29,7 +28,7 @@ import { isUpgradeRefused, mapSqliteError } from './errors';
 import { createRunEventStore } from './eventStore';
 import { openReadOnlyBarrierFile, openWritable } from './fileIdentity';
 import { createSqliteNoteStore } from './sqliteNotes';
-import { loadRunState, readBarrier, readBarrierOfAttempt, readStream } from './reads';
+import { loadRunState, readBarrier, readBarrierOfAttempt, readStream, stepRunLogOf } from './reads';
 import { createSqliteRecoveryView } from './sqliteRecoveryView';
 import { nowMsOf, prepareStatements, type Statements } from './statements';
 import { lifecycleUnitOfWork, startUnitOfWork, type Sealer } from './writes';
@@ -267,8 +266,7 @@ class SqliteAuthority implements SqliteStartBarrier {
       return this.read(() => {
         const s = loadRunState(this.s, runId, [stepRunId]).stepRuns[stepRunId];
         if (s === undefined) return null; // loadRunState asked the log first (R9.3)
-        const [runCreated, ...log] = this.s.stepRunLog.all(streamNameOf(runId), streamNameOf(runId), stepRunId) as EventRow[];
-        requireHeadIsItsLog(s, runCreated, log);
+        requireHeadIsItsLog(s, ...stepRunLogOf(this.s, runId, stepRunId));
         return { ...s, digest: stepRunRowOf(s).digest };
       });
     },

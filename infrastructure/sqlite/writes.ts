@@ -5,12 +5,11 @@ import { randomUUID } from 'node:crypto';
 import { CompareAndSetLostError, canonicalJson, evolve, streamNameOf, type RunState, type RunStreamEvent } from '../../domain';
 import { eventChainDigest } from '../../projections/eventChain';
 import { naturalEventIdOf, runRowOf, stepRunRowOf } from '../../projections/rows';
-import type { EventRow } from '../../projections/verifyRows';
 import type { StoredEvent } from '../../application/authority';
 import type { LifecycleUnitOfWork } from '../../application/lifecycleProtocol';
 import type { StartUnitOfWork } from '../../application/startProtocol';
 import type { StartEventRow, StartWrite, StartWriteStep } from '../../application/startWrite';
-import { loadRunState, loadStartHead, lookupReplay, readBarrier, type ProbedIdentities } from './reads';
+import { loadRunState, loadStartHead, lookupReplay, readBarrier, stepRunLogOf, type ProbedIdentities } from './reads';
 import { nowMsOf, type Statements } from './statements';
 
 // The SQLite writes: the start's write plan executed step by step, and lifecycle appends. Both
@@ -151,10 +150,7 @@ const insertEvent = (s: Statements, stream: string, position: number, event: Run
 export const lifecycleUnitOfWork = (s: Statements, collect: StoredEvent[], seal?: Sealer, keys?: EvidenceKeyring): LifecycleUnitOfWork => ({
   lockForLifecycle: async (runId, stepRunId) => loadRunState(s, runId, stepRunId === undefined ? [] : [stepRunId]),
   readBarrier: async (startId) => readBarrier(s, startId, keys),
-  stepRunLog: async (runId, stepRunId) => {
-    const [runCreated, ...log] = s.stepRunLog.all(streamNameOf(runId), streamNameOf(runId), stepRunId) as EventRow[];
-    return [runCreated, log];
-  },
+  stepRunLog: async (runId, stepRunId) => stepRunLogOf(s, runId, stepRunId),
   appendLifecycle: async (events, before, after) => {
     const run = after.run!;
     const stream = streamNameOf(run.runId);

@@ -2,6 +2,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, hostname, loadavg, tmpdir, totalmem } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Command } from 'commander';
+import { COMPILED } from './lib/compiled';
 import { DEFAULT, QUICK, type BenchContext } from './lib/context';
 import { bytesTable, figureTable, targetTable } from './lib/report';
 import { floorTargets } from './lib/floorTargets';
@@ -57,12 +58,12 @@ const main = async (): Promise<void> => {
   }
   const elapsedS = (Date.now() - started) / 1000;
   const args = [...(opts.quick ? ['--quick'] : []), ...(opts.only ? ['--only', opts.only] : [])];
-  const command = `npm run bench${args.length > 0 ? ` -- ${args.join(' ')}` : ''}`;
+  const command = COMPILED ? `npm run bench${args.length > 0 ? ` -- ${args.join(' ')}` : ''}` : ['npx tsx bench/run.ts', ...args].join(' ');
   const machine = `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${(totalmem() / 2 ** 30).toFixed(0)} GiB, Node ${process.version}, load ${loadavg().map((l) => l.toFixed(2)).join(' ')}`;
   const markdown = [
     `### Start barrier bench${opts.quick ? ' (--quick: smoke test, not a measurement)' : ''}`,
     '',
-    `\`${command}\` on ${hostname()} (${machine}), ${new Date(started).toISOString()}, ${elapsedS.toFixed(0)} s. ` +
+    `\`${command}\` on ${hostname()} (${machine}), ${new Date(started).toISOString()}, ${elapsedS.toFixed(0)} s, ${COMPILED ? 'compiled by tsc' : 'the sources under tsx'}. ` +
       `Medians of ${sizes.rounds} rounds; every ratio is between figures of this same run. ` +
       `This machine's ${wakeCostText(ctx.extra.wakeCost as WakeCost)}.`,
     '',

@@ -1,11 +1,11 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
-import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Pool } from 'pg';
 import { buildScenario, type Scenario } from '../../domain/scenario';
 import { openPostgresStartBarrier, type PostgresStartBarrier } from '../../infrastructure/postgres';
 import { readStart } from '../../infrastructure/postgres/startRoundTrips';
 import { DEFAULT_TIMEOUTS } from '../../infrastructure/postgres';
+import { benchScript } from '../lib/compiled';
 import { pgOpsFor, type BenchContext } from '../lib/context';
 import { longRunOf } from '../lib/longRun';
 import { runRound, summarize, type RoundResult, type Summary } from '../lib/measure';
@@ -47,7 +47,7 @@ class EmmettPeer {
   private stderr = '';
 
   constructor(url: string, maxClients: number) {
-    this.child = spawn(process.execPath, [...process.execArgv, join(__dirname, 'emmettChild.ts'), url, String(maxClients)], { stdio: ['pipe', 'pipe', 'pipe'] });
+    this.child = spawn(process.execPath, [...process.execArgv, benchScript(__dirname, 'emmettChild'), url, String(maxClients)], { stdio: ['pipe', 'pipe', 'pipe'] });
     this.child.stderr.on('data', (d: Buffer) => (this.stderr += d.toString()));
     this.lines = createInterface({ input: this.child.stdout })[Symbol.asyncIterator]();
   }

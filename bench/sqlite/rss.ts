@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { benchScript } from '../lib/compiled';
 import type { BenchContext } from '../lib/context';
 import { target } from '../lib/report';
 import { slope } from '../lib/stats';
@@ -33,7 +34,7 @@ export const sqliteRss = async (ctx: BenchContext): Promise<void> => {
   const starts = ctx.sizes.rssStarts;
   ctx.log(`sqlite RSS across ${starts} starts`);
   const every = Math.max(100, Math.round(starts / 100));
-  const out = await runChild(join(__dirname, 'rssChild.ts'), [join(ctx.tmp, 'rss.db'), String(starts), String(every)]);
+  const out = await runChild(benchScript(__dirname, 'rssChild'), [join(ctx.tmp, 'rss.db'), String(starts), String(every)]);
   const { samples, elapsedMs } = lastJsonLine<{ samples: RssResult['samples']; elapsedMs: number }>(out);
   const tail = samples.filter((s) => s.starts >= starts * 0.1);
   const result: RssResult = {

@@ -5,6 +5,7 @@ import { Worker } from 'node:worker_threads';
 import Database from 'better-sqlite3';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { SqliteWriter } from './bulk';
+import { COMPILED, PROJECT_ROOT, benchScript } from '../lib/compiled';
 import type { SeedBatch, SeedRequest, SeedWorkerData } from './seedWorker';
 
 // Seeds a database with `count` started Runs (one barrier each). Generator worker threads
@@ -18,7 +19,7 @@ import type { SeedBatch, SeedRequest, SeedWorkerData } from './seedWorker';
 // only the first run pays for them.
 
 const SEEDER_VERSION = '1';
-const MIGRATIONS_DIR = join(__dirname, '..', '..', 'migrations', 'sqlite');
+const MIGRATIONS_DIR = join(PROJECT_ROOT, 'migrations', 'sqlite');
 /** Runs per message (~3 MB of row text): small enough to die young in the generator's heap. */
 const BATCH = 200;
 /** Messages asked of each generator ahead of the one being inserted, so it does not wait on a commit. */
@@ -38,7 +39,7 @@ const schemaKey = (): string => {
 };
 
 const spawnWorker = (data: SeedWorkerData): Worker =>
-  new Worker(`require('tsx/cjs'); require(${JSON.stringify(join(__dirname, 'seedWorker.ts'))});`, {
+  new Worker(`${COMPILED ? '' : "require('tsx/cjs'); "}require(${JSON.stringify(benchScript(__dirname, 'seedWorker'))});`, {
     eval: true,
     workerData: data,
     resourceLimits: { maxYoungGenerationSizeMb: GENERATOR_YOUNG_GENERATION_MB },

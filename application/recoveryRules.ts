@@ -24,7 +24,7 @@ import { attemptValue, replayValuesOf, type RunRow, type StepRunRow } from '../p
 import { NOTE_PURGE_DIGEST_TAG, fieldsDigest } from '../projections/eventChain';
 import { decodeEventRow, inDoubtStartOf, verifyOutcomeRow, type StartOutcomeRow } from '../projections/outcomeRows';
 import { decodeRunRow, decodeStepRunRow } from '../projections/runState';
-import { checkedChain, requireAttemptNotInLog, startsInLog } from '../projections/readChecks';
+import { agreedStreamVersion, checkedChain, requireAttemptNotInLog, startsInLog, type StreamHeads } from '../projections/readChecks';
 import { checkEventRow } from '../projections/checkRows';
 import type { EventRow } from '../projections/verifyRows';
 import type { EvidenceKeyring } from './evidenceKeys';
@@ -92,6 +92,8 @@ export interface RecoveryView {
   /** An event by id; a store that keeps the chain (R9.2) also gives its link and its predecessor's (`previous_chain`, null when missing). */
   eventById(eventId: string): Promise<(EventRow & { readonly chain_digest?: string | null; readonly previous_chain?: string | null }) | undefined>;
   stepRunRow(runId: string, stepRunId: string): Promise<StepRunRow | undefined>;
+  /** The heads of one Run (its stream, Run and StepRun heads, its barriers) and where its log ends. */
+  runHeads(runId: string): Promise<StreamHeads>;
   /** Every StepRun row with status `running`, of one Project and/or Run when given. */
   runningStepRuns(filter: Pick<InDoubtFilter, 'projectId' | 'runId'>): Promise<readonly StepRunRow[]>;
   // --- verify: counts, keyset pages, and the checks only the backend's SQL can do cheaply ---
@@ -249,6 +251,15 @@ const attemptMismatch = async (v: RecoveryView, barrier: StoredBarrier, outcome:
   return undefined;
 };
 
+/**
+ * R9.3: an answer about a Run's starts is given only while its heads agree with its log. Both Run
+ * heads set back together over an intact log agree with each other, not with the StepRun heads
+ * and barriers or with where the log ends (agreedStreamVersion): one statement, constant cost.
+ */
+const requireRunHeadsAgree = async (v: RecoveryView, runId: string): Promise<void> => {
+  agreedStreamVersion(streamNameOf(runId), await v.runHeads(runId));
+};
+
 /** R9.3: a recovery answer is built only from a barrier and a StepRun that agree. */
 const requireAgreement = async (v: RecoveryView, barrier: StoredBarrier, outcome: StartOutcome | null): Promise<void> => {
   const mismatch = await attemptMismatch(v, barrier, outcome);
@@ -262,6 +273,7 @@ const requireAgreement = async (v: RecoveryView, barrier: StoredBarrier, outcome
  */
 const agreedOutcomeOf = async (v: RecoveryView, startId: string, keys: EvidenceKeyring | undefined): Promise<{ barrier: StoredBarrier; outcome: StartOutcome | null }> => {
   const barrier = await requireBarrier(v, startId);
+  await requireRunHeadsAgree(v, barrier.record.runId);
   const outcome = await outcomeOf(v, startId, keys);
   await requireAgreement(v, barrier, outcome);
   return { barrier, outcome };
@@ -326,9 +338,14 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
           ...(q.limit === undefined ? {} : { limit: q.limit }),
         });
         const out: InDoubtStart[] = [];
+        const runsChecked = new Set<string>();
         for (const startId of ids) {
           const barrier = await v.readBarrier(startId);
           if (barrier === null) throw new CorruptRecordError('start barrier', startId, 'listed as in doubt but unreadable');
+          if (!runsChecked.has(barrier.record.runId)) {
+            await requireRunHeadsAgree(v, barrier.record.runId);
+            runsChecked.add(barrier.record.runId);
+          }
           // The listing says "no outcome row"; re-check through the same path reads use.
           const outcome = await outcomeOf(v, startId, backend.keyring?.());
           const mismatch = await attemptMismatch(v, barrier, outcome);
@@ -372,6 +389,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
     history: async (runId, stepRunId) => {
       const r = decodeOrThrow(t.tuple([Identity, Identity]), 'history request', [runId, stepRunId]);
       return backend.snapshot(async (v) => {
+        await requireRunHeadsAgree(v, r[0]);
         const entries: AttemptHistoryEntry[] = [];
         for (const startId of await v.attemptStartIds(r[0], r[1])) {
           const barrier = await v.readBarrier(startId);

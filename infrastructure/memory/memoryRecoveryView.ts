@@ -3,7 +3,7 @@ import { type StepRunRow } from '../../projections/rows';
 import type { StoredBarrier, VerifyProblem } from '../../application/authority';
 import { evidenceProblemOf, type RecoveryView } from '../../application/recoveryRules';
 import { IDENTITY_STORAGE, barrierHolds, factStartIds } from './identities';
-import { streamEventsOfType, type Tables } from './tables';
+import { streamEventsOfType, streamHeadsOf, type Tables } from './tables';
 import { memorySealedSpan } from './memorySeals';
 
 // The in-memory side of the recovery read models: the same view as SQLite's, over the
@@ -64,6 +64,7 @@ export const createMemoryRecoveryView = (t: Tables, host: MemoryRecoveryHost): R
     },
     eventById: async (eventId) => t.events.find((e) => e.event_id === eventId),
     stepRunRow: async (runId, stepRunId) => t.stepRuns.get(`${runId}\u0000${stepRunId}`),
+    runHeads: async (runId) => streamHeadsOf(t, runId),
     runningStepRuns: async (f) =>
       byKey(t.stepRuns.values(), stepKey).filter(
         (r) => r.status === 'running' && inProject(r, f.projectId) && (f.runId === undefined || r.run_id === f.runId),

@@ -124,9 +124,10 @@ const requireStartFollowsLog = (t: Tables, stream: string, b: StartBarrierRecord
 };
 
 /** The heads a read of `run-<runId>` checks its log against (agreedStreamVersion, R9.3). */
-export const streamHeadsOf = (t: Tables, runId: string): StreamHeads => ({
-  stream: t.streams.get(streamNameOf(runId)) ?? null,
+export const streamHeadsOf = (t: Tables, runId: string, stream = streamNameOf(runId)): StreamHeads => ({
+  stream: t.streams.get(stream) ?? null,
   run: t.runs.get(runId)?.version ?? null,
   stepRunEvents: [...t.stepRuns.values()].reduce((n, r) => n + (r.run_id === runId ? r.version : 0), 0),
   starts: [...t.barriers.values()].filter((b) => b.run_id === runId).length,
+  logEnd: t.events.reduce<number | null>((end, e) => (e.stream_id === stream && e.stream_position > (end ?? 0) ? e.stream_position : end), null),
 });

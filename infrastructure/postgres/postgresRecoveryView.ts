@@ -9,7 +9,7 @@ import { claimHistoryProblems, type StoredClaimRow } from '../../application/dri
 import { schemaProblems } from '../migrations';
 import { mapPgError, unavailableReasonOf } from './errors';
 import { SELECT_LEDGER } from './sql';
-import { eventsOfType } from './reads';
+import { eventsOfType, runHeadsOf } from './reads';
 import { IDENTITY_STORAGE, barrierValueSql, identityStartIdsSql } from './identities';
 import { createPostgresNoteStore } from './postgresNotes';
 import { readSealedSpan } from './postgresSeals';
@@ -190,6 +190,7 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
     outcomeRows: (startId) => rowsOf(client, OUTCOME_ROWS, { start_id: startId }, StartOutcomeRowCodec, 'start outcome', startId) as Promise<StartOutcomeRow[]>,
     eventById: async (eventId) => (await rowsOf(client, EVENT_BY_ID, { event_id: eventId }, LinkedEventRowCodec, 'event', eventId))[0],
     stepRunRow: async (runId, stepRunId) => (await rowsOf(client, STEP_RUN, { run_id: runId, step_run_id: stepRunId }, StepRunRowCodec, 'step run', `${runId}/${stepRunId}`))[0],
+    runHeads: (runId) => runHeadsOf(client, runId),
     runningStepRuns: (f) => rowsOf(client, RUNNING_STEP_RUNS, { project_id: f.projectId ?? null, run_id: f.runId ?? null }, StepRunRowCodec, 'step run', 'running'),
 
     counts: async () => {

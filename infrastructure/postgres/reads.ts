@@ -3,7 +3,7 @@ import { CorruptRecordError, noReplayHits, streamNameOf, type ReplayHit, type Re
 import { attemptValue, replayValuesOf, type ReplayIdentityRow } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import { checkStartRows } from '../../projections/checkRows';
-import { agreedAttemptStart, requireAttemptNotInLog, requireHeadAtLogEnd, requireHeadIsItsLog, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream } from '../../projections/readChecks';
+import { agreedAttemptStart, requireAttemptNotInLog, requireHeadAtLogEnd, requireHeadIsItsLog, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream, type StreamHeads } from '../../projections/readChecks';
 import type { EventRow } from '../../projections/verifyRows';
 import type { StoredBarrier, StoredEvent } from '../../application/authority';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
@@ -266,14 +266,28 @@ export const loadStepRunFromLog = async (q: Queryable, runId: string, stepRunId:
   return s;
 };
 
+type RunHeadRow = { stream_version: unknown; run_version: unknown; step_run_events: unknown; starts: unknown; log_end?: unknown };
+
+/** The StreamHeads of a READ_STREAM or RUN_HEADS row, each count decoded. */
+const runHeadsOfRow = (row: RunHeadRow | undefined, stream: string): StreamHeads => {
+  const version = (v: unknown, what: string) => (v === null || v === undefined ? null : decodeRow(PgInt, v, what, stream));
+  const heads = { stream: version(row?.stream_version, 'stream'), run: version(row?.run_version, 'run'), stepRunEvents: version(row?.step_run_events, 'step run') ?? 0, starts: version(row?.starts, 'start barrier') ?? 0 };
+  return row !== undefined && 'log_end' in row ? { ...heads, logEnd: version(row.log_end, 'event') } : heads;
+};
+
+/** The heads of one Run and where its log ends, in one statement (recovery's check, R9.3). */
+export const runHeadsOf = async (q: Queryable, runId: string): Promise<StreamHeads> => {
+  const stream = streamNameOf(runId);
+  const [row] = await run<RunHeadRow>(q, SQL.RUN_HEADS, { stream_id: stream, run_id: runId });
+  return runHeadsOfRow(row, stream);
+};
+
 /** Every event of `run-<runId>`, decoded, in order, and matching the stream head. */
 export const readStream = async (q: Queryable, runId: string, keys?: EvidenceKeyring): Promise<readonly StoredEvent[]> => {
   const stream = streamNameOf(runId);
-  const [row] = await run<{ stream_version: unknown; run_version: unknown; step_run_events: unknown; starts: unknown; events: unknown }>(q, SQL.READ_STREAM, { stream_id: stream, run_id: runId });
+  const [row] = await run<RunHeadRow & { events: unknown }>(q, SQL.READ_STREAM, { stream_id: stream, run_id: runId });
   const rows = decodeRows(ChainedEventRowCodec, row?.events ?? null, 'event', stream);
-  const version = (v: unknown, what: string) => (v === null || v === undefined ? null : decodeRow(PgInt, v, what, stream));
-  const heads = { stream: version(row?.stream_version, 'stream'), run: version(row?.run_version, 'run'), stepRunEvents: version(row?.step_run_events, 'step run') ?? 0, starts: version(row?.starts, 'start barrier') ?? 0 };
-  const events = wholeStream(stream, heads, rows);
+  const events = wholeStream(stream, runHeadsOfRow(row, stream), rows);
   // R9.4: with a keyring every event is sealed, or legacy (before the seal origin)
   if (keys !== undefined && events.length > 0) requireSealedSpan(keys, stream, await readSealedSpan(q, stream, 1, events.length), 1, events.length);
   return events;

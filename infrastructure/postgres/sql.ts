@@ -249,12 +249,16 @@ UNION ALL
 SELECT 'barrier', b.start_id FROM ql3.tool_execution_start_barriers b
   WHERE b.run_id = :run_id AND b.step_run_id = :step_run_id AND b.started_step_run_version = :started_step_run_version`);
 
-export const READ_STREAM = named(`SELECT
-  (SELECT version FROM ql3.streams WHERE stream_id = :stream_id) AS stream_version,
+/** What a Run's log is checked against (agreedStreamVersion): both heads, the StepRun heads' versions, its barriers. */
+const RUN_HEAD_COLUMNS = `(SELECT version FROM ql3.streams WHERE stream_id = :stream_id) AS stream_version,
   (SELECT version FROM ql3.runs WHERE run_id = :run_id) AS run_version,
   (SELECT coalesce(sum(version), 0) FROM ql3.step_runs WHERE run_id = :run_id) AS step_run_events,
-  (SELECT count(*) FROM ql3.tool_execution_start_barriers WHERE run_id = :run_id) AS starts,
+  (SELECT count(*) FROM ql3.tool_execution_start_barriers WHERE run_id = :run_id) AS starts`;
+export const READ_STREAM = named(`SELECT ${RUN_HEAD_COLUMNS},
   (SELECT json_agg(e ORDER BY e.stream_position) FROM ql3.events e WHERE e.stream_id = :stream_id) AS events`);
+/** The same heads and where the log ends, without the events (recovery's check of a Run, R9.3). */
+export const RUN_HEADS = named(`SELECT ${RUN_HEAD_COLUMNS},
+  (SELECT max(stream_position) FROM ql3.events WHERE stream_id = :stream_id) AS log_end`);
 
 /** Keyed evidence (R9.4): the MAC row of one barrier, written and read only with a keyring. */
 export const INSERT_EVIDENCE_MAC = named('INSERT INTO ql3.start_evidence_macs (start_id, key_id, mac) VALUES (:start_id, :key_id, :mac)');

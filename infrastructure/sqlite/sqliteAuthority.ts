@@ -28,7 +28,7 @@ import { isUpgradeRefused, mapSqliteError } from './errors';
 import { createRunEventStore } from './eventStore';
 import { openReadOnlyBarrierFile, openWritable } from './fileIdentity';
 import { createSqliteNoteStore } from './sqliteNotes';
-import { loadRunState, readBarrier, readBarrierOfAttempt, readStream, stepRunLogOf } from './reads';
+import { loadRunState, readBarrier, readBarrierOfAttempt, readStream, stepRunLogOf, streamHeadsOf } from './reads';
 import { createSqliteRecoveryView } from './sqliteRecoveryView';
 import { nowMsOf, prepareStatements, type Statements } from './statements';
 import { lifecycleUnitOfWork, startUnitOfWork, type Sealer } from './writes';
@@ -290,6 +290,7 @@ class SqliteAuthority implements SqliteStartBarrier {
           db: this.db,
           readBarrier: (id) => readBarrier(this.s, id, this.keys),
           nowMs: () => nowMsOf(this.s),
+          runHeads: (runId) => streamHeadsOf(this.s, runId),
           sealedSpan: (streamId, from, to) => readSealedSpan(this.s, streamId, from, to),
         })))),
     handle: (command) => this.runs.handle(command),

@@ -3,6 +3,7 @@ import type Database from 'better-sqlite3';
 import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { RunRow, StepRunRow } from '../../projections/rows';
 import type { EventRow } from '../../projections/verifyRows';
+import type { StreamHeads } from '../../projections/readChecks';
 import type { StoredBarrier, VerifyProblem } from '../../application/authority';
 import { evidenceProblemOf, type RecoveryView } from '../../application/recoveryRules';
 import type { SealedSpan } from '../../application/eventSeals';
@@ -21,6 +22,8 @@ export interface SqliteRecoveryHost {
   /** The authority's R5.3-verified barrier read. */
   readBarrier(startId: string): StoredBarrier | null;
   nowMs(): number;
+  /** The heads of one Run and where its log ends (reads.ts streamHeadsOf). */
+  runHeads(runId: string): StreamHeads;
   /** Keyed evidence (R9.4): what a seal check of positions from..to of one stream reads. */
   sealedSpan(streamId: string, from: number, to: number): SealedSpan;
 }
@@ -81,6 +84,7 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
     outcomeRows: async (startId) => s.outcomes.all(startId) as StartOutcomeRow[],
     eventById: async (eventId) => s.event.get(eventId) as EventRow | undefined,
     stepRunRow: async (runId, stepRunId) => s.stepRun.get(runId, stepRunId) as StepRunRow | undefined,
+    runHeads: async (runId) => host.runHeads(runId),
     runningStepRuns: async (f) => s.running.all({ project_id: f.projectId ?? null, run_id: f.runId ?? null }) as StepRunRow[],
 
     counts: async () => {

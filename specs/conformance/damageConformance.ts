@@ -654,6 +654,33 @@ export const damageSuite = (backend: DamageBackend): void => {
       await expectHealthy();
     });
 
+    if (backend.chained) it("R9.3 both Run heads set back together over an intact log (by one event, or by a start's four facts): outcome, show, history, note, purge-note, resolve and in-doubt fail closed, never an answer from heads behind their log (CLI exit 5)", async () => {
+      const back = (runId: string, by: number) =>
+        [
+          ['streams', 'stream_id = ?', [`run-${runId}`], 'version', (v: unknown) => Number(v) - by],
+          ['runs', 'run_id = ?', [runId], 'version', (v: unknown) => Number(v) - by],
+        ] as const;
+      for (const by of [1, 4]) {
+        await withCells(back(f.runId, by), async () => {
+          const what = `finished Run, both heads - ${by}`;
+          await expectCorrupt(`${what}: outcome`, a().recovery.outcome(finished.startId));
+          await expectCorrupt(`${what}: history`, a().recovery.history(f.runId, f.stepRunId));
+          await expectCorrupt(`${what}: note`, a().recovery.note(finished.startId));
+          await expectCorrupt(`${what}: purge-note`, a().recovery.purgeNote(finished.startId));
+          await expectCorrupt(`${what}: resolve (the outcome it has)`, a().recovery.resolve(finished.startId, 'completed', { decidedBy: 'damage-suite', reason: 'tool_succeeded' }));
+          await expectCliExit5(what, [['show', '--start-id', finished.startId], ['history', f.runId, f.stepRunId]]);
+        });
+        await withCells(back(s.runId, by), async () => {
+          const what = `Run in doubt, both heads - ${by}`;
+          await expectCorrupt(`${what}: outcome`, a().recovery.outcome(command.startId));
+          await expectCorrupt(`${what}: in-doubt of the Run`, a().recovery.inDoubt({ runId: s.runId }));
+          await expectCorrupt(`${what}: in-doubt of the store`, a().recovery.inDoubt());
+          await expectCliExit5(what, [['show', '--start-id', command.startId], ['in-doubt']]);
+        });
+      }
+      await expectHealthy();
+    });
+
     // A change that still parses and decodes (a time moved by one millisecond) is caught by the
     // chain alone: the read that returns the event must fail, not only `verify` (R9.2, R9.3).
     if (backend.chained) it('R9.2 a cell of any event changed to another valid value (a time, a chain digest) fails readStream closed', async () => {

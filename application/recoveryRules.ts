@@ -222,8 +222,15 @@ const noteOf = (startId: string, noteDigest: string, rows: readonly NoteRow[]): 
   return { startId, noteDigest, status: 'present', text: row.note_text };
 };
 
-const requireBarrier = async (v: RecoveryView, startId: string): Promise<StoredBarrier> => {
+/** R9.3: no barrier under a start id is an answer only if no outcome row names that start either (one probe, on that path only). */
+const barrierOrNone = async (v: RecoveryView, startId: string): Promise<StoredBarrier | null> => {
   const b = await v.readBarrier(startId);
+  if (b === null && (await v.outcomeRows(startId)).length > 0) throw new CorruptRecordError('start outcome', startId, 'an outcome row names this start but no barrier holds it');
+  return b;
+};
+
+const requireBarrier = async (v: RecoveryView, startId: string): Promise<StoredBarrier> => {
+  const b = await barrierOrNone(v, startId);
   if (b === null) throw new PreconditionError('start_not_found', `no start barrier has startId ${startId}`);
   return b;
 };
@@ -440,8 +447,8 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
         const startId = distinct[0];
         if (startId === undefined) {
           // Null only if nothing else says the start exists (R9.3): for a start id, the barrier
-          // read's own check (index and mutation rows); for an attempt, the Run's log.
-          if (request.identity === 'startId') return v.readBarrier(key);
+          // read's own check (index, mutation and outcome rows); for an attempt, the Run's log.
+          if (request.identity === 'startId') return barrierOrNone(v, key);
           if (request.identity === 'attempt') {
             const a = request.value;
             return requireAttemptNotInLog(key, a.stepRunId, a.startedStepRunVersion, await v.stepRunStartedRows(a.runId));

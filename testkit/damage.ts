@@ -51,6 +51,8 @@ export interface DamageSession {
   duplicateIdentity(key: RowKey, startId?: string): Promise<{ undo: () => Promise<void> }>;
   /** Delete one row; `undo` puts the same row back. */
   remove(table: string, key: RowKey): Promise<{ undo: () => Promise<void> }>;
+  /** Insert one row as the owner (no trigger or foreign key runs); `undo` deletes it again. */
+  insert(table: string, row: Record<string, unknown>): Promise<{ undo: () => Promise<void> }>;
   close(): Promise<void>;
 }
 
@@ -150,6 +152,11 @@ export const sqliteDamageSession = (source: string, copy: string): DamageSession
       const back = reinsert(table, row);
       return { undo: () => raw.run(back.sql, back.params).then(() => undefined) };
     },
+    insert: async (table, row) => {
+      const put = reinsert(table, row);
+      const [{ key }] = (await raw.all<{ key: number }>(`${put.sql} RETURNING rowid AS key`, put.params)) as [{ key: number }];
+      return { undo: () => raw.run(`DELETE FROM ${table} WHERE rowid = ?`, [key]).then(() => undefined) };
+    },
     close: () => raw.close(),
   };
 };
@@ -209,6 +216,11 @@ export const postgresDamageSession = async (url: string): Promise<DamageSession>
       if (row === undefined) throw new Error(`${table}: no row ${key}`);
       const back = reinsert(`ql3.${table}`, row, 'OVERRIDING SYSTEM VALUE '); // events.global_position is an identity column
       return { undo: () => asReplica(() => raw.run(back.sql, back.params)).then(() => undefined) };
+    },
+    insert: async (table, row) => {
+      const put = reinsert(`ql3.${table}`, row);
+      const [{ key }] = (await asReplica(() => raw.all<{ key: string }>(`${put.sql} RETURNING ctid::text AS key`, put.params))) as [{ key: string }];
+      return { undo: () => asReplica(() => raw.run(`DELETE FROM ql3.${table} WHERE ctid = ?::tid`, [key])).then(() => undefined) };
     },
     close: () => raw.close(),
   };

@@ -88,6 +88,13 @@ export const memoryDamageSession = (authority: RecoverableStartBarrierAuthority)
       map.delete(key);
       return { undo: async () => void map.set(key, row) };
     },
+    insert: async (table, row) => {
+      const { map, keyOf } = mapOf(table);
+      const key = keyOf(row);
+      if (map.has(key)) throw new Error(`${table}: a row ${key} exists`);
+      map.set(key, row);
+      return { undo: async () => void map.delete(key) };
+    },
     close: async () => undefined,
   };
 };

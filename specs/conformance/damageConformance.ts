@@ -681,32 +681,12 @@ export const damageSuite = (backend: DamageBackend): void => {
       await expectHealthy();
     });
 
-    if (backend.chained) it('R9.3 an outcome row under a start id no barrier holds: outcome, lookup, note, purge-note and resolve of that id raise CORRUPT_RECORD, never start_not_found or null (CLI exit 5)', async () => {
-      const raw = store.damage.raw;
-      // As the owner: SQLite's damage copy has no triggers and no foreign keys; PostgreSQL's replica role skips both.
-      const asOwner = async (sql: string, params: readonly unknown[]): Promise<void> => {
-        if (raw.dialect === 'sqlite') {
-          await raw.run(sql, params);
-          return;
-        }
-        await raw.exec('BEGIN');
-        try {
-          await raw.exec('SET LOCAL session_replication_role = replica');
-          await raw.run(sql, params);
-          await raw.exec('COMMIT');
-        } catch (e) {
-          await raw.exec('ROLLBACK');
-          throw e;
-        }
-      };
+    it('R9.3 an outcome row under a start id no barrier holds: outcome, lookup, note, purge-note and resolve of that id raise CORRUPT_RECORD, never start_not_found or null (CLI exit 5)', async () => {
       const [row] = await store.damage.rows('start_outcomes', 'start_id = ?', [finished.startId]);
-      const { _key, ...cells } = row!;
-      void _key;
-      const stray = { ...cells, start_id: 'start-stray-outcome', step_run_version: 99, event_id: 'evt-stray-outcome' };
-      const columns = Object.keys(stray);
-      await asOwner(`INSERT INTO ${raw.t('start_outcomes')} (${columns.join(', ')}) VALUES (${columns.map(() => '?').join(', ')})`, Object.values(stray));
+      const cells = Object.fromEntries(Object.entries(row!).filter(([c]) => c !== '_key'));
+      const id = 'start-stray-outcome';
+      const stray = await store.damage.insert('start_outcomes', { ...cells, start_id: id, step_run_version: 99, event_id: 'evt-stray-outcome' });
       try {
-        const id = stray.start_id;
         await expectCorrupt('stray outcome: outcome', a().recovery.outcome(id));
         await expectCorrupt('stray outcome: lookup', a().recovery.lookup('startId', id));
         await expectCorrupt('stray outcome: note', a().recovery.note(id));
@@ -714,7 +694,7 @@ export const damageSuite = (backend: DamageBackend): void => {
         await expectCorrupt('stray outcome: resolve', a().recovery.resolve(id, 'completed', { decidedBy: 'damage-suite', reason: 'tool_succeeded' }));
         await expectCliExit5('stray outcome', [['show', '--start-id', id], ['note', id]]);
       } finally {
-        await asOwner(`DELETE FROM ${raw.t('start_outcomes')} WHERE start_id = ?`, [stray.start_id]);
+        await stray.undo();
       }
       expect(await a().recovery.lookup('startId', 'start-never-made')).to.equal(null);
       await expectHealthy();

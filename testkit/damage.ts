@@ -3,15 +3,10 @@ import Database from 'better-sqlite3';
 import { postgresRaw, sqliteRaw, type RawSql } from './rawSql';
 
 // The owner's tools for damaging a store on purpose, one cell at a time, past its own guards:
-// SQLite drops its triggers on a copy of the file (foreign keys and CHECKs off on that
-// connection); PostgreSQL disables triggers and foreign keys for the damaging transaction
+// SQLite drops its triggers for each change on a copy of the file and makes them again (foreign
+// keys and CHECKs off on that connection); PostgreSQL disables triggers and foreign keys for the damaging transaction
 // (`SET LOCAL session_replication_role = replica`, superuser). Unique indexes stay: a change
 // one of them refuses never reaches storage. Shared by the corruption sweep and the specs.
-
-export const dropAllTriggers = (db: Database.Database): void => {
-  const triggers = db.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger'").all() as { name: string }[];
-  for (const t of triggers) db.exec(`DROP TRIGGER "${t.name.replace(/"/g, '""')}"`);
-};
 
 /**
  * A different value that keeps the cell's type and, for JSON text, keeps it parseable: a
@@ -65,17 +60,32 @@ const reinsert = (table: string, row: Record<string, unknown>, overriding = ''):
   };
 };
 
-/** SQLite: a copy of the file, triggers dropped, keys and checks off on this connection. */
+/**
+ * SQLite: a copy of the file, keys and checks off on this connection. Each change runs in its
+ * own transaction with every trigger dropped and made again from its own text before COMMIT:
+ * between changes the file's schema objects are the migrations' own, as an open requires.
+ */
 export const sqliteDamageSession = (source: string, copy: string): DamageSession => {
   copyFileSync(source, copy);
   const db = new Database(copy);
   db.pragma('journal_mode = WAL');
-  db.pragma('foreign_keys = OFF');
-  db.pragma('ignore_check_constraints = ON');
-  dropAllTriggers(db);
   db.close();
   const raw = sqliteRaw(copy);
   void raw.exec('PRAGMA foreign_keys = OFF; PRAGMA ignore_check_constraints = ON');
+  const asOwner = async <T>(body: () => Promise<T>): Promise<T> => {
+    const triggers = await raw.all<{ name: string; sql: string }>("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' ORDER BY rowid");
+    await raw.exec('BEGIN IMMEDIATE');
+    try {
+      for (const t of triggers) await raw.exec(`DROP TRIGGER "${t.name.replace(/"/g, '""')}"`);
+      const out = await body();
+      for (const t of triggers) await raw.exec(t.sql);
+      await raw.exec('COMMIT');
+      return out;
+    } catch (e) {
+      await raw.exec('ROLLBACK');
+      throw e;
+    }
+  };
   /** The primary key columns of a WITHOUT ROWID table (no rowid to find its rows by), or undefined. */
   const withoutRowidKey = async (table: string): Promise<string[] | undefined> => {
     const [def] = await raw.all<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?", [table]);
@@ -95,51 +105,64 @@ export const sqliteDamageSession = (source: string, copy: string): DamageSession
       return raw.all(`SELECT json_array(${pk.map((c) => `"${c}"`).join(', ')}) AS _key, * FROM ${table} WHERE ${where}`, params);
     },
     set: async (table, key, column, value) => {
+      const pk = await withoutRowidKey(table);
       try {
-        const pk = await withoutRowidKey(table);
-        if (pk !== undefined) {
-          // A WITHOUT ROWID table is keyed by its primary key: the row is found by it, and a changed key column moves the key along.
-          const values = JSON.parse(key) as unknown[];
-          const changed = await raw.run(`UPDATE ${table} SET "${column}" = ? WHERE ${pk.map((c) => `"${c}" = ?`).join(' AND ')}`, [value, ...values]);
+        return await asOwner(async () => {
+          if (pk !== undefined) {
+            // A WITHOUT ROWID table is keyed by its primary key: the row is found by it, and a changed key column moves the key along.
+            const values = JSON.parse(key) as unknown[];
+            const changed = await raw.run(`UPDATE ${table} SET "${column}" = ? WHERE ${pk.map((c) => `"${c}" = ?`).join(' AND ')}`, [value, ...values]);
+            if (changed !== 1) return { applied: false, key, reason: `no row ${key} in ${table}` };
+            return { applied: true, key: JSON.stringify(pk.map((c, i) => (c === column ? value : values[i]))) };
+          }
+          const changed = await raw.run(`UPDATE ${table} SET "${column}" = ? WHERE rowid = ?`, [value, key]);
           if (changed !== 1) return { applied: false, key, reason: `no row ${key} in ${table}` };
-          return { applied: true, key: JSON.stringify(pk.map((c, i) => (c === column ? value : values[i]))) };
-        }
-        const changed = await raw.run(`UPDATE ${table} SET "${column}" = ? WHERE rowid = ?`, [value, key]);
-        if (changed !== 1) return { applied: false, key, reason: `no row ${key} in ${table}` };
-        // An INTEGER PRIMARY KEY is the rowid itself: changing it moves the row's key along.
-        const [alias] = await raw.all<{ n: number }>("SELECT count(*) AS n FROM pragma_table_info(?) WHERE name = ? AND pk = 1 AND upper(type) = 'INTEGER'", [table, column]);
-        return { applied: true, key: alias !== undefined && alias.n === 1 ? String(value) : key };
+          // An INTEGER PRIMARY KEY is the rowid itself: changing it moves the row's key along.
+          const [alias] = await raw.all<{ n: number }>("SELECT count(*) AS n FROM pragma_table_info(?) WHERE name = ? AND pk = 1 AND upper(type) = 'INTEGER'", [table, column]);
+          return { applied: true, key: alias !== undefined && alias.n === 1 ? String(value) : key };
+        });
       } catch (e) {
         return { applied: false, key, reason: (e as Error).message };
       }
     },
     duplicateIdentity: async (key, startId) => {
+      const [table] = await raw.all<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'start_replay_identities'");
+      const [index] = await raw.all<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'start_replay_identities_key'");
       if ((await withoutRowidKey('start_replay_identities')) !== undefined) {
         // The replay index is the table's own key (0082): a second row under one identity value
-        // needs the table unkeyed first. The keyed table is set aside whole and put back by undo.
+        // needs the table unkeyed first. Its rows are set aside and undo makes it again from its own text.
         const [identity, value] = JSON.parse(key) as [string, string];
-        await raw.exec(`PRAGMA legacy_alter_table = ON; ALTER TABLE start_replay_identities RENAME TO start_replay_identities_keyed;
-          CREATE TABLE start_replay_identities (identity TEXT NOT NULL, value TEXT NOT NULL, start_id TEXT NOT NULL) STRICT;
-          INSERT INTO start_replay_identities SELECT identity, value, start_id FROM start_replay_identities_keyed; PRAGMA legacy_alter_table = OFF`);
-        await raw.run('INSERT INTO start_replay_identities SELECT identity, value, coalesce(?, start_id) FROM start_replay_identities_keyed WHERE identity = ? AND value = ?', [
-          startId ?? null,
-          identity,
-          value,
-        ]);
+        await asOwner(async () => {
+          await raw.exec(`CREATE TABLE start_replay_identities_keyed AS SELECT identity, value, start_id FROM start_replay_identities;
+            DROP TABLE start_replay_identities;
+            CREATE TABLE start_replay_identities (identity TEXT NOT NULL, value TEXT NOT NULL, start_id TEXT NOT NULL) STRICT;
+            INSERT INTO start_replay_identities SELECT identity, value, start_id FROM start_replay_identities_keyed`);
+          await raw.run('INSERT INTO start_replay_identities SELECT identity, value, coalesce(?, start_id) FROM start_replay_identities_keyed WHERE identity = ? AND value = ?', [
+            startId ?? null,
+            identity,
+            value,
+          ]);
+        });
         return {
           undo: () =>
-            raw.exec(`PRAGMA legacy_alter_table = ON; DROP TABLE start_replay_identities;
-              ALTER TABLE start_replay_identities_keyed RENAME TO start_replay_identities; PRAGMA legacy_alter_table = OFF`),
+            asOwner(async () => {
+              await raw.exec('DROP TABLE start_replay_identities');
+              await raw.exec(table!.sql);
+              await raw.exec('INSERT INTO start_replay_identities SELECT identity, value, start_id FROM start_replay_identities_keyed; DROP TABLE start_replay_identities_keyed');
+            }),
         };
       }
-      await raw.exec('DROP INDEX start_replay_identities_key');
-      await raw.run('INSERT INTO start_replay_identities (identity, value, start_id) SELECT identity, value, coalesce(?, start_id) FROM start_replay_identities WHERE rowid = ?', [startId ?? null, key]);
-      const [{ dup }] = (await raw.all<{ dup: number }>('SELECT max(rowid) AS dup FROM start_replay_identities')) as [{ dup: number }];
+      const dup = await asOwner(async () => {
+        await raw.exec('DROP INDEX start_replay_identities_key');
+        await raw.run('INSERT INTO start_replay_identities (identity, value, start_id) SELECT identity, value, coalesce(?, start_id) FROM start_replay_identities WHERE rowid = ?', [startId ?? null, key]);
+        return ((await raw.all<{ dup: number }>('SELECT max(rowid) AS dup FROM start_replay_identities')) as [{ dup: number }])[0].dup;
+      });
       return {
-        undo: async () => {
-          await raw.run('DELETE FROM start_replay_identities WHERE rowid = ?', [dup]);
-          await raw.exec('CREATE UNIQUE INDEX start_replay_identities_key ON start_replay_identities (identity, value)');
-        },
+        undo: () =>
+          asOwner(async () => {
+            await raw.run('DELETE FROM start_replay_identities WHERE rowid = ?', [dup]);
+            await raw.exec(index!.sql);
+          }),
       };
     },
     remove: async (table, key) => {
@@ -148,14 +171,14 @@ export const sqliteDamageSession = (source: string, copy: string): DamageSession
       const params = pk === undefined ? [key] : (JSON.parse(key) as unknown[]);
       const [row] = await raw.all<Record<string, unknown>>(`SELECT * FROM ${table} WHERE ${where}`, params);
       if (row === undefined) throw new Error(`${table}: no row ${key}`);
-      await raw.run(`DELETE FROM ${table} WHERE ${where}`, params);
+      await asOwner(() => raw.run(`DELETE FROM ${table} WHERE ${where}`, params));
       const back = reinsert(table, row);
-      return { undo: () => raw.run(back.sql, back.params).then(() => undefined) };
+      return { undo: () => asOwner(() => raw.run(back.sql, back.params)).then(() => undefined) };
     },
     insert: async (table, row) => {
       const put = reinsert(table, row);
-      const [{ key }] = (await raw.all<{ key: number }>(`${put.sql} RETURNING rowid AS key`, put.params)) as [{ key: number }];
-      return { undo: () => raw.run(`DELETE FROM ${table} WHERE rowid = ?`, [key]).then(() => undefined) };
+      const [{ key }] = (await asOwner(() => raw.all<{ key: number }>(`${put.sql} RETURNING rowid AS key`, put.params))) as [{ key: number }];
+      return { undo: () => asOwner(() => raw.run(`DELETE FROM ${table} WHERE rowid = ?`, [key])).then(() => undefined) };
     },
     close: () => raw.close(),
   };

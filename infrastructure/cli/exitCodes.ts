@@ -1,5 +1,6 @@
 import { CommanderError } from 'commander';
-import { isStartBarrierError } from '../../domain';
+import { CorruptRecordError, isStartBarrierError } from '../../domain';
+import { MigrationError } from '../migrations';
 import { ConnectionError } from '../../application/openErrors';
 
 // One exit code per error kind: the CLI's contract with scripts (README, "Exit codes").
@@ -49,4 +50,14 @@ export const exitCodeOf = (e: unknown): ExitCode => {
       return _exhaustive;
     }
   }
+};
+
+/**
+ * What `verify` lists when the open itself refused the store as damaged (R9.2): a migration
+ * ledger or schema objects that contradict the code's migrations. Undefined for any other error.
+ */
+export const openRefusedAsDamage = (e: unknown): string | undefined => {
+  if (e instanceof MigrationError && e.ledgerContradicts) return `schema_migrations: ${e.message}`;
+  if (e instanceof CorruptRecordError && e.recordKind === 'schema') return e.problem;
+  return undefined;
 };

@@ -20,7 +20,7 @@ import type { RecoverableStartBarrierAuthority } from '../../application/authori
 import { decodeAdapterRegistry, inspectWith, type AdapterRegistry } from './adapterRegistry';
 import { migrateBackend, openBackend, type BackendAccess, type BackendOptions } from './backend';
 import { formatDuration, parseDuration } from './duration';
-import { EXIT, exitCodeOf } from './exitCodes';
+import { EXIT, exitCodeOf, openRefusedAsDamage } from './exitCodes';
 import { readJsonInput } from './input';
 import { writeExampleFiles } from './exampleFiles';
 import { planRetry } from './retry';
@@ -28,7 +28,6 @@ import { createVerifyBar } from './verifyBar';
 import { addShowCommand } from './showCommand';
 import { refuseRepeatsAndExtras } from './oneMeaning';
 import { ConnectionError, DriverMissingError } from '../../application/openErrors';
-import { MigrationError } from '../migrations';
 
 // `qinglong-barrier`: the operator CLI. JSON on stdout, human errors on stderr, one
 // exit code per error kind (exitCodes.ts). Every operation goes through the same authority
@@ -285,9 +284,10 @@ Keyed evidence: QINGLONG_BARRIER_KEYRING_FILE names the deployment key file (nev
           process.exitCode = EXIT.corrupt;
         }
       }).catch((e: unknown) => {
-        if (!(e instanceof MigrationError && e.ledgerContradicts)) throw e; // a ledger that contradicts the code's migrations is damage (R9.2)
-        print({ ok: false, problems: [{ kind: 'schema', record: 'schema', problem: `schema_migrations: ${e.message}` }] });
-        process.stderr.write(`${NAME}: CORRUPT_RECORD: the migration ledger contradicts this code's migrations (${e.message})\n`);
+        const problem = openRefusedAsDamage(e);
+        if (problem === undefined) throw e;
+        print({ ok: false, problems: [{ kind: 'schema', record: 'schema', problem }] });
+        process.stderr.write(`${NAME}: CORRUPT_RECORD: ${problem}\n`);
         process.exitCode = EXIT.corrupt;
       });
     });

@@ -1,7 +1,7 @@
 import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import { isSqliteError, loadBetterSqlite3 } from './connection';
-import { ValidationError } from '../../domain';
+import { CorruptRecordError, ValidationError } from '../../domain';
 import { loadMigrations, MigrationError, planMigrations, type AppliedMigration } from '../migrations';
 import { LEDGER_DIGEST_TAG, eventChainDigest, fieldsDigest } from '../../projections/eventChain';
 import * as SQL from './sql';
@@ -70,6 +70,7 @@ export const openReadOnlyBarrierFile = (path: string): Database.Database => {
     requireLedgerReachesHeader(db, applied);
     const pending = planMigrations(loadMigrations('sqlite'), applied);
     if (pending.length > 0) throw new MigrationError(`the database schema is behind this code: ${pending.map((m) => m.name).join(', ')} not applied; run \`migrate\` first`);
+    requireSchemaObjects(db);
     return db;
   } catch (e) {
     db.close();
@@ -129,8 +130,81 @@ export const requireLedgerReachesHeader = (db: Database.Database, applied: reado
   }
 };
 
-/** Applies what is pending in one `BEGIN IMMEDIATE`; the header's user_version follows the last one. */
-export const migrateSqlite = (db: Database.Database): string[] => {
+interface SchemaObject {
+  readonly type: string;
+  readonly name: string;
+  readonly tbl_name: string;
+  readonly sql: string | null;
+}
+
+const objectsOf = (db: Database.Database): Map<string, SchemaObject> =>
+  new Map((db.prepare(SQL.SCHEMA_OBJECTS).all() as SchemaObject[]).map((o) => [`${o.type} ${o.name}`, o]));
+
+let made: Map<string, SchemaObject> | undefined;
+
+/** What the migrations make, read once per process from a fresh in-memory store (about 20 ms). */
+const objectsTheMigrationsMake = (): Map<string, SchemaObject> => {
+  if (made === undefined) {
+    const db = new (loadBetterSqlite3())(':memory:');
+    try {
+      migrateSqlite(db, false);
+      made = objectsOf(db);
+    } finally {
+      db.close();
+    }
+  }
+  return made;
+};
+
+/**
+ * R9.1: the triggers are the file's own refusal of a forged history, and the ledger cannot show
+ * that they are still there. Every table, index and trigger the migrations make must be in the
+ * file with the definition they gave it, and no other trigger (one could skip a write with
+ * RAISE(IGNORE)). Other tables, indexes and views an operator adds are not damage.
+ */
+export const schemaObjectProblems = (db: Database.Database): string[] => {
+  const found = objectsOf(db);
+  const problems: string[] = [];
+  for (const [key, o] of objectsTheMigrationsMake()) {
+    const f = found.get(key);
+    if (f === undefined) problems.push(`${key} is missing`);
+    else if (f.tbl_name !== o.tbl_name || f.sql !== o.sql) problems.push(`${key} is not defined as the migrations made it`);
+  }
+  for (const [key, f] of found) if (f.type === 'trigger' && !objectsTheMigrationsMake().has(key)) problems.push(`${key} (on ${f.tbl_name}) is not one the migrations made`);
+  return problems;
+};
+
+/** Opening refuses a file whose schema objects are not the migrations' (CORRUPT_RECORD, nothing written). */
+export const requireSchemaObjects = (db: Database.Database): void => {
+  const problems = schemaObjectProblems(db);
+  if (problems.length > 0) {
+    throw new CorruptRecordError('schema', 'database', `the schema objects are not the ones the migrations make (${problems.join('; ')}): restore the file from a copy`);
+  }
+};
+
+/**
+ * For a connection's transactions: the schema objects are what the migrations make. SQLite
+ * changes the schema cookie with every change to the schema, by any connection, so the objects
+ * are compared again only when it moved (otherwise one header read); called inside the
+ * transaction, before its first write, a write never commits on triggers dropped while the
+ * connection was open.
+ */
+export const schemaGuard = (db: Database.Database): (() => void) => {
+  const cookie = db.prepare('PRAGMA schema_version').pluck();
+  let checked: unknown;
+  return () => {
+    const now = cookie.get();
+    if (now === checked) return;
+    requireSchemaObjects(db);
+    checked = now;
+  };
+};
+
+/**
+ * Applies what is pending in one `BEGIN IMMEDIATE`; the header's user_version follows the last
+ * one. The schema objects are compared inside it, so a damaged file is refused with nothing applied.
+ */
+export const migrateSqlite = (db: Database.Database, checkObjects = true): string[] => {
   registerMigrationFunctions(db);
   db.exec(SQL.MIGRATIONS_TABLE);
   const known = loadMigrations('sqlite');
@@ -153,6 +227,7 @@ export const migrateSqlite = (db: Database.Database): string[] => {
     const last = known[known.length - 1];
     if (db.pragma('application_id', { simple: true }) !== BARRIER_APPLICATION_ID) db.pragma(`application_id = ${BARRIER_APPLICATION_ID}`);
     if (last !== undefined && db.pragma('user_version', { simple: true }) !== versionOfMigration(last.name)) db.pragma(`user_version = ${versionOfMigration(last.name)}`);
+    if (checkObjects) requireSchemaObjects(db);
     db.exec('COMMIT');
     // The header lives on page 1: in WAL mode a change stays in the -wal file until a
     // checkpoint, and a reader checks the main file's header first. Best effort: a busy

@@ -15,6 +15,8 @@ export const MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (
   checksum      TEXT    NOT NULL,
   applied_at_ms INTEGER NOT NULL
 ) STRICT`;
+/** Every object of the file but SQLite's own (sqlite_autoindex_*, sqlite_stat*, sqlite_sequence). */
+export const SCHEMA_OBJECTS = "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'";
 export const SELECT_APPLIED = 'SELECT name, checksum FROM schema_migrations ORDER BY name';
 export const INSERT_APPLIED = 'INSERT INTO schema_migrations (name, checksum, applied_at_ms) VALUES (?, ?, ?)';
 /** R9.2: each ledger row binds when it was applied (0073); the migrator fills what it inserted. */

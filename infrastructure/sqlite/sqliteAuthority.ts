@@ -26,7 +26,7 @@ import { createEvidenceKeyring, type EvidenceKeyring, type EvidenceKeyringOption
 import * as SQL from './sql';
 import { isUpgradeRefused, mapSqliteError } from './errors';
 import { createRunEventStore } from './eventStore';
-import { openReadOnlyBarrierFile, openWritable } from './fileIdentity';
+import { openReadOnlyBarrierFile, openWritable, schemaGuard } from './fileIdentity';
 import { createSqliteNoteStore } from './sqliteNotes';
 import { loadRunState, readBarrier, readBarrierOfAttempt, readStream, stepRunLogOf, streamHeadsOf } from './reads';
 import { createSqliteRecoveryView } from './sqliteRecoveryView';
@@ -125,6 +125,7 @@ class SqliteAuthority implements SqliteStartBarrier {
   private closed = false;
   private readonly s: Statements;
   private readonly seal: Sealer | undefined;
+  private readonly schemaAsOpened: () => void;
   private readonly tx: { readonly deferred: Database.Statement; readonly immediate: Database.Statement; readonly commit: Database.Statement; readonly rollback: Database.Statement };
 
   constructor(
@@ -134,6 +135,7 @@ class SqliteAuthority implements SqliteStartBarrier {
   ) {
     this.s = prepareStatements(db);
     this.tx = { deferred: db.prepare('BEGIN DEFERRED'), immediate: db.prepare('BEGIN IMMEDIATE'), commit: db.prepare('COMMIT'), rollback: db.prepare('ROLLBACK') };
+    this.schemaAsOpened = schemaGuard(db);
     this.seal = keys === undefined ? undefined : sqliteSealer(this.s, keys);
     this.eventStore = createRunEventStore(this.s, { read: (body) => this.read(body), write: (body) => this.write(body) }, false, this.seal, keys);
   }
@@ -183,6 +185,7 @@ class SqliteAuthority implements SqliteStartBarrier {
   private async transaction<T>(begin: Database.Statement, body: () => Promise<T>): Promise<T> {
     begin.run();
     try {
+      this.schemaAsOpened();
       const result = await body();
       this.tx.commit.run();
       return result;

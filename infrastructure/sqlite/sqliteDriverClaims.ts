@@ -3,6 +3,7 @@ import { CorruptRecordError, TransactionTimeoutError, type ClaimResult, type Dri
 import { checked, checkedClaim, checkedClaimRows, noBarrierToClaim, claimRowOf, claimValuesOf, claimedStartIdOf, decide, historyOf, releasable, type ClaimRow } from '../../application/driverClaimRules';
 import { isSqliteError, loadBetterSqlite3 } from './connection';
 import { mapSqliteError } from './errors';
+import { schemaGuard } from './fileIdentity';
 
 // Driver claims (R11.2) in the authority's SQLite file (migration 0060).
 
@@ -19,10 +20,12 @@ const SQLITE = {
 export const sqliteDriverClaims = (path: string, busyTimeoutMs = 5000): DriverClaims => {
   const db: Database.Database = new (loadBetterSqlite3())(path);
   let s: Record<keyof typeof SQLITE, Database.Statement>;
+  let guard: () => void;
   try {
     db.pragma(`busy_timeout = ${Math.trunc(busyTimeoutMs)}`);
     db.pragma('foreign_keys = ON');
     s = { now: db.prepare(SQLITE.now), rows: db.prepare(SQLITE.rows), insert: db.prepare(SQLITE.insert) };
+    guard = schemaGuard(db);
   } catch (e) {
     db.close();
     throw mapSqliteError(e);
@@ -30,7 +33,12 @@ export const sqliteDriverClaims = (path: string, busyTimeoutMs = 5000): DriverCl
   const now = () => (s.now.get() as { now_ms: number }).now_ms;
   const immediate = <T>(startId: string, body: () => T): T => {
     try {
-      return db.transaction(body).immediate();
+      return db
+        .transaction(() => {
+          guard();
+          return body();
+        })
+        .immediate();
     } catch (e) {
       if (isSqliteError(e) && e.code.startsWith('SQLITE_BUSY')) throw new TransactionTimeoutError('busy', `driver claims are locked by another writer (${e.message})`);
       if (isSqliteError(e) && e.code === 'SQLITE_CONSTRAINT_FOREIGNKEY') throw noBarrierToClaim(startId);

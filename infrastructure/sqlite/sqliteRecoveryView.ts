@@ -9,7 +9,7 @@ import { evidenceProblemOf, type RecoveryView } from '../../application/recovery
 import type { SealedSpan } from '../../application/eventSeals';
 import { claimHistoryProblems, type StoredClaimRow } from '../../application/driverClaimRules';
 import { schemaProblems, type LedgerRow } from '../migrations';
-import { requireLedgerReachesHeader } from './fileIdentity';
+import { requireLedgerReachesHeader, schemaObjectProblems } from './fileIdentity';
 import * as RSQL from './recoverySql';
 import * as SQL from './sql';
 
@@ -138,6 +138,7 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
       problems.push(...claimHistoryProblems(p(RSQL.CLAIM_ROWS).all() as StoredClaimRow[]));
       const ledger = p(SQL.SELECT_LEDGER).all() as LedgerRow[];
       for (const problem of schemaProblems('sqlite', ledger, p(RSQL.CAPABILITIES).all() as { name: unknown; version: unknown }[])) problems.push({ kind: 'schema', record: 'schema', problem });
+      for (const problem of schemaObjectProblems(db)) problems.push({ kind: 'schema', record: 'schema', problem });
       try {
         requireLedgerReachesHeader(db, ledger);
       } catch (e) {

@@ -129,8 +129,11 @@ rowDigestSuite('SQLite', async () => {
   return {
     a,
     damage: async (sql) => {
+      // the guards are made again after the change: the damage is the row, not the schema
+      const guards = a.db.prepare("SELECT sql FROM sqlite_master WHERE name IN ('adapter_driver_claims_no_update', 'adapter_driver_claims_no_delete', 'resolution_notes_purge_only')").all() as { sql: string }[];
       for (const t of ['adapter_driver_claims_no_update', 'adapter_driver_claims_no_delete', 'resolution_notes_purge_only']) a.db.exec(`DROP TRIGGER IF EXISTS ${t}`);
       a.db.exec(sql);
+      for (const g of guards) a.db.exec(g.sql);
     },
     claimRows: async (startId) => (a.db.prepare('SELECT count(*) AS n FROM adapter_driver_claims WHERE start_id = ?').get(startId) as { n: number }).n,
     table: (t) => t,

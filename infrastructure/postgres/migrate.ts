@@ -2,6 +2,7 @@ import type { ClientBase } from 'pg';
 import { loadMigrations, MigrationError, planMigrations, type AppliedMigration, type Migration } from '../migrations';
 import { bind } from './named';
 import * as SQL from './sql';
+import { requireSchemaObjects } from './schemaObjects';
 
 // The PostgreSQL side of the shared migration plan: all pending files in ONE transaction
 // (PostgreSQL DDL is transactional, so a failed file leaves nothing behind), under an advisory
@@ -23,8 +24,16 @@ export interface MigrationReport {
   readonly applied: readonly string[];
 }
 
-/** Apply what is pending, or refuse (edited, unknown or reordered migrations: MigrationError). */
-export const migratePostgres = async (client: ClientBase, known: readonly Migration[] = loadMigrations('postgres')): Promise<MigrationReport> => {
+/**
+ * Apply what is pending, or refuse (edited, unknown or reordered migrations: MigrationError). A
+ * schema brought up to this code's last migration must hold the objects the migrations make
+ * (schemaObjects.ts): that is checked before COMMIT, so a damaged schema is refused with nothing applied.
+ */
+export const migratePostgres = async (
+  client: ClientBase,
+  known: readonly Migration[] = loadMigrations('postgres'),
+  options: { readonly checkObjects?: boolean } = {},
+): Promise<MigrationReport> => {
   await client.query('BEGIN');
   try {
     await client.query(SQL.MIGRATION_TIMEOUTS.text, bind(SQL.MIGRATION_TIMEOUTS, { statement_timeout: '0', lock_timeout: '0' }));
@@ -40,6 +49,8 @@ export const migratePostgres = async (client: ClientBase, known: readonly Migrat
       await client.query(SQL.RESET_ROLE);
       await client.query(SQL.INSERT_APPLIED.text, bind(SQL.INSERT_APPLIED, { name: m.name, checksum: m.checksum }));
     }
+    const latest = loadMigrations('postgres').at(-1)?.name;
+    if ((options.checkObjects ?? true) && known.at(-1)?.name === latest) await requireSchemaObjects(client);
     await client.query('COMMIT');
     return { applied: pending.map((m) => m.name) };
   } catch (e) {
@@ -56,4 +67,5 @@ export const assertSchemaCurrent = async (client: ClientBase, known: readonly Mi
       `the database schema is behind this code: ${pending.map((m) => m.name).join(', ')} not applied; run the migrations as the owner (migrate: true)`,
     );
   }
+  await requireSchemaObjects(client);
 };

@@ -7,6 +7,7 @@ import type { RecoveryApi, VerifyProblem } from '../../application/authority';
 import { createRecoveryApi, evidenceProblemOf, type RecoveryView } from '../../application/recoveryRules';
 import { claimHistoryProblems, type StoredClaimRow } from '../../application/driverClaimRules';
 import { schemaProblems } from '../migrations';
+import { readSchemaObjects, schemaObjectProblems } from './schemaObjects';
 import { mapPgError, unavailableReasonOf } from './errors';
 import { SELECT_LEDGER } from './sql';
 import { eventsOfType, runHeadsOf } from './reads';
@@ -243,6 +244,7 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
       const ledger = await rowsOf(client, SELECT_LEDGER, {}, t.type({ name: t.string, checksum: t.string, applied_at_ms: PgInt, ledger_digest: t.union([t.string, t.null]) }), 'schema_migrations', 'ledger');
       const capabilities = await rowsOf(client, CAPABILITIES, {}, t.type({ name: t.unknown, version: t.unknown }), 'capabilities', 'rows');
       for (const problem of schemaProblems('postgres', ledger, capabilities)) problems.push({ kind: 'schema', record: 'schema', problem });
+      for (const problem of schemaObjectProblems(await readSchemaObjects(client))) problems.push({ kind: 'schema', record: 'schema', problem });
       return problems;
     },
   };

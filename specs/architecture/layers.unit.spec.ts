@@ -36,7 +36,8 @@ describe('Layers as folders (no behaviour: the shape of the source tree)', () =>
   it('infrastructure/ holds only the adapters, the CLI and the migration runner; no file there is much over 300 lines', () => {
     const entries = readdirSync(join(ROOT, 'infrastructure')).sort();
     expect(entries.filter((e) => e !== 'migrationsSql.generated.ts')).to.deep.equal(['adapters', 'cli', 'memory', 'migrations.ts', 'postgres', 'sqlite']);
-    for (const file of sources('infrastructure')) {
+    // schemaObjects.made.ts is data a script writes (one line per catalog object), not code
+    for (const file of sources('infrastructure').filter((f) => !f.endsWith('.made.ts'))) {
       const lines = readFileSync(file, 'utf8').split('\n').length;
       expect(lines, relative(ROOT, file)).to.be.at.most(320);
     }

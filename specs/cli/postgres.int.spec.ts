@@ -16,6 +16,8 @@ describe('qinglong-barrier CLI on PostgreSQL', function () {
           db.admin(async (c) => {
             await c.query('ALTER TABLE ql3.tool_execution_start_barriers DISABLE TRIGGER tool_execution_start_barriers_immutable');
             await c.query("UPDATE ql3.tool_execution_start_barriers SET adapter_id = 'adapter.tampered' WHERE start_id = $1", [startId]);
+            // enabled again: the damage is the row, not a schema an open refuses
+            await c.query('ALTER TABLE ql3.tool_execution_start_barriers ENABLE TRIGGER tool_execution_start_barriers_immutable');
           }),
         holdLock: async (runId) => {
           const c = new Client({ connectionString: db.url });

@@ -1,0 +1,114 @@
+import { expect } from 'chai';
+import { CorruptRecordError } from '../../domain';
+import { loadMigrations } from '../../infrastructure/migrations';
+import { readSchemaObjects } from '../../infrastructure/postgres/schemaObjects';
+import { MADE_BY_MIGRATIONS } from '../../infrastructure/postgres/schemaObjects.made';
+import { MigratedTemplate, openOn, rejects, type TestDatabase } from '../../testkit/postgresHarness';
+import { buildOnce, runCli } from '../cli/cliSuite';
+
+// R9.1: the triggers, functions and grants are the database's own refusal of a forged history.
+// A schema whose objects are not the ones the migrations make is damaged, and nothing may read
+// it as sound: the open refuses it, and verify on an authority already open reports it.
+
+/** What an open must leave as it was: the ledger and the catalog's description of ql3. */
+const stateOf = (db: TestDatabase): Promise<unknown> =>
+  db.admin(async (c) => ({
+    ledger: (await c.query('SELECT name, checksum FROM ql3.schema_migrations ORDER BY name')).rows,
+    objects: Object.fromEntries(await readSchemaObjects(c)),
+  }));
+
+const expectRefused = async (db: TestDatabase, problem: RegExp): Promise<void> => {
+  const before = await stateOf(db);
+  for (const migrate of [true, false]) {
+    const e = await rejects(openOn(db, { migrate }));
+    expect(e, `migrate: ${migrate}`).to.be.instanceOf(CorruptRecordError);
+    expect((e as CorruptRecordError).recordKind).to.equal('schema');
+    expect(e.message).to.match(problem);
+  }
+  expect(await stateOf(db), 'nothing written').to.deep.equal(before);
+};
+
+describe('R9.1 a PostgreSQL schema holds the objects its migrations make: triggers, functions, grants, columns', function () {
+  this.timeout(120_000);
+  const template = new MigratedTemplate();
+  before(() => buildOnce());
+  after(() => template.dropAll());
+
+  it(`R9.1 a fresh migration makes exactly what schemaObjects.made.ts lists (after a new migration: npx tsx scripts/pgSchemaObjects.ts)`, async () => {
+    const db = await template.clone();
+    const found = Object.fromEntries(await db.admin((c) => readSchemaObjects(c)));
+    expect(found, `the catalog of a fresh migration to ${loadMigrations('postgres').at(-1)?.name}`).to.deep.equal(MADE_BY_MIGRATIONS);
+    expect(Object.keys(found).filter((k) => k.startsWith('trigger ')).length).to.be.greaterThan(30);
+  });
+
+  const damages: readonly (readonly [string, string, RegExp])[] = [
+    [
+      'a history trigger disabled',
+      'ALTER TABLE ql3.events DISABLE TRIGGER events_append_run_event',
+      /trigger events\.events_append_run_event is "enabled D .*", the migrations made "enabled O /,
+    ],
+    ['a history trigger dropped', 'DROP TRIGGER events_start_follows_log ON ql3.events', /trigger events\.events_start_follows_log is missing/],
+    [
+      'a trigger function made to let everything through',
+      'CREATE OR REPLACE FUNCTION ql3.refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$',
+      /function refuse_change\(\) is ".* body [0-9a-f]{32}", the migrations made ".* body [0-9a-f]{32}"/,
+    ],
+    ['UPDATE and DELETE granted to the runtime role', 'GRANT UPDATE, DELETE ON ql3.events TO ql3_runtime', /grant table events to ql3_runtime is "DELETE, INSERT, SELECT, UPDATE", the migrations made "INSERT, SELECT"/],
+    ['a column UPDATE granted to the runtime role', 'GRANT UPDATE (version) ON ql3.runs TO ql3_runtime', /grant column runs\.version to ql3_runtime \(UPDATE\) is not one the migrations made/],
+    [
+      'a trigger that skips outcome rows',
+      `CREATE FUNCTION ql3.skip_row() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NULL; END $$;
+       CREATE TRIGGER skip_outcomes BEFORE INSERT ON ql3.start_outcomes FOR EACH ROW EXECUTE FUNCTION ql3.skip_row()`,
+      /^(?=.*trigger start_outcomes\.skip_outcomes \(.*\) is not one the migrations made)(?=.*function skip_row\(\) \(.*\) is not one the migrations made)/,
+    ],
+    ['the outcome read model made unlogged (emptied by a crash)', 'ALTER TABLE ql3.start_outcomes SET UNLOGGED', /table start_outcomes is "owner ql3_owner unlogged", the migrations made "owner ql3_owner logged"/],
+    ['a NOT NULL dropped', 'ALTER TABLE ql3.runs ALTER COLUMN project_id DROP NOT NULL', /column runs\.project_id is "text", the migrations made "text not null"/],
+    ['a table given to the runtime role', 'ALTER TABLE ql3.step_runs OWNER TO ql3_runtime', /table step_runs is "owner ql3_runtime /],
+  ];
+  for (const [what, sql, problem] of damages) {
+    it(`R9.1 ${what}: an open (migrate or not) raises CORRUPT_RECORD naming it, nothing written; CLI verify lists it (exit 5) (before: opened and verified as sound)`, async () => {
+      const db = await template.clone();
+      await db.admin((c) => c.query(sql));
+      await expectRefused(db, problem);
+      const verify = await runCli(['verify', '--postgres', db.url]);
+      expect(verify.code, verify.stderr).to.equal(5);
+      const report = JSON.parse(verify.stdout) as { ok: boolean; problems: { kind: string; problem: string }[] };
+      expect(report.problems.map((p) => p.kind)).to.deep.equal(['schema']);
+      expect(report.problems[0]!.problem).to.match(problem);
+    });
+  }
+
+  it('R9.1 a trigger disabled under an open authority: verify reports it (kind schema), and enabled again verify is clean', async () => {
+    const db = await template.clone();
+    const a = await openOn(db);
+    try {
+      expect((await a.recovery.verify()).ok).to.equal(true);
+      await db.admin((c) => c.query('ALTER TABLE ql3.tool_execution_start_barriers DISABLE TRIGGER USER'));
+      const report = await a.recovery.verify();
+      expect(report.ok).to.equal(false);
+      const schema = report.problems.filter((p) => p.kind === 'schema').map((p) => p.problem);
+      expect(schema.length).to.be.greaterThan(0);
+      for (const p of schema) expect(p).to.match(/^trigger tool_execution_start_barriers\.\w+ is "enabled D /);
+      await db.admin((c) => c.query('ALTER TABLE ql3.tool_execution_start_barriers ENABLE TRIGGER USER'));
+      expect((await a.recovery.verify()).ok).to.equal(true);
+    } finally {
+      await a.close();
+    }
+  });
+
+  it("R9.1 an operator's own index, view, table and CHECK constraint are not damage: the store opens and verifies", async () => {
+    const db = await template.clone();
+    await db.admin((c) =>
+      c.query(`CREATE INDEX ops_events_by_time ON ql3.events (committed_at_ms);
+        CREATE VIEW ql3.ops_starts AS SELECT start_id FROM ql3.tool_execution_start_barriers;
+        CREATE TABLE ql3.ops_notes (text text);
+        ALTER TABLE ql3.start_outcomes ADD CONSTRAINT ops_known_kind CHECK (outcome <> '')`),
+    );
+    const a = await openOn(db, { migrate: false });
+    try {
+      expect(await a.recovery.verify()).to.include({ ok: true });
+    } finally {
+      await a.close();
+    }
+  });
+});

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { EMBEDDED_MIGRATIONS } from './migrationsSql.generated';
 import { LEDGER_DIGEST_TAG, fieldsDigest } from '../projections/eventChain';
+import { CorruptRecordError } from '../domain';
 
 // Forward-only, checksummed migrations, shared by both backends. No runner on npm does both
 // a synchronous better-sqlite3 `BEGIN IMMEDIATE` and a pg advisory-locked transaction with
@@ -93,6 +94,19 @@ export const schemaProblems = (
   const found = capabilities.map((c) => `${String(c.name)}@${String(c.version)}`).sort();
   if (found.join(',') !== expected) problems.push(`capabilities are ${found.join(', ') || '(none)'}, the migrations set ${expected}`);
   return problems;
+};
+
+/**
+ * An open refuses what verify reports of the ledger and the capability rows (a time or a
+ * capability changed past its digest): CORRUPT_RECORD, recordKind 'schema', as for the objects.
+ */
+export const requireLedgerAsWritten = (
+  dialect: 'sqlite' | 'postgres',
+  applied: readonly LedgerRow[],
+  capabilities: readonly { readonly name: unknown; readonly version: unknown }[],
+): void => {
+  const problems = schemaProblems(dialect, applied, capabilities);
+  if (problems.length > 0) throw new CorruptRecordError('schema', 'schema_migrations', `the migration ledger is not as the migrations wrote it (${problems.join('; ')}): restore it from a copy`);
 };
 
 /** What the capability migrations (0056, pg-0030) leave in the table. */

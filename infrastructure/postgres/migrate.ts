@@ -1,5 +1,7 @@
 import type { ClientBase } from 'pg';
-import { loadMigrations, MigrationError, planMigrations, type AppliedMigration, type Migration } from '../migrations';
+import * as t from 'io-ts';
+import { loadMigrations, MigrationError, planMigrations, requireLedgerAsWritten, type AppliedMigration, type Migration } from '../migrations';
+import { decodeRows } from './rowCodecs';
 import { bind } from './named';
 import * as SQL from './sql';
 import { requireSchemaObjects } from './schemaObjects';
@@ -18,6 +20,16 @@ const readApplied = async (client: ClientBase): Promise<AppliedMigration[]> => {
     if (typeof r.name !== 'string' || typeof r.checksum !== 'string') throw new MigrationError('schema_migrations holds a row that is not (name, checksum) text');
     return { name: r.name, checksum: r.checksum };
   });
+};
+
+const LedgerRowCodec = t.type({ name: t.string, checksum: t.string, applied_at_ms: t.union([t.string, t.number]), ledger_digest: t.union([t.string, t.null]) });
+const CapabilityRow = t.type({ name: t.unknown, version: t.unknown });
+
+/** An open's check: the objects, and the ledger and capability rows as the migrations wrote them. */
+const requireSchemaAsMigrated = async (client: ClientBase): Promise<void> => {
+  await requireSchemaObjects(client);
+  const ledger = decodeRows(LedgerRowCodec, (await client.query(SQL.SELECT_LEDGER.text)).rows, 'schema_migrations', 'ledger');
+  requireLedgerAsWritten('postgres', ledger, decodeRows(CapabilityRow, (await client.query(SQL.SELECT_CAPABILITIES.text)).rows, 'capabilities', 'rows'));
 };
 
 export interface MigrationReport {
@@ -50,7 +62,7 @@ export const migratePostgres = async (
       await client.query(SQL.INSERT_APPLIED.text, bind(SQL.INSERT_APPLIED, { name: m.name, checksum: m.checksum }));
     }
     const latest = loadMigrations('postgres').at(-1)?.name;
-    if ((options.checkObjects ?? true) && known.at(-1)?.name === latest) await requireSchemaObjects(client);
+    if ((options.checkObjects ?? true) && known.at(-1)?.name === latest) await requireSchemaAsMigrated(client);
     await client.query('COMMIT');
     return { applied: pending.map((m) => m.name) };
   } catch (e) {
@@ -67,5 +79,5 @@ export const assertSchemaCurrent = async (client: ClientBase, known: readonly Mi
       `the database schema is behind this code: ${pending.map((m) => m.name).join(', ')} not applied; run the migrations as the owner (migrate: true)`,
     );
   }
-  await requireSchemaObjects(client);
+  await requireSchemaAsMigrated(client);
 };

@@ -9,7 +9,7 @@ import { claimHistoryProblems, type StoredClaimRow } from '../../application/dri
 import { schemaProblems } from '../migrations';
 import { readSchemaObjects, schemaObjectProblems } from './schemaObjects';
 import { mapPgError, unavailableReasonOf } from './errors';
-import { SELECT_LEDGER } from './sql';
+import { SELECT_CAPABILITIES, SELECT_LEDGER } from './sql';
 import { eventsOfType, runHeadsOf } from './reads';
 import { IDENTITY_STORAGE, barrierValueSql, identityStartIdsSql } from './identities';
 import { createPostgresNoteStore } from './postgresNotes';
@@ -59,7 +59,6 @@ const IDENTITY_START_IDS = Object.fromEntries(
   Object.entries(IDENTITY_STORAGE).map(([identity, storage]) => [identity, named(identityStartIdsSql(storage))]),
 ) as Record<ReplayIdentity, NamedSql>;
 const CLAIM_ROWS = named('SELECT start_id, generation, kind, driver_id, at_ms, lease_until_ms, claim_digest FROM ql3.adapter_driver_claims ORDER BY start_id, generation, kind');
-const CAPABILITIES = named('SELECT name, version FROM ql3.capabilities ORDER BY name');
 const OUTCOME_ROWS = named('SELECT * FROM ql3.start_outcomes WHERE start_id = :start_id');
 const EVENT_BY_ID = named(`SELECT e.global_position, e.stream_id, e.stream_position, e.event_id, e.event_type, e.data_json, e.committed_at_ms, e.chain_digest,
     (SELECT p.chain_digest FROM ql3.events p WHERE p.stream_id = e.stream_id AND p.stream_position = e.stream_position - 1) AS previous_chain
@@ -242,7 +241,7 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
       const claims = await rowsOf(client, CLAIM_ROWS, {}, t.type({ start_id: t.string, generation: PgInt, kind: t.string, driver_id: t.string, at_ms: PgInt, lease_until_ms: PgInt, claim_digest: t.union([t.string, t.null]) }), 'driver claim', 'rows');
       problems.push(...claimHistoryProblems(claims as StoredClaimRow[]));
       const ledger = await rowsOf(client, SELECT_LEDGER, {}, t.type({ name: t.string, checksum: t.string, applied_at_ms: PgInt, ledger_digest: t.union([t.string, t.null]) }), 'schema_migrations', 'ledger');
-      const capabilities = await rowsOf(client, CAPABILITIES, {}, t.type({ name: t.unknown, version: t.unknown }), 'capabilities', 'rows');
+      const capabilities = await rowsOf(client, SELECT_CAPABILITIES, {}, t.type({ name: t.unknown, version: t.unknown }), 'capabilities', 'rows');
       for (const problem of schemaProblems('postgres', ledger, capabilities)) problems.push({ kind: 'schema', record: 'schema', problem });
       for (const problem of schemaObjectProblems(await readSchemaObjects(client))) problems.push({ kind: 'schema', record: 'schema', problem });
       return problems;

@@ -2,7 +2,7 @@ import { closeSync, existsSync, openSync, readSync, statSync } from 'node:fs';
 import type Database from 'better-sqlite3';
 import { isSqliteError, loadBetterSqlite3 } from './connection';
 import { CorruptRecordError, ValidationError } from '../../domain';
-import { loadMigrations, MigrationError, planMigrations, type AppliedMigration } from '../migrations';
+import { loadMigrations, MigrationError, planMigrations, requireLedgerAsWritten, type AppliedMigration, type LedgerRow } from '../migrations';
 import { LEDGER_DIGEST_TAG, eventChainDigest, fieldsDigest } from '../../projections/eventChain';
 import * as SQL from './sql';
 
@@ -70,7 +70,7 @@ export const openReadOnlyBarrierFile = (path: string): Database.Database => {
     requireLedgerReachesHeader(db, applied);
     const pending = planMigrations(loadMigrations('sqlite'), applied);
     if (pending.length > 0) throw new MigrationError(`the database schema is behind this code: ${pending.map((m) => m.name).join(', ')} not applied; run \`migrate\` first`);
-    requireSchemaObjects(db);
+    requireSchemaAsMigrated(db);
     return db;
   } catch (e) {
     db.close();
@@ -182,6 +182,12 @@ export const requireSchemaObjects = (db: Database.Database): void => {
   }
 };
 
+/** An open's check: the objects, and the ledger and capability rows as the migrations wrote them. */
+const requireSchemaAsMigrated = (db: Database.Database): void => {
+  requireSchemaObjects(db);
+  requireLedgerAsWritten('sqlite', db.prepare(SQL.SELECT_LEDGER).all() as LedgerRow[], db.prepare(SQL.SELECT_CAPABILITIES).all() as { name: unknown; version: unknown }[]);
+};
+
 /**
  * For a connection's transactions: the schema objects are what the migrations make. SQLite
  * changes the schema cookie with every change to the schema, by any connection, so the objects
@@ -227,7 +233,7 @@ export const migrateSqlite = (db: Database.Database, checkObjects = true): strin
     const last = known[known.length - 1];
     if (db.pragma('application_id', { simple: true }) !== BARRIER_APPLICATION_ID) db.pragma(`application_id = ${BARRIER_APPLICATION_ID}`);
     if (last !== undefined && db.pragma('user_version', { simple: true }) !== versionOfMigration(last.name)) db.pragma(`user_version = ${versionOfMigration(last.name)}`);
-    if (checkObjects) requireSchemaObjects(db);
+    if (checkObjects) requireSchemaAsMigrated(db);
     db.exec('COMMIT');
     // The header lives on page 1: in WAL mode a change stays in the -wal file until a
     // checkpoint, and a reader checks the main file's header first. Best effort: a busy

@@ -103,7 +103,5 @@ export const GLOBAL_ORDER = 'SELECT count(*) AS n, min(global_position) AS lo, m
 export const GLOBAL_ORDER_AGAINST_STREAMS = `SELECT stream_id, stream_position, global_position FROM (
     SELECT stream_id, stream_position, global_position, lag(global_position) OVER (PARTITION BY stream_id ORDER BY stream_position) AS previous FROM events)
   WHERE previous >= global_position LIMIT 20`;
-/** The capability rows, checked by verify against what the migrations set. */
-export const CAPABILITIES = 'SELECT name, version FROM capabilities ORDER BY name';
 /** Every driver claim row, for verify's reading of the claim history. */
 export const CLAIM_ROWS = 'SELECT start_id, generation, kind, driver_id, at_ms, lease_until_ms, claim_digest FROM adapter_driver_claims ORDER BY start_id, generation, kind';

@@ -22,6 +22,8 @@ export const INSERT_APPLIED = 'INSERT INTO schema_migrations (name, checksum, ap
 /** R9.2: each ledger row binds when it was applied (0073); the migrator fills what it inserted. */
 export const LEDGER_DIGEST_PRESENT = "SELECT 1 FROM pragma_table_info('schema_migrations') WHERE name = 'ledger_digest'";
 export const FILL_LEDGER_DIGESTS = 'UPDATE schema_migrations SET ledger_digest = ql3_fields_digest(?, name, checksum, applied_at_ms) WHERE ledger_digest IS NULL';
+/** The capability rows, checked by an open and by verify against what the migrations set. */
+export const SELECT_CAPABILITIES = 'SELECT name, version FROM capabilities ORDER BY name';
 export const SELECT_LEDGER = 'SELECT name, checksum, applied_at_ms, ledger_digest FROM schema_migrations ORDER BY name';
 
 /** SQLite's own clock (R3.10), read once per transaction. */

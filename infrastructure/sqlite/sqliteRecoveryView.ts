@@ -137,7 +137,7 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
       }
       problems.push(...claimHistoryProblems(p(RSQL.CLAIM_ROWS).all() as StoredClaimRow[]));
       const ledger = p(SQL.SELECT_LEDGER).all() as LedgerRow[];
-      for (const problem of schemaProblems('sqlite', ledger, p(RSQL.CAPABILITIES).all() as { name: unknown; version: unknown }[])) problems.push({ kind: 'schema', record: 'schema', problem });
+      for (const problem of schemaProblems('sqlite', ledger, p(SQL.SELECT_CAPABILITIES).all() as { name: unknown; version: unknown }[])) problems.push({ kind: 'schema', record: 'schema', problem });
       for (const problem of schemaObjectProblems(db)) problems.push({ kind: 'schema', record: 'schema', problem });
       try {
         requireLedgerReachesHeader(db, ledger);

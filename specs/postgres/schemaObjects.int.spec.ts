@@ -78,6 +78,20 @@ describe('R9.1 a PostgreSQL schema holds the objects its migrations make: trigge
     });
   }
 
+  it('R9.2 a migration-ledger time changed past its digest, or a capability row changed: an open raises CORRUPT_RECORD naming it, nothing written (before: only verify reported it)', async () => {
+    for (const [sql, problem] of [
+      ['UPDATE ql3.schema_migrations SET applied_at_ms = applied_at_ms + 1 WHERE name = (SELECT min(name) FROM ql3.schema_migrations)', /schema_migrations row pg-0001-[\w-]+: its name, checksum and applied_at_ms \d+ do not match ledger_digest/],
+      ['UPDATE ql3.capabilities SET version = version + 1', /capabilities are control-core@30, the migrations set control-core@29/],
+    ] as const) {
+      const db = await template.clone();
+      await db.admin((c) => c.query(`BEGIN; SET LOCAL session_replication_role = replica; ${sql}; COMMIT`));
+      await expectRefused(db, problem);
+      const verify = await runCli(['verify', '--postgres', db.url]);
+      expect(verify.code, verify.stderr).to.equal(5);
+      expect(verify.stdout).to.match(problem);
+    }
+  });
+
   it('R9.1 a trigger disabled under an open authority: verify reports it (kind schema), and enabled again verify is clean', async () => {
     const db = await template.clone();
     const a = await openOn(db);

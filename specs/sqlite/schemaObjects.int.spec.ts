@@ -154,6 +154,26 @@ describe('R9.1 a SQLite file holds the schema objects its migrations make, and n
     }
   });
 
+  it('R9.2 a migration-ledger time changed past its digest, or a capability row changed: the open raises CORRUPT_RECORD naming it, nothing written (before: only verify reported it)', async () => {
+    for (const [table, sql, problem] of [
+      ['schema_migrations', 'UPDATE schema_migrations SET applied_at_ms = applied_at_ms + 1 WHERE name = (SELECT min(name) FROM schema_migrations)', /schema_migrations row 0001-[\w-]+: its name, checksum and applied_at_ms \d+ do not match ledger_digest/],
+      ['capabilities', 'UPDATE capabilities SET version = version + 1', /capabilities are local-control-core@29, the migrations set local-control-core@28/],
+    ] as const) {
+      const path = await migratedStore();
+      withRaw(path, (db) => {
+        // the change is the row: the table's guards are made again after it
+        const guards = db.prepare("SELECT name, sql FROM sqlite_master WHERE type = 'trigger' AND tbl_name = ?").all(table) as { name: string; sql: string }[];
+        for (const g of guards) db.exec(`DROP TRIGGER "${g.name}"`);
+        db.exec(sql);
+        for (const g of guards) db.exec(g.sql);
+      });
+      await expectRefused(path, problem);
+      const verify = await runCli(['verify', '--db', path]);
+      expect(verify.code, verify.stderr).to.equal(5);
+      expect(verify.stdout).to.match(problem);
+    }
+  });
+
   it("R9.1 an operator's own index, view and table are not damage: the store opens and verifies", async () => {
     const path = await migratedStore();
     withRaw(path, (db) =>

@@ -9,6 +9,21 @@ import { postgresRaw, sqliteRaw, type RawSql } from './rawSql';
 // one of them refuses never reaches storage. Shared by the corruption sweep and the specs.
 
 /**
+ * Runs `body` on a SQLite connection of the owner's with the triggers `drop` picks dropped, then
+ * makes again, from their own text, every trigger that was there before and is gone (the ones
+ * dropped, and any `body` dropped itself) whose table is still there: the damage is the rows,
+ * or the table, not a schema an open refuses for its triggers.
+ */
+export const withTriggersDropped = <T>(db: Database.Database, drop: (t: { readonly name: string; readonly tbl_name: string }) => boolean, body: () => T): T => {
+  const triggers = db.prepare("SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'trigger'").all() as { name: string; tbl_name: string; sql: string }[];
+  for (const t of triggers.filter(drop)) db.exec(`DROP TRIGGER "${t.name.replace(/"/g, '""')}"`);
+  const out = body();
+  const present = new Set((db.prepare('SELECT name FROM sqlite_master').all() as { name: string }[]).map((o) => o.name));
+  for (const t of triggers) if (present.has(t.tbl_name) && !present.has(t.name)) db.exec(t.sql);
+  return out;
+};
+
+/**
  * A different value that keeps the cell's type and, for JSON text, keeps it parseable: a
  * number moves by 1000, JSON text gets one hex digit or letter flipped inside a string, other
  * text its last character changed. pg hands BIGINT back as decimal text: that moves by 1000 too.

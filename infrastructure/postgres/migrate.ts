@@ -1,7 +1,7 @@
 import type { ClientBase } from 'pg';
 import * as t from 'io-ts';
-import { loadMigrations, MigrationError, planMigrations, requireLedgerAsWritten, type AppliedMigration, type Migration } from '../migrations';
-import { decodeRows } from './rowCodecs';
+import { loadMigrations, MigrationError, planMigrations, requireLedgerAsWritten, type AppliedMigration, type LedgerRow, type Migration } from '../migrations';
+import { PgInt, decodeRows } from './rowCodecs';
 import { bind } from './named';
 import * as SQL from './sql';
 import { requireSchemaObjects } from './schemaObjects';
@@ -22,14 +22,20 @@ const readApplied = async (client: ClientBase): Promise<AppliedMigration[]> => {
   });
 };
 
-const LedgerRowCodec = t.type({ name: t.string, checksum: t.string, applied_at_ms: t.union([t.string, t.number]), ledger_digest: t.union([t.string, t.null]) });
+const LedgerRowCodec = t.type({ name: t.string, checksum: t.string, applied_at_ms: PgInt, ledger_digest: t.union([t.string, t.null]) });
 const CapabilityRow = t.type({ name: t.unknown, version: t.unknown });
+
+/** The ledger and the capability rows, decoded: what an open and verify check against the migrations. */
+export const readLedger = async (client: ClientBase): Promise<{ ledger: LedgerRow[]; capabilities: { name: unknown; version: unknown }[] }> => ({
+  ledger: decodeRows(LedgerRowCodec, (await client.query(SQL.SELECT_LEDGER.text)).rows, 'schema_migrations', 'ledger'),
+  capabilities: decodeRows(CapabilityRow, (await client.query(SQL.SELECT_CAPABILITIES.text)).rows, 'capabilities', 'rows'),
+});
 
 /** An open's check: the objects, and the ledger and capability rows as the migrations wrote them. */
 const requireSchemaAsMigrated = async (client: ClientBase): Promise<void> => {
   await requireSchemaObjects(client);
-  const ledger = decodeRows(LedgerRowCodec, (await client.query(SQL.SELECT_LEDGER.text)).rows, 'schema_migrations', 'ledger');
-  requireLedgerAsWritten('postgres', ledger, decodeRows(CapabilityRow, (await client.query(SQL.SELECT_CAPABILITIES.text)).rows, 'capabilities', 'rows'));
+  const { ledger, capabilities } = await readLedger(client);
+  requireLedgerAsWritten('postgres', ledger, capabilities);
 };
 
 export interface MigrationReport {

@@ -14,8 +14,9 @@ export const MIGRATION_LOCK = named('SELECT pg_advisory_xact_lock(:key::bigint)'
 export const MIGRATION_TIMEOUTS = named(`SELECT set_config('statement_timeout', :statement_timeout, true), set_config('lock_timeout', :lock_timeout, true)`);
 export const MIGRATIONS_PRESENT = named(`SELECT to_regclass(:table) IS NOT NULL AS present`);
 export const SELECT_APPLIED = named('SELECT name, checksum FROM ql3.schema_migrations ORDER BY name');
-/** verify's reading of the ledger: each row with when it was applied and its digest (pg-0042). */
+/** The capability rows, checked by an open and by verify against what the migrations set. */
 export const SELECT_CAPABILITIES = named('SELECT name, version FROM ql3.capabilities ORDER BY name');
+/** The ledger as an open and verify check it: each row with when it was applied and its digest (pg-0042). */
 export const SELECT_LEDGER = named('SELECT name, checksum, applied_at_ms, ledger_digest FROM ql3.schema_migrations ORDER BY name');
 export const INSERT_APPLIED = named(`INSERT INTO ql3.schema_migrations (name, checksum, applied_at_ms)
   VALUES (:name, :checksum, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)`);

@@ -9,7 +9,7 @@ import { claimHistoryProblems, type StoredClaimRow } from '../../application/dri
 import { schemaProblems } from '../migrations';
 import { readSchemaObjects, schemaObjectProblems } from './schemaObjects';
 import { mapPgError, unavailableReasonOf } from './errors';
-import { SELECT_CAPABILITIES, SELECT_LEDGER } from './sql';
+import { readLedger } from './migrate';
 import { eventsOfType, runHeadsOf } from './reads';
 import { IDENTITY_STORAGE, barrierValueSql, identityStartIdsSql } from './identities';
 import { createPostgresNoteStore } from './postgresNotes';
@@ -240,8 +240,7 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
       }
       const claims = await rowsOf(client, CLAIM_ROWS, {}, t.type({ start_id: t.string, generation: PgInt, kind: t.string, driver_id: t.string, at_ms: PgInt, lease_until_ms: PgInt, claim_digest: t.union([t.string, t.null]) }), 'driver claim', 'rows');
       problems.push(...claimHistoryProblems(claims as StoredClaimRow[]));
-      const ledger = await rowsOf(client, SELECT_LEDGER, {}, t.type({ name: t.string, checksum: t.string, applied_at_ms: PgInt, ledger_digest: t.union([t.string, t.null]) }), 'schema_migrations', 'ledger');
-      const capabilities = await rowsOf(client, SELECT_CAPABILITIES, {}, t.type({ name: t.unknown, version: t.unknown }), 'capabilities', 'rows');
+      const { ledger, capabilities } = await readLedger(client);
       for (const problem of schemaProblems('postgres', ledger, capabilities)) problems.push({ kind: 'schema', record: 'schema', problem });
       for (const problem of schemaObjectProblems(await readSchemaObjects(client))) problems.push({ kind: 'schema', record: 'schema', problem });
       return problems;

@@ -163,14 +163,14 @@ const objectsTheMigrationsMake = (): Map<string, SchemaObject> => {
  * RAISE(IGNORE)). Other tables, indexes and views an operator adds are not damage.
  */
 export const schemaObjectProblems = (db: Database.Database): string[] => {
-  const found = objectsOf(db);
+  const [found, made] = [objectsOf(db), objectsTheMigrationsMake()];
   const problems: string[] = [];
-  for (const [key, o] of objectsTheMigrationsMake()) {
+  for (const [key, o] of made) {
     const f = found.get(key);
     if (f === undefined) problems.push(`${key} is missing`);
     else if (f.tbl_name !== o.tbl_name || f.sql !== o.sql) problems.push(`${key} is not defined as the migrations made it`);
   }
-  for (const [key, f] of found) if (f.type === 'trigger' && !objectsTheMigrationsMake().has(key)) problems.push(`${key} (on ${f.tbl_name}) is not one the migrations made`);
+  for (const [key, f] of found) if (f.type === 'trigger' && !made.has(key)) problems.push(`${key} (on ${f.tbl_name}) is not one the migrations made`);
   return problems;
 };
 
@@ -182,10 +182,17 @@ export const requireSchemaObjects = (db: Database.Database): void => {
   }
 };
 
+/** The ledger and the capability rows: what an open and verify check against the migrations. */
+export const readLedger = (db: Database.Database): { ledger: LedgerRow[]; capabilities: { name: unknown; version: unknown }[] } => ({
+  ledger: db.prepare(SQL.SELECT_LEDGER).all() as LedgerRow[],
+  capabilities: db.prepare(SQL.SELECT_CAPABILITIES).all() as { name: unknown; version: unknown }[],
+});
+
 /** An open's check: the objects, and the ledger and capability rows as the migrations wrote them. */
 const requireSchemaAsMigrated = (db: Database.Database): void => {
   requireSchemaObjects(db);
-  requireLedgerAsWritten('sqlite', db.prepare(SQL.SELECT_LEDGER).all() as LedgerRow[], db.prepare(SQL.SELECT_CAPABILITIES).all() as { name: unknown; version: unknown }[]);
+  const { ledger, capabilities } = readLedger(db);
+  requireLedgerAsWritten('sqlite', ledger, capabilities);
 };
 
 /**

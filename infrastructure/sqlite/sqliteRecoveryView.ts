@@ -8,8 +8,8 @@ import type { StoredBarrier, VerifyProblem } from '../../application/authority';
 import { evidenceProblemOf, type RecoveryView } from '../../application/recoveryRules';
 import type { SealedSpan } from '../../application/eventSeals';
 import { claimHistoryProblems, type StoredClaimRow } from '../../application/driverClaimRules';
-import { schemaProblems, type LedgerRow } from '../migrations';
-import { requireLedgerReachesHeader, schemaObjectProblems } from './fileIdentity';
+import { schemaProblems } from '../migrations';
+import { readLedger, requireLedgerReachesHeader, schemaObjectProblems } from './fileIdentity';
 import * as RSQL from './recoverySql';
 import * as SQL from './sql';
 
@@ -136,8 +136,8 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
         problems.push({ kind: 'event', record: `${r.stream_id}@${r.stream_position}`, problem: `global position ${r.global_position} is not after the one of the event before it in its stream` });
       }
       problems.push(...claimHistoryProblems(p(RSQL.CLAIM_ROWS).all() as StoredClaimRow[]));
-      const ledger = p(SQL.SELECT_LEDGER).all() as LedgerRow[];
-      for (const problem of schemaProblems('sqlite', ledger, p(SQL.SELECT_CAPABILITIES).all() as { name: unknown; version: unknown }[])) problems.push({ kind: 'schema', record: 'schema', problem });
+      const { ledger, capabilities } = readLedger(db);
+      for (const problem of schemaProblems('sqlite', ledger, capabilities)) problems.push({ kind: 'schema', record: 'schema', problem });
       for (const problem of schemaObjectProblems(db)) problems.push({ kind: 'schema', record: 'schema', problem });
       try {
         requireLedgerReachesHeader(db, ledger);

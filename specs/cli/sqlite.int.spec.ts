@@ -2,6 +2,7 @@ import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { freshDir } from '../support/tmp';
 import { cliSuite } from './cliSuite';
+import { withTriggersDropped } from '../../testkit/damage';
 
 cliSuite({
   name: 'SQLite (--db, real file)',
@@ -12,11 +13,11 @@ cliSuite({
       corruptBarrier: async (startId) => {
         const raw = new Database(path);
         try {
-          // the trigger is made again: the damage is the row, not a schema an open refuses
-          const guard = raw.prepare("SELECT sql FROM sqlite_master WHERE name = 'tool_execution_start_barriers_no_update'").get() as { sql: string };
-          raw.exec('DROP TRIGGER tool_execution_start_barriers_no_update');
-          raw.prepare("UPDATE tool_execution_start_barriers SET adapter_id = 'adapter.tampered' WHERE start_id = ?").run(startId);
-          raw.exec(guard.sql);
+          withTriggersDropped(
+            raw,
+            (t) => t.name === 'tool_execution_start_barriers_no_update',
+            () => raw.prepare("UPDATE tool_execution_start_barriers SET adapter_id = 'adapter.tampered' WHERE start_id = ?").run(startId),
+          );
         } finally {
           raw.close();
         }

@@ -9,6 +9,8 @@ import { freshDbPath } from '../support/tmp';
 import { MigratedTemplate, type TestDatabase } from '../../testkit/postgresHarness';
 import { openFreshSqlite } from '../sqlite/support';
 import { rejects, startedScenario } from './recoveryConformance';
+import type Database from 'better-sqlite3';
+import { withTriggersDropped } from '../../testkit/damage';
 
 // R9.2: the cells nothing bound before (a driver claim's driver and times, a note's purge
 // time, a migration ledger row's time, SQLite's global event order) are now bound, so one
@@ -129,11 +131,8 @@ rowDigestSuite('SQLite', async () => {
   return {
     a,
     damage: async (sql) => {
-      // the guards are made again after the change: the damage is the row, not the schema
-      const guards = a.db.prepare("SELECT sql FROM sqlite_master WHERE name IN ('adapter_driver_claims_no_update', 'adapter_driver_claims_no_delete', 'resolution_notes_purge_only')").all() as { sql: string }[];
-      for (const t of ['adapter_driver_claims_no_update', 'adapter_driver_claims_no_delete', 'resolution_notes_purge_only']) a.db.exec(`DROP TRIGGER IF EXISTS ${t}`);
-      a.db.exec(sql);
-      for (const g of guards) a.db.exec(g.sql);
+      const guards = ['adapter_driver_claims_no_update', 'adapter_driver_claims_no_delete', 'resolution_notes_purge_only'];
+      withTriggersDropped(a.db as Database.Database, (t) => guards.includes(t.name), () => a.db.exec(sql));
     },
     claimRows: async (startId) => (a.db.prepare('SELECT count(*) AS n FROM adapter_driver_claims WHERE start_id = ?').get(startId) as { n: number }).n,
     table: (t) => t,

@@ -10,6 +10,7 @@ import { openFreshSqlite } from '../sqlite/support';
 import { freshDbPath } from '../support/tmp';
 import { rejects, startedScenario } from './recoveryConformance';
 import { completion, expectCorrupt, rawSqlite } from './support';
+import { withTriggersDropped } from '../../testkit/damage';
 
 // What only a real SQLite file can show: the outcome row and its event share one
 // transaction, the 0057 migration backfills an upgraded database, and damage (simulated with
@@ -154,11 +155,8 @@ describe('R9.3 damage past the row is typed on SQLite: a table gone, a reference
     const { s, startId } = await startedScenario(a);
     if (!open) await a.close();
     const db = new Database(path);
-    const triggers = db.prepare("SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'trigger'").all() as { name: string; tbl_name: string; sql: string }[];
     db.pragma('foreign_keys = OFF');
-    db.exec(sql.replaceAll(':start', `'${startId}'`));
-    const present = new Set((db.prepare('SELECT name FROM sqlite_master').all() as { name: string }[]).map((o) => o.name));
-    for (const t of triggers) if (present.has(t.tbl_name) && !present.has(t.name)) db.exec(t.sql);
+    withTriggersDropped(db, () => false, () => db.exec(sql.replaceAll(':start', `'${startId}'`)));
     db.close();
     return { path, startId, s, a };
   };

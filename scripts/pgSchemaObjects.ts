@@ -19,15 +19,18 @@ const main = async (): Promise<void> => {
     await client.connect();
     try {
       await migratePostgres(client, loadMigrations('postgres'), { checkObjects: false });
-      const objects = await readSchemaObjects(client);
-      const lines = [...objects].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([k, v]) => `  ${JSON.stringify(k)}: ${JSON.stringify(v)},`);
+      const found = await readSchemaObjects(client);
+      const linesOf = (m: ReadonlyMap<string, string>, indent: string) =>
+        [...m].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([k, v]) => `${indent}${JSON.stringify(k)}: ${JSON.stringify(v)},`).join('\n');
       const file = join(__dirname, '..', 'infrastructure', 'postgres', 'schemaObjects.made.ts');
       writeFileSync(
         file,
         `// Written by scripts/pgSchemaObjects.ts from a fresh migration (${loadMigrations('postgres').at(-1)?.name}); do not edit.\n` +
-          `export const MADE_BY_MIGRATIONS: Readonly<Record<string, string>> = {\n${lines.join('\n')}\n};\n`,
+          `export const MADE_BY_MIGRATIONS: Readonly<Record<string, string>> = {\n${linesOf(found.objects, '  ')}\n};\n\n` +
+          `/** The deparsed definitions, as PostgreSQL ${found.major} words them: compared on that major version only. */\n` +
+          `export const DEFINITIONS_MADE: { readonly major: number; readonly byObject: Readonly<Record<string, string>> } = {\n  major: ${found.major},\n  byObject: {\n${linesOf(found.definitions, '    ')}\n  },\n};\n`,
       );
-      process.stdout.write(`${file}: ${objects.size} objects\n`);
+      process.stdout.write(`${file}: ${found.objects.size} objects, ${found.definitions.size} definitions (PostgreSQL ${found.major})\n`);
     } finally {
       await client.end();
     }

@@ -56,7 +56,8 @@ describe('R4.1 one identity table per backend', () => {
   it('R4.1 no adapter file outside its identity table lists an identity by name', () => {
     const names = REPLAY_IDENTITIES.filter((i) => i !== 'attempt');
     for (const dir of ['memory', 'sqlite', 'postgres']) {
-      for (const f of readdirSync(join(ROOT, 'infrastructure', dir)).filter((n) => n.endsWith('.ts') && n !== 'identities.ts')) {
+      // .made.ts: the catalog as a migration made it (its CHECKs list the identities the SQL does), written by a script
+      for (const f of readdirSync(join(ROOT, 'infrastructure', dir)).filter((n) => n.endsWith('.ts') && n !== 'identities.ts' && !n.endsWith('.made.ts'))) {
         const text = readFileSync(join(ROOT, 'infrastructure', dir, f), 'utf8');
         for (const name of names) expect(text, `${relative(ROOT, join(ROOT, 'infrastructure', dir, f))} names ${name}`).to.not.contain(`'${name}'`);
       }

@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import { CorruptRecordError } from '../../domain';
 import { loadMigrations } from '../../infrastructure/migrations';
-import { readSchemaObjects } from '../../infrastructure/postgres/schemaObjects';
-import { MADE_BY_MIGRATIONS } from '../../infrastructure/postgres/schemaObjects.made';
+import { readSchemaObjects, schemaObjectProblems } from '../../infrastructure/postgres/schemaObjects';
+import { DEFINITIONS_MADE, MADE_BY_MIGRATIONS } from '../../infrastructure/postgres/schemaObjects.made';
 import { MigratedTemplate, openOn, rejects, type TestDatabase } from '../../testkit/postgresHarness';
 import { buildOnce, runCli } from '../cli/cliSuite';
 
@@ -14,7 +14,7 @@ import { buildOnce, runCli } from '../cli/cliSuite';
 const stateOf = (db: TestDatabase): Promise<unknown> =>
   db.admin(async (c) => ({
     ledger: (await c.query('SELECT name, checksum FROM ql3.schema_migrations ORDER BY name')).rows,
-    objects: Object.fromEntries(await readSchemaObjects(c)),
+    objects: await readSchemaObjects(c),
   }));
 
 const expectRefused = async (db: TestDatabase, problem: RegExp): Promise<void> => {
@@ -36,9 +36,39 @@ describe('R9.1 a PostgreSQL schema holds the objects its migrations make: trigge
 
   it(`R9.1 a fresh migration makes exactly what schemaObjects.made.ts lists (after a new migration: npx tsx scripts/pgSchemaObjects.ts)`, async () => {
     const db = await template.clone();
-    const found = Object.fromEntries(await db.admin((c) => readSchemaObjects(c)));
-    expect(found, `the catalog of a fresh migration to ${loadMigrations('postgres').at(-1)?.name}`).to.deep.equal(MADE_BY_MIGRATIONS);
-    expect(Object.keys(found).filter((k) => k.startsWith('trigger ')).length).to.be.greaterThan(30);
+    const found = await db.admin((c) => readSchemaObjects(c));
+    const objects = Object.fromEntries(found.objects);
+    expect(objects, `the catalog of a fresh migration to ${loadMigrations('postgres').at(-1)?.name}`).to.deep.equal(MADE_BY_MIGRATIONS);
+    expect(Object.keys(objects).filter((k) => k.startsWith('trigger ')).length).to.be.greaterThan(30);
+    // The deparsed definitions are PostgreSQL's wording of one major version: the made file's.
+    if (found.major === DEFINITIONS_MADE.major) expect(Object.fromEntries(found.definitions)).to.deep.equal(DEFINITIONS_MADE.byObject);
+    expect(Object.keys(DEFINITIONS_MADE.byObject).filter((k) => k.startsWith('constraint ')).length).to.be.greaterThan(20);
+  });
+
+  it('R9.1 the deparsed definitions are compared on the major version the made file was written on, and on no other', async () => {
+    const db = await template.clone();
+    const found = await db.admin((c) => readSchemaObjects(c));
+    const forged = { ...found, definitions: new Map([...found.definitions].map(([k, v]) => [k, k === 'constraint runs.runs_version_check' ? 'CHECK (true)' : v])) };
+    const made = { objects: MADE_BY_MIGRATIONS, definitions: { major: found.major, byObject: Object.fromEntries(found.definitions) } };
+    expect(schemaObjectProblems(forged, made)).to.deep.equal([`constraint runs.runs_version_check is defined as "CHECK (true)", the migrations defined "${found.definitions.get('constraint runs.runs_version_check')}"`]);
+    expect(schemaObjectProblems({ ...forged, major: found.major + 1 }, made), 'another major words its expressions its own way').to.deep.equal([]);
+  });
+
+  it('R9.1 the catalog read pins search_path for its deparse and gives the session its own back', async () => {
+    const db = await template.clone();
+    const [plain, withQl3] = await db.admin(async (c) => {
+      const a = await readSchemaObjects(c);
+      await c.query('SET search_path = ql3, public');
+      const b = await readSchemaObjects(c);
+      const path = (await c.query<{ p: string }>(`SELECT current_setting('search_path') AS p`)).rows[0]!.p;
+      expect(path).to.equal('ql3, public');
+      await c.query('BEGIN');
+      await readSchemaObjects(c);
+      expect((await c.query<{ p: string }>(`SELECT current_setting('search_path') AS p`)).rows[0]!.p, 'inside a transaction').to.equal('ql3, public');
+      await c.query('COMMIT');
+      return [a, b];
+    });
+    expect(Object.fromEntries(withQl3.definitions)).to.deep.equal(Object.fromEntries(plain.definitions));
   });
 
   const damages: readonly (readonly [string, string, RegExp])[] = [
@@ -64,6 +94,24 @@ describe('R9.1 a PostgreSQL schema holds the objects its migrations make: trigge
     ['the outcome read model made unlogged (emptied by a crash)', 'ALTER TABLE ql3.start_outcomes SET UNLOGGED', /table start_outcomes is "owner ql3_owner unlogged", the migrations made "owner ql3_owner logged"/],
     ['a NOT NULL dropped', 'ALTER TABLE ql3.runs ALTER COLUMN project_id DROP NOT NULL', /column runs\.project_id is "text", the migrations made "text not null"/],
     ['a table given to the runtime role', 'ALTER TABLE ql3.step_runs OWNER TO ql3_runtime', /table step_runs is "owner ql3_runtime /],
+    [
+      'a CHECK constraint made again under its own name, on its own column, letting every value through',
+      `ALTER TABLE ql3.start_outcomes DROP CONSTRAINT start_outcomes_outcome_check;
+       ALTER TABLE ql3.start_outcomes ADD CONSTRAINT start_outcomes_outcome_check CHECK (outcome IS NOT NULL OR outcome IS NULL)`,
+      /constraint start_outcomes\.start_outcomes_outcome_check is defined as "CHECK \(\(\(outcome IS NOT NULL\) OR \(outcome IS NULL\)\)\)", the migrations defined "CHECK \(\(outcome = ANY/,
+    ],
+    [
+      "a unique index made again with a predicate no row meets (its columns and 'partial' as before)",
+      `DROP INDEX ql3.events_step_run_version_key;
+       CREATE UNIQUE INDEX events_step_run_version_key ON ql3.events (stream_id, (data_json::json ->> 'stepRunId'), ((data_json::json ->> 'stepRunVersion')::bigint)) WHERE event_type = 'none'`,
+      /index events_step_run_version_key is defined as "CREATE UNIQUE INDEX events_step_run_version_key .* WHERE \(event_type = 'none'::text\)", the migrations defined /,
+    ],
+    [
+      'a trigger made again with a WHEN that never holds (its timing, function and WHEN flag as before)',
+      `DROP TRIGGER events_start_follows_log ON ql3.events;
+       CREATE TRIGGER events_start_follows_log BEFORE INSERT ON ql3.events FOR EACH ROW WHEN (NEW.event_type = 'none') EXECUTE FUNCTION ql3.start_follows_log()`,
+      /trigger events\.events_start_follows_log is defined as "CREATE TRIGGER events_start_follows_log .*'none'.*", the migrations defined ".*ToolExecutionStartBarrierCommitted/,
+    ],
   ];
   for (const [what, sql, problem] of damages) {
     it(`R9.1 ${what}: an open (migrate or not) raises CORRUPT_RECORD naming it, nothing written; CLI verify lists it (exit 5) (before: opened and verified as sound)`, async () => {

@@ -155,6 +155,8 @@ export interface RecoveryBackend {
   readonly notes: NoteStore;
   /** Run `body` against one consistent snapshot. */
   snapshot<T>(body: (view: RecoveryView) => Promise<T>): Promise<T>;
+  /** `snapshot` for `verify`, where a backend that refuses its reads on a damaged schema reports the damage instead. */
+  verifySnapshot?<T>(body: (view: RecoveryView) => Promise<T>): Promise<T>;
   /** The authority's lifecycle handler (`runs.handle`): resolutions are lifecycle events. */
   handle(command: unknown): Promise<AppendOutcome>;
   /** Business time for a resolution that names none (never the commit time). */
@@ -554,6 +556,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
 
     verify: async (options = {}) => {
       const { onProgress } = checkedVerifyOptions(options);
+      const walkSnapshot = <T>(body: (view: RecoveryView) => Promise<T>): Promise<T> => (backend.verifySnapshot ?? backend.snapshot).call(backend, body) as Promise<T>;
       const problems: VerifyProblem[] = [];
       /** Walks a damaged store cut short (a row its page cannot decode, a table gone). */
       const cutShort = new Set<string>();
@@ -572,7 +575,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
         }
       };
       let counts: RecoveryCounts = { barriers: 0, outcomes: 0, runs: 0, stepRuns: 0, events: 0 };
-      await walk('schema', 'counts', async () => void (counts = await backend.snapshot((v) => v.counts())));
+      await walk('schema', 'counts', async () => void (counts = await walkSnapshot((v) => v.counts())));
       const progress = createVerifyProgress(counts, onProgress);
       const checked = { barriers: 0, outcomes: 0, runs: 0, stepRuns: 0, events: 0 };
       const notes = { present: 0, purged: 0 };
@@ -593,7 +596,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
       // Every barrier and its facts (R5.3), and whether its StepRun agrees with its outcome.
       await walk('barrier', 'barriers', async () => {
         for (let after = ''; ; ) {
-          const ids = await backend.snapshot(async (v) => {
+          const ids = await walkSnapshot(async (v) => {
             const page = await v.barrierIdsAfter(after, PAGE);
             for (const startId of page) {
               storedBarriers.add(startId);
@@ -625,7 +628,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
       // Every outcome row against its event (a row whose barrier is gone is caught by the FK check).
       await walk('outcome', 'outcomes', async () => {
         for (let after = ''; ; ) {
-          const rows = await backend.snapshot(async (v) => {
+          const rows = await walkSnapshot(async (v) => {
             const page = await v.outcomeRowsAfter(after, PAGE);
             for (const row of page) {
               storedOutcomeEvents.add(row.event_id);
@@ -647,7 +650,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
 
       await walk('run', 'runs', async () => {
         for (let after = ''; ; ) {
-          const rows = await backend.snapshot(async (v) => {
+          const rows = await walkSnapshot(async (v) => {
             const page = await v.runRowsAfter(after, PAGE);
             for (const row of page) {
               storedRuns.add(row.run_id);
@@ -678,7 +681,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
       // Every StepRun row decodes, and none is running without the barrier of its attempt.
       await walk('step_run', 'step_runs', async () => {
         for (let after: readonly [string, string] = ['', '']; ; ) {
-          const rows = await backend.snapshot(async (v) => {
+          const rows = await walkSnapshot(async (v) => {
             const page = await v.stepRunRowsAfter(after, PAGE);
             for (const row of page) {
               const where = `${row.run_id}/${row.step_run_id}`;
@@ -722,7 +725,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
       // Every event of the log decodes strictly and is stored canonically; each stream is folded whole.
       await walk('event', 'events', async () => {
         for (let after: readonly [string, number] = ['', 0]; ; ) {
-          const rows = await backend.snapshot(async (v) => {
+          const rows = await walkSnapshot(async (v) => {
             const page = await v.eventRowsByStreamAfter(after, PAGE);
             for (const row of page) {
               let e: ReturnType<typeof decodeEventRow> | null = null;
@@ -788,7 +791,7 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
       });
 
       progress.integrity(false);
-      await walk('schema', 'integrity checks', async () => void problems.push(...(await backend.snapshot((v) => v.integrityProblems()))));
+      await walk('schema', 'integrity checks', async () => void problems.push(...(await walkSnapshot((v) => v.integrityProblems()))));
       progress.integrity(true);
       return { ok: problems.length === 0, checked, notes, ...(keys === undefined ? {} : { seals }), problems, warnings };
     },

@@ -199,13 +199,14 @@ class SqliteAuthority implements SqliteStartBarrier {
     }
   }
 
-  /** Reads run in a deferred transaction so every row comes from one snapshot. */
+  /** Reads: one deferred transaction (one snapshot), refused on a schema changed since the open checked it. */
   private read<T>(body: () => T): Promise<T> {
     return this.serial.run(async () => {
       this.assertOpen();
       try {
         this.tx.deferred.run();
         try {
+          this.schemaAsOpened();
           return body();
         } finally {
           if (this.db.inTransaction) this.tx.commit.run();
@@ -220,13 +221,17 @@ class SqliteAuthority implements SqliteStartBarrier {
     if (this.closed) throw new Error('the SQLite start barrier authority is closed');
   }
 
-  /** `read` for async bodies (the recovery view): one snapshot, still one operation at a time. */
-  private snapshot<T>(body: () => Promise<T>): Promise<T> {
+  /**
+   * `read` for async bodies (the recovery view): one snapshot, still one operation at a time.
+   * `verify` reads a damaged schema to report it (its integrity checks list each object).
+   */
+  private snapshot<T>(body: () => Promise<T>, checkSchema = true): Promise<T> {
     return this.serial.run(async () => {
       this.assertOpen();
       try {
         this.db.exec('BEGIN DEFERRED');
         try {
+          if (checkSchema) this.schemaAsOpened();
           return await body();
         } finally {
           if (this.db.inTransaction) this.db.exec('COMMIT');
@@ -236,8 +241,6 @@ class SqliteAuthority implements SqliteStartBarrier {
       }
     });
   }
-
-
 
   // ---------------------------------------------------------------- the public surface
 
@@ -287,15 +290,19 @@ class SqliteAuthority implements SqliteStartBarrier {
     return claimsOnVerifiedStarts(sqliteDriverClaims(this.db.name), (id) => this.barriers.getByStartId(id));
   }
 
+  private view(): ReturnType<typeof createSqliteRecoveryView> {
+    return (this.recoveryView ??= createSqliteRecoveryView({
+      db: this.db,
+      readBarrier: (id) => readBarrier(this.s, id, this.keys),
+      nowMs: () => nowMsOf(this.s),
+      runHeads: (runId) => streamHeadsOf(this.s, runId),
+      sealedSpan: (streamId, from, to) => readSealedSpan(this.s, streamId, from, to),
+    }));
+  }
+
   readonly recovery: RecoveryApi = createRecoveryApi({
-    snapshot: (body) =>
-      this.snapshot(() => body((this.recoveryView ??= createSqliteRecoveryView({
-          db: this.db,
-          readBarrier: (id) => readBarrier(this.s, id, this.keys),
-          nowMs: () => nowMsOf(this.s),
-          runHeads: (runId) => streamHeadsOf(this.s, runId),
-          sealedSpan: (streamId, from, to) => readSealedSpan(this.s, streamId, from, to),
-        })))),
+    snapshot: (body) => this.snapshot(() => body(this.view())),
+    verifySnapshot: (body) => this.snapshot(() => body(this.view()), false),
     handle: (command) => this.runs.handle(command),
     keyring: () => this.keys,
     notes: createSqliteNoteStore(() => this.db, (body) => this.write(body)),

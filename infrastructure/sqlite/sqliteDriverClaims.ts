@@ -69,6 +69,7 @@ export const sqliteDriverClaims = (path: string, busyTimeoutMs = 5000): DriverCl
       const id = claimedStartIdOf(startId);
       let rows: ClaimRow[];
       try {
+        guard();
         rows = s.rows.all(id) as ClaimRow[];
       } catch (e) {
         throw mapSqliteError(e, id);

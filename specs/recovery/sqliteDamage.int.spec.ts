@@ -90,9 +90,11 @@ describe('recovery read models on SQLite: atomicity, upgrade, damage', function 
     a.db
       .prepare("INSERT INTO start_replay_identities (identity, value, start_id) VALUES ('traceId', ?, ?)")
       .run(one.barrier.record.trace.traceId, two.startId);
+    // Refused as a schema the migrations did not make (R9.1) before the lookup counts the barriers;
+    // a fresh open refuses it too, and verify reads on and names the duplicate.
     const error = await rejects(a.recovery.lookup('traceId', one.barrier.record.trace.traceId));
     expect(error).to.be.instanceOf(CorruptRecordError);
-    expect(error.message).to.contain('names 2 barriers');
+    expect(error.message).to.contain('table start_replay_identities is not defined as the migrations made it');
     const report = await a.recovery.verify();
     expect(report.problems.map((p) => p.kind)).to.include.members(['duplicate_identity', 'barrier']);
     expect(report.problems.find((p) => p.kind === 'duplicate_identity')!.record).to.equal(`traceId ${one.barrier.record.trace.traceId}`);
@@ -104,6 +106,7 @@ describe('recovery read models on SQLite: atomicity, upgrade, damage', function 
     const ghostly = await startedScenario(a);
     const skewed = await startedScenario(a);
     const lying = await startedScenario(a);
+    const lyingHead = (await a.runs.getStepRun(lying.s.runId, lying.s.stepRunId))!;
     a.db.pragma('foreign_keys = OFF');
     // a process that drops the head guards (R9.1) first; `verify` must still name every damage
     for (const guard of HEAD_GUARDS) a.db.exec(`DROP TRIGGER ${guard}`);
@@ -115,8 +118,7 @@ describe('recovery read models on SQLite: atomicity, upgrade, damage', function 
       .prepare('INSERT INTO security_audit_events SELECT ?, ?, run_id, step_run_id, audit_event_digest, committed_at_ms FROM security_audit_events WHERE start_id = ?')
       .run('audit-ghost', 'start-ghost', ghostly.startId);
     // A StepRun that says running at an attempt that has no barrier (self-consistent row).
-    const s = (await a.runs.getStepRun(lying.s.runId, lying.s.stepRunId))!;
-    const { digest: _d, ...state } = s;
+    const { digest: _d, ...state } = lyingHead;
     const row = stepRunRowOf({ ...state, version: 9, lastStartId: 'start-ghost' });
     a.db.prepare('UPDATE step_runs SET version = @version, digest = @digest, state_json = @state_json WHERE run_id = @run_id AND step_run_id = @step_run_id').run(row);
     // A stream head that claims one event more than its log holds.

@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import Database from 'better-sqlite3';
 import { expect } from 'chai';
+import { withTriggersDropped } from '../../testkit/damage';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { STRAY_IDENTITIES } from '../../infrastructure/sqlite/recoverySql';
 import { migrateUpTo } from './migrateUpTo';
@@ -121,8 +122,9 @@ describe('the compact replay index on SQLite (0081)', function () {
 
   it('R4.1 a row naming a start under a value its barrier does not hold (written past the trigger, as an owner could): verify names it, a lookup of that value fails closed, the start still reads', () =>
     withStarted(async (a, db, _s, command) => {
-      db.exec('DROP TRIGGER start_replay_identities_from_barrier');
-      db.prepare("INSERT INTO start_replay_identities (identity, value, start_id) VALUES ('traceId', 'trace-stray', ?)").run(command.startId);
+      withTriggersDropped(db, (t) => t.name === 'start_replay_identities_from_barrier', () =>
+        db.prepare("INSERT INTO start_replay_identities (identity, value, start_id) VALUES ('traceId', 'trace-stray', ?)").run(command.startId),
+      );
       expect(db.prepare(STRAY_IDENTITIES).all()).to.deep.equal([{ identity: 'traceId', value: 'trace-stray', start_id: command.startId }]);
       const report = await a.recovery.verify();
       expect(report.problems.map((p) => [p.kind, p.record])).to.deep.include(['stray_identity', 'traceId trace-stray']);

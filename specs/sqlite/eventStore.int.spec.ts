@@ -1,4 +1,6 @@
 import { expect } from 'chai';
+import type Database from 'better-sqlite3';
+import { withTriggersDropped } from '../../testkit/damage';
 import { DeciderCommandHandler, ExpectedVersionConflictError, STREAM_DOES_NOT_EXIST, STREAM_EXISTS } from '@event-driven-io/emmett';
 import { CorruptRecordError, PreconditionError, ValidationError, decideLifecycle, initialRunState, evolve, runDecider, streamNameOf, type LifecycleCommand, type RunState } from '../../domain';
 import { buildScenario } from '../../domain/scenario';
@@ -68,16 +70,18 @@ describe('SQLite event store: the shape emmett drives (R5.1)', () => {
     for (const command of s.lifecycle) await handle(a.eventStore, stream, command);
     await a.barriers.prepare(s.startCommand());
     expect((await a.eventStore.readStream(stream, { from: 2n, maxCount: 3n })).events.map((e) => e.metadata.streamPosition)).to.deep.equal([3n, 4n, 5n]);
-    // the owner, with the events' triggers dropped, changes a time by one millisecond: still valid JSON, still a valid event
-    for (const { name } of a.db.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger' AND tbl_name = 'events'").all() as { name: string }[]) a.db.exec(`DROP TRIGGER ${name}`);
-    a.db.prepare('UPDATE events SET committed_at_ms = committed_at_ms + 1 WHERE stream_id = ? AND stream_position = 4').run(stream);
+    // the owner, with the events' triggers dropped for each change and made again, changes a time by one millisecond: still valid JSON, still a valid event
+    const owner = (body: () => void) => withTriggersDropped(a.db as Database.Database, (t) => t.tbl_name === 'events', body);
+    owner(() => a.db.prepare('UPDATE events SET committed_at_ms = committed_at_ms + 1 WHERE stream_id = ? AND stream_position = 4').run(stream));
     for (const range of [{}, { from: 3n }, { from: 2n, maxCount: 2n }, { to: 4n }]) {
       expect(await rejects(a.eventStore.readStream(stream, range)), label(range)).to.be.instanceOf(CorruptRecordError);
     }
     // a range after it reads: its first event binds the changed event's stored chain digest, which is intact
     expect((await a.eventStore.readStream(stream, { from: 4n })).events).to.have.length(4);
-    a.db.prepare('UPDATE events SET committed_at_ms = committed_at_ms - 1 WHERE stream_id = ? AND stream_position = 4').run(stream);
-    a.db.prepare('DELETE FROM events WHERE stream_id = ? AND stream_position = 6').run(stream);
+    owner(() => {
+      a.db.prepare('UPDATE events SET committed_at_ms = committed_at_ms - 1 WHERE stream_id = ? AND stream_position = 4').run(stream);
+      a.db.prepare('DELETE FROM events WHERE stream_id = ? AND stream_position = 6').run(stream);
+    });
     for (const range of [{ from: 4n }, { from: 5n, maxCount: 1n }, { from: 6n }]) {
       expect(await rejects(a.eventStore.readStream(stream, range)), label(range)).to.be.instanceOf(CorruptRecordError);
     }
@@ -85,7 +89,9 @@ describe('SQLite event store: the shape emmett drives (R5.1)', () => {
     // R9.2: two events' global positions swapped (the chain does not bind them): every range over both fails
     const [g2, g3] = [2, 3].map((p) => (a.db.prepare('SELECT global_position FROM events WHERE stream_id = ? AND stream_position = ?').get(stream, p) as { global_position: number }).global_position);
     const move = a.db.prepare('UPDATE events SET global_position = ? WHERE stream_id = ? AND stream_position = ?');
-    for (const [g, p] of [[-1, 2], [g2!, 3], [g3!, 2]]) move.run(g, stream, p);
+    owner(() => {
+      for (const [g, p] of [[-1, 2], [g2!, 3], [g3!, 2]]) move.run(g, stream, p);
+    });
     for (const range of [{ from: 1n, maxCount: 2n }, { from: 2n, maxCount: 1n }]) {
       expect(await rejects(a.eventStore.readStream(stream, range)), `global positions swapped: ${label(range)}`).to.be.instanceOf(CorruptRecordError);
     }
@@ -98,7 +104,8 @@ describe('SQLite event store: the shape emmett drives (R5.1)', () => {
     const stream = streamNameOf(s.runId);
     for (const command of s.lifecycle) await handle(a.eventStore, stream, command);
     await a.barriers.prepare(s.startCommand());
-    for (const { name } of a.db.prepare("SELECT name FROM sqlite_master WHERE type = 'trigger'").all() as { name: string }[]) a.db.exec(`DROP TRIGGER ${name}`);
+    // the owner's changes, each with every trigger dropped and made again
+    const owner = (body: () => void) => withTriggersDropped(a.db as Database.Database, () => true, body);
     a.db.pragma('foreign_keys = OFF');
     const reads = async (what: string) => {
       expect(await rejects(a.eventStore.readStream(stream)), `${what}: readStream`).to.be.instanceOf(CorruptRecordError);
@@ -107,21 +114,27 @@ describe('SQLite event store: the shape emmett drives (R5.1)', () => {
       expect(await rejects(a.eventStore.streamExists(stream)), `${what}: streamExists`).to.be.instanceOf(CorruptRecordError);
     };
     const row = a.db.prepare('SELECT * FROM streams WHERE stream_id = ?').get(stream) as Record<string, unknown>;
-    a.db.prepare('DELETE FROM streams WHERE stream_id = ?').run(stream);
+    owner(() => a.db.prepare('DELETE FROM streams WHERE stream_id = ?').run(stream));
     await reads('stream row deleted');
-    a.db.prepare('INSERT INTO streams (stream_id, stream_type, version) VALUES (@stream_id, @stream_type, @version)').run(row);
-    a.db.prepare('UPDATE streams SET version = version - 1 WHERE stream_id = ?').run(stream);
-    a.db.prepare('UPDATE runs SET version = version - 1 WHERE run_id = ?').run(s.runId);
+    owner(() => {
+      a.db.prepare('INSERT INTO streams (stream_id, stream_type, version) VALUES (@stream_id, @stream_type, @version)').run(row);
+      a.db.prepare('UPDATE streams SET version = version - 1 WHERE stream_id = ?').run(stream);
+      a.db.prepare('UPDATE runs SET version = version - 1 WHERE run_id = ?').run(s.runId);
+    });
     await reads('both heads - 1');
-    a.db.prepare('UPDATE streams SET version = version + 1 WHERE stream_id = ?').run(stream);
-    a.db.prepare('UPDATE runs SET version = version + 1 WHERE run_id = ?').run(s.runId);
+    owner(() => {
+      a.db.prepare('UPDATE streams SET version = version + 1 WHERE stream_id = ?').run(stream);
+      a.db.prepare('UPDATE runs SET version = version + 1 WHERE run_id = ?').run(s.runId);
+    });
     expect((await a.eventStore.readStream(stream)).events).to.have.length(8);
     expect(await a.eventStore.streamExists(stream)).to.equal(true);
-    a.db.prepare('DELETE FROM events WHERE stream_id = ? AND stream_position = 8').run(stream);
+    owner(() => a.db.prepare('DELETE FROM events WHERE stream_id = ? AND stream_position = 8').run(stream));
     await reads('last event deleted');
     // the heads set back to match it: the StepRun head and the barrier still account for 8 events
-    a.db.prepare('UPDATE streams SET version = version - 1 WHERE stream_id = ?').run(stream);
-    a.db.prepare('UPDATE runs SET version = version - 1 WHERE run_id = ?').run(s.runId);
+    owner(() => {
+      a.db.prepare('UPDATE streams SET version = version - 1 WHERE stream_id = ?').run(stream);
+      a.db.prepare('UPDATE runs SET version = version - 1 WHERE run_id = ?').run(s.runId);
+    });
     await reads('last event deleted, both heads - 1');
     expect(await a.eventStore.streamExists(streamNameOf('never-created'))).to.equal(false);
     await a.close();

@@ -120,11 +120,11 @@ describe('R9.1 a SQLite file holds the schema objects its migrations make, and n
     await expectRefused(path, /^(?=.*trigger start_outcomes_no_delete is missing)(?=.*trigger start_outcomes_no_update is missing)/);
   });
 
-  it('R9.1 a trigger dropped under an open authority: its next write transaction (a resolve, a start or its replay, a driver claim) raises CORRUPT_RECORD and writes nothing; made again, the same resolve is recorded (before: the resolve committed its outcome event without the outcome row)', async () => {
+  it('R9.1 a trigger dropped under an open authority: its next write transaction (a resolve, a start or its replay, a driver claim) and every read (barrier, StepRun, stream, recovery) raise CORRUPT_RECORD, and nothing is written; made again, reads answer and the same resolve is recorded (before: the resolve committed its outcome event without the outcome row, and the reads answered)', async () => {
     const path = freshDbPath();
     const a = await openSqliteStartBarrier({ path });
     try {
-      const { s, startId } = await startedScenario(a);
+      const { s, startId, barrier } = await startedScenario(a);
       const claims = a.driverClaims();
       let guard = '';
       withRaw(path, (db) => {
@@ -144,8 +144,26 @@ describe('R9.1 a SQLite file holds the schema objects its migrations make, and n
         expect(e.message, what).to.match(/trigger events_project_start_outcome is missing/);
       }
       expect(counts(), 'nothing written').to.deep.equal(before);
-      expect((await a.barriers.getByStartId(startId))?.record.startId, 'reads go on: the rows are sound').to.equal(startId);
+      const reads: readonly (readonly [string, () => Promise<unknown>])[] = [
+        ['getByStartId', () => a.barriers.getByStartId(startId)],
+        ['getByStepRunAttempt', () => a.barriers.getByStepRunAttempt(s.runId, s.stepRunId, barrier.record.attempt.startedStepRunVersion)],
+        ['getStepRun', () => a.runs.getStepRun(s.runId, s.stepRunId)],
+        ['readStream', () => a.runs.readStream(s.runId)],
+        ['recovery.outcome', () => a.recovery.outcome(startId)],
+        ['recovery.inDoubt', () => a.recovery.inDoubt()],
+        ['recovery.history', () => a.recovery.history(s.runId, s.stepRunId)],
+        ['recovery.lookup', () => a.recovery.lookup('startId', startId)],
+        ['driver claim history', () => claims.history(startId)],
+      ];
+      for (const [what, read] of reads) {
+        const e = await rejects(read());
+        expect(e, what).to.be.instanceOf(CorruptRecordError);
+        expect(e.message, what).to.match(/trigger events_project_start_outcome is missing/);
+      }
+      expect((await a.recovery.verify()).problems.map((p) => p.problem), 'verify reports it').to.deep.equal(['trigger events_project_start_outcome is missing']);
       withRaw(path, (db) => db.exec(guard));
+      expect((await a.barriers.getByStartId(startId))?.record.startId, 'made again: reads answer').to.equal(startId);
+      expect(await a.recovery.inDoubt()).to.have.length(1);
       expect((await resolve()).status).to.equal('recorded');
       expect((await a.recovery.verify()).ok).to.equal(true);
       await claims.close();

@@ -13,6 +13,7 @@ export const SQLSTATE = {
   undefinedTable: '42P01',
   undefinedColumn: '42703',
   lockNotAvailable: '55P03',
+  insufficientPrivilege: '42501',
   queryCanceled: '57014',
   idleInTransactionTimeout: '25P03',
   diskFull: '53100',

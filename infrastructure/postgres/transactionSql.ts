@@ -45,3 +45,16 @@ export const beginAlone = (t: Timeouts): string => [BEGIN_SERIALIZABLE, ...setLo
  * lock timeout passed), and let it go again at once. The caller then begins afresh.
  */
 export const AWAIT_RUN_TURN = named('SELECT ql3.await_run_turn(:run_id, :lock_timeout_ms::integer) AS turn');
+
+/**
+ * The Run's queue (the advisory lock class is ql3's own; the key is the Run id's hash): a session
+ * lock, so it outlives the implicit transaction it is taken in and the write transaction after
+ * it. PostgreSQL grants an exclusive lock to its waiters in the order they came, so the Run's
+ * writers that lost its turn take it one after another instead of all rushing at each commit.
+ * It orders them and guards nothing: the turn is still the Run head's row lock.
+ */
+const RUN_QUEUE_CLASS = 7433267;
+const runQueueKey = (runLiteral: string) => `${RUN_QUEUE_CLASS}, pg_catalog.hashtext(${runLiteral})`;
+export const joinRunQueue = (runLiteral: string, lockMs: number): string =>
+  `SET LOCAL lock_timeout = '${Math.max(1, Math.trunc(lockMs))}'; SELECT pg_catalog.pg_advisory_lock(${runQueueKey(runLiteral)})`;
+export const leaveRunQueue = (runLiteral: string): string => `SELECT pg_catalog.pg_advisory_unlock(${runQueueKey(runLiteral)}) AS left_queue`;

@@ -149,13 +149,15 @@ export class PostgresTransactions {
   private async attempt<T>(body: (tx: Tx) => Promise<T>, runId: string, beforeBegin: BeforeBegin | undefined, alone: boolean): Promise<T> {
     const client = await this.pool.connect();
     let broken: unknown;
+    /** In the Run's queue (a session lock): left when the attempt ends, whatever its end. */
+    let queued = false;
+    const runLiteral = client.escapeLiteral(runId);
     const onError = (err: Error) => {
       broken ??= err;
     };
     client.on('error', onError);
     try {
       let before = beforeBegin === undefined ? undefined : await beforeBegin(client);
-      const runLiteral = client.escapeLiteral(runId);
       let nowMs: number | undefined;
       let turnVersion: number | null = null;
       while (nowMs === undefined) {
@@ -169,12 +171,15 @@ export class PostgresTransactions {
           const code = sqlStateOf(e);
           if (code !== SQLSTATE.lockNotAvailable && code !== SQLSTATE.serializationFailure) throw e;
           await client.query(SQL.ROLLBACK);
+          queued ||= await joinRunQueue(client, runLiteral, this.timeouts.lockMs);
           await run(client, SQL.AWAIT_RUN_TURN, { run_id: runId, lock_timeout_ms: this.timeouts.lockMs });
           before = beforeBegin === undefined ? undefined : await beforeBegin(client); // read again after the holder's commit
         }
       }
       const result = await body({ client, nowMs, turnVersion, ...(before === undefined ? {} : { before }) });
-      await client.query(SQL.COMMIT);
+      // The next writer in the queue goes on to wait for the turn while this one commits.
+      await client.query(queued ? `${SQL.leaveRunQueue(runLiteral)}; ${SQL.COMMIT}` : SQL.COMMIT);
+      queued = false;
       return result;
     } catch (e) {
       // A server that stopped answering would only make ROLLBACK wait for the bound again;
@@ -192,11 +197,38 @@ export class PostgresTransactions {
       if (sqlStateOf(e) === undefined && sqlStateOf(broken) === SQLSTATE.idleInTransactionTimeout) throw broken;
       throw e;
     } finally {
+      if (queued && broken === undefined) {
+        // (again, after a failed COMMIT: unlocking a key not held answers false.) A connection
+        // that cannot say it left the queue is not pooled again: closing it leaves it.
+        try {
+          await client.query(SQL.leaveRunQueue(runLiteral));
+        } catch (e) {
+          broken = e;
+        }
+      }
       client.off('error', onError);
       client.release(broken instanceof Error ? broken : broken === undefined ? undefined : true);
     }
   }
 }
+
+/**
+ * Join the Run's queue behind its other writers that lost the turn (transactionSql.ts): true
+ * once in it. False when it cannot be joined within lock_timeout (a session that holds the same
+ * key for its own reasons) or the role may not take advisory locks: the turn is then waited for
+ * unqueued, as it always can be.
+ */
+const joinRunQueue = async (client: PoolClient, runLiteral: string, lockMs: number): Promise<boolean> => {
+  try {
+    await client.query(SQL.joinRunQueue(runLiteral, lockMs));
+    return true;
+  } catch (e) {
+    if (unavailableReasonOf(e) !== undefined) throw e;
+    const code = sqlStateOf(e);
+    if (code !== SQLSTATE.lockNotAvailable && code !== SQLSTATE.insufficientPrivilege) throw e;
+    return false;
+  }
+};
 
 /**
  * A last attempt's gate (R9.5, pg-0057): BEGIN and the start gate held exclusively before the

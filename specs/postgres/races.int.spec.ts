@@ -373,6 +373,75 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     );
     expect(results.flat()).to.deep.equal(Array(8 * perClient).fill('created'));
     expect(await main.runs.readStream(s.runId)).to.have.length(3 + ids.length * (2 + 5)); // the scenario's 3, then 2 lifecycle and 5 start events per StepRun
+    expect(await queueLocks(), 'every writer left the queue').to.deep.equal({ held: 0, waiting: 0 });
+  });
+
+  /** The Run's queue locks (transactionSql.ts: advisory class 7433267) in this database: how many sessions hold one, and how many wait. */
+  const queueLocks = (): Promise<{ held: number; waiting: number }> =>
+    db.admin(async (c) => {
+      const { rows } = await c.query<{ held: number; waiting: number }>(`SELECT count(*) FILTER (WHERE granted)::int AS held, count(*) FILTER (WHERE NOT granted)::int AS waiting
+        FROM pg_locks WHERE locktype = 'advisory' AND classid = 7433267 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`);
+      return rows[0]!;
+    });
+
+  /** `n` ready StepRuns of the scenario's Run, and a start command for each. */
+  const stepRunsOfOneRun = async (s: Scenario, n: number, tag: string): Promise<ToolExecutionStartCommand[]> => {
+    const commands: ToolExecutionStartCommand[] = [];
+    for (let i = 0; i < n; i++) {
+      const id = `${s.stepRunId}-${tag}${i}`;
+      await main.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: id, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } });
+      await main.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId: id, requestedAtMs: 1 } });
+      const raw = s.startCommand((await main.runs.getStepRun(s.runId, id))!, `${tag}${i}`);
+      commands.push({ ...raw, stepRun: { ...raw.stepRun, stepRunId: id } });
+    }
+    return commands;
+  };
+
+  it("R5.2 writers that lost a Run's turn queue for it: one waits for the turn, the others behind it in the order they came; released, all commit, and none holds the queue after", async () => {
+    const s = await setUp();
+    const commands = await stepRunsOfOneRun(s, 3, 'q');
+    const racers = await clients(3, { timeouts: { lockMs: 10_000 } });
+    let pending: Promise<PrepareResult>[] = [];
+    await db.admin(async (holder) => {
+      await holder.query('BEGIN');
+      await holder.query('SELECT * FROM ql3.runs WHERE run_id = $1 FOR UPDATE', [s.runId]);
+      try {
+        pending = racers.map((r, i) => r.barriers.prepare(commands[i]!));
+        const deadline = Date.now() + 10_000;
+        for (let q = await queueLocks(); q.held !== 1 || q.waiting !== 2; q = await queueLocks()) {
+          if (Date.now() > deadline) throw new Error(`expected one writer in the queue's head and two behind it, saw ${JSON.stringify(q)}`);
+          await new Promise((r) => setTimeout(r, 20));
+        }
+      } finally {
+        await holder.query('ROLLBACK');
+      }
+    });
+    expect((await Promise.all(pending)).map((r) => r.outcome)).to.deep.equal(['created', 'created', 'created']);
+    expect(await queueLocks()).to.deep.equal({ held: 0, waiting: 0 });
+    for (const c of commands) expect((await main.barriers.getByStartId(c.startId))?.record.startId).to.equal(c.startId);
+    expect(await main.runs.readStream(s.runId)).to.have.length(3 + 3 * (2 + 5));
+  });
+
+  it("R5.2 R9.5 a session holding the Run's queue key for its own reasons delays a writer that lost the turn by at most lock_timeout, and fails none", async () => {
+    const s = await setUp();
+    const [command] = await stepRunsOfOneRun(s, 1, 'k');
+    const lockMs = 300;
+    const [racer] = await clients(1, { timeouts: { lockMs } });
+    await db.admin(async (stranger) => {
+      await stranger.query('SELECT pg_advisory_lock(7433267, hashtext($1))', [s.runId]);
+      try {
+        await db.admin(async (holder) => {
+          await holder.query('BEGIN');
+          await holder.query('SELECT * FROM ql3.runs WHERE run_id = $1 FOR UPDATE', [s.runId]);
+          const pending = racer!.barriers.prepare(command!);
+          await new Promise((r) => setTimeout(r, lockMs / 2));
+          await holder.query('ROLLBACK');
+          expect((await pending).outcome).to.equal('created');
+        });
+      } finally {
+        await stranger.query('SELECT pg_advisory_unlock_all()');
+      }
+    });
   });
 
   it('R3.5 R9.5 a writer of the Run commits between a start\'s read and its write: the turn\'s compare-and-set refuses the stale decision before any write, and the start decides again on a fresh read, spending no retry', async () => {

@@ -173,9 +173,9 @@ class PostgresAuthority implements PostgresStartBarrier {
     if (this.closed) throw new Error('the PostgreSQL start barrier authority is closed');
   }
 
-  private transaction<T>(runId: string, body: (tx: Tx) => Promise<T>, beforeBegin?: BeforeBegin, budget?: AttemptBudget): Promise<T> {
+  private transaction<T>(runId: string, body: (tx: Tx) => Promise<T>, beforeBegin?: BeforeBegin, budget?: AttemptBudget, queueFirst = false): Promise<T> {
     this.assertOpen();
-    return this.tx.transaction(runId, body, beforeBegin, budget);
+    return this.tx.transaction(runId, body, beforeBegin, budget, queueFirst);
   }
 
   private read<T>(body: (q: Queryable) => Promise<T>): Promise<T> {
@@ -189,7 +189,7 @@ class PostgresAuthority implements PostgresStartBarrier {
       const decoded = decodeStartCommand(command); // bad input: typed error, no transaction opened
       const budget = this.tx.budget(); // one budget for every attempt of this start (R9.5)
       if (this.writeMode === 'batched') {
-        const underTurn = (d: DecodedStartCommand, b: AttemptBudget) => this.prepareInTransaction(d, b, 'batched');
+        const underTurn = (d: DecodedStartCommand, b: AttemptBudget) => this.prepareInTransaction(d, b, 'batched', true);
         return prepareInRoundTrips({ pool: this.pool, timeouts: this.timeouts, tx: this.tx, keys: this.keys, sealer: this.sealer, hook: this.hook, underTurn }, decoded, budget);
       }
       return this.prepareInTransaction(decoded, budget, 'stepwise');
@@ -211,7 +211,7 @@ class PostgresAuthority implements PostgresStartBarrier {
    * path's, so an exact replay (R4.2) or drift (R4.3) is answered from it in one round trip,
    * without a transaction or the Run's turn.
    */
-  private async prepareInTransaction(decoded: DecodedStartCommand, budget: AttemptBudget, mode: PostgresWriteMode): Promise<PrepareResult> {
+  private async prepareInTransaction(decoded: DecodedStartCommand, budget: AttemptBudget, mode: PostgresWriteMode, turnLost = false): Promise<PrepareResult> {
     const runId = decoded.command.stepRun.runId;
     try {
       const { first, existing } = await this.read(async (q) => {
@@ -219,14 +219,15 @@ class PostgresAuthority implements PostgresStartBarrier {
         return { first: read, existing: await existingOfRead(read, decoded, this.keys, q) };
       });
       if (existing !== null) return { outcome: 'existing', barrier: existing };
-      let fresh: LookupBeforeBegin | undefined = { hits: first.hits, runVersion: stateOfRead(first, decoded).run?.version ?? null };
+      // after a lost turn the transaction waits for it first, so the lookup is read again after the wait
+      let fresh: LookupBeforeBegin | undefined = turnLost ? undefined : { hits: first.hits, runVersion: stateOfRead(first, decoded).run?.version ?? null };
       const keys = replayKeysOf(decoded.command);
       const lookup = async (q: Queryable): Promise<LookupBeforeBegin> => {
         const hits = fresh ?? (await lookupBeforeBegin(q, keys, runId)); // again after a wait or a retry
         fresh = undefined;
         return hits;
       };
-      return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, mode, this.keys, this.sealer), decoded, this.hook), lookup, budget);
+      return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, mode, this.keys, this.sealer), decoded, this.hook), lookup, budget, turnLost);
     } catch (e) {
       if (!isUniqueViolation(e)) throw e;
       return this.transaction(runId, (tx) => resolveUniqueViolation(tx.client, decoded, e, this.keys), undefined, budget);

@@ -82,11 +82,11 @@ export class PostgresTransactions {
    * TransactionTimeoutError, a lost server StoreUnavailableError; a 23505 is passed up raw
    * for the caller to resolve as a replay; everything else propagates as thrown.
    */
-  async transaction<T>(runId: string, body: (tx: Tx) => Promise<T>, beforeBegin?: BeforeBegin, budget: AttemptBudget = this.budget()): Promise<T> {
+  async transaction<T>(runId: string, body: (tx: Tx) => Promise<T>, beforeBegin?: BeforeBegin, budget: AttemptBudget = this.budget(), queueFirst = false): Promise<T> {
     for (;;) {
       this.spend(budget);
       try {
-        return await this.attempt(body, runId, beforeBegin, this.isLastAttempt(budget));
+        return await this.attempt(body, runId, beforeBegin, this.isLastAttempt(budget), queueFirst);
       } catch (e) {
         if (!isRetryable(e)) throw mapPgError(e);
         await this.afterRetryable(budget, e);
@@ -146,7 +146,7 @@ export class PostgresTransactions {
    * transaction, and only the product's role can take it. A last attempt takes the start gate
    * first, in a round trip of its own (`takeGateAlone`).
    */
-  private async attempt<T>(body: (tx: Tx) => Promise<T>, runId: string, beforeBegin: BeforeBegin | undefined, alone: boolean): Promise<T> {
+  private async attempt<T>(body: (tx: Tx) => Promise<T>, runId: string, beforeBegin: BeforeBegin | undefined, alone: boolean, queueFirst: boolean): Promise<T> {
     const client = await this.pool.connect();
     let broken: unknown;
     /** In the Run's queue (a session lock): left when the attempt ends, whatever its end. */
@@ -157,6 +157,12 @@ export class PostgresTransactions {
     };
     client.on('error', onError);
     try {
+      // A start that just lost the turn (`queueFirst`) queues and waits before it begins: the
+      // turn is most likely still busy, and a begin that fails on it is two round trips lost.
+      if (queueFirst) {
+        queued = await joinRunQueue(client, runLiteral, this.timeouts.lockMs);
+        await run(client, SQL.AWAIT_RUN_TURN, { run_id: runId, lock_timeout_ms: this.timeouts.lockMs });
+      }
       let before = beforeBegin === undefined ? undefined : await beforeBegin(client);
       let nowMs: number | undefined;
       let turnVersion: number | null = null;

@@ -397,16 +397,22 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     return commands;
   };
 
-  it("R5.2 writers that lost a Run's turn queue for it: one waits for the turn, the others behind it in the order they came; released, all commit, and none holds the queue after", async () => {
+  it("R5.2 writers that lost a Run's turn (two starts, a lifecycle command) queue for it: one waits for the turn, the others behind it in the order they came; released, all commit, and none holds the queue after", async () => {
     const s = await setUp();
-    const commands = await stepRunsOfOneRun(s, 3, 'q');
+    const commands = await stepRunsOfOneRun(s, 2, 'q');
     const racers = await clients(3, { timeouts: { lockMs: 10_000 } });
-    let pending: Promise<PrepareResult>[] = [];
+    let pending: Promise<unknown>[] = [];
     await db.admin(async (holder) => {
       await holder.query('BEGIN');
       await holder.query('SELECT * FROM ql3.runs WHERE run_id = $1 FOR UPDATE', [s.runId]);
       try {
-        pending = racers.map((r, i) => r.barriers.prepare(commands[i]!));
+        pending = [
+          racers[0]!.barriers.prepare(commands[0]!).then((r) => r.outcome),
+          racers[1]!.barriers.prepare(commands[1]!).then((r) => r.outcome),
+          racers[2]!.runs
+            .handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: `${s.stepRunId}-q-new`, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } })
+            .then(() => 'appended'),
+        ];
         const deadline = Date.now() + 10_000;
         for (let q = await queueLocks(); q.held !== 1 || q.waiting !== 2; q = await queueLocks()) {
           if (Date.now() > deadline) throw new Error(`expected one writer in the queue's head and two behind it, saw ${JSON.stringify(q)}`);
@@ -416,10 +422,10 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
         await holder.query('ROLLBACK');
       }
     });
-    expect((await Promise.all(pending)).map((r) => r.outcome)).to.deep.equal(['created', 'created', 'created']);
+    expect(await Promise.all(pending)).to.deep.equal(['created', 'created', 'appended']);
     expect(await queueLocks()).to.deep.equal({ held: 0, waiting: 0 });
     for (const c of commands) expect((await main.barriers.getByStartId(c.startId))?.record.startId).to.equal(c.startId);
-    expect(await main.runs.readStream(s.runId)).to.have.length(3 + 3 * (2 + 5));
+    expect(await main.runs.readStream(s.runId)).to.have.length(3 + 2 * (2 + 5) + 1);
   });
 
   it("R5.2 R9.5 a session holding the Run's queue key for its own reasons delays a writer that lost the turn by at most lock_timeout, and fails none", async () => {

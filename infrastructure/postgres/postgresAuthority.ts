@@ -189,7 +189,8 @@ class PostgresAuthority implements PostgresStartBarrier {
       const decoded = decodeStartCommand(command); // bad input: typed error, no transaction opened
       const budget = this.tx.budget(); // one budget for every attempt of this start (R9.5)
       if (this.writeMode === 'batched') {
-        const underTurn = (d: DecodedStartCommand, b: AttemptBudget) => this.prepareInTransaction(d, b, 'batched', true);
+        // a turn still held: queue for it before beginning (transactions.ts)
+        const underTurn = (d: DecodedStartCommand, b: AttemptBudget, busy: boolean) => this.prepareInTransaction(d, b, 'batched', busy);
         return prepareInRoundTrips({ pool: this.pool, timeouts: this.timeouts, tx: this.tx, keys: this.keys, sealer: this.sealer, hook: this.hook, underTurn }, decoded, budget);
       }
       return this.prepareInTransaction(decoded, budget, 'stepwise');
@@ -211,7 +212,7 @@ class PostgresAuthority implements PostgresStartBarrier {
    * path's, so an exact replay (R4.2) or drift (R4.3) is answered from it in one round trip,
    * without a transaction or the Run's turn.
    */
-  private async prepareInTransaction(decoded: DecodedStartCommand, budget: AttemptBudget, mode: PostgresWriteMode, turnLost = false): Promise<PrepareResult> {
+  private async prepareInTransaction(decoded: DecodedStartCommand, budget: AttemptBudget, mode: PostgresWriteMode, turnBusy = false): Promise<PrepareResult> {
     const runId = decoded.command.stepRun.runId;
     try {
       const { first, existing } = await this.read(async (q) => {
@@ -219,15 +220,15 @@ class PostgresAuthority implements PostgresStartBarrier {
         return { first: read, existing: await existingOfRead(read, decoded, this.keys, q) };
       });
       if (existing !== null) return { outcome: 'existing', barrier: existing };
-      // after a lost turn the transaction waits for it first, so the lookup is read again after the wait
-      let fresh: LookupBeforeBegin | undefined = turnLost ? undefined : { hits: first.hits, runVersion: stateOfRead(first, decoded).run?.version ?? null };
+      // with the turn busy the transaction waits for it first, so the lookup is read again after the wait
+      let fresh: LookupBeforeBegin | undefined = turnBusy ? undefined : { hits: first.hits, runVersion: stateOfRead(first, decoded).run?.version ?? null };
       const keys = replayKeysOf(decoded.command);
       const lookup = async (q: Queryable): Promise<LookupBeforeBegin> => {
         const hits = fresh ?? (await lookupBeforeBegin(q, keys, runId)); // again after a wait or a retry
         fresh = undefined;
         return hits;
       };
-      return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, mode, this.keys, this.sealer), decoded, this.hook), lookup, budget, turnLost);
+      return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, mode, this.keys, this.sealer), decoded, this.hook), lookup, budget, turnBusy);
     } catch (e) {
       if (!isUniqueViolation(e)) throw e;
       return this.transaction(runId, (tx) => resolveUniqueViolation(tx.client, decoded, e, this.keys), undefined, budget);

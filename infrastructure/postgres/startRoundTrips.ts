@@ -53,7 +53,7 @@ export interface RoundTripContext {
    * first, waiting for it outside, and decides while holding it (transactions.ts). A Run whose
    * writers keep meeting then decides each start once, not once per lost race.
    */
-  readonly underTurn: (decoded: DecodedStartCommand, budget: AttemptBudget) => Promise<PrepareResult>;
+  readonly underTurn: (decoded: DecodedStartCommand, budget: AttemptBudget, busy: boolean) => Promise<PrepareResult>;
 }
 
 /** What the first round trip read: the replay hits, and the row itself (it holds the Run state only when there are no hits: a new start). */
@@ -184,6 +184,8 @@ export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: Decode
   client.on('error', onError);
   const open = { value: false };
   let resynced = false;
+  /** The turn was lost to a writer that still holds it (not only to one that moved the Run and left). */
+  let busy = false;
   try {
     for (;;) {
       const read = await readStart(client, decoded, ctx.keys !== undefined);
@@ -204,7 +206,9 @@ export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: Decode
           open.value = false;
           await client.query(SQL.ROLLBACK);
         }
-        if (turnLost(e) !== undefined) {
+        const lost = turnLost(e);
+        if (lost !== undefined) {
+          busy = lost === 'busy';
           budget.attempts--; // the Run's writers taking turns: no attempt spent (header)
           break; // on under the turn, once this connection is back in the pool
 
@@ -243,5 +247,5 @@ export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: Decode
     client.off('error', onError);
     client.release(broken instanceof Error ? broken : broken === undefined ? undefined : true);
   }
-  return ctx.underTurn(decoded, budget);
+  return ctx.underTurn(decoded, budget, busy);
 };

@@ -113,9 +113,15 @@ describe('R9.1 a PostgreSQL schema holds the objects its migrations make: trigge
       /trigger events\.events_start_follows_log is defined as "CREATE TRIGGER events_start_follows_log .*'none'.*", the migrations defined ".*ToolExecutionStartBarrierCommitted/,
     ],
   ];
+  /** Damage only a deparsed definition shows: compared on the made file's major version alone (README). */
+  const DEPARSED = /CHECK constraint made again|predicate no row meets|WHEN that never holds/;
   for (const [what, sql, problem] of damages) {
-    it(`R9.1 ${what}: an open (migrate or not) raises CORRUPT_RECORD naming it, nothing written; CLI verify lists it (exit 5) (before: opened and verified as sound)`, async () => {
+    it(`R9.1 ${what}: an open (migrate or not) raises CORRUPT_RECORD naming it, nothing written; CLI verify lists it (exit 5) (before: opened and verified as sound)`, async function () {
       const db = await template.clone();
+      if (DEPARSED.test(what)) {
+        const major = await db.admin(async (c) => Number((await c.query<{ v: string }>(`SELECT current_setting('server_version_num') AS v`)).rows[0]!.v) / 10000);
+        if (Math.trunc(major) !== DEFINITIONS_MADE.major) this.skip();
+      }
       await db.admin((c) => c.query(sql));
       await expectRefused(db, problem);
       const verify = await runCli(['verify', '--postgres', db.url]);

@@ -108,13 +108,11 @@ export const schemaObjectProblems = (found: SchemaObjects, made: typeof MADE = M
   for (const [object, detail] of found.objects) {
     if (!(object in made.objects) && !MAY_ADD.has(object.slice(0, object.indexOf(' ')))) problems.push(`${object} (${detail}) is not one the migrations made`);
   }
+  // A definition where the migrations made none (a column default added) changes the description above too.
   if (found.major === made.definitions.major) {
     for (const [object, definition] of Object.entries(made.definitions.byObject)) {
       const f = found.definitions.get(object);
       if (f !== definition && found.objects.has(object)) problems.push(`${object} is defined as "${f ?? 'nothing'}", the migrations defined "${definition}"`);
-    }
-    for (const [object, definition] of found.definitions) {
-      if (object in made.objects && !(object in made.definitions.byObject)) problems.push(`${object} is defined as "${definition}", the migrations defined nothing`);
     }
   }
   return problems;

@@ -139,8 +139,9 @@ export class PostgresTransactions {
    * One attempt on one pooled connection. Its first round trip begins the transaction and takes
    * the Run's turn (the Run head row lock, through ql3.take_run_turn) without waiting. If another
    * writer of the Run holds the turn, or committed between this snapshot and the lock, nothing
-   * has been written: the attempt rolls back, waits for the turn outside any transaction
-   * (ql3.await_run_turn, bounded by lock_timeout) and begins again with a fresh snapshot. Writers
+   * has been written: the attempt rolls back, waits for the turn outside any transaction (in
+   * the Run's queue, then ql3.await_run_turn, each bounded by lock_timeout) and begins again
+   * with a fresh snapshot. Writers
    * of one Run thus go one after another without failing each other under SERIALIZABLE, and
    * writers of different Runs never wait for each other. The lock lives exactly as long as the
    * transaction, and only the product's role can take it. A last attempt takes the start gate
@@ -156,13 +157,15 @@ export class PostgresTransactions {
       broken ??= err;
     };
     client.on('error', onError);
+    /** Outside any transaction: in the Run's queue (joined once), then until the turn is free. */
+    const awaitTurn = async () => {
+      queued ||= await joinRunQueue(client, runLiteral, this.timeouts.lockMs);
+      await run(client, SQL.AWAIT_RUN_TURN, { run_id: runId, lock_timeout_ms: this.timeouts.lockMs });
+    };
     try {
       // A start that just lost the turn (`queueFirst`) queues and waits before it begins: the
       // turn is most likely still busy, and a begin that fails on it is two round trips lost.
-      if (queueFirst) {
-        queued = await joinRunQueue(client, runLiteral, this.timeouts.lockMs);
-        await run(client, SQL.AWAIT_RUN_TURN, { run_id: runId, lock_timeout_ms: this.timeouts.lockMs });
-      }
+      if (queueFirst) await awaitTurn();
       let before = beforeBegin === undefined ? undefined : await beforeBegin(client);
       let nowMs: number | undefined;
       let turnVersion: number | null = null;
@@ -177,8 +180,7 @@ export class PostgresTransactions {
           const code = sqlStateOf(e);
           if (code !== SQLSTATE.lockNotAvailable && code !== SQLSTATE.serializationFailure) throw e;
           await client.query(SQL.ROLLBACK);
-          queued ||= await joinRunQueue(client, runLiteral, this.timeouts.lockMs);
-          await run(client, SQL.AWAIT_RUN_TURN, { run_id: runId, lock_timeout_ms: this.timeouts.lockMs });
+          await awaitTurn();
           before = beforeBegin === undefined ? undefined : await beforeBegin(client); // read again after the holder's commit
         }
       }

@@ -16,7 +16,10 @@ const run = (args) => {
   if (r.status !== 0) process.exit(r.status ?? 1);
 };
 
-run([join(root, 'scripts', 'embedMigrations.mjs')]);
-rmSync(out, { recursive: true, force: true }); // no stale output of a file since removed
-run([require.resolve('typescript/bin/tsc'), '-p', join(root, 'tsconfig.bench.json')]);
+// Under `npm test` (SB_PREBUILT=1) scripts/test.mjs has just compiled everything into the same folder.
+if (process.env.SB_PREBUILT !== '1') {
+  run([join(root, 'scripts', 'embedMigrations.mjs')]);
+  rmSync(out, { recursive: true, force: true }); // no stale output of a file since removed
+  run([require.resolve('typescript/bin/tsc'), '-p', join(root, 'tsconfig.bench.json')]);
+}
 run([join(out, 'bench', 'run.js'), ...process.argv.slice(2)]);

@@ -77,7 +77,9 @@ describe('R6.1 the packed package in consumer projects (npm pack, CommonJS, ESM,
 
   before(async () => {
     const work = freshDir('sb-consumer');
-    const out = timed('npm pack (prepack: clean build)', () => npm(['pack', '--json', '--pack-destination', work, '--loglevel=error'], ROOT));
+    // Under `npm test` dist/ is the clean build scripts/test.mjs just made: prepack need not make it again.
+    const prebuilt = process.env.SB_PREBUILT === '1' ? ['--ignore-scripts'] : [];
+    const out = timed('npm pack (prepack: clean build)', () => npm(['pack', '--json', ...prebuilt, '--pack-destination', work, '--loglevel=error'], ROOT));
     const info = (JSON.parse(out.slice(out.indexOf('['))) as { filename: string; files: { path: string }[] }[])[0]!;
     tarball = join(work, info.filename);
     packed = info.files.map((f) => f.path);

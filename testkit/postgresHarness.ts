@@ -71,10 +71,48 @@ export const createDatabase = async (template?: string): Promise<TestDatabase> =
 };
 
 // One migrated template per test process, made on first use and dropped after the last spec
-// (testkit/mochaHooks.ts): every clone is a fresh database at the current schema in ~0.2 s,
-// and the migrations run once per run instead of once per suite.
-let template: Promise<TestDatabase> | undefined;
-const migratedTemplate = (): Promise<TestDatabase> =>
+// (testkit/mochaHooks.ts). A clone a spec has finished with is emptied and handed to the next
+// spec that asks, so a run migrates once and creates a handful of databases, not one per test.
+// Emptying is trusted only when the schema, grants and migration rows still read exactly as the
+// template's: a spec that damaged anything else leaves a database that is dropped, never reused.
+
+/** Everything a spec could change besides the rows of the tables a migration leaves empty. */
+const FINGERPRINT = `
+  WITH ns AS (SELECT oid, nspname FROM pg_namespace WHERE nspname NOT IN ('pg_catalog', 'information_schema') AND nspname NOT LIKE 'pg\\_to%' AND nspname NOT LIKE 'pg\\_temp%')
+  SELECT md5(string_agg(x, E'\n' ORDER BY x)) AS fingerprint FROM (
+    SELECT 'ns ' || nspname || ' ' || coalesce(n.nspacl::text, '') AS x FROM pg_namespace n WHERE n.oid IN (SELECT oid FROM ns)
+    UNION ALL SELECT 'rel ' || c.oid::regclass::text || ' ' || c.relkind::text || ' ' || coalesce(c.relacl::text, '') || ' ' || c.relrowsecurity::text || ' ' || c.relforcerowsecurity::text || ' ' || c.relpersistence::text || ' ' || coalesce(c.reloptions::text, '') || ' ' || c.relreplident::text FROM pg_class c WHERE c.relnamespace IN (SELECT oid FROM ns)
+    UNION ALL SELECT 'col ' || a.attrelid::regclass::text || ' ' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod) || ' ' || a.attnotnull::text || ' ' || coalesce(pg_get_expr(d.adbin, d.adrelid), '') || ' ' || coalesce(a.attacl::text, '') || ' ' || a.attidentity::text || ' ' || a.attgenerated::text || ' ' || a.attcollation::text || ' ' || a.attstorage::text || ' ' || a.attcompression::text
+      FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+      WHERE c.relnamespace IN (SELECT oid FROM ns) AND a.attnum > 0 AND NOT a.attisdropped
+    UNION ALL SELECT 'trg ' || pg_get_triggerdef(t.oid) || ' ' || t.tgenabled::text FROM pg_trigger t WHERE NOT t.tgisinternal
+    UNION ALL SELECT 'con ' || conrelid::regclass::text || ' ' || conname || ' ' || pg_get_constraintdef(oid) || ' ' || convalidated::text FROM pg_constraint WHERE connamespace IN (SELECT oid FROM ns)
+    UNION ALL SELECT 'idx ' || pg_get_indexdef(i.indexrelid) || ' ' || i.indisvalid::text FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relnamespace IN (SELECT oid FROM ns)
+    UNION ALL SELECT 'fn ' || p.oid::regprocedure::text || ' ' || md5(p.prosrc) || ' ' || p.prosecdef::text || ' ' || coalesce(p.proacl::text, '') || ' ' || coalesce(array_to_string(p.proconfig, ','), '') || ' ' || pg_get_userbyid(p.proowner) || ' ' || p.provolatile::text || ' ' || p.proleakproof::text || ' ' || p.proisstrict::text || ' ' || p.proparallel::text || ' ' || pg_get_function_result(p.oid) FROM pg_proc p WHERE p.pronamespace IN (SELECT oid FROM ns)
+    UNION ALL SELECT 'pol ' || polrelid::regclass::text || ' ' || polname FROM pg_policy
+    UNION ALL SELECT 'rule ' || schemaname || '.' || tablename || ' ' || rulename FROM pg_rules WHERE schemaname NOT IN ('pg_catalog')
+    UNION ALL SELECT 'type ' || t.oid::regtype::text || ' ' || t.typtype::text || ' ' || coalesce(t.typacl::text, '') FROM pg_type t WHERE t.typnamespace IN (SELECT oid FROM ns)
+    UNION ALL SELECT 'enum ' || enumtypid::regtype::text || ' ' || enumlabel FROM pg_enum
+    UNION ALL SELECT 'seq ' || seqrelid::regclass::text || ' ' || seqincrement::text || ' ' || seqmin::text || ' ' || seqmax::text || ' ' || seqcycle::text FROM pg_sequence
+    UNION ALL SELECT 'ext ' || extname || ' ' || extversion FROM pg_extension
+    UNION ALL SELECT 'owner ' || c.oid::regclass::text || ' ' || pg_get_userbyid(c.relowner) FROM pg_class c WHERE c.relnamespace IN (SELECT oid FROM ns)
+    UNION ALL SELECT 'set ' || setrole || ' ' || array_to_string(setconfig, ',') FROM pg_db_role_setting WHERE setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database())
+    UNION ALL SELECT 'db ' || coalesce(datacl::text, '') || ' ' || datallowconn::text || ' ' || datconnlimit::text FROM pg_database WHERE datname = current_database()
+    UNION ALL SELECT 'migration ' || m::text FROM ql3.schema_migrations m
+    UNION ALL SELECT 'capability ' || k::text FROM ql3.capabilities k
+  ) s`;
+
+interface Template {
+  readonly db: TestDatabase;
+  readonly fingerprint: string;
+  /** The ql3 tables a fresh migration leaves empty: the ones a reset truncates. */
+  readonly emptied: readonly string[];
+}
+
+const fingerprintOf = async (c: Client): Promise<string> => (await c.query<{ fingerprint: string }>(FINGERPRINT)).rows[0]!.fingerprint;
+
+let template: Promise<Template> | undefined;
+const migratedTemplate = (): Promise<Template> =>
   (template ??= (async () => {
     const name = `sb_${randomBytes(8).toString('hex')}_tpl`;
     await withAdmin((c) => c.query(`CREATE DATABASE ${ident(name)}`));
@@ -82,21 +120,56 @@ const migratedTemplate = (): Promise<TestDatabase> =>
     afterRun(() => db.drop());
     const a = await openPostgresStartBarrier({ connectionString: db.url });
     await a.close();
-    return db;
+    return db.admin(async (c) => {
+      const counts = await countRows(c);
+      const emptied = Object.keys(counts).filter((t) => counts[t] === 0);
+      return { db, fingerprint: await fingerprintOf(c), emptied };
+    });
   })());
 
-/** Clones of the run's migrated template; `dropAll` drops the clones this instance made. */
+/** Clones handed back, emptied and checked, waiting for the next spec. */
+const idle: TestDatabase[] = [];
+afterRun(async () => {
+  for (const db of idle.splice(0)) await db.drop();
+});
+
+/** Empties a used clone; true when it then reads exactly as the template. */
+const reset = async (db: TestDatabase, t: Template): Promise<boolean> =>
+  db
+    .admin(async (c) => {
+      await c.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`);
+      await c.query(`SET lock_timeout = '2s'`);
+      // Replica role: the append-only tables' no-truncate triggers stand aside for the test harness.
+      await c.query(`SET session_replication_role = replica`);
+      if (t.emptied.length > 0) await c.query(`TRUNCATE ${t.emptied.map((n) => `ql3.${escapeIdentifier(n)}`).join(', ')} RESTART IDENTITY`);
+      await c.query(`RESET session_replication_role`);
+      return (await fingerprintOf(c)) === t.fingerprint;
+    })
+    .catch(() => false);
+
+/** Fresh databases at the current schema for the specs of one suite; `dropAll` hands back what is left. */
 export class MigratedTemplate {
-  private readonly clones: TestDatabase[] = [];
+  private readonly clones = new Set<TestDatabase>();
 
   async clone(): Promise<TestDatabase> {
-    const db = await createDatabase((await migratedTemplate()).name);
-    this.clones.push(db);
-    return db;
+    const t = await migratedTemplate();
+    const db = idle.pop() ?? (await createDatabase(t.db.name));
+    let done: Promise<void> | undefined;
+    const handed: TestDatabase = {
+      ...db,
+      drop: () =>
+        (done ??= (async () => {
+          this.clones.delete(handed);
+          if (await reset(db, t)) idle.push(db);
+          else await db.drop();
+        })()),
+    };
+    this.clones.add(handed);
+    return handed;
   }
 
   async dropAll(): Promise<void> {
-    for (const db of this.clones.splice(0)) await db.drop();
+    for (const db of [...this.clones]) await db.drop();
   }
 }
 

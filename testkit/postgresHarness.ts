@@ -117,7 +117,11 @@ const migratedTemplate = (): Promise<Template> =>
     const name = `sb_${randomBytes(8).toString('hex')}_tpl`;
     await withAdmin((c) => c.query(`CREATE DATABASE ${ident(name)}`));
     const db = make(name);
-    afterRun(() => db.drop());
+    afterRun(async () => {
+      template = undefined;
+      for (const clone of idle.splice(0)) await clone.drop();
+      await db.drop();
+    });
     const a = await openPostgresStartBarrier({ connectionString: db.url });
     await a.close();
     return db.admin(async (c) => {
@@ -129,9 +133,6 @@ const migratedTemplate = (): Promise<Template> =>
 
 /** Clones handed back, emptied and checked, waiting for the next spec. */
 const idle: TestDatabase[] = [];
-afterRun(async () => {
-  for (const db of idle.splice(0)) await db.drop();
-});
 
 /** Empties a used clone; true when it then reads exactly as the template. */
 const reset = async (db: TestDatabase, t: Template): Promise<boolean> =>

@@ -198,8 +198,15 @@ export const adapterConformance = (backend: AdapterBackend): void => {
       const states = Object.fromEntries(listed.map((d) => [d.startId, d.inspect.state]));
       expect(states[p.startId]).to.equal('succeeded');
       expect(states[h.startId]).to.equal('succeeded');
-      const one = json<{ inDoubt: boolean; inspect: { state: string }; adapter: { id: string } }>(await runCli([...env.cliArgs, 'inspect', h.startId, '--adapters', registry]));
+      const asked = await runCli([...env.cliArgs, 'inspect', h.startId, '--adapters', registry]);
+      const one = json<{ inDoubt: boolean; inspect: { state: string }; adapter: { id: string } }>(asked);
       expect(one).to.deep.include({ inDoubt: true, inspect: { state: 'succeeded' }, adapter: ADAPTER_REFS.http });
+      // R12.2: operators see the sealed plan's redacted preview (the default contract names no field), never the input
+      const shown = await runCli([...env.cliArgs, 'show', '--start-id', h.startId]);
+      for (const out of [asked, shown]) {
+        expect(json<{ plan: unknown }>(out).plan).to.deep.equal({ status: 'sealed', preview: { redaction: h.call.plan.contracts.redaction, planDigest: h.call.plan.admission.planDigest, shown: {} } });
+        expect(JSON.stringify(out)).to.not.contain(INPUT.marker);
+      }
       // Nothing recorded by inspecting: the operator (or a replayed saga) decides.
       expect(await env.authority.recovery.outcome(h.startId)).to.equal(null);
       writeFileSync(registry, JSON.stringify({}));

@@ -14,6 +14,7 @@ import type {
   StepRunState,
 } from '../domain';
 import { START_WRITE_STEPS } from './startWrite';
+import type { PlanStatus } from './invocationPlans';
 import type { VerifyProgressListener } from './verifyProgress';
 
 // The surface every backend offers (in-memory for specs, SQLite, PostgreSQL). The shared
@@ -183,6 +184,8 @@ export type VerifyProblemKind =
   | 'schema'
   /** The driver claim history is not one `claim` and `release` can write (R11.2). */
   | 'driver_claim'
+  /** A sealed invocation plan that does not open as what its barrier binds (R12.2). */
+  | 'plan'
   /** A warning, never a problem: a note with text that no outcome binds (R10.2). */
   | 'orphan_note';
 
@@ -203,6 +206,8 @@ export interface VerifyReport {
    * the first keyed writer's seal origin), which read without a seal and never fail verify.
    */
   readonly seals?: { readonly sealed: number; readonly legacy: number };
+  /** Sealed invocation plans (R12.2): shredded ones (or under a destroyed key) never fail verify. */
+  readonly plans?: { readonly sealed: number; readonly shredded: number };
   readonly problems: readonly VerifyProblem[];
   /** What is not damage but wants an operator (an orphan note still holding text); never fails verify. */
   readonly warnings: readonly VerifyProblem[];
@@ -252,6 +257,16 @@ export interface RecoverableStartBarrierAuthority extends StartBarrierAuthority 
    * PostgreSQL pg-0034). Each call opens what it needs; `close()` them when done.
    */
   driverClaims(): DriverClaims;
+  /** Sealed invocation plans (R12.2): what operators see of a tool input, and shredding. */
+  readonly plans: PlansApi;
+}
+
+/** The operator's side of sealed invocation plans; no key is needed for either. */
+export interface PlansApi {
+  /** The redacted preview (only the fields its redaction contract names) and whether the plan is sealed or shredded. */
+  status(startId: string): Promise<PlanStatus>;
+  /** Erase the plan's sealed bytes and key id for good: it never opens again; `verify` stays green and counts it shredded. */
+  shred(startId: string): Promise<boolean>;
 }
 
 /** emmett's event store over the Run streams, with a transactional session (`withSession`). */

@@ -1,4 +1,5 @@
 import { createVerifyProgress, type VerifyProgressListener } from './verifyProgress';
+import type { InvocationPlans } from './invocationPlans';
 import * as t from 'io-ts';
 import {
   CorruptRecordError,
@@ -163,6 +164,8 @@ export interface RecoveryBackend {
   clock?: () => number;
   /** The deployment keyring (R9.4), if any: outcome events must then be sealed, and `verify` checks every seal. */
   keyring?: () => EvidenceKeyring | undefined;
+  /** Sealed invocation plans (R12.2): `verify` counts them, sealed or shredded, and reports one that does not open. */
+  plans?: () => InvocationPlans;
 }
 
 const PAGE = 200;
@@ -790,10 +793,27 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
         }
       });
 
+      // R12.2: a plan is outside the evidence; shredded (or its key destroyed) is not damage, a changed one is.
+      let plans: { sealed: number; shredded: number } | undefined;
+      if (backend.plans !== undefined) {
+        await walk('plan', 'invocation_plans', async () => {
+          const audit = await backend.plans!()
+            .audit(async (id) => (await backend.snapshot((v) => v.readBarrier(id)).catch(() => null))?.record.admission.planDigest)
+            .catch((e: unknown) => {
+              // a schema changed under the authority: the integrity walk below reports it once
+              if (e instanceof CorruptRecordError && e.recordKind === 'schema') return { sealed: 0, shredded: 0, problems: [] };
+              throw e;
+            });
+          // a store that never sealed a plan and holds no key reports nothing of plans
+          if (backend.plans!().keyed || audit.sealed + audit.shredded + audit.problems.length > 0) plans = { sealed: audit.sealed, shredded: audit.shredded };
+          for (const p of audit.problems) problems.push({ kind: 'plan', ...p });
+        });
+      }
+
       progress.integrity(false);
       await walk('schema', 'integrity checks', async () => void problems.push(...(await walkSnapshot((v) => v.integrityProblems()))));
       progress.integrity(true);
-      return { ok: problems.length === 0, checked, notes, ...(keys === undefined ? {} : { seals }), problems, warnings };
+      return { ok: problems.length === 0, checked, notes, ...(keys === undefined ? {} : { seals }), ...(plans === undefined ? {} : { plans }), problems, warnings };
     },
   };
   return recovery;

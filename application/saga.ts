@@ -22,7 +22,9 @@ import {
   ValidationError,
 } from '../domain';
 import { Identity, decodeOrThrow, integer } from '../domain/codecs';
-import type { RecoverableStartBarrierAuthority, StartOutcome, StoredBarrier } from './authority';
+import type { StartOutcome, StoredBarrier } from './authority';
+import { ExecutionAuthority, refuseUnknown, type ExecutionPort } from './execution';
+import type { RedactionContract } from './invocationPlans';
 
 // The orchestration saga (process manager) for one Tool StepRun attempt, over a real authority
 // and a contracted adapter (domain/adapter.ts). The order is the whole point (R3.8): the
@@ -33,44 +35,8 @@ import type { RecoverableStartBarrierAuthority, StartOutcome, StoredBarrier } fr
 // doubt (at-most-once). The saga holds no state of its own: the barrier, the claims and the
 // outcome fact are its state, so a replay after a crash or a lost response resumes from them.
 
-/**
- * Execution opened explicitly on an authority (R11.3, ADR §6): without it the saga refuses to
- * invoke anything. `execution: 'enabled'` must be written out by the caller; nothing defaults it.
- */
-export interface ExecutionAuthority {
-  readonly authority: RecoverableStartBarrierAuthority;
-  readonly executionEnabled: true;
-  readonly claims: DriverClaims;
-  close(): Promise<void>;
-}
-
-export interface ExecutionOptions {
-  readonly execution: 'enabled';
-  /** Where the claims live (default: beside the authority's own records, 0060 / pg-0034). */
-  readonly claims?: DriverClaims;
-}
-
-/** Options of the saga and of execution: an object with known keys only (VALIDATION_FAILED naming the first other one). */
-const refuseUnknown = (record: string, options: unknown, known: readonly string[], prefix = ''): void => {
-  if (typeof options !== 'object' || options === null || Array.isArray(options)) {
-    throw new ValidationError(record, [{ path: prefix.slice(0, -1), reason: 'invalid_value', message: 'must be an object' }]);
-  }
-  const unknown = Object.keys(options).find((k) => !known.includes(k));
-  if (unknown !== undefined) throw new ValidationError(record, [{ path: `${prefix}${unknown}`, reason: 'unknown_field', message: `unknown option (known: ${known.join(', ')})` }]);
-};
-
-export const openExecution = (authority: RecoverableStartBarrierAuthority, options: ExecutionOptions): ExecutionAuthority => {
-  if ((options as { execution?: unknown } | undefined)?.execution !== 'enabled') {
-    throw new ExecutionRefusedError('execution_disabled', "execution must be opened with { execution: 'enabled' }");
-  }
-  refuseUnknown('openExecution options', options, ['execution', 'claims']);
-  const given = options.claims as Partial<Record<keyof DriverClaims, unknown>> | undefined;
-  if (given !== undefined && (typeof given !== 'object' || given === null || !(['claim', 'release', 'history', 'close'] as const).every((m) => typeof given[m] === 'function'))) {
-    throw new ValidationError('openExecution options', [{ path: 'claims', reason: 'invalid_value', message: 'must be a DriverClaims store (claim, release, history and close)' }]);
-  }
-  const claims = options.claims ?? authority.driverClaims();
-  return { authority, executionEnabled: true, claims, close: () => claims.close() };
-};
+export { ExecutionAuthority, openExecution, type ExecutionOptions } from './execution';
+export type { RedactionContract, PlanPreview, PlanStatus, PlanKeyringOptions, PlanStoreOptions } from './invocationPlans';
 
 export interface ToolStepSagaOptions {
   readonly execution: ExecutionAuthority;
@@ -81,8 +47,13 @@ export interface ToolStepSagaOptions {
   readonly leaseGraceMs?: number;
   /** Business time of recorded outcomes (never their commit time). */
   readonly clock?: () => number;
-  /** Fault injection between the adapter's answer and the recorded outcome (reliability only). */
-  readonly hooks?: { readonly afterStart?: (startId: string) => void | Promise<void> };
+  /**
+   * What operators may see of the tool input (R12.2): the fields of the redacted preview, by
+   * the redaction contract the command names. Default: none.
+   */
+  readonly redaction?: RedactionContract;
+  /** Fault injection after the plan is sealed, and between the adapter's answer and the recorded outcome (reliability only). */
+  readonly hooks?: { readonly afterSeal?: (startId: string) => void | Promise<void>; readonly afterStart?: (startId: string) => void | Promise<void> };
 }
 
 interface SagaBase {
@@ -119,10 +90,16 @@ export interface ToolStepSaga {
    * refused execution (R11.3) rejects with its typed error and the adapter is never reached.
    */
   drive(trigger: unknown, plan: StartPlan, invocation: InvocationPlan): Promise<SagaResult>;
+  /**
+   * Re-drive a committed start from what is stored alone (R12.2): its barrier and its sealed
+   * invocation plan, after a restart. A plan that was shredded is EXECUTION_REFUSED
+   * (plan_unavailable), one that was changed CORRUPT_RECORD; either way no adapter runs.
+   */
+  resume(startId: string): Promise<SagaResult>;
 }
 
 const GraceMs = integer('LeaseGraceMs', 0, 3_600_000);
-const SAGA_OPTIONS: readonly string[] = ['execution', 'adapter', 'sagaId', 'leaseGraceMs', 'clock', 'hooks'] satisfies readonly (keyof ToolStepSagaOptions)[];
+const SAGA_OPTIONS: readonly string[] = ['execution', 'adapter', 'sagaId', 'leaseGraceMs', 'clock', 'redaction', 'hooks'] satisfies readonly (keyof ToolStepSagaOptions)[];
 
 /**
  * The options' shape, before any attempt: a misspelt option would silently not apply (a
@@ -134,8 +111,9 @@ const checkedSagaOptions = (options: unknown): ToolStepSagaOptions => {
   const record = 'createToolStepSaga options';
   refuseUnknown(record, options, SAGA_OPTIONS);
   const o = options as ToolStepSagaOptions;
-  if (o.hooks !== undefined) refuseUnknown(record, o.hooks, ['afterStart'], 'hooks.');
-  for (const [path, f] of [['clock', o.clock], ['hooks.afterStart', o.hooks?.afterStart]] as const) {
+  if (o.hooks !== undefined) refuseUnknown(record, o.hooks, ['afterSeal', 'afterStart'], 'hooks.');
+  if (o.redaction !== undefined) refuseUnknown(record, o.redaction, ['fields'], 'redaction.');
+  for (const [path, f] of [['clock', o.clock], ['hooks.afterSeal', o.hooks?.afterSeal], ['hooks.afterStart', o.hooks?.afterStart]] as const) {
     if (f !== undefined && typeof f !== 'function') throw new ValidationError(record, [{ path, reason: 'invalid_value', message: 'must be a function' }]);
   }
   return o;
@@ -154,10 +132,91 @@ export const createToolStepSaga = (input: ToolStepSagaOptions): ToolStepSaga => 
   const configured = options.clock ?? Date.now;
   const clock = (): number => decodeOrThrow(BusinessTime, 'clock', configured());
 
+  const redaction: RedactionContract = options.redaction ?? { fields: [] };
+  const gate = (): { execution: ExecutionAuthority; port: ExecutionPort } => {
+    const port = ExecutionAuthority.portOf(execution);
+    // R12.1: only openExecution makes an execution authority; a hand-made one is refused.
+    if (port === undefined) throw new ExecutionRefusedError('execution_disabled', 'the saga was given no authority opened with openExecution');
+    if (!execution!.open) throw new ExecutionRefusedError('ticket_expired', 'the execution authority is closed');
+    return { execution: execution!, port };
+  };
+
+  /** From a committed start to its outcome fact: the plan opened, the attempt claimed, the ticket minted, the adapter reached. */
+  const run = async (execution: ExecutionAuthority, prepared: 'created' | 'existing', barrier: StoredBarrier): Promise<SagaResult> => {
+    const authority = execution.authority;
+    const startId = barrier.record.startId;
+    const base = { prepared, barrier };
+
+    const resolved = async (invoked: boolean): Promise<SagaResult | null> => {
+      const known = await authority.recovery.outcome(startId);
+      return known === null ? null : { ...base, status: 'already_resolved', invoked, outcome: known };
+    };
+    const before = await resolved(false);
+    if (before !== null) return before;
+
+    // What runs is what was sealed: a shredded plan refuses, a changed one fails closed, before any claim.
+    const opened = await execution.openPlan(barrier);
+    const adapter = assertMayExecute(true, options.adapter, barrier.record, opened);
+    const ticket = await execution.ticket({ startId, attempt: barrier.record.attempt.startedStepRunVersion, adapter: adapter.declaration.ref });
+
+    const claimed = await execution.claims.claim(startId, driverId, leaseMsOf(barrier.record.admission.timeoutMs, graceMs));
+    if (claimed.status === 'held') return { ...base, status: 'claimed_elsewhere', invoked: false, holder: claimed.holder };
+    const claim = claimed.claim;
+    // Whatever happens next, this generation ends here: the next driver inspects first.
+    const done = async (result: SagaResult): Promise<SagaResult> => {
+      await execution.claims.release(claim).catch(() => undefined);
+      return result;
+    };
+
+    // An earlier driver may have recorded the outcome between our read and our claim.
+    const meanwhile = await resolved(false);
+    if (meanwhile !== null) return done(meanwhile);
+
+    const record = async (outcome: 'completed' | 'failed', code: AdapterResultCode, report: AdapterReport | InspectReport, invoked: boolean, via: 'start' | 'inspect'): Promise<SagaResult> => {
+      try {
+        const recorded = await authority.recovery.resolve(startId, outcome, {
+          decidedBy: sagaId,
+          reason: code,
+          requestedAtMs: clock(),
+          ...(report.outputDigest === undefined ? {} : { outcomeDigest: report.outputDigest }),
+        });
+        if (recorded.outcome.outcome !== outcome) return done({ ...base, status: 'already_resolved', invoked, outcome: recorded.outcome });
+        return done({ ...base, status: outcome, invoked, via, outcome: recorded.outcome, report });
+      } catch (e) {
+        // Someone (an operator) may have decided meanwhile; their fact stands, ours is not written.
+        const decided = await resolved(invoked).catch(() => null);
+        return done(decided ?? { ...base, status: 'in_doubt', invoked, why: 'record_failed', error: describe(e) });
+      }
+    };
+
+    let step = firstStep(claim, adapter);
+    if (step.kind === 'inspect') {
+      let inspected: InspectReport;
+      try {
+        inspected = decodeInspectReport(await adapter.inspect!(ticket));
+      } catch {
+        inspected = { state: 'unknown' };
+      }
+      const next = stepAfterInspect(inspected.state, adapter.declaration.guarantees);
+      if (next.kind === 'record') return record(next.outcome, next.code, inspected, false, 'inspect');
+      step = next;
+    }
+    if (step.kind === 'in_doubt') return done({ ...base, status: 'in_doubt', invoked: false, why: step.why });
+
+    let report: AdapterReport;
+    try {
+      report = decodeAdapterReport(await adapter.start(ticket, opened));
+    } catch (e) {
+      return done({ ...base, status: 'in_doubt', invoked: true, why: 'start_unknown', error: describe(e) });
+    }
+    await options.hooks?.afterStart?.(startId);
+    return record(report.outcome, report.code, report, true, 'start');
+  };
+
   return {
     drive: async (input, plan, invocation) => {
       const trigger = decodeToolStepTrigger(input);
-      if (execution?.executionEnabled !== true) throw new ExecutionRefusedError('execution_disabled', 'the saga was given no authority opened with execution enabled');
+      const { execution, port } = gate();
       const authority = execution.authority;
       const view = await authority.runs.getStepRun(trigger.runId, trigger.stepRunId);
       if (view === null) throw new PreconditionError('step_run_not_found', `StepRun ${trigger.stepRunId} does not exist in Run ${trigger.runId}`);
@@ -165,74 +224,23 @@ export const createToolStepSaga = (input: ToolStepSagaOptions): ToolStepSaga => 
 
       const command = buildSagaStartCommand(plan, trigger, stepRun);
       // The gate comes before prepare: a refused execution commits no start to be in doubt about.
-      const adapter = assertMayExecute(execution.executionEnabled, options.adapter, command, invocation);
+      assertMayExecute(true, options.adapter, command, invocation);
+      // So do the plan's own checks (size, redaction contract): bad input writes nothing.
+      port.plans.check(invocation, redaction, command.contracts.redaction, command.admission.planDigest);
       clock(); // likewise a clock that cannot stamp the outcome
       const prepared = await authority.barriers.prepare(command);
       const barrier = prepared.barrier;
-      const startId = barrier.record.startId;
-      const base = { prepared: prepared.outcome, barrier };
-
-      const resolved = async (invoked: boolean): Promise<SagaResult | null> => {
-        const known = await authority.recovery.outcome(startId);
-        return known === null ? null : { ...base, status: 'already_resolved', invoked, outcome: known };
-      };
-      const before = await resolved(false);
-      if (before !== null) return before;
-
-      const claimed = await execution.claims.claim(startId, driverId, leaseMsOf(barrier.record.admission.timeoutMs, graceMs));
-      if (claimed.status === 'held') return { ...base, status: 'claimed_elsewhere', invoked: false, holder: claimed.holder };
-      const claim = claimed.claim;
-      // Whatever happens next, this generation ends here: the next driver inspects first.
-      const done = async (result: SagaResult): Promise<SagaResult> => {
-        await execution.claims.release(claim).catch(() => undefined);
-        return result;
-      };
-
-      // An earlier driver may have recorded the outcome between our read and our claim.
-      const meanwhile = await resolved(false);
-      if (meanwhile !== null) return done(meanwhile);
-
-      const record = async (outcome: 'completed' | 'failed', code: AdapterResultCode, report: AdapterReport | InspectReport, invoked: boolean, via: 'start' | 'inspect'): Promise<SagaResult> => {
-        try {
-          const recorded = await authority.recovery.resolve(startId, outcome, {
-            decidedBy: sagaId,
-            reason: code,
-            requestedAtMs: clock(),
-            ...(report.outputDigest === undefined ? {} : { outcomeDigest: report.outputDigest }),
-          });
-          if (recorded.outcome.outcome !== outcome) return done({ ...base, status: 'already_resolved', invoked, outcome: recorded.outcome });
-          return done({ ...base, status: outcome, invoked, via, outcome: recorded.outcome, report });
-        } catch (e) {
-          // Someone (an operator) may have decided meanwhile; their fact stands, ours is not written.
-          const decided = await resolved(invoked).catch(() => null);
-          return done(decided ?? { ...base, status: 'in_doubt', invoked, why: 'record_failed', error: describe(e) });
-        }
-      };
-
-      let step = firstStep(claim, adapter);
-      if (step.kind === 'inspect') {
-        let inspected: InspectReport;
-        try {
-          inspected = decodeInspectReport(await adapter.inspect!(startId));
-        } catch {
-          inspected = { state: 'unknown' };
-        }
-        const next = stepAfterInspect(inspected.state, adapter.declaration.guarantees);
-        if (next.kind === 'record') return record(next.outcome, next.code, inspected, false, 'inspect');
-        step = next;
-      }
-      if (step.kind === 'in_doubt') return done({ ...base, status: 'in_doubt', invoked: false, why: step.why });
-
-      let report: AdapterReport;
-      try {
-        report = decodeAdapterReport(
-          await adapter.start({ barrier: barrier.record, barrierDigest: barrier.barrierDigest, committedAtMs: barrier.committedAtMs, timeoutMs: barrier.record.admission.timeoutMs }, invocation),
-        );
-      } catch (e) {
-        return done({ ...base, status: 'in_doubt', invoked: true, why: 'start_unknown', error: describe(e) });
-      }
-      await options.hooks?.afterStart?.(startId);
-      return record(report.outcome, report.code, report, true, 'start');
+      // Sealed before any claim or adapter: a restarted saga re-drives from the stored plan alone.
+      await port.plans.seal(barrier.record.startId, barrier.record.admission.planDigest, barrier.record.contracts.redaction, invocation, redaction);
+      await options.hooks?.afterSeal?.(barrier.record.startId);
+      return run(execution, prepared.outcome, barrier);
+    },
+    resume: async (startIdInput) => {
+      const startId = decodeOrThrow(Identity, 'startId', startIdInput);
+      const { execution, port } = gate();
+      const barrier = await port.readBarrier(startId);
+      if (barrier === null) throw new PreconditionError('start_not_found', `no start barrier has startId ${startId}`);
+      return run(execution, 'existing', barrier);
     },
   };
 };

@@ -59,8 +59,25 @@ export interface AdapterStartContext {
 }
 
 /**
- * The tool input, held in memory only for the call (the ADR's encrypted invocation plan): the
- * admission's `planDigest` binds it, so the adapter runs exactly what was admitted.
+ * What an adapter acts on (R12.1): minted by the library from a verified read of a committed
+ * barrier, by an execution authority, for one start, one attempt and one adapter, and good only
+ * while that authority is open. Its shape can be copied; a copy is not a ticket (the library
+ * knows the ones it minted), so an adapter refuses it before any I/O.
+ */
+export interface ExecutionTicket extends AdapterStartContext {
+  readonly startId: string;
+  /** The attempt: the StepRun version the start moved it to. */
+  readonly attempt: number;
+  /** The reviewed adapter the barrier names: only that adapter accepts the ticket. */
+  readonly adapter: Ref;
+  /** `execute`: start and inspect; `inspect`: inspect only (an operator's read). */
+  readonly use: 'execute' | 'inspect';
+}
+
+/**
+ * The tool input. An adapter runs only a plan the library opened from the sealed invocation
+ * plan of the ticket's start (R12.2); the admission's `planDigest` binds it, so the adapter
+ * runs exactly what was admitted.
  */
 export interface InvocationPlan {
   readonly input: unknown;
@@ -82,10 +99,10 @@ export const decodeInspectReport = (input: unknown): InspectReport => decodeOrTh
 
 export interface ToolAdapter {
   readonly declaration: AdapterDeclaration;
-  /** Start the side effect for a committed barrier, keyed by `barrier.startId` (R11.1). */
-  start(context: AdapterStartContext, plan: InvocationPlan): Promise<AdapterReport>;
-  /** What the tool's side knows of one start, after a crash or a lost response. */
-  inspect?(startId: string): Promise<InspectReport>;
+  /** Start the side effect for a committed barrier, keyed by `barrier.startId` (R11.1); only on a minted ticket and its opened plan (R12.1). */
+  start(ticket: ExecutionTicket, plan: InvocationPlan): Promise<AdapterReport>;
+  /** What the tool's side knows of the ticket's start, after a crash or a lost response. */
+  inspect?(ticket: ExecutionTicket): Promise<InspectReport>;
 }
 
 const PLAN_TAG = 'qinglong/tool-invocation-plan@v1';

@@ -200,7 +200,21 @@ export class StoreUnavailableError extends StartBarrierError {
   }
 }
 
-export type ExecutionRefusal = 'execution_disabled' | 'adapter_contract_unmet' | 'adapter_mismatch' | 'plan_mismatch';
+export type ExecutionRefusal =
+  | 'execution_disabled'
+  | 'adapter_contract_unmet'
+  | 'adapter_mismatch'
+  | 'plan_mismatch'
+  /** A gate of execution does not hold (the message names it): no plan store, no plan key. */
+  | 'gate_missing'
+  /** The value given to an adapter is not a ticket the library minted. */
+  | 'ticket_refused'
+  /** The ticket's authority or execution was closed since it was minted. */
+  | 'ticket_expired'
+  /** A minted ticket for another start, attempt, adapter or use. */
+  | 'ticket_mismatch'
+  /** No sealed plan to run from: never sealed, shredded, or its key destroyed. */
+  | 'plan_unavailable';
 
 /** R11.3: the saga refused to invoke an adapter. Nothing was invoked. */
 export class ExecutionRefusedError extends StartBarrierError {

@@ -1,6 +1,7 @@
 import { Identity, decodeOrThrow, type Ref } from '../../domain/codecs';
 import { checkedHttpOptions } from './options';
-import { INSPECT_STATES, outputDigestOf, type AdapterReport, type AdapterStartContext, type InspectReport, type InvocationPlan, type ToolAdapter } from '../../domain';
+import { INSPECT_STATES, outputDigestOf, type AdapterReport, type ExecutionTicket, type InspectReport, type InvocationPlan, type ToolAdapter } from '../../domain';
+import { admitTicket } from '../../application/execution';
 
 // The HTTP adapter (R11.4): POSTs the tool input with `Idempotency-Key: <startId>`, bounded by
 // the barrier's timeout. A tool that honours the key makes a repeated start harmless; a tool
@@ -51,7 +52,9 @@ export const httpAdapter = (input: HttpAdapterOptions): ToolAdapter => {
   const max = options.maxResponseBytes ?? 16 * 1024 * 1024;
   const idempotent = options.honoursIdempotencyKey ?? true;
 
-  const start = async (context: AdapterStartContext, plan: InvocationPlan): Promise<AdapterReport> => {
+  const start = async (ticket: ExecutionTicket, plan: InvocationPlan): Promise<AdapterReport> => {
+    // R12.1: a minted ticket and its opened plan, or no request is made.
+    const context = admitTicket(ticket, options.ref, 'start', plan);
     const startId = decodeOrThrow(Identity, 'startId', context.barrier.startId);
     // Any transport failure, timeout included, rejects: the outcome is unknown, not failed.
     const res = await fetch(options.url, {
@@ -67,8 +70,8 @@ export const httpAdapter = (input: HttpAdapterOptions): ToolAdapter => {
     return res.ok ? { outcome: 'completed', code: 'tool_succeeded', ...out } : { outcome: 'failed', code: 'tool_failed', ...out };
   };
 
-  const inspect = async (startIdInput: string): Promise<InspectReport> => {
-    const startId = decodeOrThrow(Identity, 'startId', startIdInput);
+  const inspect = async (ticket: ExecutionTicket): Promise<InspectReport> => {
+    const startId = decodeOrThrow(Identity, 'startId', admitTicket(ticket, options.ref, 'inspect').startId);
     if (options.statusUrl === undefined) return { state: 'unknown' };
     try {
       const res = await fetch(`${options.statusUrl.replace(/\/$/, '')}/${encodeURIComponent(startId)}`, { headers: { ...options.headers }, signal: AbortSignal.timeout(10_000) });

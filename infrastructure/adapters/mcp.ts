@@ -5,7 +5,8 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { canonicalJson } from '../../domain/canonical';
 import { Identity, decodeOrThrow, type Ref } from '../../domain/codecs';
 import { checkedMcpOptions } from './options';
-import { INSPECT_STATES, ValidationError, outputDigestOf, type AdapterReport, type AdapterStartContext, type InspectReport, type InvocationPlan, type ToolAdapter } from '../../domain';
+import { INSPECT_STATES, ValidationError, outputDigestOf, type AdapterReport, type ExecutionTicket, type InspectReport, type InvocationPlan, type ToolAdapter } from '../../domain';
+import { admitTicket } from '../../application/execution';
 
 // The MCP adapter (R11.4): calls one tool on an MCP server through the official SDK, over stdio
 // (a server process per call) or streamable HTTP, with the start id in the request metadata
@@ -70,7 +71,9 @@ const stateOf = (answer: unknown): InspectReport['state'] => {
 
 export const mcpAdapter = (input: McpAdapterOptions): ToolAdapter => {
   const options = checkedMcpOptions(input);
-  const start = async (context: AdapterStartContext, plan: InvocationPlan): Promise<AdapterReport> => {
+  const start = async (ticket: ExecutionTicket, plan: InvocationPlan): Promise<AdapterReport> => {
+    // R12.1: a minted ticket and its opened plan, or no server is started or called.
+    const context = admitTicket(ticket, options.ref, 'start', plan);
     const startId = decodeOrThrow(Identity, 'startId', context.barrier.startId);
     const args = plan.input;
     if (typeof args !== 'object' || args === null || Array.isArray(args)) {
@@ -86,8 +89,8 @@ export const mcpAdapter = (input: McpAdapterOptions): ToolAdapter => {
     });
   };
 
-  const inspect = async (startIdInput: string): Promise<InspectReport> => {
-    const startId = decodeOrThrow(Identity, 'startId', startIdInput);
+  const inspect = async (ticket: ExecutionTicket): Promise<InspectReport> => {
+    const startId = decodeOrThrow(Identity, 'startId', admitTicket(ticket, options.ref, 'inspect').startId);
     try {
       return await withClient(options.transport, 10_000, async (client) => ({ state: stateOf(await client.callTool({ name: options.statusTool!, arguments: { startId } }, undefined, { timeout: 10_000 })) }));
     } catch {

@@ -3,7 +3,8 @@ import { closeSync, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, wr
 import { join } from 'node:path';
 import { Identity, decodeOrThrow, type Ref } from '../../domain/codecs';
 import { checkedProcessOptions } from './options';
-import { outputDigestOf, type AdapterReport, type AdapterStartContext, type InspectReport, type InvocationPlan, type ToolAdapter } from '../../domain';
+import { outputDigestOf, type AdapterReport, type ExecutionTicket, type InspectReport, type InvocationPlan, type ToolAdapter } from '../../domain';
+import { admitTicket } from '../../application/execution';
 
 // The process adapter (R11.4): runs one command per start, with the start id in its
 // environment (QL_START_ID) and the tool input on stdin, bounded by the barrier's timeout. A
@@ -91,14 +92,16 @@ export const processAdapter = (input: ProcessAdapterOptions): ToolAdapter => {
   const options = checkedProcessOptions(input);
   mkdirSync(options.journalDir, { recursive: true });
   const maxOutput = options.maxOutputBytes ?? 16 * 1024 * 1024;
-  const inspect = (startId: string): Promise<InspectReport> => inspectProcessJournal(options.journalDir, startId);
+  const inspect = async (ticket: ExecutionTicket): Promise<InspectReport> => inspectProcessJournal(options.journalDir, admitTicket(ticket, options.ref, 'inspect').startId);
 
-  const start = async (context: AdapterStartContext, plan: InvocationPlan): Promise<AdapterReport> => {
+  const start = async (ticket: ExecutionTicket, plan: InvocationPlan): Promise<AdapterReport> => {
+    // R12.1: a minted ticket and its opened plan, or nothing happens (no journal, no spawn).
+    const context = admitTicket(ticket, options.ref, 'start', plan);
     const startId = decodeOrThrow(Identity, 'startId', context.barrier.startId);
     const j = journalOf(options.journalDir, startId);
     // The journal's dedupe: a start id runs its command at most once on this host.
     if (!writeDurable(j.started, '0', true)) {
-      const seen = await inspect(startId);
+      const seen = await inspectProcessJournal(options.journalDir, startId);
       if (seen.state === 'succeeded' || seen.state === 'failed') {
         const s = exitStatusOf(readFileSync(j.exit, 'utf8'));
         return { outcome: s.outcome, code: s.code, ...outputDigestOf('') };

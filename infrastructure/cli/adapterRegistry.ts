@@ -1,6 +1,8 @@
 import * as t from 'io-ts';
 import { isLeft } from 'fp-ts/Either';
 import { ValidationError, type InspectReport, type Ref } from '../../domain';
+import type { RecoverableStartBarrierAuthority } from '../../application/authority';
+import { inspectionTicket } from '../../application/execution';
 import { inspectProcessJournal } from '../adapters/process';
 import { httpAdapter } from '../adapters/http';
 import { mcpAdapter } from '../adapters/mcp';
@@ -53,16 +55,19 @@ export const decodeAdapterRegistry = (input: unknown): AdapterRegistry => {
 /** What the adapter's tool says of a start, or why it cannot be asked. */
 export type InspectAnswer = InspectReport | { readonly state: 'unavailable'; readonly why: 'adapter_not_configured' };
 
-export const inspectWith = async (registry: AdapterRegistry, adapter: Ref, startId: string): Promise<InspectAnswer> => {
-  const entry = registry[adapter.id];
+/** Ask with a read-only ticket the library minted from the start's verified barrier (R12.1): it can inspect, never start. */
+export const inspectWith = async (registry: AdapterRegistry, authority: RecoverableStartBarrierAuthority, startId: string): Promise<InspectAnswer> => {
+  const ticket = await inspectionTicket(authority, startId);
+  const adapter: Ref = ticket.adapter;
+  const entry = Object.prototype.hasOwnProperty.call(registry, adapter.id) ? registry[adapter.id] : undefined;
   if (entry === undefined) return { state: 'unavailable', why: 'adapter_not_configured' };
   switch (entry.kind) {
     case 'process':
-      return inspectProcessJournal(entry.journalDir, startId);
+      return inspectProcessJournal(entry.journalDir, ticket.startId);
     case 'http':
-      return httpAdapter({ ref: adapter, url: entry.statusUrl, statusUrl: entry.statusUrl }).inspect!(startId);
+      return httpAdapter({ ref: adapter, url: entry.statusUrl, statusUrl: entry.statusUrl }).inspect!(ticket);
     case 'mcp':
-      return mcpAdapter({ ref: adapter, transport: entry.transport, tool: entry.statusTool, statusTool: entry.statusTool }).inspect!(startId);
+      return mcpAdapter({ ref: adapter, transport: entry.transport, tool: entry.statusTool, statusTool: entry.statusTool }).inspect!(ticket);
     default: {
       const _exhaustive: never = entry;
       throw new Error(`unknown adapter kind ${String(_exhaustive)}`);

@@ -25,7 +25,7 @@ import { readJsonInput } from './input';
 import { writeExampleFiles } from './exampleFiles';
 import { planRetry } from './retry';
 import { createVerifyBar } from './verifyBar';
-import { addShowCommand } from './showCommand';
+import { addShowCommand, planShown } from './showCommand';
 import { refuseRepeatsAndExtras } from './oneMeaning';
 import { ConnectionError, DriverMissingError } from '../../application/openErrors';
 
@@ -186,7 +186,7 @@ Keyed evidence: QINGLONG_BARRIER_KEYRING_FILE names the deployment key file (nev
       const registry = opts.adapters === undefined ? undefined : decodeAdapterRegistry(await readJsonInput(opts.adapters, 'adapter registry'));
       await withAuthority(program, 'read', async (a) => {
         const listed = (await a.recovery.inDoubt(query)).map((s) => ({ ...s, age: formatDuration(s.ageMs) }));
-        print(registry === undefined ? listed : await Promise.all(listed.map(async (s) => ({ ...s, inspect: await inspectWith(registry, s.adapter, s.startId) }))));
+        print(registry === undefined ? listed : await Promise.all(listed.map(async (s) => ({ ...s, inspect: await inspectWith(registry, a, s.startId) }))));
       });
     });
 
@@ -201,7 +201,7 @@ Keyed evidence: QINGLONG_BARRIER_KEYRING_FILE names the deployment key file (nev
         const barrier = await a.barriers.getByStartId(startId);
         if (barrier === null) throw new PreconditionError('start_not_found', `no start barrier has startId ${startId}`);
         const outcome = await a.recovery.outcome(startId);
-        print({ startId, adapter: barrier.record.contracts.adapter, inDoubt: outcome === null, outcome, inspect: await inspectWith(registry, barrier.record.contracts.adapter, startId) });
+        print({ startId, adapter: barrier.record.contracts.adapter, inDoubt: outcome === null, outcome, ...(await planShown(a, startId)), inspect: await inspectWith(registry, a, startId) });
       });
     });
 

@@ -1,6 +1,7 @@
 import type { Command } from 'commander';
 import { PreconditionError, REPLAY_IDENTITIES, ValidationError, type LookupValue, type ReplayIdentity } from '../../domain';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
+import type { PlanStatus } from '../../application/invocationPlans';
 import type { BackendAccess } from './backend';
 
 // `show`: one barrier found by any replay identity (R4.1). The options follow the domain's
@@ -45,9 +46,15 @@ export const addShowCommand = (program: Command, withAuthority: WithAuthority): 
         throw new PreconditionError('start_not_found', `no start barrier has ${identity} ${typeof value === 'string' ? value : JSON.stringify(value)}`);
       }
       const outcome = await a.recovery.outcome(barrier.record.startId);
-      print({ barrier, outcome, inDoubt: outcome === null });
+      print({ barrier, outcome, inDoubt: outcome === null, ...(await planShown(a, barrier.record.startId)) });
     });
   });
+};
+
+/** R12.2: the sealed plan's status and redacted preview, never its input (no key is needed or used); nothing for a start with no plan. */
+export const planShown = async (a: RecoverableStartBarrierAuthority, startId: string): Promise<{ plan?: PlanStatus }> => {
+  const plan = await a.plans.status(startId);
+  return plan.status === 'absent' ? {} : { plan };
 };
 
 const print = (value: unknown): void => {

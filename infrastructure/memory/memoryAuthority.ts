@@ -1,23 +1,17 @@
 import { requireFunction, requireFunctions, requireKnownOptions } from '../../application/openErrors';
 import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { randomUUID } from 'node:crypto';
-import {
-  CompareAndSetLostError,
-  CorruptRecordError,
-  canonicalJson,
-  decodeStartCommand,
-  noReplayHits,
-  streamNameOf,
-  type ReplayIdentity,
-  type RunState,
-} from '../../domain';
+import { CompareAndSetLostError, CorruptRecordError, canonicalJson, decodeStartCommand, noReplayHits, streamNameOf, type DriverClaims, type ReplayIdentity, type RunState } from '../../domain';
 import { attemptValue, naturalEventIdOf, runRowOf, replayValuesOf, stepRunRowOf } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import { startEventPositions } from '../../projections/verifyRows';
 import { checkStartRows } from '../../projections/checkRows';
 import { outcomeRowOf } from '../../projections/outcomeRows';
-import type { AppendOutcome, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../../application/authority';
+import type { AppendOutcome, PlansApi, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../../application/authority';
 import { createRecoveryApi } from '../../application/recoveryRules';
+import { checkedPlanOptions, createInvocationPlans, plansApiOf, type InvocationPlans, type PlanStoreOptions } from '../../application/invocationPlans';
+import { registerAuthority } from '../../application/execution';
+import { memoryPlanRows } from './memoryPlans';
 import { createEvidenceKeyring, type EvidenceKeyring, type EvidenceKeyringOptions } from '../../application/evidenceKeys';
 import { agreedAttemptStart, requireAttemptNotInLog, requireHeadIsItsLog, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream } from '../../projections/readChecks';
 import { createMemoryRecoveryView } from './memoryRecoveryView';
@@ -30,7 +24,6 @@ import { runStartTransaction, type StartUnitOfWork } from '../../application/sta
 import type { StartEventRow, StartWrite, StartWriteStep } from '../../application/startWrite';
 import { createMemoryNoteStore } from './memoryNotes';
 import { claimsOnVerifiedStarts, memoryDriverClaims } from '../../application/driverClaimRules';
-import type { DriverClaims } from '../../domain';
 
 // An in-memory authority with the same rows, the same protocol and the same verification as
 // the SQL backends, for specs and for embedding in tests of callers. Atomic by construction:
@@ -39,7 +32,6 @@ import type { DriverClaims } from '../../domain';
 export type { Tables } from './tables';
 const identityKey = (identity: string, value: string) => `${identity}\u0000${value}`;
 const stepKey = (runId: string, stepRunId: string) => `${runId}\u0000${stepRunId}`;
-
 const insertUnique = <V>(map: Map<string, V>, key: string, value: V, what: string): void => {
   if (map.has(key)) throw new Error(`unique violation: ${what} ${key}`);
   map.set(key, value);
@@ -50,13 +42,19 @@ export interface MemoryStartBarrierOptions {
   readonly clock?: () => number; // the store's clock; defaults to Date.now (this backend has no database clock)
   /** Keyed evidence (R9.4): seal new barriers, and verify every barrier read. */
   readonly evidenceKeys?: EvidenceKeyringOptions;
+  /** Sealed invocation plans (R12.2): the key that seals tool inputs; execution opens only with it (R12.4). */
+  readonly plans?: PlanStoreOptions;
 }
 
 export const openMemoryStartBarrier = async (options: MemoryStartBarrierOptions = {}): Promise<RecoverableStartBarrierAuthority> => {
-  requireKnownOptions('in-memory options', options, ['hooks', 'clock', 'evidenceKeys']);
+  requireKnownOptions('in-memory options', options, ['hooks', 'clock', 'evidenceKeys', 'plans']);
   requireFunctions('hooks', options.hooks, ['onStartStep']);
   requireFunction('clock', options.clock);
-  return new MemoryAuthority(options.hooks?.onStartStep, options.clock ?? Date.now, options.evidenceKeys === undefined ? undefined : createEvidenceKeyring(options.evidenceKeys));
+  const rows = memoryPlanRows();
+  const plans = createInvocationPlans(checkedPlanOptions(options.plans), rows);
+  const authority = new MemoryAuthority(options.hooks?.onStartStep, options.clock ?? Date.now, options.evidenceKeys === undefined ? undefined : createEvidenceKeyring(options.evidenceKeys), rows, plans);
+  registerAuthority(authority, () => !authority.closed, authority.planStore);
+  return authority;
 };
 
 class MemoryAuthority implements RecoverableStartBarrierAuthority {
@@ -64,11 +62,16 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
   private tables = emptyTables();
   private readonly serial = new SerialExecutor();
 
+  closed = false; // close() ends what tickets minted on it may do
   constructor(
     private readonly hook: StartStepHook | undefined,
     private readonly clock: () => number,
     private readonly keys: EvidenceKeyring | undefined,
+    /** Sealed plans, outside the evidence tables (a spec may damage a row here). */
+    readonly planRows: ReturnType<typeof memoryPlanRows>,
+    readonly planStore: InvocationPlans,
   ) {}
+  readonly plans: PlansApi = plansApiOf(() => this.planStore, decodeStartIdArgs);
 
   private transact<T>(body: (t: Tables) => Promise<T>): Promise<T> {
     return this.serial.run(async () => {
@@ -290,7 +293,6 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
   };
 
   private claims: DriverClaims | undefined;
-
   /** One claim table per in-memory store, like the row table a real store has. */
   driverClaims(): DriverClaims {
     return (this.claims ??= claimsOnVerifiedStarts(memoryDriverClaims(() => this.clock(), (id) => this.tables.barriers.has(id)), (id) => this.barriers.getByStartId(id)));
@@ -308,7 +310,10 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     keyring: () => this.keys,
     clock: () => this.clock(),
     notes: this.noteStore,
+    plans: () => this.planStore,
   });
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    this.closed = true;
+  }
 }

@@ -4,16 +4,7 @@ import { decodeStartCommand, replayKeysOf, type DecodedStartCommand } from '../.
 import { requireFunction, requireFunctions, requireKnownOptions, requireOneOf } from '../../application/openErrors';
 import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { stepRunRowOf } from '../../projections/rows';
-import type {
-  AppendOutcome,
-  PrepareResult,
-  RecoverableStartBarrierAuthority,
-  RecoveryApi,
-  StartStepHook,
-  StepRunView,
-  StoredBarrier,
-  StoredEvent,
-} from '../../application/authority';
+import type { PlansApi, AppendOutcome, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../../application/authority';
 import { decodeLifecycle, runLifecycleTransaction } from '../../application/lifecycleProtocol';
 import { runStartTransaction } from '../../application/startProtocol';
 import { claimsOnVerifiedStarts } from '../../application/driverClaimRules';
@@ -30,6 +21,9 @@ import { lookupBeforeBegin, resolveUniqueViolation, startUnitOfWork, type Lookup
 import type { Queryable } from './query';
 import { PostgresTransactions, type AttemptBudget, type BeforeBegin, type PostgresTimeouts, type Tx } from './transactions';
 import { postgresDriverClaims } from './postgresDriverClaims';
+import { postgresPlanRows } from './postgresPlans';
+import { checkedPlanOptions, createInvocationPlans, plansApiOf, type InvocationPlans, type PlanStoreOptions } from '../../application/invocationPlans';
+import { registerAuthority } from '../../application/execution';
 import type { DriverClaims } from '../../domain';
 
 // The cluster authority (R5.2): options, the opener, and the public surface over the start
@@ -53,6 +47,8 @@ interface CommonOptions {
   readonly writeMode?: PostgresWriteMode;
   /** Keyed evidence (R9.4): seal new barriers, and verify every barrier read. */
   readonly evidenceKeys?: EvidenceKeyringOptions;
+  /** Sealed invocation plans (R12.2): the keyring that seals tool inputs; execution opens only with it (R12.4). */
+  readonly plans?: PlanStoreOptions;
   /** Fault injection inside the start transaction, and a count of transaction attempts (specs only). */
   readonly hooks?: { readonly onStartStep?: StartStepHook; readonly onAttempt?: (attempt: number) => void };
   /** Errors the authority's own pool emits (idle connections the server closed); default: a process warning. */
@@ -107,7 +103,7 @@ const checkPostgresChoices = (options: PostgresStartBarrierOptions): void => {
 };
 
 export const openPostgresStartBarrier = async (options: PostgresStartBarrierOptions): Promise<PostgresStartBarrier> => {
-  requireKnownOptions('PostgreSQL options', options, ['connectionString', 'poolConfig', 'pool', 'schema', 'timeouts', 'maxRetries', 'migrate', 'writeMode', 'evidenceKeys', 'hooks', 'onError']);
+  requireKnownOptions('PostgreSQL options', options, ['connectionString', 'poolConfig', 'pool', 'schema', 'timeouts', 'maxRetries', 'migrate', 'writeMode', 'evidenceKeys', 'plans', 'hooks', 'onError']);
   if (options.timeouts !== undefined) requireKnownOptions('timeouts', options.timeouts, Object.keys(DEFAULT_TIMEOUTS));
   checkPostgresChoices(options);
   if (options.schema !== undefined && options.schema !== SQL.SCHEMA) {
@@ -121,6 +117,7 @@ export const openPostgresStartBarrier = async (options: PostgresStartBarrierOpti
     queryMs: validTimeout('queryMs', options.timeouts?.queryMs ?? DEFAULT_TIMEOUTS.queryMs),
   };
   const keys = options.evidenceKeys === undefined ? undefined : createEvidenceKeyring(options.evidenceKeys);
+  const plans = checkedPlanOptions(options.plans);
   const maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;
   if (!Number.isSafeInteger(maxRetries) || maxRetries < 0 || maxRetries > 3) {
     throw new RangeError(`maxRetries must be 0..3 (R5.2: at most three retries), got ${maxRetries}`);
@@ -145,12 +142,16 @@ export const openPostgresStartBarrier = async (options: PostgresStartBarrierOpti
     if (owned) await pool.end().catch(() => undefined);
     throw mapPgError(e);
   }
-  return new PostgresAuthority(pool, owned, timeouts, maxRetries, options.writeMode ?? 'batched', options.hooks?.onStartStep, options.hooks?.onAttempt, keys);
+  const authority = new PostgresAuthority(pool, owned, timeouts, maxRetries, options.writeMode ?? 'batched', options.hooks?.onStartStep, options.hooks?.onAttempt, keys, plans);
+  registerAuthority(authority, () => !authority.closed, authority.planStore);
+  return authority;
 };
 
 class PostgresAuthority implements PostgresStartBarrier {
   readonly backend = 'postgres' as const;
-  private closed = false;
+  closed = false;
+  readonly planStore: InvocationPlans;
+  readonly plans: PlansApi;
   private readonly tx: PostgresTransactions;
 
   constructor(
@@ -162,8 +163,11 @@ class PostgresAuthority implements PostgresStartBarrier {
     private readonly hook: StartStepHook | undefined,
     onAttempt: ((attempt: number) => void) | undefined,
     private readonly keys: EvidenceKeyring | undefined,
+    plans: PlanStoreOptions | undefined,
   ) {
     this.tx = new PostgresTransactions(pool, timeouts, maxRetries, onAttempt);
+    this.planStore = createInvocationPlans(plans, postgresPlanRows(() => this.pool));
+    this.plans = plansApiOf(() => this.planStore, decodeStartIdArgs);
     this.sealer = keys === undefined ? undefined : postgresSealer(keys);
   }
 
@@ -277,7 +281,7 @@ class PostgresAuthority implements PostgresStartBarrier {
     return claimsOnVerifiedStarts(postgresDriverClaims(this.pool), (id) => this.barriers.getByStartId(id));
   }
 
-  readonly recovery: RecoveryApi = postgresRecoveryOf(this, () => this.keys);
+  readonly recovery: RecoveryApi = postgresRecoveryOf(this, () => this.keys, () => this.planStore);
 
   async close(): Promise<void> {
     if (this.closed) return;

@@ -1,4 +1,5 @@
 import * as t from 'io-ts';
+import type { InvocationPlans } from '../../application/invocationPlans';
 import type { PoolClient } from 'pg';
 import { CorruptRecordError, START_OUTCOME_KINDS, type LifecycleCommand, type ReplayIdentity } from '../../domain';
 import { oneOf } from '../../domain/codecs';
@@ -274,10 +275,11 @@ const snapshotOn = async <T>(authority: RecoveryHost, body: (view: RecoveryView)
 };
 
 /** The recovery surface over a PostgreSQL authority (its schema must include the outcome read model). */
-export const postgresRecoveryOf = (authority: RecoveryHost, keyring?: () => EvidenceKeyring | undefined): RecoveryApi =>
+export const postgresRecoveryOf = (authority: RecoveryHost, keyring?: () => EvidenceKeyring | undefined, plans?: () => InvocationPlans): RecoveryApi =>
   createRecoveryApi({
     snapshot: (body) => snapshotOn(authority, body),
     handle: (command) => authority.runs.handle(command as LifecycleCommand),
     ...(keyring === undefined ? {} : { keyring }),
+    ...(plans === undefined ? {} : { plans }),
     notes: createPostgresNoteStore(() => authority.pool),
   });

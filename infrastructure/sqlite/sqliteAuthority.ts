@@ -1,22 +1,12 @@
 import type Database from 'better-sqlite3';
 import { isCallerOwned, openSqliteConnection } from './connection';
 import type { SqliteDatabase } from './database';
-import { decodeStartCommand } from '../../domain';
+import { decodeStartCommand, type DriverClaims } from '../../domain';
 import { requireHeadIsItsLog } from '../../projections/readChecks';
 import { requireFunctions, requireKnownOptions, requireOneOf } from '../../application/openErrors';
 import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { stepRunRowOf } from '../../projections/rows';
-import type {
-  AppendOutcome,
-  PrepareResult,
-  RecoverableStartBarrierAuthority,
-  RecoveryApi,
-  StartStepHook,
-  StepRunView,
-  StoredBarrier,
-  StoredEvent,
-  RunEventStore,
-} from '../../application/authority';
+import type { AppendOutcome, PlansApi, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent, RunEventStore } from '../../application/authority';
 import { SerialExecutor } from '../../application/serialExecutor';
 import { decodeLifecycle, runLifecycleTransaction } from '../../application/lifecycleProtocol';
 import { runStartTransaction } from '../../application/startProtocol';
@@ -34,7 +24,9 @@ import { nowMsOf, prepareStatements, type Statements } from './statements';
 import { lifecycleUnitOfWork, startUnitOfWork, type Sealer } from './writes';
 import { readSealedSpan, sqliteSealer } from './sqliteSeals';
 import { sqliteDriverClaims } from './sqliteDriverClaims';
-import type { DriverClaims } from '../../domain';
+import { sqlitePlanRows } from './sqlitePlans';
+import { checkedPlanOptions, createInvocationPlans, plansApiOf, type InvocationPlans, type PlanStoreOptions } from '../../application/invocationPlans';
+import { registerAuthority } from '../../application/execution';
 
 export type { RunEventStore } from '../../application/authority';
 
@@ -61,6 +53,8 @@ export interface SqliteStartBarrierSettings {
   readonly hooks?: { readonly onStartStep?: StartStepHook };
   /** Keyed evidence (R9.4): seal new barriers, and verify every barrier read. */
   readonly evidenceKeys?: EvidenceKeyringOptions;
+  /** Sealed invocation plans (R12.2): the keyring that seals tool inputs; execution opens only with it (R12.4). */
+  readonly plans?: PlanStoreOptions;
 }
 
 export interface SqliteStartBarrier extends RecoverableStartBarrierAuthority {
@@ -77,7 +71,7 @@ export interface SqliteStartBarrier extends RecoverableStartBarrierAuthority {
 
 /** The options' cells, checked before anything is opened (R10.1: one input, one meaning). */
 const checkSqliteOptions = (options: SqliteStartBarrierOptions): void => {
-  requireKnownOptions('SQLite options', options, ['path', 'database', 'readOnly', 'synchronous', 'busyTimeoutMs', 'hooks', 'evidenceKeys']);
+  requireKnownOptions('SQLite options', options, ['path', 'database', 'readOnly', 'synchronous', 'busyTimeoutMs', 'hooks', 'evidenceKeys', 'plans']);
   const path: unknown = options.path;
   if (path !== undefined && typeof path !== 'string') throw new RangeError(`path must be a file path (text), got ${typeof path}`);
   requireOneOf('synchronous', options.synchronous, ['FULL', 'NORMAL']);
@@ -91,6 +85,7 @@ const checkSqliteOptions = (options: SqliteStartBarrierOptions): void => {
 export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions): Promise<SqliteStartBarrier> => {
   checkSqliteOptions(options);
   const keys = options.evidenceKeys === undefined ? undefined : createEvidenceKeyring(options.evidenceKeys);
+  const plans = checkedPlanOptions(options.plans);
   // R10.3: a read-only authority never creates, migrates or changes the file.
   const readOnly = options.readOnly === true && options.path !== undefined;
   const open = () => (readOnly ? openReadOnlyBarrierFile(options.path!) : openSqliteConnection(options));
@@ -111,7 +106,9 @@ export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions)
     throw mapSqliteError(e);
   }
   try {
-    return new SqliteAuthority(db, options.hooks?.onStartStep, keys);
+    const authority = new SqliteAuthority(db, options.hooks?.onStartStep, keys, plans);
+    registerAuthority(authority, () => !authority.closed, authority.planStore);
+    return authority;
   } catch (e) {
     // preparing its statements: a table or column they name is gone (mapped as damage)
     if (!isCallerOwned(db)) db.close();
@@ -122,7 +119,7 @@ export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions)
 class SqliteAuthority implements SqliteStartBarrier {
   readonly backend = 'sqlite' as const;
   private readonly serial = new SerialExecutor();
-  private closed = false;
+  closed = false;
   private readonly s: Statements;
   private readonly seal: Sealer | undefined;
   private readonly schemaAsOpened: () => void;
@@ -132,7 +129,10 @@ class SqliteAuthority implements SqliteStartBarrier {
     readonly db: Database.Database,
     private readonly hook: StartStepHook | undefined,
     private readonly keys: EvidenceKeyring | undefined,
+    plans: PlanStoreOptions | undefined,
   ) {
+    this.planStore = createInvocationPlans(plans, sqlitePlanRows(() => this.db, { write: (body) => this.write(body), read: (body) => this.read(body) }));
+    this.plans = plansApiOf(() => this.planStore, decodeStartIdArgs);
     this.s = prepareStatements(db);
     this.tx = { deferred: db.prepare('BEGIN DEFERRED'), immediate: db.prepare('BEGIN IMMEDIATE'), commit: db.prepare('COMMIT'), rollback: db.prepare('ROLLBACK') };
     this.schemaAsOpened = schemaGuard(db);
@@ -141,6 +141,8 @@ class SqliteAuthority implements SqliteStartBarrier {
   }
 
   readonly eventStore: RunEventStore;
+  readonly planStore: InvocationPlans;
+  readonly plans: PlansApi;
 
   // ---------------------------------------------------------------- transactions
 
@@ -283,11 +285,9 @@ class SqliteAuthority implements SqliteStartBarrier {
   };
 
   private recoveryView: ReturnType<typeof createSqliteRecoveryView> | undefined;
-
-  /** Recovery read models and operator resolutions. */
-  /** Claims go through a connection of their own: this one may be inside a start transaction. */
+  /** Claims go through this connection, one operation at a time: never inside a start's transaction. */
   driverClaims(): DriverClaims {
-    return claimsOnVerifiedStarts(sqliteDriverClaims(this.db.name), (id) => this.barriers.getByStartId(id));
+    return claimsOnVerifiedStarts(sqliteDriverClaims(this.db, { write: (body) => this.write(body), read: (body) => this.read(body) }), (id) => this.barriers.getByStartId(id));
   }
 
   private view(): ReturnType<typeof createSqliteRecoveryView> {
@@ -306,6 +306,7 @@ class SqliteAuthority implements SqliteStartBarrier {
     handle: (command) => this.runs.handle(command),
     keyring: () => this.keys,
     notes: createSqliteNoteStore(() => this.db, (body) => this.write(body)),
+    plans: () => this.planStore,
   });
 
   close(): Promise<void> {

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { ToolAdapter } from '../../domain';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
 import { createToolStepSaga, openExecution, type ExecutionAuthority, type SagaResult } from '../../application/saga';
+import { planKeyEnv, plansFromEnv } from '../../testkit/planKeys';
 import type { BackendName } from '../../testkit/rawSql';
 import { freshStore } from '../lib/stores';
 import { ADAPTER_NAMES, adapterFor, executionClassOf, type AdapterConfig, type AdapterName } from '../../testkit/adapters/fixtures';
@@ -73,7 +74,7 @@ const faultModeOf = (scenario: AdapterScenario): ToolMode =>
 
 const runChild = (args: readonly string[]): Promise<{ signal: NodeJS.Signals | null; status: number | null; stdout: string; stderr: string }> =>
   new Promise((resolve) => {
-    const child = spawn(process.execPath, args, { cwd: join(__dirname, '..', '..'), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, args, { cwd: join(__dirname, '..', '..'), stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...planKeyEnv() } });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (b: Buffer) => (stdout += b.toString('utf8')));
@@ -92,7 +93,8 @@ export const runAdapterPhase = async (options: AdapterPhaseOptions): Promise<Ada
   const log = options.log ?? (() => undefined);
   const dir = mkdtempSync(join(tmpdir(), 'qlb-adapters-'));
   const store = await freshStore(options.backend, 'adapters');
-  const authority: RecoverableStartBarrierAuthority = await store.open();
+  // R12.4: execution opens only where a plan store has a key; the saga child shares this one.
+  const authority: RecoverableStartBarrierAuthority = await store.open({ plans: plansFromEnv() });
   const execution: ExecutionAuthority = openExecution(authority, { execution: 'enabled' });
   const http = await startHttpTool(dir);
   const mcpHttp = await startMcpHttpTool(dir);

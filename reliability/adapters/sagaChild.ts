@@ -2,6 +2,7 @@ import { writeSync } from 'node:fs';
 import { createToolStepSaga, openExecution } from '../../application/saga';
 import type { BackendName } from '../../testkit/rawSql';
 import { openAuthority } from '../lib/stores';
+import { plansFromEnv } from '../../testkit/planKeys';
 import { adapterFor, type AdapterConfig } from '../../testkit/adapters/fixtures';
 import type { ToolCall } from '../../testkit/adapters/toolCall';
 
@@ -14,7 +15,7 @@ const [backend, target, callJson, configJson] = process.argv.slice(2);
 
 const main = async (): Promise<void> => {
   const call = JSON.parse(callJson!) as Pick<ToolCall, 'trigger' | 'plan' | 'invocation'>;
-  const authority = await openAuthority(backend as BackendName, target!);
+  const authority = await openAuthority(backend as BackendName, target!, { plans: plansFromEnv() });
   const saga = createToolStepSaga({
     execution: openExecution(authority, { execution: 'enabled' }),
     adapter: adapterFor(JSON.parse(configJson!) as AdapterConfig),

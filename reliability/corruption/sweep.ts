@@ -2,7 +2,8 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CorruptRecordError, commandOfBarrier, isStartBarrierError, type StartBarrierRecord } from '../../domain';
+import { CorruptRecordError, commandOfBarrier, invocationPlanDigest, isStartBarrierError, type StartBarrierRecord } from '../../domain';
+import { executionPortOf } from '../../application/execution';
 import { buildScenario } from '../../domain/scenario';
 import type { BackendName } from '../../testkit/rawSql';
 import { mutateCell, postgresDamageSession, reformatJson, sqliteDamageSession, type DamageSession } from '../../testkit/damage';
@@ -59,6 +60,9 @@ export interface SweepReport {
 /** The keyring every store of the sweep seals its starts with (R9.4), so the MAC rows are swept too. */
 const SWEEP_KEY = { id: 'sweep-k1', secret: Buffer.alloc(32, 0x5a) };
 const SWEEP_KEY_RING = { active: SWEEP_KEY };
+/** R12.2: the rich Run's start has a sealed invocation plan; verify holds its key, so every cell of it is checked. */
+const SWEEP_PLANS = { keyring: { current: 'sweep-p1', keys: { 'sweep-p1': Buffer.alloc(32, 0x3c) } } };
+const SWEEP_INPUT = { input: { query: 'sealed by the sweep', secret: 'never in a preview' } };
 
 /**
  * Build the store: `n` starts of every kind, some retried, some with outcomes, some siblings.
@@ -72,7 +76,10 @@ const populate = async (a: AnyAuthority, n: number): Promise<{ ids: string[]; pr
   {
     const s = buildScenario({ prefix: 'sweep-rich', withApproval: true });
     for (const c of s.lifecycle) await a.runs.handle(c);
-    const first = (await a.barriers.prepare(s.startCommand())).barrier.record.startId;
+    const command = s.startCommand();
+    const sealable = { ...command, admission: { ...command.admission, planDigest: invocationPlanDigest(SWEEP_INPUT) } };
+    const first = (await a.barriers.prepare(sealable)).barrier.record.startId;
+    await executionPortOf(a)!.plans.seal(first, sealable.admission.planDigest, sealable.contracts.redaction, SWEEP_INPUT, { fields: ['query'] });
     const sibling = buildScenario({ prefix: 'sweep-rich', runId: s.runId, projectId: s.projectId, stepRunId: `${s.stepRunId}-b` });
     for (const c of sibling.lifecycle.slice(1)) await a.runs.handle(c);
     const second = (await a.barriers.prepare(sibling.startCommand(sibling.stepRun, 'b-v3'))).barrier.record.startId;
@@ -137,7 +144,7 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
   let ids: string[];
   let preferred: string[];
   {
-    const a = await store.open({ evidenceKeys: SWEEP_KEY_RING });
+    const a = await store.open({ evidenceKeys: SWEEP_KEY_RING, plans: SWEEP_PLANS });
     try {
       ({ ids, preferred } = await populate(a, Math.max(options.starts, 5)));
     } finally {
@@ -160,7 +167,7 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
     target = store.target;
     session = await postgresDamageSession(store.target);
   }
-  const authority = await openAuthority(store.backend, target, { evidenceKeys: SWEEP_KEY_RING });
+  const authority = await openAuthority(store.backend, target, { evidenceKeys: SWEEP_KEY_RING, plans: SWEEP_PLANS });
   const keyFile = join(scratch, 'keys.json');
   writeFileSync(keyFile, JSON.stringify({ active: SWEEP_KEY.id, keys: { [SWEEP_KEY.id]: SWEEP_KEY.secret.toString('base64') } }), { mode: 0o600 });
   const cli = (): number => {
@@ -201,7 +208,8 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
       const caught = mode === 'start' ? byRepository && byVerify : byVerify;
       if (caught) detected++;
       if (!caught) missed.push(`${what}: ${results.map((r) => `${r.via} -> ${r.value instanceof Error ? (r.value as { code?: string }).code ?? 'untyped' : r.value === null ? 'null' : 'ANSWERED'}`).join(', ')}; verify ${report.ok ? 'ok' : 'damage'}`);
-      if (caught && options.cliEvery > 0 && cellsTried % options.cliEvery === 0) {
+      // The CLI holds no plan key: a sealed plan's bytes are checked by verify with the key only.
+      if (caught && options.cliEvery > 0 && cellsTried % options.cliEvery === 0 && !what.includes(' invocation_plans[')) {
         cliRuns++;
         const code = cli();
         if (code === 5) cliExit5++;
@@ -256,6 +264,7 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
         byVerify('start_outcomes', 'run_id = ? ORDER BY start_id', [record.runId]),
         byVerify('resolution_notes', ofRun, [record.runId]),
         byVerify('adapter_driver_claims', ofRun.replace('ORDER BY start_id', 'ORDER BY start_id, generation, kind'), [record.runId]),
+        byVerify('invocation_plans', ofRun, [record.runId]),
         byVerify('start_whole_at_commit', 'start_id = ?', [record.startId]),
         byVerify('run_event_macs', 'stream_id = ? ORDER BY from_position', [stream]),
         byVerify('run_event_seal_origins', '1 = 1 ORDER BY key_id', [], true),

@@ -5,6 +5,7 @@ import type { RecoverableStartBarrierAuthority, StartStepHook } from '../../appl
 import type { EvidenceKeyringOptions } from '../../application/evidenceKeys';
 import { openPostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
+import type { PlanStoreOptions } from '../../application/invocationPlans';
 import { createDatabase } from '../../testkit/postgresHarness';
 import { postgresRaw, sqliteRaw, type BackendName, type RawSql } from '../../testkit/rawSql';
 
@@ -20,12 +21,14 @@ export interface AuthorityOptions {
   readonly migrate?: boolean;
   /** A deployment keyring (R9.4): every start is sealed and every verified read checks the seal. */
   readonly evidenceKeys?: EvidenceKeyringOptions;
+  /** A plan keyring (R12.2, R12.4): execution opens only with one (the adapters phase). */
+  readonly plans?: PlanStoreOptions;
 }
 
 export type AnyAuthority = RecoverableStartBarrierAuthority;
 
 export const openAuthority = (backend: BackendName, target: string, options: AuthorityOptions = {}): Promise<AnyAuthority> => {
-  const hooks = { ...(options.hook ? { hooks: { onStartStep: options.hook } } : {}), ...(options.evidenceKeys ? { evidenceKeys: options.evidenceKeys } : {}) };
+  const hooks = { ...(options.hook ? { hooks: { onStartStep: options.hook } } : {}), ...(options.evidenceKeys ? { evidenceKeys: options.evidenceKeys } : {}), ...(options.plans ? { plans: options.plans } : {}) };
   if (backend === 'sqlite') return openSqliteStartBarrier({ path: target, ...hooks });
   // No error listener of our own on its pool: the authority must survive its server going away.
   return openPostgresStartBarrier({ connectionString: target, ...hooks, ...(options.migrate === false ? { migrate: false } : {}) });

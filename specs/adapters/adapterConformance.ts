@@ -8,6 +8,10 @@ import { buildOnce, json, runCli } from '../cli/cliSuite';
 import { httpAdapter } from '../../infrastructure/adapters';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
 import { createToolStepSaga, openExecution, type ExecutionAuthority } from '../../application/saga';
+import { inspectionTicket } from '../../application/execution';
+import { ExecutionRefusedError, attemptIdsOf } from '../../domain';
+import { journalPathsOf } from '../../infrastructure/adapters';
+import { existsSync } from 'node:fs';
 import { adapterFor, executionClassOf, type AdapterConfig, type AdapterName } from '../../testkit/adapters/fixtures';
 import { ADAPTER_REFS, readyToolCall } from '../../testkit/adapters/toolCall';
 import { EffectsFile, startHttpTool, startMcpHttpTool, type HttpTool, type McpHttpTool, type ToolMode } from '../../testkit/adapters/tools';
@@ -55,6 +59,17 @@ export const adapterConformance = (backend: AdapterBackend): void => {
       mcpHttp.mode = mode;
       return { name, dir, effectsPath: effectsOf(name).path, mode, ...(name === 'http' ? { url: http.url, statusUrl: http.statusUrl } : name === 'mcp-http' ? { url: mcpHttp.url } : {}) };
     };
+    /** A start committed and its plan sealed, then the saga stops before any claim or adapter. */
+    const sealedNotRun = async (name: AdapterName) => {
+      const call = await readyToolCall(env.authority, executionClassOf(name), INPUT, 15_000);
+      const crash = new Error('stopped after the plan was sealed');
+      const stopped = await createToolStepSaga({ execution, adapter: adapterFor(configOf(name, 'ok')), hooks: { afterSeal: () => Promise.reject(crash) } })
+        .drive(call.trigger, call.plan, call.invocation)
+        .catch((e: unknown) => e);
+      expect(stopped).to.equal(crash);
+      const startId = attemptIdsOf(call.scenario.runId, call.scenario.stepRunId, 3).startId;
+      return { call, startId, barrier: (await env.authority.barriers.getByStartId(startId))! };
+    };
     const driveOnce = async (name: AdapterName, mode: ToolMode, timeoutMs = 15_000, adapter?: ToolAdapter) => {
       const call = await readyToolCall(env.authority, executionClassOf(name), INPUT, timeoutMs);
       const result = await createToolStepSaga({ execution, adapter: adapter ?? adapterFor(configOf(name, mode)), sagaId: 'adapter-spec' }).drive(call.trigger, call.plan, call.invocation);
@@ -84,8 +99,9 @@ export const adapterConformance = (backend: AdapterBackend): void => {
           expect(await env.authority.recovery.outcome(startId)).to.include({ outcome: 'failed', reason: 'tool_failed' });
           const adapter = adapterFor(configOf(name, 'ok'));
           expect(adapter.inspect, 'this adapter offers inspect').to.be.a('function');
-          expect(await adapter.inspect!(startId)).to.include({ state: 'failed' });
-          expect(await adapter.inspect!('start-never-seen-by-this-tool')).to.include({ state: 'not_started' });
+          expect(await adapter.inspect!(await inspectionTicket(env.authority, startId))).to.include({ state: 'failed' });
+          const unseen = await sealedNotRun(name);
+          expect(await adapter.inspect!(await inspectionTicket(env.authority, unseen.startId))).to.include({ state: 'not_started' });
           expect(effectsOf(name).count(startId)).to.equal(1);
         });
 
@@ -95,6 +111,48 @@ export const adapterConformance = (backend: AdapterBackend): void => {
           if (name === 'process') expect(result).to.include({ status: 'failed' }) && expect(await env.authority.recovery.outcome(startId)).to.include({ reason: 'tool_timed_out' });
           else expect(result).to.include({ status: 'in_doubt', why: 'start_unknown', invoked: true });
           expect(effectsOf(name).count(startId)).to.equal(0);
+        });
+
+        it(`R12.1: the ${name} adapter acts only on a minted ticket with its opened plan: a barrier-shaped object, a hand-made execution object, a ticket for another start, for another adapter, after close(), or a plan the library did not open are EXECUTION_REFUSED before any I/O (zero side effects on the tool's side)`, async () => {
+          const adapter = adapterFor(configOf(name, 'ok'));
+          const mine = await sealedNotRun(name);
+          const other = await sealedNotRun(name);
+          const foreign = await sealedNotRun(name === 'process' ? 'http' : 'process');
+          const ticketOf = (x: typeof mine, e = execution) => e.ticket({ startId: x.startId, attempt: 3, adapter: x.barrier.record.contracts.adapter });
+          const plan = await execution.openPlan(mine.barrier);
+          const ticket = await ticketOf(mine);
+          const closing = openExecution(env.authority, { execution: 'enabled' });
+          const stale = { ticket: await ticketOf(mine, closing), plan: await closing.openPlan(mine.barrier) };
+          await closing.close();
+          const requestsBefore = http.requests;
+          const claims = env.authority.driverClaims();
+          const forged: [string, () => Promise<unknown>, string][] = [
+            ['a barrier-shaped object', () => adapter.start({ barrier: mine.barrier.record, barrierDigest: mine.barrier.barrierDigest, committedAtMs: mine.barrier.committedAtMs, timeoutMs: 5000 } as never, plan), 'ticket_refused'],
+            ['a hand-made execution object', () => adapter.start({ authority: env.authority, executionEnabled: true, claims } as never, plan), 'ticket_refused'],
+            ['a copy of the ticket', () => adapter.start({ ...ticket }, plan), 'ticket_refused'],
+            ['a ticket for another start', async () => adapter.start(await ticketOf(other), plan), 'ticket_mismatch'],
+            ['a ticket for another adapter', async () => adapter.start(await ticketOf(foreign), await execution.openPlan(foreign.barrier)), 'ticket_mismatch'],
+            ['a ticket after close()', () => adapter.start(stale.ticket, stale.plan), 'ticket_expired'],
+            ['a plan the library did not open', () => adapter.start(ticket, mine.call.invocation), 'plan_unavailable'],
+            ['inspect with a copy', () => adapter.inspect!({ ...ticket }), 'ticket_refused'],
+            ['inspect with a ticket for another adapter', async () => adapter.inspect!(await ticketOf(foreign)), 'ticket_mismatch'],
+            ['inspect after close()', () => adapter.inspect!(stale.ticket), 'ticket_expired'],
+          ];
+          try {
+            for (const [what, attempt, reason] of forged) {
+              const e = await attempt().then(() => 'ACTED', (x: unknown) => x);
+              expect(e, what).to.be.instanceOf(ExecutionRefusedError);
+              expect((e as ExecutionRefusedError).reason, what).to.equal(reason);
+            }
+          } finally {
+            await claims.close();
+          }
+          for (const x of [mine, other, foreign]) expect(effectsOf(name).count(x.startId), name).to.equal(0);
+          expect(http.requests, 'requests the HTTP tool received').to.equal(requestsBefore);
+          if (name === 'process') expect(existsSync(journalPathsOf(join(dir, 'journal'), mine.startId).started), 'journal written').to.equal(false);
+          // the minted ticket with its opened plan acts, once
+          expect(await adapter.start(ticket, plan)).to.include({ outcome: 'completed' });
+          expect(effectsOf(name).count(mine.startId)).to.equal(1);
         });
       });
     }
@@ -114,10 +172,12 @@ export const adapterConformance = (backend: AdapterBackend): void => {
     });
 
     it('R11.1: the process journal dedupes starts: a second start of the same start id never spawns the command again', async () => {
-      const { call, startId } = await driveOnce('process', 'ok');
+      const processReal = adapterFor(configOf('process', 'ok'));
+      const lossy: ToolAdapter = { ...processReal, start: async (ticket, plan) => (await processReal.start(ticket, plan), Promise.reject(new Error('report lost'))) };
+      const { startId } = await driveOnce('process', 'ok', 5000, lossy);
       const adapter = adapterFor(configOf('process', 'ok'));
-      const barrier = await env.authority.barriers.getByStartId(startId);
-      const report = await adapter.start({ barrier: barrier!.record, barrierDigest: barrier!.barrierDigest, committedAtMs: barrier!.committedAtMs, timeoutMs: 5000 }, call.invocation);
+      const barrier = (await env.authority.barriers.getByStartId(startId))!;
+      const report = await adapter.start(await execution.ticket({ startId, attempt: 3, adapter: ADAPTER_REFS.process }), await execution.openPlan(barrier));
       expect(report).to.include({ outcome: 'completed', code: 'tool_succeeded', ...outputDigestOf('') });
       expect(effectsOf('process').count(startId)).to.equal(1);
     });
@@ -138,8 +198,15 @@ export const adapterConformance = (backend: AdapterBackend): void => {
       const states = Object.fromEntries(listed.map((d) => [d.startId, d.inspect.state]));
       expect(states[p.startId]).to.equal('succeeded');
       expect(states[h.startId]).to.equal('succeeded');
-      const one = json<{ inDoubt: boolean; inspect: { state: string }; adapter: { id: string } }>(await runCli([...env.cliArgs, 'inspect', h.startId, '--adapters', registry]));
+      const asked = await runCli([...env.cliArgs, 'inspect', h.startId, '--adapters', registry]);
+      const one = json<{ inDoubt: boolean; inspect: { state: string }; adapter: { id: string } }>(asked);
       expect(one).to.deep.include({ inDoubt: true, inspect: { state: 'succeeded' }, adapter: ADAPTER_REFS.http });
+      // R12.2: operators see the sealed plan's redacted preview (the default contract names no field), never the input
+      const shown = await runCli([...env.cliArgs, 'show', '--start-id', h.startId]);
+      for (const out of [asked, shown]) {
+        expect(json<{ plan: unknown }>(out).plan).to.deep.equal({ status: 'sealed', preview: { redaction: h.call.plan.contracts.redaction, planDigest: h.call.plan.admission.planDigest, shown: {} } });
+        expect(JSON.stringify(out)).to.not.contain(INPUT.marker);
+      }
       // Nothing recorded by inspecting: the operator (or a replayed saga) decides.
       expect(await env.authority.recovery.outcome(h.startId)).to.equal(null);
       writeFileSync(registry, JSON.stringify({}));

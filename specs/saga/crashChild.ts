@@ -4,6 +4,7 @@ import { openPostgresStartBarrier } from '../../infrastructure/postgres/postgres
 import { createToolStepSaga, openExecution } from '../../application/saga';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { INVOCATION, contractAdapterFor } from './sagaConformance';
+import { plansFromEnv } from '../../testkit/planKeys';
 
 // A saga process that dies between the commit of its start and the adapter's first action:
 // the adapter kills the process (SIGKILL, no cleanup, no outcome, its claim never released)
@@ -14,7 +15,7 @@ const [kind, location, trigger, plan] = process.argv.slice(2);
 
 const main = async (): Promise<void> => {
   const authority: RecoverableStartBarrierAuthority =
-    kind === 'postgres' ? await openPostgresStartBarrier({ connectionString: location! }) : await openSqliteStartBarrier({ path: location! });
+    kind === 'postgres' ? await openPostgresStartBarrier({ connectionString: location!, plans: plansFromEnv() }) : await openSqliteStartBarrier({ path: location!, plans: plansFromEnv() });
   const startPlan = JSON.parse(plan!);
   const saga = createToolStepSaga({
     execution: openExecution(authority, { execution: 'enabled' }),

@@ -11,7 +11,7 @@ import {
   outputDigestOf,
   type AdapterGuarantees,
   type AdapterReport,
-  type AdapterStartContext,
+  type ExecutionTicket,
   type InspectReport,
   type InvocationPlan,
   type StartPlan,
@@ -23,6 +23,8 @@ import { buildScenario, type Scenario } from '../../domain/scenario';
 import type { RecoverableStartBarrierAuthority, StoredBarrier } from '../../application/authority';
 import { createToolStepSaga, openExecution, type ExecutionAuthority, type ToolStepSagaOptions } from '../../application/saga';
 import { rejects } from '../../testkit/rejects';
+import { openedPlanOf, type PlanStoreOptions } from '../../application/invocationPlans';
+import { planKeyEnv } from '../../testkit/planKeys';
 
 // The orchestration saga against real authorities. The adapter is the only test double here (the
 // real process, HTTP and MCP adapters have their own suite, specs/adapters): it meets the
@@ -31,12 +33,18 @@ import { rejects } from '../../testkit/rejects';
 
 export interface SagaBackend {
   readonly name: string;
-  open(): Promise<{
+  /** `plans`: the authority's plan store options (default: a keyed one; null: none, R12.4). */
+  open(plans?: PlanStoreOptions | null): Promise<{
     authority: RecoverableStartBarrierAuthority;
     /** `getByStartId` through another connection to the same store (or the same store where there is only one). */
     separateRead(startId: string): Promise<StoredBarrier | null>;
     /** Where a child process finds the same store: `--db PATH` or `--postgres URL`. */
     target?: { readonly kind: 'sqlite' | 'postgres'; readonly location: string };
+    /** The stored plan row as the backend holds it, and a change to one of its cells past the database's guards. */
+    planRow(startId: string): Promise<Record<string, unknown> | null>;
+    damagePlan(startId: string, column: 'ciphertext' | 'key_id' | 'plan_digest' | 'preview_json', value: unknown): Promise<void>;
+    /** Another authority on the same store with other plan options (rotation, a destroyed key); absent in memory. */
+    reopen?(plans: PlanStoreOptions): Promise<RecoverableStartBarrierAuthority>;
     close(): Promise<void>;
   }>;
 }
@@ -63,21 +71,26 @@ export const contractAdapterFor = (plan: StartPlan, guarantees: Partial<AdapterG
 
 /** The one test double: meets the contract, records starts, checks the barrier is durable before "acting". */
 export class RecordingAdapter implements ToolAdapter {
-  readonly calls: AdapterStartContext[] = [];
+  readonly calls: ExecutionTicket[] = [];
   readonly sawCommitted: boolean[] = [];
   readonly declaration: ToolAdapter['declaration'];
-  readonly inspect?: (startId: string) => Promise<InspectReport>;
+  readonly inspect?: (ticket: ExecutionTicket) => Promise<InspectReport>;
+  readonly tickets: ExecutionTicket[] = [];
   constructor(
     private readonly separateRead: (startId: string) => Promise<StoredBarrier | null>,
-    private readonly behave: (start: AdapterStartContext, n: number) => Promise<AdapterReport> = async () => SUCCEEDED,
+    private readonly behave: (start: ExecutionTicket, n: number) => Promise<AdapterReport> = async () => SUCCEEDED,
     options: { readonly guarantees?: Partial<AdapterGuarantees>; readonly inspect?: (startId: string) => Promise<InspectReport>; readonly plan?: StartPlan } = {},
   ) {
     const plan = options.plan ?? planOf(buildScenario().startCommand());
     this.declaration = contractAdapterFor(plan, { idempotentStart: true, ...options.guarantees }).declaration;
-    if (options.inspect) this.inspect = options.inspect;
+    const inspect = options.inspect;
+    if (inspect) this.inspect = async (ticket) => (this.tickets.push(ticket), inspect(ticket.startId));
   }
-  async start(context: AdapterStartContext, plan: InvocationPlan): Promise<AdapterReport> {
-    expect(plan).to.deep.equal(INVOCATION);
+  async start(context: ExecutionTicket, plan: InvocationPlan): Promise<AdapterReport> {
+    // what runs is the plan the library opened from the sealed one, for this ticket's start
+    expect(openedPlanOf(plan)?.startId).to.equal(context.startId);
+    expect(plan.input).to.deep.equal(INVOCATION.input);
+    this.tickets.push(context);
     const durable = await this.separateRead(context.barrier.startId);
     this.sawCommitted.push(durable !== null && durable.barrierDigest === context.barrierDigest);
     this.calls.push(context);
@@ -282,7 +295,7 @@ export const sagaConformance = (backend: SagaBackend): void => {
       });
     });
 
-    it('R11.2: a saga killed at the adapter (after commit, claim taken) leaves an in-doubt start; the next driver waits out the lease, inspects, and invokes once', async () => {
+    it('R11.2/R12.2: a saga killed at the adapter (after commit, plan sealed, claim taken) leaves an in-doubt start; the next driver re-drives it from the stored plan alone (resume), waits out the lease, inspects, and invokes once', async () => {
       const s = await ready();
       const plan = planOf(s.startCommand(), { timeoutMs: 1000 });
       if (env.target === undefined) {
@@ -296,6 +309,7 @@ export const sagaConformance = (backend: SagaBackend): void => {
       } else {
         const child = spawnSync(process.execPath, ['--require', 'tsx/cjs', join(__dirname, 'crashChild.ts'), env.target.kind, env.target.location, JSON.stringify(triggerOf(s)), JSON.stringify(plan)], {
           cwd: join(__dirname, '..', '..'),
+          env: { ...process.env, ...planKeyEnv() },
           encoding: 'utf8',
           timeout: 60_000,
         });
@@ -310,11 +324,12 @@ export const sagaConformance = (backend: SagaBackend): void => {
       expect((await execution.claims.history(startId)).map((c) => [c.generation, c.released])).to.deep.equal([[1, false]]);
       const inspected: string[] = [];
       const port = adapter(undefined, { guarantees: { idempotentStart: false }, inspect: async (id) => (inspected.push(id), { state: 'not_started' }) });
-      let resumed = await createSaga({ adapter: port }).drive(triggerOf(s), plan);
+      // No trigger, no StartPlan, no tool input: the barrier and the sealed plan are all it has.
+      let resumed = await createToolStepSaga({ execution, adapter: port }).resume(startId);
       // The dead driver's lease (timeout + grace) runs out on the database clock; bounded wait.
       for (let i = 0; i < 100 && resumed.status === 'claimed_elsewhere'; i++) {
         await new Promise((r) => setTimeout(r, 100));
-        resumed = await createSaga({ adapter: port }).drive(triggerOf(s), plan);
+        resumed = await createToolStepSaga({ execution, adapter: port }).resume(startId);
       }
       expect(resumed).to.include({ status: 'completed', prepared: 'existing', invoked: true, via: 'start' });
       expect(inspected).to.deep.equal([startId]);

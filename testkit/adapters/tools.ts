@@ -87,6 +87,8 @@ export interface HttpTool {
   mode: ToolMode;
   /** Requests received (every POST, repeats included). */
   readonly received: string[];
+  /** Every request of any method (status reads included): what a forged ticket must leave at its count. */
+  readonly requests: number;
   close(): Promise<void>;
 }
 
@@ -115,8 +117,9 @@ export const startHttpTool = async (dir: string, name = 'http-tool'): Promise<Ht
   const effects = new EffectsFile(join(dir, `${name}.effects`));
   const answered = new Map<string, { status: number; body: string }>();
   const timers = new Set<NodeJS.Timeout>();
-  const tool: { mode: ToolMode; received: string[] } = { mode: 'ok', received: [] };
+  const tool: { mode: ToolMode; received: string[]; requests: number } = { mode: 'ok', received: [], requests: 0 };
   const server = createServer((req: IncomingMessage, res: ServerResponse) => {
+    tool.requests++;
     void (async () => {
       const path = req.url ?? '/';
       if (req.method === 'GET' && path.startsWith('/status/')) {

@@ -1,4 +1,4 @@
-// Written by scripts/pgSchemaObjects.ts from a fresh migration (pg-0061-starts-follow-the-log); do not edit.
+// Written by scripts/pgSchemaObjects.ts from a fresh migration (pg-0063-keying-without-window); do not edit.
 export const MADE_BY_MIGRATIONS: Readonly<Record<string, string>> = {
   "column adapter_driver_claims.at_ms": "bigint not null",
   "column adapter_driver_claims.claim_digest": "text not null",
@@ -36,6 +36,7 @@ export const MADE_BY_MIGRATIONS: Readonly<Record<string, string>> = {
   "column run_event_seal_origins.from_global_position": "bigint not null",
   "column run_event_seal_origins.from_ms": "bigint not null",
   "column run_event_seal_origins.key_id": "text not null",
+  "column run_event_seal_origins.legacy_gaps": "text not null default",
   "column run_event_seal_origins.mac": "text not null",
   "column runs.project_id": "text not null",
   "column runs.run_id": "text not null",
@@ -146,6 +147,7 @@ export const MADE_BY_MIGRATIONS: Readonly<Record<string, string>> = {
   "constraint run_event_macs.run_event_macs_pkey": "type p columns stream_id,from_position",
   "constraint run_event_seal_origins.run_event_seal_origins_from_global_position_check": "type c columns from_global_position",
   "constraint run_event_seal_origins.run_event_seal_origins_key_id_check": "type c columns key_id",
+  "constraint run_event_seal_origins.run_event_seal_origins_legacy_gaps_check": "type c columns legacy_gaps",
   "constraint run_event_seal_origins.run_event_seal_origins_mac_check": "type c columns mac",
   "constraint run_event_seal_origins.run_event_seal_origins_pkey": "type p columns key_id",
   "constraint runs.runs_pkey": "type p columns run_id",
@@ -210,6 +212,12 @@ export const MADE_BY_MIGRATIONS: Readonly<Record<string, string>> = {
   "function take_start_turn(p_run_id text, p_expected_version bigint)": "owner ql3_owner sql security definer volatility v config {\"search_path=pg_catalog, pg_temp\"} body 5740853320dfc5181082d997bc7d2614",
   "function take_start_turn(p_run_id text, p_expected_version bigint, p_alone boolean)": "owner ql3_owner plpgsql security definer volatility v config {\"search_path=pg_catalog, pg_temp\"} body 5aca1a0b5e51e7000e80f5af41eaf98f",
   "function wait_start_gate_alone()": "owner ql3_owner plpgsql security definer volatility v config {\"search_path=pg_catalog, pg_temp\"} body a92f3b933d77bc85bbcddc5a7ee6eb1e",
+  "grant column events.committed_at_ms to ql3_runtime": "INSERT",
+  "grant column events.data_json to ql3_runtime": "INSERT",
+  "grant column events.event_id to ql3_runtime": "INSERT",
+  "grant column events.event_type to ql3_runtime": "INSERT",
+  "grant column events.stream_id to ql3_runtime": "INSERT",
+  "grant column events.stream_position to ql3_runtime": "INSERT",
   "grant function await_run_turn(p_run_id text, p_lock_timeout_ms integer) to ql3_runtime": "EXECUTE",
   "grant function purge_resolution_note(p_start_id text, p_note_digest text) to ql3_runtime": "EXECUTE",
   "grant function resolution_notes_purge_only() to PUBLIC": "EXECUTE",
@@ -227,7 +235,7 @@ export const MADE_BY_MIGRATIONS: Readonly<Record<string, string>> = {
   "grant table audit_receipts to ql3_runtime": "INSERT, SELECT",
   "grant table capabilities to ql3_admin": "SELECT",
   "grant table capabilities to ql3_runtime": "SELECT",
-  "grant table events to ql3_runtime": "INSERT, SELECT",
+  "grant table events to ql3_runtime": "SELECT",
   "grant table resolution_notes to ql3_admin": "SELECT",
   "grant table resolution_notes to ql3_reader": "SELECT",
   "grant table resolution_notes to ql3_runtime": "INSERT, SELECT",
@@ -343,6 +351,7 @@ export const MADE_BY_MIGRATIONS: Readonly<Record<string, string>> = {
 export const DEFINITIONS_MADE: { readonly major: number; readonly byObject: Readonly<Record<string, string>> } = {
   major: 15,
   byObject: {
+    "column run_event_seal_origins.legacy_gaps": "'[]'::text",
     "constraint adapter_driver_claims.adapter_driver_claims_digest_shape": "CHECK (((claim_digest ~~ 'sha256:%'::text) AND (length(claim_digest) = 71)))",
     "constraint adapter_driver_claims.adapter_driver_claims_generation_check": "CHECK ((generation >= 1))",
     "constraint adapter_driver_claims.adapter_driver_claims_kind_check": "CHECK ((kind = ANY (ARRAY['claim'::text, 'release'::text])))",
@@ -369,6 +378,7 @@ export const DEFINITIONS_MADE: { readonly major: number; readonly byObject: Read
     "constraint run_event_macs.run_event_macs_pkey": "PRIMARY KEY (stream_id, from_position)",
     "constraint run_event_seal_origins.run_event_seal_origins_from_global_position_check": "CHECK ((from_global_position >= 1))",
     "constraint run_event_seal_origins.run_event_seal_origins_key_id_check": "CHECK (((length(key_id) >= 1) AND (length(key_id) <= 64)))",
+    "constraint run_event_seal_origins.run_event_seal_origins_legacy_gaps_check": "CHECK ((jsonb_typeof((legacy_gaps)::jsonb) = 'array'::text))",
     "constraint run_event_seal_origins.run_event_seal_origins_mac_check": "CHECK ((length(mac) = 64))",
     "constraint run_event_seal_origins.run_event_seal_origins_pkey": "PRIMARY KEY (key_id)",
     "constraint runs.runs_pkey": "PRIMARY KEY (run_id)",

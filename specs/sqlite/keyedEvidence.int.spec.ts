@@ -36,7 +36,7 @@ const backend: KeyedBackend = {
             undo: async () => {
               const back = new Database(path);
               try {
-                for (const r of rows) back.prepare('INSERT INTO run_event_seal_origins (key_id, from_global_position, from_ms, mac) VALUES (@key_id, @from_global_position, @from_ms, @mac)').run(r);
+                for (const r of rows) back.prepare('INSERT INTO run_event_seal_origins (key_id, from_global_position, from_ms, legacy_gaps, mac) VALUES (@key_id, @from_global_position, @from_ms, @legacy_gaps, @mac)').run(r);
               } finally {
                 back.close();
               }

@@ -164,9 +164,10 @@ describe('keyed evidence in the CLI (R9.4): the keyring comes from a key file na
   it('R9.4 a malformed key file is refused without quoting it', async () => {
     buildOnce();
     const broken = join(dir, 'broken.json');
-    writeFileSync(broken, `{"active":"k1","keys":{"k1":"${secret.toString('hex')}!"}}`);
+    writeFileSync(broken, `{"active":"k1","keys":{"k1":"${secret.toString('hex')}!"}}`, { mode: 0o600 });
     const r = await runCli(['verify', '--db', join(dir, 'barrier.db')], undefined, { QINGLONG_BARRIER_KEYRING_FILE: broken });
     expect(r.code).to.equal(2);
+    expect(r.stderr).to.contain('key "k1" is not canonical base64');
     expect(r.stderr).to.not.contain(secret.toString('hex'));
   });
 });

@@ -245,7 +245,7 @@ export const SQLITE_KEYING_WINDOW_FORGERIES: readonly KeyingWindowForgery[] = [
     name: 'keying window: past every trigger of the file: a StepRunLost appended without the key, then moved into a position left free before keying, with a clock from before it (the frozen set alone stands)',
     backend: 'sqlite',
     expected: 'detected',
-    attempt: sqliteFreePositionAttempt(async ({ db, path, s, startId, head, free, clock }) => {
+    attempt: sqliteFreePositionAttempt(async ({ db, path, s, head, free, clock }) => {
       // the product without the key appends it with every head it moves, then the file's guards go and come back
       const unkeyed = await open('sqlite', path, false);
       try {
@@ -258,7 +258,6 @@ export const SQLITE_KEYING_WINDOW_FORGERIES: readonly KeyingWindowForgery[] = [
       const row = db.prepare('SELECT stream_id, stream_position, event_id, event_type, data_json FROM events WHERE stream_id = ? AND stream_position = ?').get(stream, head + 1) as { stream_id: string; stream_position: number; event_id: string; event_type: string; data_json: string };
       const previous = db.prepare('SELECT chain_digest FROM events WHERE stream_id = ? AND stream_position = ?').pluck().get(stream, head) as string;
       const chain = eventChainDigest(previous, { ...row, committed_at_ms: clock });
-      void startId;
       db.transaction(() => {
         db.exec('DROP TRIGGER events_no_update; DROP TRIGGER IF EXISTS events_position_is_next');
         db.prepare('UPDATE events SET global_position = ?, committed_at_ms = ?, chain_digest = ? WHERE event_id = ?').run(free, clock, chain, row.event_id);

@@ -12,12 +12,17 @@ import type { StartWrite } from './startWrite';
 // every verified read that depends on it and `verify` find it unsealed.
 //
 // Events written before the first keyed writer are legacy: the first keyed transaction stores
-// a sealed origin (the global position and database time it starts from), and only events
-// before both, ahead of every sealed event of their stream, are read without a seal. A store
-// no keyed writer has touched has no origin, and all of its events are legacy.
+// a sealed origin (the global position and database time it starts from, and every position
+// below it that held no event in that transaction's snapshot). Legacy is that frozen set: an
+// event before both, at a position that was taken when the origin was written, ahead of every
+// sealed event of its stream. Whatever an INSERT can choose (a position left free below the
+// origin, a clock from a transaction opened before it) cannot put an event into it: a position
+// taken at keying holds its event for ever, so no later insert lands there. A store no keyed
+// writer has touched has no origin, and all of its events are legacy.
 
 const RANGE_TAG = 'qinglong/run-event-seal@v1';
-const ORIGIN_TAG = 'qinglong/run-event-seal-origin@v1';
+// v2 binds the free positions below the origin; a v1 origin (which did not) verifies under no key.
+const ORIGIN_TAG = 'qinglong/run-event-seal-origin@v2';
 
 /** One seal row: the stream positions from..to one transaction appended. */
 export interface EventMacRow {
@@ -33,7 +38,16 @@ export interface SealOriginRow {
   readonly key_id: string;
   readonly from_global_position: number | string;
   readonly from_ms: number | string;
+  /** JSON `[[from, to], ...]`, ascending: the positions below the origin that held no event when it was written. */
+  readonly legacy_gaps: string;
   readonly mac: string;
+}
+
+/** Where a fresh origin starts, and the free positions below it in the same snapshot. */
+export interface FreshOrigin {
+  readonly globalPosition: number;
+  readonly ms: number;
+  readonly gaps: readonly (readonly [number, number])[];
 }
 
 export type SealedEventRow = ChainedCells & { readonly global_position: number | string };
@@ -63,7 +77,56 @@ export interface SealFinding {
 const rangeInput = (streamId: string, from: number, to: number, events: readonly ChainedCells[]): string =>
   `${RANGE_TAG}\n${streamId}\n${from}\n${to}\n${events.reduce((previous, e) => eventChainDigest(previous, { ...e, committed_at_ms: 0 }), '')}`;
 
-const originInput = (fromGlobalPosition: number, fromMs: number): string => `${ORIGIN_TAG}\n${fromGlobalPosition}\n${fromMs}`;
+const originInput = (fromGlobalPosition: number, fromMs: number, gaps: string): string => `${ORIGIN_TAG}\n${fromGlobalPosition}\n${fromMs}\n${gaps}`;
+
+type Gaps = readonly (readonly [number, number])[];
+
+/** Parsed gap lists by origin and text: every keyed read checks the origin, and the list is fixed once written. */
+const parsedGaps = new Map<string, Gaps | undefined>();
+
+/** The gap list as stored: ascending, disjoint ranges inside 1..origin-1, or undefined when it is not that. */
+const gapsOf = (text: string, origin: number): Gaps | undefined => {
+  if (text === '[]') return [];
+  const key = `${origin}\n${text}`;
+  if (parsedGaps.has(key)) return parsedGaps.get(key);
+  const gaps = parseGaps(text, origin);
+  if (parsedGaps.size >= 16) parsedGaps.clear();
+  parsedGaps.set(key, gaps);
+  return gaps;
+};
+
+const parseGaps = (text: string, origin: number): Gaps | undefined => {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  if (!Array.isArray(parsed)) return undefined;
+  let after = 0;
+  for (const r of parsed) {
+    if (!Array.isArray(r) || r.length !== 2 || !Number.isSafeInteger(r[0]) || !Number.isSafeInteger(r[1])) return undefined;
+    if (r[0] <= after || r[1] < r[0] || r[1] >= origin) return undefined;
+    after = r[1] + 1; // adjacent ranges are one range
+  }
+  return parsed as Gaps;
+};
+
+/** The stored text of a gap list (what the origin's MAC binds). */
+export const gapsText = (gaps: Gaps): string => JSON.stringify(gaps.map(([a, b]) => [a, b]));
+
+const inGap = (gaps: Gaps, p: number): boolean => {
+  let lo = 0;
+  let hi = gaps.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >> 1;
+    const [a, b] = gaps[mid]!;
+    if (p < a) hi = mid - 1;
+    else if (p > b) lo = mid + 1;
+    else return true;
+  }
+  return false;
+};
 
 /** The seal of the events one transaction appended to one stream, in position order. */
 export const sealEvents = (keys: EvidenceKeyring, streamId: string, events: readonly ChainedCells[]): EventMacRow => {
@@ -94,7 +157,10 @@ export const appendedEventCells = (streamId: string, events: readonly StoredEven
     committed_at_ms: e.committedAtMs,
   }));
 
-type Origin = { readonly kind: 'none' } | { readonly kind: 'strict' } | { readonly kind: 'from'; readonly globalPosition: number; readonly ms: number };
+type Origin =
+  | { readonly kind: 'none' }
+  | { readonly kind: 'strict' }
+  | { readonly kind: 'from'; readonly globalPosition: number; readonly ms: number; readonly gapsText: string; readonly gaps: Gaps };
 
 const macProblem = (what: string, keyId: string, result: Exclude<MacCheck, 'valid'>): string =>
   result === 'unknown_key'
@@ -111,9 +177,14 @@ const originOf = (keys: EvidenceKeyring, rows: readonly SealOriginRow[], finding
   for (const row of rows) {
     const g = Number(row.from_global_position);
     const ms = Number(row.from_ms);
-    const result = keys.check(row, originInput(g, ms));
+    const text = typeof row.legacy_gaps === 'string' ? row.legacy_gaps : '';
+    const result = keys.check(row, originInput(g, ms, text));
     if (result === 'mismatch') findings.push({ record: `seal origin ${printableKeyId(row.key_id)}`, problem: macProblem('the seal origin', row.key_id, result) });
-    if (result === 'valid' && (best.kind !== 'from' || g < best.globalPosition)) best = { kind: 'from', globalPosition: g, ms };
+    if (result !== 'valid') continue;
+    const gaps = gapsOf(text, g);
+    // a MAC that verifies over a list that is not one was made by a holder of the key: damage all the same
+    if (gaps === undefined) findings.push({ record: `seal origin ${printableKeyId(row.key_id)}`, problem: 'the seal origin\'s list of free positions is not ascending ranges below it (R14.1)' });
+    else if (best.kind !== 'from' || g < best.globalPosition) best = { kind: 'from', globalPosition: g, ms, gapsText: text, gaps };
   }
   return best;
 };
@@ -122,11 +193,30 @@ const originOf = (keys: EvidenceKeyring, rows: readonly SealOriginRow[], finding
  * The origin row the active key still lacks, or undefined: the verified origin re-sealed
  * under the active key after a rotation, or a fresh one starting at `fresh`.
  */
-export const originToWrite = (keys: EvidenceKeyring, rows: readonly SealOriginRow[], fresh: { readonly globalPosition: number; readonly ms: number }): SealOriginRow | undefined => {
+export const originToWrite = (keys: EvidenceKeyring, rows: readonly SealOriginRow[], fresh: FreshOrigin): SealOriginRow | undefined => {
   if (rows.some((r) => r.key_id === keys.activeKeyId)) return undefined;
   const origin = originOf(keys, rows, []);
-  const from = origin.kind === 'from' ? origin : fresh;
-  return { from_global_position: from.globalPosition, from_ms: from.ms, ...keys.macOf(originInput(from.globalPosition, from.ms)) };
+  const from = origin.kind === 'from' ? origin : { ...fresh, gapsText: gapsText(fresh.gaps) };
+  if (origin.kind !== 'from' && gapsOf(from.gapsText, from.globalPosition) === undefined) throw new RangeError('the free positions below a seal origin must be ascending ranges below it');
+  return { from_global_position: from.globalPosition, from_ms: from.ms, legacy_gaps: from.gapsText, ...keys.macOf(originInput(from.globalPosition, from.ms, from.gapsText)) };
+};
+
+/** The ranges of positions below `origin` that `taken` (ascending global positions, all below it) leaves free. */
+export const freePositionsBelow = (taken: Iterable<number>, origin: number): [number, number][] => {
+  const gaps: [number, number][] = [];
+  let next = 1;
+  for (const p of taken) {
+    if (p > next) gaps.push([next, p - 1]);
+    next = p + 1;
+  }
+  if (origin > next) gaps.push([next, origin - 1]);
+  return gaps;
+};
+
+/** In the frozen set: below the origin and its clock, at a position that held an event when the origin was written. */
+const isLegacy = (origin: Extract<Origin, { kind: 'from' }>, e: SealedEventRow): boolean => {
+  const g = Number(e.global_position);
+  return g >= 1 && g < origin.globalPosition && Number(e.committed_at_ms) <= origin.ms && !inGap(origin.gaps, g);
 };
 
 const at = (streamId: string, from: number, to: number) => (from === to ? `${streamId}@${from}` : `${streamId}@${from}..${to}`);
@@ -178,7 +268,7 @@ export const checkSealedSpan = (keys: EvidenceKeyring, streamId: string, span: S
       close(p - 1);
       sealed++;
       sawSealed = true;
-    } else if (!sawSealed && (origin.kind === 'none' || (origin.kind === 'from' && Number(e.global_position) < origin.globalPosition && Number(e.committed_at_ms) <= origin.ms))) {
+    } else if (!sawSealed && (origin.kind === 'none' || (origin.kind === 'from' && isLegacy(origin, e)))) {
       legacy++;
     } else {
       open ??= p;

@@ -48,6 +48,8 @@ export interface EvidenceKeyring {
 }
 
 const KEY_ID = /^[A-Za-z0-9._-]{1,64}$/;
+/** Whether `id` is a key id: letters, digits, '.', '_' and '-', at most 64. */
+export const isKeyId = (id: string): boolean => KEY_ID.test(id);
 /** A stored key id as an error may quote it: a stored value of any other form is not echoed. */
 export const printableKeyId = (id: string): string => (KEY_ID.test(id) ? id : 'malformed');
 export const MIN_KEY_BYTES = 32;

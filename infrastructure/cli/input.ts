@@ -28,10 +28,14 @@ const readStdin = async (record: string): Promise<Buffer> => {
   return Buffer.concat(chunks);
 };
 
-/** Reads at most MAX_INPUT_BYTES + 1 bytes of a file (regular, device or FIFO alike). */
-const readBoundedFile = (source: string, record: string): Buffer => {
+/**
+ * Reads at most MAX_INPUT_BYTES + 1 bytes of a file (regular, device or FIFO alike). `field`
+ * names where the path came from; `inspect` sees the open descriptor first (the keyring's
+ * permission check looks at the file it reads, not at a name that may have moved since).
+ */
+export const readBoundedFile = (source: string, record: string, field = '--command', inspect?: (fd: number) => void): Buffer => {
   const cannotRead = (e: unknown) =>
-    new ValidationError(record, [{ path: '--command', reason: 'invalid_value', message: `cannot read ${source}: ${(e as NodeJS.ErrnoException).code ?? String(e)}` }]);
+    new ValidationError(record, [{ path: field, reason: 'invalid_value', message: `cannot read ${source}: ${(e as NodeJS.ErrnoException).code ?? String(e)}` }]);
   let fd: number;
   try {
     fd = openSync(source, 'r');
@@ -39,6 +43,7 @@ const readBoundedFile = (source: string, record: string): Buffer => {
     throw cannotRead(e);
   }
   try {
+    inspect?.(fd);
     const buffer = Buffer.allocUnsafe(MAX_INPUT_BYTES + 1);
     let size = 0;
     for (;;) {

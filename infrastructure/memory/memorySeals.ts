@@ -11,7 +11,8 @@ export const sealMemoryEvents = (keys: EvidenceKeyring, t: Tables, streamId: str
   if (events.length === 0) return;
   const head = headBefore(events);
   requireSealedHead(keys, streamId, memorySealedSpan(t, streamId, head, head), head);
-  const origin = originToWrite(keys, [...t.sealOrigins.values()], { globalPosition: t.events.length + 1, ms: nowMs });
+  // positions are the log's indexes: none below the next one is ever free
+  const origin = originToWrite(keys, [...t.sealOrigins.values()], { globalPosition: t.events.length + 1, ms: nowMs, gaps: [] });
   if (origin !== undefined) t.sealOrigins.set(origin.key_id, origin);
   const row = sealEvents(keys, streamId, events);
   const key = `${streamId}\u0000${row.from_position}`;

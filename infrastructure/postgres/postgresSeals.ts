@@ -22,17 +22,26 @@ export const INSERT_START_SEALS = named(`WITH ${INSERT_SEAL_CTE}
 /** A keyed lifecycle append: the events and their seal, one statement. */
 export const INSERT_SEALED_EVENTS = named(`WITH ${INSERT_SEAL_CTE}\n${INSERT_EVENTS_SQL}`);
 
-const SELECT_SEAL_ORIGINS = named('SELECT key_id, from_global_position, from_ms, mac FROM ql3.run_event_seal_origins ORDER BY key_id');
-const NEXT_GLOBAL_POSITION = named(`SELECT coalesce(max(global_position), 0) + 1 AS next,
-  (extract(epoch FROM transaction_timestamp()) * 1000)::bigint AS now_ms FROM ql3.events`);
-const INSERT_SEAL_ORIGIN = named(`INSERT INTO ql3.run_event_seal_origins (key_id, from_global_position, from_ms, mac)
-  VALUES (:key_id, :from_global_position, :from_ms, :mac) ON CONFLICT DO NOTHING`);
+const SELECT_SEAL_ORIGINS = named('SELECT key_id, from_global_position, from_ms, legacy_gaps, mac FROM ql3.run_event_seal_origins ORDER BY key_id');
+/**
+ * A fresh origin (R14.1): the next position, the clock, and the ranges of positions below it that
+ * hold no committed event, all in one statement's snapshot. An event a transaction still open
+ * then commits below the origin lands in one of those ranges, so it never reads as legacy.
+ */
+const FRESH_ORIGIN = named(`WITH next AS (SELECT coalesce(max(global_position), 0) + 1 AS p FROM ql3.events),
+  taken AS (SELECT global_position AS p FROM ql3.events UNION ALL SELECT p FROM next),
+  step AS (SELECT p, lag(p, 1, 0::bigint) OVER (ORDER BY p) AS prev FROM taken)
+SELECT (SELECT p FROM next) AS next, (extract(epoch FROM transaction_timestamp()) * 1000)::bigint AS now_ms,
+  (SELECT coalesce(json_agg(json_build_array(prev + 1, p - 1) ORDER BY p), '[]'::json) FROM step WHERE p > prev + 1) AS gaps`);
+const INSERT_SEAL_ORIGIN = named(`INSERT INTO ql3.run_event_seal_origins (key_id, from_global_position, from_ms, legacy_gaps, mac)
+  VALUES (:key_id, :from_global_position, :from_ms, :legacy_gaps, :mac) ON CONFLICT DO NOTHING`);
 
 /** The origins, the seals overlapping from..to of one stream, and the events they span, in one statement. */
 const READ_SEALED_SPAN = named(`WITH ${sealedSpanCtes(':from::bigint', ':to::bigint')}
 SELECT ${sealedSpanColumns()}`);
 
-const OriginRowCodec = t.type({ key_id: t.string, from_global_position: PgInt, from_ms: PgInt, mac: t.string });
+const OriginRowCodec = t.type({ key_id: t.string, from_global_position: PgInt, from_ms: PgInt, legacy_gaps: t.string, mac: t.string });
+const GapsCodec = t.array(t.tuple([PgInt, PgInt]));
 const MacRowCodec = t.type({ stream_id: t.string, from_position: PgInt, to_position: PgInt, key_id: t.string, mac: t.string });
 const SpanCodec = t.type({ macs: t.array(MacRowCodec), events: t.array(EventRowCodec), origins: t.array(OriginRowCodec), evidence_without_origin: t.boolean });
 
@@ -66,8 +75,12 @@ export const postgresSealer = (keys: EvidenceKeyring) => {
     if (originStored) return;
     const rows = (await run(q, SELECT_SEAL_ORIGINS, {})).map((r) => decodeRow(OriginRowCodec, r, 'event seal origin', 'origins'));
     if (!rows.some((r) => r.key_id === keys.activeKeyId)) {
-      const [next] = await run(q, NEXT_GLOBAL_POSITION, {});
-      const fresh = { globalPosition: decodeRow(PgInt, next?.next, 'event', 'next global position'), ms: decodeRow(PgInt, next?.now_ms, 'clock', 'transaction_timestamp()') };
+      const [next] = await run(q, FRESH_ORIGIN, {});
+      const fresh = {
+        globalPosition: decodeRow(PgInt, next?.next, 'event', 'next global position'),
+        ms: decodeRow(PgInt, next?.now_ms, 'clock', 'transaction_timestamp()'),
+        gaps: decodeRow(GapsCodec, next?.gaps, 'event', 'free positions below the seal origin'),
+      };
       const origin = originToWrite(keys, rows, fresh);
       if (origin !== undefined) await run(q, INSERT_SEAL_ORIGIN, { ...origin });
     }

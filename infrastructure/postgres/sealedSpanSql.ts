@@ -17,6 +17,6 @@ export const sealedSpanColumns = (gate = 'true', prefix = '') => `(SELECT coales
      FROM (SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms
              FROM ql3.events, span_range r WHERE ${gate} AND stream_id = :stream_id AND stream_position BETWEEN r.lo AND r.hi) e) AS ${prefix}events,
   (SELECT coalesce(json_agg(o ORDER BY o.key_id), '[]'::json)
-     FROM (SELECT key_id, from_global_position, from_ms, mac FROM ql3.run_event_seal_origins WHERE ${gate}) o) AS ${prefix}origins,
+     FROM (SELECT key_id, from_global_position, from_ms, legacy_gaps, mac FROM ql3.run_event_seal_origins WHERE ${gate}) o) AS ${prefix}origins,
   (NOT EXISTS (SELECT 1 FROM ql3.run_event_seal_origins WHERE ${gate})
    AND (EXISTS (SELECT 1 FROM ql3.run_event_macs WHERE ${gate}) OR EXISTS (SELECT 1 FROM ql3.start_evidence_macs WHERE ${gate}))) AS ${prefix}evidence_without_origin`;

@@ -148,9 +148,13 @@ export const SELECT_EVENT_MACS_OVER = `SELECT stream_id, from_position, to_posit
   WHERE stream_id = ? AND from_position <= ? AND to_position >= ? ORDER BY from_position`;
 /** A row when any keyed evidence is stored (read only when no seal origin is). */
 export const KEYED_EVIDENCE_STORED = 'SELECT 1 FROM run_event_macs UNION ALL SELECT 1 FROM start_evidence_macs LIMIT 1';
-export const SELECT_SEAL_ORIGINS = 'SELECT key_id, from_global_position, from_ms, mac FROM run_event_seal_origins ORDER BY key_id';
-export const INSERT_SEAL_ORIGIN = `INSERT INTO run_event_seal_origins (key_id, from_global_position, from_ms, mac)
-  VALUES (@key_id, @from_global_position, @from_ms, @mac) ON CONFLICT DO NOTHING`;
+export const SELECT_SEAL_ORIGINS = 'SELECT key_id, from_global_position, from_ms, legacy_gaps, mac FROM run_event_seal_origins ORDER BY key_id';
+export const INSERT_SEAL_ORIGIN = `INSERT INTO run_event_seal_origins (key_id, from_global_position, from_ms, legacy_gaps, mac)
+  VALUES (@key_id, @from_global_position, @from_ms, @legacy_gaps, @mac) ON CONFLICT DO NOTHING`;
+/** R14.1: the ranges of positions below a fresh origin (@origin) that hold no event, read in the keying transaction. */
+export const FREE_POSITIONS_BELOW = `WITH taken (p) AS (SELECT global_position FROM events WHERE global_position < @origin UNION ALL SELECT @origin),
+  step AS (SELECT p, lag(p, 1, 0) OVER (ORDER BY p) AS prev FROM taken)
+SELECT prev + 1 AS from_position, p - 1 AS to_position FROM step WHERE p > prev + 1 ORDER BY p`;
 export const NEXT_GLOBAL_POSITION = 'SELECT coalesce(max(global_position), 0) + 1 AS next FROM events';
 /** R9.4: where a fresh seal origin starts: the first of the events being sealed when they are already in the log, else the next position. */
 export const SEAL_ORIGIN_POSITION = `SELECT coalesce((SELECT global_position FROM events WHERE stream_id = ? AND stream_position = ?),

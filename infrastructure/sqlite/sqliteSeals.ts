@@ -17,7 +17,10 @@ export const sqliteSealer = (s: Statements, keys: EvidenceKeyring) => {
       const rows = s.sealOrigins.all() as SealOriginRow[];
       originStored = rows.some((r) => r.key_id === keys.activeKeyId);
       // The events being sealed are already in the log on the lifecycle path: sealing starts at the first of them, never after them.
-      const fresh = { globalPosition: (s.sealOriginPosition.get(streamId, Number(events[0]!.stream_position)) as { next: number }).next, ms: nowMsOf(s) };
+      const globalPosition = (s.sealOriginPosition.get(streamId, Number(events[0]!.stream_position)) as { next: number }).next;
+      // R14.1: legacy is what this transaction sees below the origin; a position free now never becomes legacy
+      const gaps = (s.freePositionsBelow.all({ origin: globalPosition }) as { from_position: number; to_position: number }[]).map((g) => [g.from_position, g.to_position] as const);
+      const fresh = { globalPosition, ms: nowMsOf(s), gaps };
       const origin = originToWrite(keys, rows, fresh);
       if (origin !== undefined) s.insertSealOrigin.run(origin);
     }

@@ -43,6 +43,7 @@ const STATEMENTS = {
   insertSealOrigin: SQL.INSERT_SEAL_ORIGIN,
   nextGlobalPosition: SQL.NEXT_GLOBAL_POSITION,
   sealOriginPosition: SQL.SEAL_ORIGIN_POSITION,
+  freePositionsBelow: SQL.FREE_POSITIONS_BELOW,
 };
 
 export type Statements = { readonly [K in keyof typeof STATEMENTS]: Database.Statement };

@@ -1,6 +1,7 @@
 import { tallyOf, tryForgeries, type ForgeryTally } from '../../testkit/forgery';
 import { postgresForgeryTarget, sqliteForgeryTarget } from '../../testkit/forgeryTargets';
 import { openKeyedForgeryTarget, tryKeyedForgeries } from '../../testkit/keyedForgery';
+import { tryKeyingWindowForgeries } from '../../testkit/keyingWindow';
 import type { BackendName } from '../../testkit/rawSql';
 import { freshStore } from '../lib/stores';
 
@@ -9,7 +10,9 @@ import { freshStore } from '../lib/stores';
 // fresh store. Each is refused by the database or reported by `verify`; accepted must be 0.
 // Then the keyed ones (R9.4, testkit/keyedForgery.ts) against a store with a deployment
 // keyring: legal lifecycle and outcome events appended without the key, which every keyed
-// read must refuse and `verify` report; they count in the same tally.
+// read must refuse and `verify` report; they count in the same tally. Then the keying-window
+// ones (R14.1, testkit/keyingWindow.ts), each on a store of its own that is keyed during the
+// attack: an event made to read as written before the key, refused or detected.
 
 export interface ForgeryReport extends ForgeryTally {
   readonly backend: BackendName;
@@ -27,7 +30,8 @@ export const runForgery = async (options: { readonly backend: BackendName; reado
     try {
       const plain = await tryForgeries(opened.target);
       const withKey = await tryKeyedForgeries(keyed.target);
-      const tally = tallyOf([...plain.outcomes, ...withKey.outcomes]);
+      const window = await tryKeyingWindowForgeries(options.backend, () => freshStore(options.backend, 'forgery-keying'));
+      const tally = tallyOf([...plain.outcomes, ...withKey.outcomes, ...window.outcomes]);
       for (const o of tally.outcomes) options.log?.(`  ${options.backend}: ${o.outcome.padEnd(8)} ${o.name}`);
       const failures = tally.outcomes.filter((o) => o.outcome === 'accepted').map((o) => `${options.backend} forgery accepted: ${o.name}`);
       return { backend: options.backend, ...tally, ok: failures.length === 0, failures };

@@ -2,6 +2,8 @@ import { expect } from 'chai';
 import { FORGERIES, type ForgeryTarget } from '../../testkit/forgery';
 import type { OpenTarget } from '../../testkit/forgeryTargets';
 import { KEYED_FORGERIES, type OpenKeyedTarget } from '../../testkit/keyedForgery';
+import { keyingWindowForgeries } from '../../testkit/keyingWindow';
+import type { BackendName } from '../../testkit/rawSql';
 
 // R9.1 / R9.2: every forgery of testkit/forgery.ts, tried with the runtime's own credentials
 // against one backend: each is refused by the database or reported by `verify` (never
@@ -50,6 +52,21 @@ export const keyedForgerySuite = (open: () => Promise<OpenKeyedTarget>): void =>
     it(`R9.4 ${f.name}: every keyed read that shows it fails closed and verify reports it`, async () => {
       const { outcome, reason } = await f.attempt(opened.target);
       expect(outcome, reason).to.equal('detected');
+    });
+  }
+};
+
+/**
+ * R14.1: the forgeries of testkit/keyingWindow.ts, each on a fresh store nobody has keyed:
+ * an event made to read as written before the key. Each is refused by the database, or
+ * detected (the keyed runtime builds no second attempt on it, and `verify` reports it).
+ */
+export const keyingWindowSuite = (backend: BackendName, fresh: () => Promise<string>): void => {
+  for (const f of keyingWindowForgeries(backend)) {
+    it(`R14.1 ${f.name}: ${f.expected}, never accepted`, async () => {
+      const { outcome, reason } = await f.attempt(await fresh());
+      expect(outcome, reason).to.equal(f.expected);
+      if (f.refusedBy !== undefined) expect(reason).to.match(f.refusedBy);
     });
   }
 };

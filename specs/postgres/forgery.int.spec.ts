@@ -8,7 +8,7 @@ import { mapTimeout } from '../../infrastructure/postgres/errors';
 import { FORGERIES } from '../../testkit/forgery';
 import { postgresForgeryTarget } from '../../testkit/forgeryTargets';
 import { createDatabase, type TestDatabase } from '../../testkit/postgresHarness';
-import { forgerySuite, keyedForgerySuite } from '../conformance/forgeryConformance';
+import { forgerySuite, keyedForgerySuite, keyingWindowSuite } from '../conformance/forgeryConformance';
 import { openKeyedForgeryTarget } from '../../testkit/keyedForgery';
 
 // R9.1: as ql3_runtime (the credentials a runtime replica holds, migrate: false), the database
@@ -39,6 +39,20 @@ describe('R9.4 keyed forgeries with the runtime role on PostgreSQL (no key): acc
   });
   after(async () => {
     for (const db of dbs) await db.drop(); // after the suite's own hook has closed its pools
+  });
+});
+
+describe('R14.1 keying window forgeries with a second runtime session on PostgreSQL (a transaction held open across keying): refused or detected, accepted 0', function () {
+  this.timeout(120_000);
+  const dbs: TestDatabase[] = [];
+  after(async () => {
+    for (const db of dbs) await db.drop();
+  });
+  keyingWindowSuite('postgres', async () => {
+    const db = await createDatabase();
+    dbs.push(db);
+    await (await openPostgresStartBarrier({ connectionString: db.url })).close(); // migrated, never keyed
+    return db.url;
   });
 });
 

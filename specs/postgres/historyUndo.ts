@@ -14,8 +14,12 @@ const functionAsCreatedBy = (migration: string, signature: string): string => {
 // taken back: the functions they replaced as pg-0036, pg-0037 and pg-0045 made them; and what
 // pg-0056 adds: the StepRun version index and the trigger that reads it; and pg-0058's driver
 // claim rules; and pg-0059's replay index written by the barrier's insert; and pg-0060's fact
-// rows, each beside its event; and pg-0061's start, which follows the log.
+// rows, each beside its event; and pg-0061's start, which follows the log; and pg-0063's free
+// positions of the seal origin and the runtime's column-wise INSERT on events.
 export const UNDO_GATE_AND_HEADS = `
+  ALTER TABLE ql3.run_event_seal_origins DROP COLUMN legacy_gaps;
+  REVOKE INSERT (stream_id, stream_position, event_id, event_type, data_json, committed_at_ms) ON ql3.events FROM ql3_runtime;
+  GRANT INSERT ON ql3.events TO ql3_runtime;
   DROP TRIGGER events_start_follows_log ON ql3.events;
   DROP FUNCTION ql3.start_follows_log();
   DROP TRIGGER security_audit_events_beside_their_event ON ql3.security_audit_events;

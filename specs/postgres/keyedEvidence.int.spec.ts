@@ -36,7 +36,7 @@ const backend = {
         return {
           undo: () =>
             db.admin(async (c) => {
-              for (const r of rows) await c.query('INSERT INTO ql3.run_event_seal_origins (key_id, from_global_position, from_ms, mac) VALUES ($1, $2, $3, $4)', [r.key_id, r.from_global_position, r.from_ms, r.mac]);
+              for (const r of rows) await c.query('INSERT INTO ql3.run_event_seal_origins (key_id, from_global_position, from_ms, legacy_gaps, mac) VALUES ($1, $2, $3, $4, $5)', [r.key_id, r.from_global_position, r.from_ms, r.legacy_gaps, r.mac]);
             }),
         };
       },

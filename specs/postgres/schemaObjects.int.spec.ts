@@ -83,7 +83,9 @@ describe('R9.1 a PostgreSQL schema holds the objects its migrations make: trigge
       'CREATE OR REPLACE FUNCTION ql3.refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RETURN NEW; END $$',
       /function refuse_change\(\) is ".* body [0-9a-f]{32}", the migrations made ".* body [0-9a-f]{32}"/,
     ],
-    ['UPDATE and DELETE granted to the runtime role', 'GRANT UPDATE, DELETE ON ql3.events TO ql3_runtime', /grant table events to ql3_runtime is "DELETE, INSERT, SELECT, UPDATE", the migrations made "INSERT, SELECT"/],
+    ['UPDATE and DELETE granted to the runtime role', 'GRANT UPDATE, DELETE ON ql3.events TO ql3_runtime', /grant table events to ql3_runtime is "DELETE, SELECT, UPDATE", the migrations made "SELECT"/],
+    // R14.1: the runtime inserts events only into the columns it writes, never choosing a global position
+    ['INSERT on every column of events given back to the runtime role', 'GRANT INSERT ON ql3.events TO ql3_runtime', /grant table events to ql3_runtime is "INSERT, SELECT", the migrations made "SELECT"/],
     ['a column UPDATE granted to the runtime role', 'GRANT UPDATE (version) ON ql3.runs TO ql3_runtime', /grant column runs\.version to ql3_runtime \(UPDATE\) is not one the migrations made/],
     [
       'a trigger that skips outcome rows',

@@ -5,7 +5,7 @@ import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { mapSqliteError } from '../../infrastructure/sqlite/errors';
 import { FORGERIES } from '../../testkit/forgery';
 import { sqliteForgeryTarget } from '../../testkit/forgeryTargets';
-import { forgerySuite, keyedForgerySuite } from '../conformance/forgeryConformance';
+import { forgerySuite, keyedForgerySuite, keyingWindowSuite } from '../conformance/forgeryConformance';
 import { openKeyedForgeryTarget } from '../../testkit/keyedForgery';
 import { freshDbPath } from '../support/tmp';
 
@@ -28,6 +28,15 @@ describe('R9.4 keyed forgeries by another process on SQLite (no key): detected b
     const path = freshDbPath('keyed-forgery');
     await (await openSqliteStartBarrier({ path })).close();
     return openKeyedForgeryTarget('sqlite', path);
+  });
+});
+
+describe('R14.1 keying window forgeries by another connection on SQLite (the raw file written around keying): refused or detected, accepted 0', function () {
+  this.timeout(120_000);
+  keyingWindowSuite('sqlite', async () => {
+    const path = freshDbPath('keying-window');
+    await (await openSqliteStartBarrier({ path })).close(); // migrated, never keyed
+    return path;
   });
 });
 

@@ -11,8 +11,11 @@ import { DROP_START_TABLES, REPLAY_INDEX_INDEXES_BEFORE_COMPACT, REPLAY_INDEX_TA
 // Each undo sets the header's user_version back with the ledger rows it deletes: an open refuses
 // a ledger that ends before the migration the header names.
 // What 0083 changes, taken back: start_whole_at_commit as the rowid table 0063 made.
+// And what 0091 adds (run again after them): the position trigger and the origin's free positions.
 export const UNDO_WHOLE_START_KEYED = `
   BEGIN;
+  DROP TRIGGER events_position_is_next;
+  ALTER TABLE run_event_seal_origins DROP COLUMN legacy_gaps;
   DROP TRIGGER events_start_follows_log;
   DROP TRIGGER security_audit_events_beside_their_event;
   DROP TRIGGER trace_anchors_beside_their_event;

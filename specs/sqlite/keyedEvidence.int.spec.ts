@@ -36,7 +36,7 @@ const backend: KeyedBackend = {
             undo: async () => {
               const back = new Database(path);
               try {
-                for (const r of rows) back.prepare('INSERT INTO run_event_seal_origins (key_id, from_global_position, from_ms, mac) VALUES (@key_id, @from_global_position, @from_ms, @mac)').run(r);
+                for (const r of rows) back.prepare('INSERT INTO run_event_seal_origins (key_id, from_global_position, from_ms, legacy_gaps, mac) VALUES (@key_id, @from_global_position, @from_ms, @legacy_gaps, @mac)').run(r);
               } finally {
                 back.close();
               }
@@ -164,9 +164,10 @@ describe('keyed evidence in the CLI (R9.4): the keyring comes from a key file na
   it('R9.4 a malformed key file is refused without quoting it', async () => {
     buildOnce();
     const broken = join(dir, 'broken.json');
-    writeFileSync(broken, `{"active":"k1","keys":{"k1":"${secret.toString('hex')}!"}}`);
+    writeFileSync(broken, `{"active":"k1","keys":{"k1":"${secret.toString('hex')}!"}}`, { mode: 0o600 });
     const r = await runCli(['verify', '--db', join(dir, 'barrier.db')], undefined, { QINGLONG_BARRIER_KEYRING_FILE: broken });
     expect(r.code).to.equal(2);
+    expect(r.stderr).to.contain('key "k1" is not canonical base64');
     expect(r.stderr).to.not.contain(secret.toString('hex'));
   });
 });

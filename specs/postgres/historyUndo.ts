@@ -14,8 +14,15 @@ const functionAsCreatedBy = (migration: string, signature: string): string => {
 // taken back: the functions they replaced as pg-0036, pg-0037 and pg-0045 made them; and what
 // pg-0056 adds: the StepRun version index and the trigger that reads it; and pg-0058's driver
 // claim rules; and pg-0059's replay index written by the barrier's insert; and pg-0060's fact
-// rows, each beside its event; and pg-0061's start, which follows the log.
+// rows, each beside its event; and pg-0061's start, which follows the log; and pg-0064's
+// in-doubt index with its triggers and the running StepRuns' index.
 export const UNDO_GATE_AND_HEADS = `
+  DROP TABLE ql3.in_doubt_starts;
+  DROP INDEX ql3.step_runs_running;
+  DROP TRIGGER in_doubt_starts_from_barrier ON ql3.tool_execution_start_barriers;
+  DROP TRIGGER in_doubt_starts_leave_on_outcome ON ql3.start_outcomes;
+  DROP FUNCTION ql3.in_doubt_from_barrier();
+  DROP FUNCTION ql3.in_doubt_leave_on_outcome();
   DROP TRIGGER events_start_follows_log ON ql3.events;
   DROP FUNCTION ql3.start_follows_log();
   DROP TRIGGER security_audit_events_beside_their_event ON ql3.security_audit_events;

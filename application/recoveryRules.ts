@@ -95,8 +95,16 @@ export interface RecoveryView {
   stepRunRow(runId: string, stepRunId: string): Promise<StepRunRow | undefined>;
   /** The heads of one Run (its stream, Run and StepRun heads, its barriers) and where its log ends. */
   runHeads(runId: string): Promise<StreamHeads>;
-  /** Every StepRun row with status `running`, of one Project and/or Run when given. */
-  runningStepRuns(filter: Pick<InDoubtFilter, 'projectId' | 'runId'>): Promise<readonly StepRunRow[]>;
+  /** Every StepRun row with status `running`, of one Project and/or Run when given; the first `limit` (by Run, StepRun) when given. */
+  runningStepRuns(filter: Pick<InDoubtFilter, 'projectId' | 'runId' | 'limit'>): Promise<readonly StepRunRow[]>;
+  /**
+   * The in-doubt index (a projection the database keeps beside the barrier and outcome rows):
+   * the first `limit` rows in listing order, each filter off when undefined. Its cost is the
+   * rows it returns, whatever the number in doubt; rows come back raw, checked by the caller.
+   */
+  inDoubtIndexPage(filter: InDoubtFilter & { readonly limit: number }): Promise<readonly InDoubtIndexRow[]>;
+  /** The in-doubt index by start id, after `after`: what `verify` compares with the log. */
+  inDoubtIndexRowsAfter(after: string, limit: number): Promise<readonly InDoubtIndexRow[]>;
   // --- verify: counts, keyset pages, and the checks only the backend's SQL can do cheaply ---
   counts(): Promise<RecoveryCounts>;
   barrierIdsAfter(after: string, limit: number): Promise<readonly string[]>;
@@ -114,6 +122,14 @@ export interface RecoveryView {
   integrityProblems(): Promise<readonly VerifyProblem[]>;
   /** Keyed evidence (R9.4): the seal origins, the seals overlapping from..to of one stream, and the events they span. */
   sealedSpan(streamId: string, from: number, to: number): Promise<SealedSpan>;
+}
+
+/** A row of the in-doubt index: a start with no outcome, as its barrier holds it. */
+export interface InDoubtIndexRow {
+  readonly start_id: string;
+  readonly project_id: string;
+  readonly run_id: string;
+  readonly committed_at_ms: number | string;
 }
 
 /** A resolution note as stored (R10.2): text until purged, then NULL with the purge time. */
@@ -338,9 +354,67 @@ const LOGGED_AS: Partial<Record<ReplayIdentity, { readonly id: (value: string) =
 export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
   const clock = backend.clock ?? Date.now;
 
+  /**
+   * A page of the listing (a limit given): read from the in-doubt index, so it costs the rows
+   * it lists (each checked as the whole listing checks it: its barrier, its Run's heads, no
+   * outcome, its StepRun running this attempt, and the index row as the barrier holds it),
+   * whatever the number in doubt. What a page does not read it does not vouch for: when it is
+   * short and no age cutoff is given it lists the whole scope, so a running StepRun beyond it
+   * (its barrier or its index row gone) fails it closed; the unlimited listing and `verify`
+   * check the whole store. Keyed (R9.4), the Runs whose outcomes could hide a start before the
+   * page's last one have their seals checked, as the whole listing does for its scope.
+   */
+  const inDoubtPage = async (q: { readonly projectId?: string | undefined; readonly runId?: string | undefined; readonly olderThanMs?: number | undefined }, limit: number): Promise<readonly InDoubtStart[]> =>
+    backend.snapshot(async (v) => {
+      const now = await v.nowMs();
+      const scope = { ...(q.projectId === undefined ? {} : { projectId: q.projectId }), ...(q.runId === undefined ? {} : { runId: q.runId }) };
+      const cutoff = q.olderThanMs === undefined ? undefined : now - q.olderThanMs;
+      const rows = await v.inDoubtIndexPage({ ...scope, ...(cutoff === undefined ? {} : { committedAtOrBeforeMs: cutoff }), limit });
+      const keys = backend.keyring?.();
+      const out: InDoubtStart[] = [];
+      const runsChecked = new Set<string>();
+      for (const row of rows) {
+        const startId = row.start_id;
+        const barrier = await v.readBarrier(startId);
+        if (barrier === null) throw new CorruptRecordError('start barrier', startId, 'listed as in doubt but unreadable');
+        const b = barrier.record;
+        if (b.runId !== row.run_id || b.projectId !== row.project_id || barrier.committedAtMs !== Number(row.committed_at_ms)) {
+          throw new CorruptRecordError('in-doubt index', startId, 'its row does not hold what its barrier holds (Project, Run, commit time)');
+        }
+        if (!runsChecked.has(b.runId)) {
+          await requireRunHeadsAgree(v, b.runId);
+          runsChecked.add(b.runId);
+        }
+        const outcome = await outcomeOf(v, startId, keys);
+        const mismatch = await attemptMismatch(v, barrier, outcome);
+        if (outcome !== null || mismatch !== undefined) throw new CorruptRecordError('start outcome', startId, mismatch ?? 'listed as in doubt but has an outcome');
+        out.push(inDoubtStartOf(barrier, now));
+      }
+      if (rows.length < limit && cutoff === undefined) {
+        // The whole scope is listed: every running StepRun in it is one listed start's attempt.
+        const listed = new Set(out.map((d) => `${d.runId}\u0000${d.stepRunId}`));
+        for (const row of await v.runningStepRuns({ ...scope, limit: out.length + 1 })) {
+          if (listed.has(`${row.run_id}\u0000${row.step_run_id}`)) continue;
+          const startId = await requireBarrierOfRunning(v, row, keys);
+          throw new CorruptRecordError('in-doubt index', startId, 'its StepRun runs this start, which has no outcome, but the in-doubt index does not list it');
+        }
+      }
+      if (keys !== undefined) {
+        const last = out[out.length - 1];
+        const upTo = rows.length < limit ? cutoff : last === undefined ? cutoff : Math.min(last.committedAtMs, cutoff ?? Number.MAX_SAFE_INTEGER);
+        const runIds = q.runId !== undefined ? [q.runId] : await v.resolvedRunIds({ ...scope, ...(upTo === undefined ? {} : { committedAtOrBeforeMs: upTo }) });
+        for (const runId of runIds) {
+          const stream = streamNameOf(runId);
+          requireSealedSpan(keys, stream, await v.sealedSpan(stream, 1, Number.MAX_SAFE_INTEGER), 1, Number.MAX_SAFE_INTEGER);
+        }
+      }
+      return out;
+    });
+
   const recovery: RecoveryApi = {
     inDoubt: async (query = {}) => {
       const q = decodeOrThrow(InDoubtQueryCodec, 'in-doubt query', query);
+      if (q.limit !== undefined) return inDoubtPage(q, q.limit);
       return backend.snapshot(async (v) => {
         const now = await v.nowMs();
         const ids = await v.inDoubtStartIds({
@@ -778,6 +852,28 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
       }
       if (whole('outcomes')) for (const id of log.outcomeEventIds) {
         if (!storedOutcomeEvents.has(id)) problems.push({ kind: 'head', record: id, problem: 'the log records this outcome event but its start_outcomes row is missing' });
+      }
+
+      // The in-doubt index (a read model the listing pages through) against the log, both ways.
+      const indexed = new Set<string>();
+      await walk('head', 'in_doubt_starts', async () => {
+        for (let after = ''; ; ) {
+          const rows = await walkSnapshot((v) => v.inDoubtIndexRowsAfter(after, PAGE));
+          for (const row of rows) {
+            indexed.add(row.start_id);
+            const derived = log.inDoubt.get(row.start_id);
+            if (derived === undefined) {
+              problems.push({ kind: 'head', record: row.start_id, problem: 'the in-doubt index lists this start, but the log does not commit it or records its outcome' });
+            } else if (derived.projectId !== row.project_id || derived.runId !== row.run_id || derived.committedAtMs !== Number(row.committed_at_ms)) {
+              problems.push({ kind: 'head', record: row.start_id, problem: "the in-doubt index row does not hold the Project, Run and commit time of the start's barrier event" });
+            }
+          }
+          if (rows.length === 0) break;
+          after = rows[rows.length - 1]!.start_id;
+        }
+      });
+      if (whole('in_doubt_starts')) for (const [startId, d] of log.inDoubt) {
+        if (!indexed.has(startId) && !log.undecidableRuns.has(d.runId)) problems.push({ kind: 'head', record: startId, problem: 'the log commits this start with no outcome, but the in-doubt index does not list it' });
       }
 
       // R10.2: a note no outcome binds is an orphan of a resolve that stopped between its note

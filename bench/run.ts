@@ -11,6 +11,7 @@ import { verificationCost } from './sqlite/verifyCost';
 import { sqliteSections } from './sqlite/sections';
 import { sqliteRss } from './sqlite/rss';
 import { postgresSections } from './postgres/sections';
+import { inDoubtSection } from './inDoubt';
 
 // `npm run bench`: one run, this machine, every figure side by side with its limits.
 // Prints a markdown table and writes the figures as JSON. `--quick` is a CI smoke test with
@@ -20,7 +21,7 @@ const program = new Command()
   .name('bench')
   .option('--quick', 'tiny sizes: a smoke test of the harness, not a measurement')
   .option('--out <file>', 'where to write the JSON figures', 'bench-results/latest.json')
-  .option('--only <sections>', 'comma-separated subset: sqlite,scale,rss,postgres,verify')
+  .option('--only <sections>', 'comma-separated subset: sqlite,scale,rss,postgres,verify,in-doubt')
   .option('--pg <url>', 'PostgreSQL admin URL (a fresh database is created and dropped per figure group)', process.env.SB_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres')
   .option('--no-store-verify', 'skip recovery.verify() of the large seeded store (about 10 minutes at 10^6 barriers on 2 cores)')
   .option('--cache <dir>', 'where large seeded databases are kept between runs', 'bench-results/cache');
@@ -52,6 +53,7 @@ const main = async (): Promise<void> => {
     else if (wants('scale')) await sqliteSections(ctx, { throughput: false, stored: true, stream: true });
     if (wants('rss')) await sqliteRss(ctx);
     if (wants('verify')) await verificationCost(ctx);
+    if (wants('in-doubt')) await inDoubtSection(ctx, opts.pg, { sqlite: true, postgres: true });
     ctx.targets.push(...floorTargets(ctx));
   } finally {
     rmSync(tmp, { recursive: true, force: true });

@@ -52,6 +52,8 @@ export class LogDerivation {
   readonly outcomeEventIds = new Set<string>();
   /** Start ids of barrier events: each must have its barrier row. */
   readonly barrierStartIds = new Set<string>();
+  /** The starts the log commits and records no outcome for: what the in-doubt index must hold. */
+  readonly inDoubt = new Map<string, { readonly projectId: string; readonly runId: string; readonly committedAtMs: number }>();
   /** Run ids of streams that could not be folded: their heads are not compared either way. */
   readonly undecidableRuns = new Set<string>();
 
@@ -81,8 +83,15 @@ export class LogDerivation {
     try {
       if (decoded === null) throw new CorruptRecordError('event', where, 'does not decode');
       const event = decoded ?? decodeEventRow(row);
-      if (OUTCOME_EVENTS.includes(event.type)) this.outcomeEventIds.add(row.event_id);
-      if (event.type === 'ToolExecutionStartBarrierCommitted') this.barrierStartIds.add(event.data.barrier.startId);
+      if (OUTCOME_EVENTS.includes(event.type)) {
+        this.outcomeEventIds.add(row.event_id);
+        if ('startId' in event.data && typeof event.data.startId === 'string') this.inDoubt.delete(event.data.startId);
+      }
+      if (event.type === 'ToolExecutionStartBarrierCommitted') {
+        const b = event.data.barrier;
+        this.barrierStartIds.add(b.startId);
+        this.inDoubt.set(b.startId, { projectId: b.projectId, runId: b.runId, committedAtMs: Number(row.committed_at_ms) });
+      }
       if (fold.state !== null) {
         const illegal = illegalMove(fold.state, event);
         if (illegal !== undefined) problems.push({ kind: 'event', record: where, problem: `illegal history: ${illegal}` });

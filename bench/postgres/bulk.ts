@@ -191,6 +191,8 @@ export const seedStartedRuns = async (pool: Pool, runs: readonly SeededRun[]): P
       await insertRows(c, 'step_run_mutations', batch.map((r) => ({ ...r.start.rows.mutation })));
       await insertRows(c, 'tool_execution_start_barriers', batch.map((r) => ({ ...r.start.rows.barrier })));
       await insertRows(c, 'start_replay_identities', batch.flatMap((r) => r.start.rows.identities.map(indexRowOf)));
+      // the in-doubt index (pg-0064) as its trigger writes it: every seeded start is in doubt
+      await insertRows(c, 'in_doubt_starts', batch.map(({ start: { rows: { barrier: b } } }) => ({ start_id: b.start_id, project_id: b.project_id, run_id: b.run_id, committed_at_ms: b.committed_at_ms })));
     });
   }
 };

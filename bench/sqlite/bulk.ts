@@ -27,8 +27,8 @@ const INDEX_BEFORE_COMPACT = `BEGIN;
 const INSERT_IDENTITY_BEFORE_COMPACT = `INSERT INTO start_replay_identities (identity, value, start_id, command_digest)
   VALUES (@identity, @value, @start_id, @command_digest)`;
 
-/** A trigger that writes a start's rows rather than checks them (the replay index, 0087): a store "without triggers" keeps it. */
-export const ROW_WRITING_TRIGGERS: readonly string[] = ['tool_execution_start_barriers_index'];
+/** Triggers that write a start's rows rather than check them (the replay index, 0087; the in-doubt index, 0092): a store "without triggers" keeps them. */
+export const ROW_WRITING_TRIGGERS: readonly string[] = ['tool_execution_start_barriers_index', 'in_doubt_starts_from_barrier', 'in_doubt_starts_leave_on_outcome'];
 
 /** Which start tables a writer fills: the product's own, or the fixed baseline from before each fact was stored once. */
 export type StartSchema = 'current' | 'before-stored-once';

@@ -22,6 +22,10 @@ export const createMemoryRecoveryView = (t: Tables, host: MemoryRecoveryHost): R
   // In the Project's scope: its own project_id, or its Run's (one changed mirror column must not take a row out, R9.3).
   const inProject = (row: { readonly project_id: string; readonly run_id: string }, projectId: string | undefined) =>
     projectId === undefined || row.project_id === projectId || t.runs.get(row.run_id)?.project_id === projectId;
+  const inDoubtRows = () =>
+    barriers()
+      .filter((b) => !t.outcomes.has(b.start_id))
+      .map((b) => ({ start_id: b.start_id, project_id: b.project_id, run_id: b.run_id, committed_at_ms: b.committed_at_ms }));
   return {
     nowMs: async () => host.nowMs(),
     sealedSpan: async (streamId, from, to) => memorySealedSpan(t, streamId, from, to),
@@ -66,9 +70,17 @@ export const createMemoryRecoveryView = (t: Tables, host: MemoryRecoveryHost): R
     stepRunRow: async (runId, stepRunId) => t.stepRuns.get(`${runId}\u0000${stepRunId}`),
     runHeads: async (runId) => streamHeadsOf(t, runId),
     runningStepRuns: async (f) =>
-      byKey(t.stepRuns.values(), stepKey).filter(
-        (r) => r.status === 'running' && inProject(r, f.projectId) && (f.runId === undefined || r.run_id === f.runId),
-      ),
+      byKey(t.stepRuns.values(), stepKey)
+        .filter((r) => r.status === 'running' && inProject(r, f.projectId) && (f.runId === undefined || r.run_id === f.runId))
+        .slice(0, f.limit),
+    // The memory store keeps no index: its in-doubt rows are the barriers with no outcome.
+    inDoubtIndexPage: async (f) =>
+      inDoubtRows()
+        .filter((b) => (f.projectId === undefined || b.project_id === f.projectId) && (f.runId === undefined || b.run_id === f.runId))
+        .filter((b) => f.committedAtOrBeforeMs === undefined || b.committed_at_ms <= f.committedAtOrBeforeMs)
+        .sort((a, b) => a.committed_at_ms - b.committed_at_ms || (a.start_id < b.start_id ? -1 : 1))
+        .slice(0, f.limit),
+    inDoubtIndexRowsAfter: async (after, limit) => byKey(inDoubtRows(), (r) => r.start_id).filter((r) => r.start_id > after).slice(0, limit),
 
     counts: async () => ({ barriers: t.barriers.size, outcomes: t.outcomes.size, runs: t.runs.size, stepRuns: t.stepRuns.size, events: t.events.length }),
     barrierIdsAfter: async (after, limit) => byKey(t.barriers.keys(), (k) => k).filter((k) => k > after).slice(0, limit),

@@ -48,6 +48,23 @@ const IN_DOUBT = named(`SELECT b.start_id FROM ql3.tool_execution_start_barriers
     AND (:cutoff_ms::bigint IS NULL OR b.committed_at_ms <= :cutoff_ms::bigint)
   ORDER BY b.committed_at_ms, b.start_id
   LIMIT :limit::bigint`);
+/**
+ * A page of the in-doubt index (pg-0064), one statement per scope so that each reads its own
+ * index in listing order and stops at the limit: Project and Run are equalities, the cutoff a
+ * bound (the largest bigint when off).
+ */
+const inDoubtPage = (where: string) =>
+  named(`SELECT start_id, project_id, run_id, committed_at_ms FROM ql3.in_doubt_starts
+  WHERE ${where}committed_at_ms <= :cutoff_ms::bigint
+  ORDER BY committed_at_ms, start_id
+  LIMIT :limit::bigint`);
+export const IN_DOUBT_PAGE = {
+  store: inDoubtPage(''),
+  project: inDoubtPage('project_id = :project_id::text AND '),
+  run: inDoubtPage('run_id = :run_id::text AND '),
+  projectRun: inDoubtPage('run_id = :run_id::text AND project_id = :project_id::text AND '),
+} as const;
+const IN_DOUBT_INDEX_AFTER = named('SELECT start_id, project_id, run_id, committed_at_ms FROM ql3.in_doubt_starts WHERE start_id > :after ORDER BY start_id LIMIT :limit');
 const RESOLVED_RUN_IDS = named(`SELECT DISTINCT b.run_id FROM ql3.tool_execution_start_barriers b JOIN ql3.start_outcomes o ON o.start_id = b.start_id
   WHERE ${inProject('b')}
     AND (:run_id::text IS NULL OR b.run_id = :run_id::text)
@@ -68,7 +85,8 @@ const STEP_RUN = named('SELECT * FROM ql3.step_runs WHERE run_id = :run_id AND s
 const RUNNING_STEP_RUNS = named(`SELECT * FROM ql3.step_runs sr WHERE sr.status = 'running'
     AND ${inProject('sr')}
     AND (:run_id::text IS NULL OR sr.run_id = :run_id::text)
-  ORDER BY run_id, step_run_id`);
+  ORDER BY run_id, step_run_id
+  LIMIT :limit::bigint`);
 const COUNTS = named(`SELECT (SELECT count(*) FROM ql3.tool_execution_start_barriers) AS barriers, (SELECT count(*) FROM ql3.start_outcomes) AS outcomes,
   (SELECT count(*) FROM ql3.runs) AS runs, (SELECT count(*) FROM ql3.step_runs) AS step_runs, (SELECT count(*) FROM ql3.events) AS events`);
 const BARRIER_IDS_AFTER = named('SELECT start_id FROM ql3.tool_execution_start_barriers WHERE start_id > :after ORDER BY start_id LIMIT :limit');
@@ -155,6 +173,7 @@ const StartOutcomeRowCodec = t.type({
   committed_at_ms: PgInt,
 });
 const StartIdRow = t.type({ start_id: t.string });
+const InDoubtIndexRowCodec = t.type({ start_id: t.string, project_id: t.string, run_id: t.string, committed_at_ms: PgInt });
 const CountsRow = t.type({ barriers: PgInt, outcomes: PgInt, runs: PgInt, step_runs: PgInt, events: PgInt });
 const RunPageRow = t.intersection([RunRowCodec, t.type({ stream_version: t.union([PgInt, t.null]) })]);
 const LoggedEventRowCodec = t.intersection([EventRowCodec, t.type({ chain_digest: t.union([t.string, t.null]) })]);
@@ -192,7 +211,13 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
     eventById: async (eventId) => (await rowsOf(client, EVENT_BY_ID, { event_id: eventId }, LinkedEventRowCodec, 'event', eventId))[0],
     stepRunRow: async (runId, stepRunId) => (await rowsOf(client, STEP_RUN, { run_id: runId, step_run_id: stepRunId }, StepRunRowCodec, 'step run', `${runId}/${stepRunId}`))[0],
     runHeads: (runId) => runHeadsOf(client, runId),
-    runningStepRuns: (f) => rowsOf(client, RUNNING_STEP_RUNS, { project_id: f.projectId ?? null, run_id: f.runId ?? null }, StepRunRowCodec, 'step run', 'running'),
+    runningStepRuns: (f) => rowsOf(client, RUNNING_STEP_RUNS, { project_id: f.projectId ?? null, run_id: f.runId ?? null, limit: f.limit ?? null }, StepRunRowCodec, 'step run', 'running'),
+    inDoubtIndexPage: (f) => {
+      const scope = f.runId === undefined ? (f.projectId === undefined ? 'store' : 'project') : f.projectId === undefined ? 'run' : 'projectRun';
+      const params = { cutoff_ms: f.committedAtOrBeforeMs ?? Number.MAX_SAFE_INTEGER, limit: f.limit, ...(f.projectId === undefined ? {} : { project_id: f.projectId }), ...(f.runId === undefined ? {} : { run_id: f.runId }) };
+      return rowsOf(client, IN_DOUBT_PAGE[scope], params, InDoubtIndexRowCodec, 'in-doubt index', 'page');
+    },
+    inDoubtIndexRowsAfter: (after, limit) => rowsOf(client, IN_DOUBT_INDEX_AFTER, { after, limit }, InDoubtIndexRowCodec, 'in-doubt index', 'page'),
 
     counts: async () => {
       const [c] = await rowsOf(client, COUNTS, {}, CountsRow, 'counts', 'ql3');

@@ -17,6 +17,24 @@ export const IN_DOUBT = `SELECT b.start_id FROM tool_execution_start_barriers b
   ORDER BY b.committed_at_ms, b.start_id
   LIMIT coalesce(@limit, -1)`;
 
+/**
+ * A page of the in-doubt index (0092), one statement per scope so that each reads its own index
+ * in listing order and stops at the limit: Project and Run are equalities, the cutoff a bound
+ * (the largest integer when off).
+ */
+const inDoubtPage = (where: string) => `SELECT start_id, project_id, run_id, committed_at_ms FROM in_doubt_starts
+  WHERE ${where}committed_at_ms <= @cutoff_ms
+  ORDER BY committed_at_ms, start_id
+  LIMIT @limit`;
+export const IN_DOUBT_PAGE = {
+  store: inDoubtPage(''),
+  project: inDoubtPage('project_id = @project_id AND '),
+  run: inDoubtPage('run_id = @run_id AND '),
+  projectRun: inDoubtPage('run_id = @run_id AND project_id = @project_id AND '),
+} as const;
+
+export const IN_DOUBT_INDEX_AFTER = 'SELECT start_id, project_id, run_id, committed_at_ms FROM in_doubt_starts WHERE start_id > ? ORDER BY start_id LIMIT ?';
+
 /** Runs of the barriers in scope that have an outcome: their streams' seals are checked (R9.4). */
 export const RESOLVED_RUN_IDS = `SELECT DISTINCT b.run_id FROM tool_execution_start_barriers b JOIN start_outcomes o ON o.start_id = b.start_id
   WHERE ${inProject('b')}
@@ -28,7 +46,8 @@ export const RESOLVED_RUN_IDS = `SELECT DISTINCT b.run_id FROM tool_execution_st
 export const RUNNING_STEP_RUNS = `SELECT * FROM step_runs sr WHERE sr.status = 'running'
     AND ${inProject('sr')}
     AND (@run_id IS NULL OR sr.run_id = @run_id)
-  ORDER BY run_id, step_run_id`;
+  ORDER BY run_id, step_run_id
+  LIMIT coalesce(@limit, -1)`;
 
 export const ATTEMPT_START_IDS = `SELECT start_id FROM tool_execution_start_barriers
   WHERE run_id = ? AND step_run_id = ? ORDER BY started_step_run_version, start_id`;

@@ -5,7 +5,7 @@ import type { RunRow, StepRunRow } from '../../projections/rows';
 import type { EventRow } from '../../projections/verifyRows';
 import type { StreamHeads } from '../../projections/readChecks';
 import type { StoredBarrier, VerifyProblem } from '../../application/authority';
-import { evidenceProblemOf, type RecoveryView } from '../../application/recoveryRules';
+import { evidenceProblemOf, type InDoubtIndexRow, type RecoveryView } from '../../application/recoveryRules';
 import type { SealedSpan } from '../../application/eventSeals';
 import { claimHistoryProblems, type StoredClaimRow } from '../../application/driverClaimRules';
 import { schemaProblems } from '../migrations';
@@ -40,6 +40,8 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
   const p = (sql: string) => db.prepare(sql);
   const s = {
     inDoubt: p(RSQL.IN_DOUBT),
+    inDoubtPage: Object.fromEntries(Object.entries(RSQL.IN_DOUBT_PAGE).map(([k, sql]) => [k, p(sql)])) as Record<keyof typeof RSQL.IN_DOUBT_PAGE, Database.Statement>,
+    inDoubtIndexAfter: p(RSQL.IN_DOUBT_INDEX_AFTER),
     resolvedRuns: p(RSQL.RESOLVED_RUN_IDS),
     attempts: p(RSQL.ATTEMPT_START_IDS),
     started: p(SQL.SELECT_STREAM_EVENTS_OF_TYPE),
@@ -85,7 +87,13 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
     eventById: async (eventId) => s.event.get(eventId) as EventRow | undefined,
     stepRunRow: async (runId, stepRunId) => s.stepRun.get(runId, stepRunId) as StepRunRow | undefined,
     runHeads: async (runId) => host.runHeads(runId),
-    runningStepRuns: async (f) => s.running.all({ project_id: f.projectId ?? null, run_id: f.runId ?? null }) as StepRunRow[],
+    runningStepRuns: async (f) => s.running.all({ project_id: f.projectId ?? null, run_id: f.runId ?? null, limit: f.limit ?? null }) as StepRunRow[],
+    inDoubtIndexPage: async (f) => {
+      const scope = f.runId === undefined ? (f.projectId === undefined ? 'store' : 'project') : f.projectId === undefined ? 'run' : 'projectRun';
+      const params = { cutoff_ms: f.committedAtOrBeforeMs ?? Number.MAX_SAFE_INTEGER, limit: f.limit, ...(f.projectId === undefined ? {} : { project_id: f.projectId }), ...(f.runId === undefined ? {} : { run_id: f.runId }) };
+      return s.inDoubtPage[scope].all(params) as InDoubtIndexRow[];
+    },
+    inDoubtIndexRowsAfter: async (after, limit) => s.inDoubtIndexAfter.all(after, limit) as InDoubtIndexRow[],
 
     counts: async () => {
       const c = s.counts.get() as { barriers: number; outcomes: number; runs: number; step_runs: number; events: number };

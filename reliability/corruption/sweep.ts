@@ -262,6 +262,7 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
         byVerify('runs', 'run_id = ?', [record.runId]),
         byVerify('step_runs', 'run_id = ? ORDER BY step_run_id', [record.runId]),
         byVerify('start_outcomes', 'run_id = ? ORDER BY start_id', [record.runId]),
+        byVerify('in_doubt_starts', 'run_id = ? ORDER BY start_id', [record.runId]),
         byVerify('resolution_notes', ofRun, [record.runId]),
         byVerify('adapter_driver_claims', ofRun.replace('ORDER BY start_id', 'ORDER BY start_id, generation, kind'), [record.runId]),
         byVerify('invocation_plans', ofRun, [record.runId]),

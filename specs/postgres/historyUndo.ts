@@ -15,8 +15,15 @@ const functionAsCreatedBy = (migration: string, signature: string): string => {
 // pg-0056 adds: the StepRun version index and the trigger that reads it; and pg-0058's driver
 // claim rules; and pg-0059's replay index written by the barrier's insert; and pg-0060's fact
 // rows, each beside its event; and pg-0061's start, which follows the log; and pg-0063's free
-// positions of the seal origin and the runtime's column-wise INSERT on events.
+// positions of the seal origin and the runtime's column-wise INSERT on events; and pg-0064's
+// in-doubt index with its triggers and the running StepRuns' index.
 export const UNDO_GATE_AND_HEADS = `
+  DROP TABLE ql3.in_doubt_starts;
+  DROP INDEX ql3.step_runs_running;
+  DROP TRIGGER in_doubt_starts_from_barrier ON ql3.tool_execution_start_barriers;
+  DROP TRIGGER in_doubt_starts_leave_on_outcome ON ql3.start_outcomes;
+  DROP FUNCTION ql3.in_doubt_from_barrier();
+  DROP FUNCTION ql3.in_doubt_leave_on_outcome();
   ALTER TABLE ql3.run_event_seal_origins DROP COLUMN legacy_gaps;
   REVOKE INSERT (stream_id, stream_position, event_id, event_type, data_json, committed_at_ms) ON ql3.events FROM ql3_runtime;
   GRANT INSERT ON ql3.events TO ql3_runtime;

@@ -1,0 +1,96 @@
+import { join } from 'node:path';
+import { buildScenario } from '../domain/scenario';
+import { openSqliteStartBarrier } from '../infrastructure/sqlite';
+import { openPostgresStartBarrier } from '../infrastructure/postgres/postgresAuthority';
+import type { BenchContext } from './lib/context';
+import { runRound, summarize, type RoundResult } from './lib/measure';
+import { target, type Figure } from './lib/report';
+import { seededRunOf } from './lib/startRows';
+import { createDatabase } from './postgres/admin';
+import { seedStartedRuns as seedPostgres } from './postgres/bulk';
+import { seedStartedRuns as seedSqlite } from './sqlite/seed';
+
+// `--only in-doubt`: the 100-row page of the in-doubt listing (`recovery.inDoubt({ limit: 100 })`,
+// what `in-doubt --limit 100` runs) with 10^5 starts in doubt beside a 10^3 store, on both
+// backends. Every seeded Run is started and never resolved, so every one of its starts is in
+// doubt: the crash storm's shape. The page reads the in-doubt index (0092, pg-0064), so its
+// cost is the rows it lists, not the number in doubt; the two figures should be close.
+
+const PAGE = 100;
+
+interface Listing {
+  inDoubt(query: { limit: number }): Promise<readonly unknown[]>;
+}
+
+const pageRounds = async (ctx: BenchContext, a: Listing): Promise<RoundResult[]> => {
+  const got = (await a.inDoubt({ limit: PAGE })).length;
+  if (got !== PAGE) throw new Error(`the page listed ${got} starts, expected ${PAGE}`);
+  const rounds: RoundResult[] = [];
+  for (let r = 0; r < ctx.sizes.rounds; r++) rounds.push(await runRound({ clients: 1, opsPerClient: ctx.sizes.quick ? 5 : 30, op: () => a.inDoubt({ limit: PAGE }) }));
+  return rounds;
+};
+
+const fmtN = (v: number) => (v >= 1e4 ? `10^${Math.log10(v).toFixed(0)}` : v.toLocaleString('en-US'));
+
+const figures = (ctx: BenchContext, backend: 'sqlite' | 'postgres', small: number, large: number, r: { small: RoundResult[]; large: RoundResult[] }) => {
+  const s = { small: summarize(r.small), large: summarize(r.large) };
+  const name = backend === 'sqlite' ? 'SQLite' : 'PostgreSQL';
+  const figs: Figure[] = [
+    { id: `${backend}.inDoubt.small`, section: 'in-doubt', label: `${name}: in-doubt page of ${PAGE}, ${fmtN(small)} starts in doubt`, clients: 1, summary: s.small },
+    { id: `${backend}.inDoubt.large`, section: 'in-doubt', label: `${name}: in-doubt page of ${PAGE}, ${fmtN(large)} starts in doubt`, clients: 1, summary: s.large },
+  ];
+  ctx.figures.push(...figs);
+  ctx.targets.push(
+    target({
+      id: `${backend}.inDoubt.page`,
+      text: `${name}: a ${PAGE}-row in-doubt page with ${fmtN(large)} in doubt ≥ 0.5× of ${fmtN(small)}`,
+      ratio: s.large.opsPerSec / s.small.opsPerSec,
+      required: 0.5,
+      detail: `p50 ${s.large.p50Ms.toFixed(2)} ms vs ${s.small.p50Ms.toFixed(2)} ms`,
+    }),
+  );
+  ctx.log(`  ${name}: page of ${PAGE}: p50 ${s.small.p50Ms.toFixed(2)} ms at ${fmtN(small)} in doubt, ${s.large.p50Ms.toFixed(2)} ms at ${fmtN(large)}`);
+};
+
+export const inDoubtSection = async (ctx: BenchContext, adminUrl: string, backends: { sqlite: boolean; postgres: boolean }): Promise<void> => {
+  const small = ctx.sizes.quick ? 200 : 1_000;
+  const large = ctx.sizes.quick ? 2_000 : 100_000;
+  if (backends.sqlite) {
+    ctx.log(`in-doubt (SQLite): seeding ${fmtN(small)} and ${fmtN(large)} started Runs`);
+    const r: { small: RoundResult[]; large: RoundResult[] } = { small: [], large: [] };
+    for (const [key, count] of [['small', small], ['large', large]] as const) {
+      const path = join(ctx.tmp, `in-doubt-${count}.db`);
+      await seedSqlite(path, count, `doubt${key}-`);
+      const a = await openSqliteStartBarrier({ path, synchronous: 'NORMAL' });
+      try {
+        r[key] = await pageRounds(ctx, a.recovery);
+      } finally {
+        await a.close();
+      }
+    }
+    figures(ctx, 'sqlite', small, large, r);
+  }
+  if (backends.postgres) {
+    ctx.log(`in-doubt (PostgreSQL): seeding ${fmtN(small)} and ${fmtN(large)} started Runs`);
+    const r: { small: RoundResult[]; large: RoundResult[] } = { small: [], large: [] };
+    for (const [key, count] of [['small', small], ['large', large]] as const) {
+      const db = await createDatabase(adminUrl);
+      try {
+        const a = await openPostgresStartBarrier({ connectionString: db.url });
+        try {
+          for (let i = 0; i < count; i += 2000) {
+            const n = Math.min(2000, count - i);
+            await seedPostgres(a.pool, Array.from({ length: n }, () => seededRunOf(buildScenario(), Date.now())));
+          }
+          await a.pool.query('BEGIN; SET LOCAL statement_timeout = 0; ANALYZE; COMMIT');
+          r[key] = await pageRounds(ctx, a.recovery);
+        } finally {
+          await a.close();
+        }
+      } finally {
+        await db.drop();
+      }
+    }
+    figures(ctx, 'postgres', small, large, r);
+  }
+};

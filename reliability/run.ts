@@ -16,7 +16,7 @@ const profile = args.includes('--short') ? SHORT : FULL;
 const phases = (value('--only')?.split(',') ?? PHASES) as Phase[];
 const backends = (value('--backends')?.split(',') ?? ['sqlite', 'postgres']) as BackendName[];
 const seed = value('--seed') === undefined ? undefined : Number(value('--seed'));
-const limitMs = (profile.name === 'full' ? 25 : 6) * 60_000;
+const limitMs = (profile.name === 'full' ? 25 : 8) * 60_000;
 
 for (const p of phases) if (!(PHASES as readonly string[]).includes(p)) throw new Error(`unknown phase ${p} (${PHASES.join(', ')})`);
 

@@ -1,6 +1,6 @@
 import { runAdapterPhase, type AdapterPhaseReport } from './adapters/phase';
 import { runSweep, type DamageKind, type SweepReport } from './corruption/sweep';
-import { runFailover, type FailoverOptions, type FailoverReport } from './failover/failover';
+import { FAILOVER_EVENTS, runFailover, type FailoverOptions, type FailoverReport } from './failover/failover';
 import { runForgery, type ForgeryReport } from './forgery/forgery';
 import { runFuzz, type FuzzReport } from './fuzz/fuzz';
 import type { BackendName } from '../testkit/rawSql';
@@ -8,7 +8,7 @@ import { BACKENDS } from './lib/stores';
 import { runSoak, type SoakReport } from './soak/soak';
 
 // The reliability harness: crash soak, bad input, corruption sweep, forgeries with the runtime's
-// own credentials, PostgreSQL failover, adapters under faults. `npm run reliability` runs the
+// own credentials, PostgreSQL failover on Patroni, adapters under faults. `npm run reliability` runs the
 // full sizes; specs/reliability runs the short ones inside `npm test`. Every phase uses real
 // SQLite files and real PostgreSQL, never mocks.
 
@@ -20,7 +20,7 @@ export interface Profile {
   readonly soak: { readonly kills: number; readonly workers: number; readonly maxWindowMs: number };
   readonly fuzz: { readonly cases: number; readonly recordCases: number };
   readonly corruption: { readonly starts: number; readonly targets: number; readonly kinds: readonly DamageKind[]; readonly cliEvery: number };
-  readonly failover: { readonly rounds: number } & Omit<FailoverOptions, 'log'>;
+  readonly failover: Omit<FailoverOptions, 'log'>;
   /** Trials of each fault for each real adapter (R11.4). */
   readonly adapters: { readonly trials: number };
 }
@@ -30,7 +30,7 @@ export const FULL: Profile = {
   soak: { kills: 100, workers: 3, maxWindowMs: 700 },
   fuzz: { cases: 10_000, recordCases: 10_000 },
   corruption: { starts: 24, targets: 6, kinds: ['flip', 'swap', 'reformat'], cliEvery: 12 },
-  failover: { rounds: 3, clients: 8, applyDelayMs: 100, loadBeforeKillMs: 4000, loadAfterMs: 2000, startsAfterRejoin: 10, timeoutMs: 180_000 },
+  failover: { events: FAILOVER_EVENTS, clients: 6, loadBeforeMs: 2500, loadAfterMs: 2000, maxStartsPerClient: 2000, eventTimeoutMs: 90_000, timeoutMs: 600_000 },
   adapters: { trials: 3 },
 };
 
@@ -39,7 +39,8 @@ export const SHORT: Profile = {
   soak: { kills: 10, workers: 2, maxWindowMs: 500 },
   fuzz: { cases: 1_000, recordCases: 1_000 },
   corruption: { starts: 12, targets: 1, kinds: ['flip', 'swap'], cliEvery: 60 },
-  failover: { rounds: 1, clients: 6, applyDelayMs: 100, loadBeforeKillMs: 2500, loadAfterMs: 1000, startsAfterRejoin: 3, timeoutMs: 120_000 },
+  // One switchover and one kill: the whole phase stays near a minute (most of it Patroni's boot).
+  failover: { events: ['switchover', 'kill_postmaster'], clients: 4, loadBeforeMs: 1500, loadAfterMs: 1000, maxStartsPerClient: 500, eventTimeoutMs: 60_000, timeoutMs: 240_000 },
   adapters: { trials: 1 },
 };
 
@@ -106,10 +107,8 @@ export const runReliability = async (profile: Profile, options: ReliabilityOptio
     }
   }
   if (phases.includes('failover') && backends.includes('postgres')) {
-    for (let round = 1; round <= profile.failover.rounds; round++) {
-      log(`PostgreSQL failover, round ${round}/${profile.failover.rounds}`);
-      failover.push(await timed(`failover ${round}`, () => runFailover({ ...profile.failover, log })));
-    }
+    log(`PostgreSQL failover on Patroni: ${profile.failover.events.join(', ')}`);
+    failover.push(await timed('failover', () => runFailover({ ...profile.failover, log })));
   }
   const adapters: AdapterPhaseReport[] = [];
   if (phases.includes('adapters')) {
@@ -143,6 +142,38 @@ export const formatAdapterCounts = (counts: readonly AdapterPhaseReport['counts'
     line('  backend adapter fault', header),
     ...rows.map(([label, ...cells]) => line(`  ${label}`, cells)),
   ].join('\n');
+};
+
+const seconds = (ms: number): string => (ms / 1000).toFixed(1);
+
+/** The Patroni table: one column per fault, then what each caused, then every error class callers saw. */
+export const formatFailover = (f: FailoverReport): string => {
+  const e = f.events;
+  const lines = [
+    `PostgreSQL failover on Patroni (${f.engine}; 3 PostgreSQL 15 nodes, synchronous_mode_strict, clients through HAProxy), ${seconds(f.durationMs)} s`,
+    table('  per fault', e.map((x) => x.event), [
+      ['leader before -> after', ...e.map((x) => `${x.leaderBefore} -> ${x.leaderAfter}`)],
+      ['timeline', ...e.map((x) => `${x.timelines.before} -> ${x.timelines.after}`)],
+      ['acknowledged starts', ...e.map((x) => x.acknowledged)],
+      [`found on every node`, ...e.map((x) => `${x.foundOnEveryNode} (${x.nodes})`)],
+      ['lost', ...e.map((x) => x.lost)],
+      ['partial', ...e.map((x) => x.partial)],
+      ['ambiguous', ...e.map((x) => x.ambiguous)],
+      ['  replayed: created / existing', ...e.map((x) => `${x.settledCreated} / ${x.settledExisting}`)],
+      ['  unsettled', ...e.map((x) => x.unsettled)],
+      ['longest gap, no start acked (s)', ...e.map((x) => seconds(x.longestGapMs))],
+      ['fault to whole again (s)', ...e.map((x) => seconds(x.recoveryMs))],
+      ['errors callers saw', ...e.map((x) => Object.values(x.errors).reduce((s, n) => s + n, 0))],
+      ['  untyped', ...e.map((x) => x.untyped)],
+    ]),
+    '  faults:',
+    ...e.map((x) => `    ${x.event}: ${x.fault}`),
+    '  error classes callers saw (code reason: count):',
+    ...e.map((x) => `    ${x.event}: ${Object.entries(x.errors).map(([k, n]) => `${k}: ${n}`).join(', ') || 'none'}`),
+  ];
+  const untyped = e.flatMap((x) => Object.entries(x.samples).filter(([k]) => k.startsWith('untyped')).map(([k, m]) => `    ${x.event}: ${k}: ${m}`));
+  if (untyped.length > 0) lines.push('  untyped, one message each:', ...[...new Set(untyped)]);
+  return lines.join('\n');
 };
 
 export const formatReport = (r: ReliabilityReport): string => {
@@ -208,22 +239,7 @@ export const formatReport = (r: ReliabilityReport): string => {
       '',
     );
   }
-  for (const [i, f] of r.failover.entries()) {
-    out.push(
-      `PostgreSQL failover${r.failover.length > 1 ? ` (round ${i + 1})` : ''}: 127.0.0.1:${f.ports[0]} -> 127.0.0.1:${f.ports[1]}, ${(f.durationMs / 1000).toFixed(1)} s`,
-      `  acknowledged                    ${f.acknowledged} (${f.acknowledgedBeforeKill} before the kill)`,
-      `  found on the new primary        ${f.found}`,
-      `  lost                            ${f.lost}`,
-      `  partial                         ${f.partial}`,
-      `  ambiguous resolved              ${f.ambiguous} (replayed: existing ${f.resolvedExisting}, created ${f.resolvedCreated})`,
-      `  timeline                        ${f.timelines.before} -> ${f.timelines.promoted}; rewound node on ${f.timelines.rewound}`,
-      `  old primary fenced              ${f.fenced.refused ? 'yes' : 'NO'} (${f.fenced.how})`,
-      `  commits only the old primary had ${f.divergedOnOldPrimary} (none acknowledged)`,
-      `  after pg_rewind                 ${f.rewound.synchronous ? 'synchronous' : f.rewound.streaming ? 'streaming' : 'NOT streaming'} standby holding ${f.rewound.found} of ${f.rewound.expected}`,
-      `  typed retries (serialization)   ${f.typedRetries}`,
-      '',
-    );
-  }
+  for (const f of r.failover) out.push(formatFailover(f), '');
   if (r.adapters.length > 0) out.push(formatAdapterCounts(r.adapters.flatMap((a) => a.counts)), '');
   out.push(`Durations: ${Object.entries(r.durationMs).map(([k, v]) => `${k} ${(v / 1000).toFixed(1)} s`).join(', ')}`);
   const problems = [
@@ -232,7 +248,11 @@ export const formatReport = (r: ReliabilityReport): string => {
     ...(r.fuzz?.rowsGained ?? []),
     ...r.corruption.flatMap((c) => [...c.failures, ...c.undetected]),
     ...r.forgery.flatMap((f) => f.failures),
-    ...r.failover.flatMap((f) => [...f.failures, ...f.problems.map((p) => `${p.kind} ${p.record}: ${p.detail}`)]),
+    ...r.failover.flatMap((f) => [
+      ...f.failures,
+      ...f.problems.map((p) => `${p.kind} ${p.record}: ${p.detail}`),
+      ...f.events.flatMap((e) => Object.entries(e.errors).filter(([k]) => k.startsWith('untyped')).map(([k, n]) => `failover ${e.event}: ${n} errors reached callers untyped (${k}: ${e.samples[k] ?? ''})`)),
+    ]),
     ...r.adapters.flatMap((a) => a.failures),
   ];
   out.push(r.ok ? 'RESULT: ok' : `RESULT: FAILED\n${problems.slice(0, 40).map((p) => `  - ${p}`).join('\n')}`);

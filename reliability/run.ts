@@ -1,8 +1,8 @@
 // `npm run reliability` (full sizes) or `npm run reliability -- --short`; options:
 //   --only soak,fuzz,corruption,forgery,failover,adapters   --backends sqlite,postgres   --seed N   --json FILE
 // PostgreSQL phases use the server on 127.0.0.1:5432 (SB_PG_ADMIN_URL to change it); the
-// failover phase makes and removes its own two clusters (PostgreSQL 15 binaries, see
-// RELIABILITY_PG_BIN). The whole run is bounded: it stops itself past its time limit.
+// failover phase makes and removes its own Patroni cluster (etcd, three PostgreSQL 15 nodes,
+// HAProxy; see docs/ha.md). The whole run is bounded: it stops itself past its time limit.
 import { writeFileSync } from 'node:fs';
 import { FULL, PHASES, SHORT, formatReport, runReliability, type Phase } from './index';
 import type { BackendName } from '../testkit/rawSql';
@@ -16,7 +16,7 @@ const profile = args.includes('--short') ? SHORT : FULL;
 const phases = (value('--only')?.split(',') ?? PHASES) as Phase[];
 const backends = (value('--backends')?.split(',') ?? ['sqlite', 'postgres']) as BackendName[];
 const seed = value('--seed') === undefined ? undefined : Number(value('--seed'));
-const limitMs = (profile.name === 'full' ? 25 : 6) * 60_000;
+const limitMs = (profile.name === 'full' ? 25 : 8) * 60_000;
 
 for (const p of phases) if (!(PHASES as readonly string[]).includes(p)) throw new Error(`unknown phase ${p} (${PHASES.join(', ')})`);
 

@@ -1,54 +1,81 @@
-import { join } from 'node:path';
+import { execFileSync } from 'node:child_process';
 import { PreconditionError, isStartBarrierError, type ToolExecutionStartCommand } from '../../domain';
-import { buildScenario, type Scenario } from '../../domain/scenario';
+import { buildScenario } from '../../domain/scenario';
 import { checkStore, type StoreProblem } from '../../testkit/invariants';
 import { postgresRaw } from '../../testkit/rawSql';
 import { sleep } from '../lib/random';
 import { openAuthority, type AnyAuthority } from '../lib/stores';
-import { PgNode, freePort, makeBase, removeBase, runPg, writePgFile } from './pgCluster';
+import { PatroniCluster, postmasterOf, type Member } from './patroniCluster';
 
-// PostgreSQL failover (R8's physical HA gate): a primary and a physical streaming standby, both
-// made here (pgCluster.ts), with synchronous_commit = remote_apply. Clients run starts on the
-// primary; the harness SIGKILLs the primary's postmaster mid-load, promotes the standby and
-// points the clients at it. Then: every acknowledged start is on the new primary and whole;
-// every client whose commit acknowledgement was lost replays the same command (existing, or
-// created if it never committed); the old primary, restarted, is fenced (a start against it is
-// refused) until pg_rewind makes it a synchronous standby of the new primary.
+// PostgreSQL failover on a real HA engine (R13.2): Patroni with etcd, three PostgreSQL 15 nodes,
+// synchronous_mode and synchronous_mode_strict, clients through HAProxy (patroniCluster.ts).
+// The harness never promotes, fences or rewinds anything itself: it only causes faults and
+// watches. Clients run starts through HAProxy the whole time; per fault it counts the starts
+// acknowledged, found on every node once they caught up, lost, partial, ambiguous (the answer
+// never came) and how replaying the same command settled each (created / existing), the
+// longest time with no start acknowledged, and every error class callers saw.
+
+export const FAILOVER_EVENTS = ['switchover', 'kill_postmaster', 'node_loss', 'second_fault'] as const;
+export type FailoverEvent = (typeof FAILOVER_EVENTS)[number];
 
 export interface FailoverOptions {
+  readonly events: readonly FailoverEvent[];
   readonly clients: number;
-  /** Load on the primary before the kill. */
-  readonly loadBeforeKillMs: number;
-  /** Load on the new primary after the switch. */
+  /** Load through HAProxy before each fault. */
+  readonly loadBeforeMs: number;
+  /** Load after the cluster is whole again (three members, a synchronous standby). */
   readonly loadAfterMs: number;
-  /** The first standby's recovery_min_apply_delay: commits wait this long for their acknowledgement. */
-  readonly applyDelayMs: number;
-  /** Starts run after the old primary rejoins as a synchronous standby. */
-  readonly startsAfterRejoin: number;
-  /** The whole scenario's bound; cleanup runs whatever happens. */
+  /** Bound on the starts one client begins during one event. */
+  readonly maxStartsPerClient: number;
+  /** Bound on one event's recovery (a leader, a synchronous standby, every member back). */
+  readonly eventTimeoutMs: number;
+  /** The whole phase's bound; the cluster is removed whatever happens. */
   readonly timeoutMs: number;
   readonly log?: (line: string) => void;
 }
 
-export interface FailoverReport {
-  readonly ports: readonly [number, number];
-  readonly timelines: { readonly before: number; readonly promoted: number; readonly rewound: number };
-  /** Starts some client saw acknowledged (before the kill, after it, after the rejoin). */
+export interface EventReport {
+  readonly event: FailoverEvent;
+  /** What was done, e.g. `switchover node1 -> node2`. */
+  readonly fault: string;
+  readonly leaderBefore: string;
+  readonly leaderAfter: string;
+  readonly timelines: { readonly before: number; readonly after: number };
   readonly acknowledged: number;
-  readonly acknowledgedBeforeKill: number;
+  /** Acknowledged starts every node holds, with the digest the client was given, once all caught up. */
+  readonly foundOnEveryNode: number;
+  readonly nodes: number;
+  readonly lost: number;
+  readonly partial: number;
+  /** Starts whose answer never came (STORE_UNAVAILABLE or an untyped error while in flight). */
+  readonly ambiguous: number;
+  readonly settledCreated: number;
+  readonly settledExisting: number;
+  readonly unsettled: number;
+  /** The longest time, during the event's load, with no start acknowledged by any client. */
+  readonly longestGapMs: number;
+  /** From the fault until a leader, a synchronous standby, every member and a new acknowledged start. */
+  readonly recoveryMs: number;
+  /** Error class (code and reason; `untyped <SQLSTATE or name>` when not a StartBarrierError) -> count. */
+  readonly errors: Readonly<Record<string, number>>;
+  readonly untyped: number;
+  /** One message per error class, for the reader. */
+  readonly samples: Readonly<Record<string, string>>;
+  readonly problems: readonly StoreProblem[];
+}
+
+export interface FailoverReport {
+  readonly engine: string;
+  readonly ports: { readonly haproxy: number; readonly etcd: number; readonly nodes: readonly number[] };
+  readonly events: readonly EventReport[];
+  readonly acknowledged: number;
   readonly found: number;
   readonly lost: number;
   readonly partial: number;
-  /** Clients whose prepare was in flight when the primary died, and how the replay resolved. */
   readonly ambiguous: number;
   readonly resolvedExisting: number;
   readonly resolvedCreated: number;
-  /** Typed safe-to-retry refusals (serialization, timeouts) a client answered by retrying. */
-  readonly typedRetries: number;
-  /** Commits the old primary made that never reached the standby (never acknowledged). */
-  readonly divergedOnOldPrimary: number;
-  readonly fenced: { readonly refused: boolean; readonly how: string };
-  readonly rewound: { readonly streaming: boolean; readonly synchronous: boolean; readonly found: number; readonly expected: number };
+  readonly untyped: number;
   readonly problems: readonly StoreProblem[];
   readonly failures: readonly string[];
   readonly durationMs: number;
@@ -57,309 +84,365 @@ export interface FailoverReport {
 
 const DB = 'barrier';
 
-/** The server went away, or is not there yet: not a verdict on the start. */
-const isConnectionFailure = (e: unknown): boolean => {
-  if (isStartBarrierError(e)) return e.code === 'STORE_UNAVAILABLE';
+/** Typed errors that say nothing was written and the same command may run again at once. */
+const RETRY_CODES = new Set(['CONCURRENCY_EXHAUSTED', 'TRANSACTION_TIMEOUT']);
+/** Typed errors that are a verdict on the command: in a failover they are a failure. */
+const VERDICT_CODES = new Set(['VALIDATION_FAILED', 'PRECONDITION_FAILED', 'SEMANTIC_CONFLICT', 'CORRUPT_RECORD', 'EXECUTION_REFUSED']);
+
+export const errorClass = (e: unknown): { readonly name: string; readonly typed: boolean } => {
+  if (isStartBarrierError(e)) {
+    const reason = (e as { reason?: unknown }).reason;
+    return { name: `${e.code}${typeof reason === 'string' ? ` ${reason}` : ''}`, typed: true };
+  }
   const code = (e as { code?: unknown })?.code;
-  if (typeof code === 'string' && (/^08/.test(code) || /^57P0/.test(code) || code === '25006' || /^E[A-Z]+$/.test(code))) return true;
-  return /terminat|Connection|connect|ECONN|EPIPE|socket|shutting down|starting up|recovery/i.test(String((e as Error)?.message ?? e));
+  return { name: `untyped ${typeof code === 'string' ? code : e instanceof Error ? e.constructor.name : typeof e}`, typed: false };
+};
+
+const versionOf = (program: string, args: readonly string[], pattern: RegExp): string => {
+  try {
+    return pattern.exec(execFileSync(program, [...args], { encoding: 'utf8', timeout: 20_000 }))?.[1] ?? '?';
+  } catch {
+    return '?';
+  }
 };
 
 interface Ack {
   readonly digest: string;
-  readonly beforeKill: boolean;
+  /** When its prepare began, and when the answer came. */
+  readonly begun: number;
+  readonly at: number;
+}
+
+/** What the clients saw during one event. */
+class EventLoad {
+  readonly acks = new Map<string, Ack>();
+  readonly ambiguous = new Set<string>();
+  readonly errors = new Map<string, number>();
+  readonly samples = new Map<string, string>();
+  settledCreated = 0;
+  settledExisting = 0;
+  unsettled = 0;
+  untyped = 0;
+  stop = false;
+  readonly startedAt = Date.now();
+  endedAt = 0;
+  constructor(
+    readonly event: FailoverEvent,
+    readonly hardDeadline: number,
+  ) {}
+
+  saw(e: unknown): { readonly name: string; readonly typed: boolean; readonly code?: string } {
+    const c = errorClass(e);
+    this.errors.set(c.name, (this.errors.get(c.name) ?? 0) + 1);
+    if (!this.samples.has(c.name)) this.samples.set(c.name, String((e as Error)?.message ?? e).split('\n')[0]!.slice(0, 200));
+    if (!c.typed) this.untyped++;
+    return { ...c, ...(isStartBarrierError(e) ? { code: e.code } : {}) };
+  }
+
+  longestGap(): number {
+    const times = [this.startedAt, ...[...this.acks.values()].map((a) => a.at).sort((a, b) => a - b), this.endedAt || Date.now()];
+    let gap = 0;
+    for (let i = 1; i < times.length; i++) gap = Math.max(gap, times[i]! - times[i - 1]!);
+    return gap;
+  }
+}
+
+/** One caller of the library: its own authority, opened once on the HAProxy route and kept. */
+class LoadClient {
+  private authority: AnyAuthority | undefined;
+  private consecutiveFailures = 0;
+  reopened = 0;
+
+  constructor(
+    readonly id: number,
+    readonly url: string,
+    readonly failures: string[],
+  ) {}
+
+  private async open(): Promise<AnyAuthority> {
+    this.authority ??= await openAuthority('postgres', this.url, { migrate: false });
+    return this.authority;
+  }
+
+  /** After many failures in a row, start again with a fresh authority, as a service would restart its pool. */
+  private async failed(): Promise<void> {
+    if (++this.consecutiveFailures < 25) return;
+    this.consecutiveFailures = 0;
+    this.reopened++;
+    await this.authority?.close().catch(() => undefined);
+    this.authority = undefined;
+  }
+
+  async close(): Promise<void> {
+    await this.authority?.close().catch(() => undefined);
+    this.authority = undefined;
+  }
+
+  /** Runs starts until the event says stop; an ambiguous start is replayed until it settles. */
+  async run(load: EventLoad, maxStarts: number): Promise<void> {
+    for (let n = 0; n < maxStarts && !load.stop && Date.now() < load.hardDeadline; n++) {
+      const s = buildScenario({ prefix: `${load.event}-c${this.id}-${n}-${Date.now().toString(36)}`, withApproval: n % 3 === 2 });
+      let ok = true;
+      for (const c of s.lifecycle) {
+        ok = await this.drive(load, async (a) => {
+          try {
+            await a.runs.handle(c);
+          } catch (e) {
+            // Replaying after an unknown answer: what already committed is refused as done.
+            if (e instanceof PreconditionError && ['run_exists', 'step_run_exists', 'invalid_transition'].includes(e.reason)) return;
+            throw e;
+          }
+        });
+        if (!ok) break;
+      }
+      if (ok) await this.start(load, s.startCommand());
+      await sleep(10);
+    }
+  }
+
+  /** One lifecycle command, re-driven until it answers (bounded by the event's hard deadline). */
+  private async drive(load: EventLoad, op: (a: AnyAuthority) => Promise<void>): Promise<boolean> {
+    while (Date.now() < load.hardDeadline) {
+      try {
+        await op(await this.open());
+        this.consecutiveFailures = 0;
+        return true;
+      } catch (e) {
+        const c = load.saw(e);
+        if (c.code !== undefined && VERDICT_CODES.has(c.code)) {
+          this.failures.push(`${load.event} client ${this.id}: lifecycle command refused: ${String(e)}`);
+          return false;
+        }
+        await this.failed();
+        await sleep(c.code !== undefined && RETRY_CODES.has(c.code) ? 5 + Math.floor(Math.random() * 20) : 100);
+      }
+    }
+    return false;
+  }
+
+  private async start(load: EventLoad, command: ToolExecutionStartCommand): Promise<void> {
+    const id = command.startId;
+    while (Date.now() < load.hardDeadline) {
+      const begun = Date.now();
+      try {
+        const r = await (await this.open()).barriers.prepare(command);
+        this.consecutiveFailures = 0;
+        load.acks.set(id, { digest: r.barrier.barrierDigest, begun, at: Date.now() });
+        if (load.ambiguous.has(id)) {
+          if (r.outcome === 'existing') load.settledExisting++;
+          else load.settledCreated++;
+        } else if (r.outcome !== 'created') this.failures.push(`${load.event} client ${this.id}: ${id} answered ${r.outcome} on its first try`);
+        return;
+      } catch (e) {
+        const c = load.saw(e);
+        if (c.code !== undefined && VERDICT_CODES.has(c.code)) {
+          this.failures.push(`${load.event} client ${this.id}: ${id} refused: ${String(e)}`);
+          return;
+        }
+        // Nothing written (typed retry), or unknown (unavailable, untyped): the same command again.
+        if (c.code === undefined || !RETRY_CODES.has(c.code)) load.ambiguous.add(id);
+        await this.failed();
+        await sleep(c.code !== undefined && RETRY_CODES.has(c.code) ? 5 + Math.floor(Math.random() * 20) : 100);
+      }
+    }
+    if (load.ambiguous.has(id)) load.unsettled++;
+  }
 }
 
 export const runFailover = async (options: FailoverOptions): Promise<FailoverReport> => {
   const log = options.log ?? (() => undefined);
   const started = Date.now();
-  const base = makeBase('reliability-failover');
-  // Ports the kernel hands out (never 5432): two runs at once cannot pick the same pair.
-  const [p1, p2] = [await freePort(), await freePort()];
-  const primary = new PgNode('primary', join(base, 'node1'), p1);
-  const standby = new PgNode('standby', join(base, 'node2'), p2);
   const failures: string[] = [];
-  /** Set when the bound is hit: every step and every client loop stops at its next turn. */
+  const engine = [
+    `Patroni ${versionOf('patroni', ['--version'], /patroni\s+(\S+)/i)}`,
+    `etcd ${versionOf('etcd', ['--version'], /etcd Version:\s*(\S+)/i)}`,
+    `HAProxy ${versionOf('haproxy', ['-v'], /version\s+(\S+)/i)}`,
+  ].join(', ');
+  let cluster: PatroniCluster | undefined;
   let aborted = false;
-  const step = <T>(value: T): T => {
-    if (aborted) throw new Error('failover scenario aborted (over its time bound)');
-    return value;
-  };
   let deadlineTimer: NodeJS.Timeout | undefined;
   const deadline = new Promise<never>((_, reject) => {
-    deadlineTimer = setTimeout(() => reject(new Error(`failover scenario exceeded its ${options.timeoutMs} ms bound`)), options.timeoutMs);
+    deadlineTimer = setTimeout(() => {
+      aborted = true;
+      reject(new Error(`failover phase exceeded its ${options.timeoutMs} ms bound`));
+    }, options.timeoutMs);
   });
+  const clients: LoadClient[] = [];
   try {
     return await Promise.race([scenario(), deadline]);
   } finally {
     aborted = true;
     clearTimeout(deadlineTimer);
-    await Promise.all([primary.stop('immediate').catch(() => undefined), standby.stop('immediate').catch(() => undefined)]);
-    removeBase(base, [primary, standby]);
+    await Promise.all(clients.map((c) => c.close()));
+    await cluster?.destroy();
   }
 
   async function scenario(): Promise<FailoverReport> {
-    // ---------------------------------------------------------------- the pair
-    await primary.initdb();
-    primary.ownSettings({
-      wal_level: 'replica',
-      max_wal_senders: '10',
-      wal_keep_size: '256MB',
-      wal_log_hints: 'on', // pg_rewind needs it (no data checksums here)
-      hot_standby: 'on',
-      synchronous_commit: 'remote_apply',
-      shared_buffers: '32MB',
-      max_connections: '60',
-      fsync: 'on',
-    });
-    await primary.start();
-    await primary.query(`CREATE DATABASE ${DB}`);
-    step(undefined);
-
-    const backup = await runPg('pg_basebackup', ['-h', '127.0.0.1', '-p', String(p1), '-U', 'postgres', '-D', standby.dir, '-X', 'stream', '-R', '-c', 'fast'], 120_000);
-    if (backup.code !== 0) throw new Error(`pg_basebackup failed: ${backup.stderr}`);
-    // A promoted node must not wait for a synchronous standby it does not have yet.
-    // A standby that applies a little late (recovery_min_apply_delay): with remote_apply every
-    // commit waits for it, so the kill finds commits flushed and shipped but not yet
-    // acknowledged. Promotion applies them: their clients' replays answer `existing`.
-    standby.ownSettings({
-      primary_conninfo: `host=127.0.0.1 port=${p1} user=postgres application_name=node2`,
-      synchronous_standby_names: '',
-      recovery_min_apply_delay: `${options.applyDelayMs}ms`,
-    });
-    await standby.start();
-    step(undefined);
-    // Synchronous only now: with no standby yet, every commit would wait forever.
-    await primary.query("ALTER SYSTEM SET synchronous_standby_names = 'FIRST 1 (node2)'");
-    await primary.query('SELECT pg_reload_conf()');
-    await primary.until('a synchronous streaming standby', async () => {
-      const rows = await primary.query<{ state: string; sync_state: string }>("SELECT state, sync_state FROM pg_stat_replication WHERE application_name = 'node2'");
-      return rows[0]?.state === 'streaming' && rows[0]?.sync_state === 'sync';
-    });
-    const before = await primary.timeline();
-    log(`  failover: primary 127.0.0.1:${p1} (timeline ${before}), synchronous standby 127.0.0.1:${p2} (remote_apply)`);
-    await (await openAuthority('postgres', primary.url(DB))).close(); // migrate once, on the primary
-
-    // ---------------------------------------------------------------- clients under load
-    const acks = new Map<string, Ack>();
-    const ambiguous = new Set<string>();
-    let resolvedExisting = 0;
-    let resolvedCreated = 0;
-    let typedRetries = 0;
-    let killed = false;
-    let stop = false;
-    let current = primary.url(DB);
-    let switched!: () => void;
-    const newPrimaryReady = new Promise<void>((resolve) => (switched = resolve));
-
-    const tolerant = async (op: () => Promise<unknown>) => {
-      try {
-        await op();
-      } catch (e) {
-        // Re-driving after a failover: what already committed is refused as already done.
-        if (e instanceof PreconditionError && ['run_exists', 'step_run_exists', 'invalid_transition'].includes(e.reason)) return;
-        throw e;
-      }
-    };
-
-    const client = async (id: number): Promise<void> => {
-      let authority: AnyAuthority | undefined;
-      let n = 0;
-      try {
-        while (!stop && !aborted) {
-          const s: Scenario = buildScenario({ prefix: `c${id}-${n}-${Date.now().toString(36)}`, withApproval: n % 3 === 2 });
-          n++;
-          const command: ToolExecutionStartCommand = s.startCommand();
-          let inFlight = false;
-          for (let attempt = 0; ; attempt++) {
-            try {
-              authority ??= await openAuthority('postgres', current);
-              for (const c of s.lifecycle) await tolerant(() => authority!.runs.handle(c));
-              inFlight = true;
-              const r = await authority.barriers.prepare(command);
-              inFlight = false;
-              acks.set(command.startId, { digest: r.barrier.barrierDigest, beforeKill: !killed });
-              if (ambiguous.has(command.startId)) {
-                if (r.outcome === 'existing') resolvedExisting++;
-                else resolvedCreated++;
-              } else if (r.outcome !== 'created') failures.push(`client ${id}: ${command.startId} answered ${r.outcome} on its first try`);
-              break;
-            } catch (e) {
-              const code = isStartBarrierError(e) ? e.code : undefined;
-              if ((code === 'CONCURRENCY_EXHAUSTED' || code === 'TRANSACTION_TIMEOUT') && attempt < 300 && !aborted) {
-                // Safe to retry (nothing was written): the client tries the same command again.
-                typedRetries++;
-                await sleep(5 + Math.floor(Math.random() * 20));
-                continue;
-              }
-              if (!isConnectionFailure(e) || attempt > 300 || aborted) {
-                failures.push(`client ${id}: ${command.startId}: ${isStartBarrierError(e) ? e.code : 'untyped'} ${String(e)}`);
-                break;
-              }
-              // The primary is gone: whether an in-flight start committed is unknown to us. Wait
-              // for the new primary, then re-drive the same Run and replay the same command.
-              if (inFlight) ambiguous.add(command.startId);
-              inFlight = false;
-              await authority?.close().catch(() => undefined);
-              authority = undefined;
-              await Promise.race([newPrimaryReady, sleep(200)]);
-            }
-          }
-        }
-      } finally {
-        await authority?.close().catch(() => undefined);
-      }
-    };
-
-    const loops = Array.from({ length: options.clients }, (_, i) => client(i));
-    await sleep(options.loadBeforeKillMs);
-    const beforeKillAcks = acks.size;
-    killed = true;
-    const pid = await primary.killPostmaster();
-    step(undefined);
-    log(`  failover: SIGKILL primary postmaster ${pid} with ${beforeKillAcks} starts acknowledged`);
-
-    // ---------------------------------------------------------------- promotion and switch
-    const promote = await runPg('pg_ctl', ['-D', standby.dir, '-w', '-t', '60', 'promote'], 70_000);
-    if (promote.code !== 0) throw new Error(`promotion failed: ${promote.stderr}`);
-    await standby.until('the promoted node to accept writes', async () => (await standby.query<{ r: boolean }>('SELECT pg_is_in_recovery() AS r'))[0]?.r === false);
-    current = standby.url(DB);
-    switched();
-    const promoted = await standby.timeline();
-    log(`  failover: standby promoted (timeline ${before} -> ${promoted}); clients switched to 127.0.0.1:${p2}`);
-    await sleep(options.loadAfterMs);
-    stop = true;
-    await Promise.all(loops);
-    step(undefined);
-
-    // ---------------------------------------------------------------- fencing of the old primary
-    // Restarted, it comes back as a standby with nowhere to stream from: it replays its own WAL
-    // and stays in recovery, read-only, with what it had (including commits the new primary
-    // never got). A start against it must be refused. It rejoins only through pg_rewind.
-    writePgFile(join(primary.dir, 'standby.signal'), '');
-    primary.ownSettings({ primary_conninfo: '' });
-    await primary.start(true, 30).catch((e: unknown) => log(`  failover: old primary did not open for reads (${String(e).split('\n')[0]})`));
-    let fenced = { refused: false, how: '' };
-    {
-      const s = buildScenario({ prefix: 'fence' });
-      try {
-        const a = await openAuthority('postgres', primary.url(DB));
+    log(`  failover: ${engine}; three PostgreSQL 15 nodes, synchronous_mode_strict, clients through HAProxy`);
+    cluster = await PatroniCluster.start({ log });
+    const c = cluster;
+    // Set-up through HAProxy too, re-tried a few times (a check may still mark a server down).
+    const setUp = async (what: string, op: () => Promise<unknown>) => {
+      for (let i = 1; ; i++) {
         try {
-          for (const c of s.lifecycle) await a.runs.handle(c);
-          await a.barriers.prepare(s.startCommand());
-          failures.push('the old primary accepted a start after the failover (split brain)');
-        } finally {
-          await a.close();
+          return await op();
+        } catch (e) {
+          if (i >= 5 || /already exists/.test(String(e))) throw new Error(`${what}: ${String(e)}`);
+          await sleep(1000);
         }
-      } catch (e) {
-        fenced = { refused: true, how: `${(e as { code?: string }).code ?? ''} ${String((e as Error).message ?? e).split('\n')[0]}`.trim() };
       }
-    }
-    let divergedOnOldPrimary = 0;
-    try {
-      // And below the authority: any write on the fenced node is refused by the server itself.
-      const write = await primary.query('CREATE TABLE fence_probe (x int)', [], DB).then(() => 'accepted', (e: unknown) => `${(e as { code?: string }).code ?? ''} ${(e as Error).message}`);
-      if (write === 'accepted') failures.push('the old primary accepted a write after the failover');
-      else fenced = { refused: fenced.refused, how: `${fenced.how}; a raw write: ${write}` };
-      const inRecovery = (await primary.query<{ r: boolean }>('SELECT pg_is_in_recovery() AS r'))[0]?.r;
-      if (inRecovery !== true) failures.push('the restarted old primary is not in recovery');
-      const oldIds = (await primary.query<{ start_id: string }>('SELECT start_id FROM ql3.tool_execution_start_barriers', [], DB)).map((r) => r.start_id);
-      const newIds = new Set((await standby.query<{ start_id: string }>('SELECT start_id FROM ql3.tool_execution_start_barriers', [], DB)).map((r) => r.start_id));
-      const diverged = oldIds.filter((id) => !newIds.has(id));
-      divergedOnOldPrimary = diverged.length;
-      for (const id of diverged) if (acks.has(id) && !ambiguous.has(id)) failures.push(`${id} was acknowledged but only the old primary has it`);
-    } catch (e) {
-      log(`  failover: the fenced old primary refuses even reads (${String(e).split('\n')[0]})`);
-    }
-    await primary.stop('fast');
-    step(undefined);
+    };
+    await setUp('CREATE DATABASE', () => c.queryVia(c.url(), `CREATE DATABASE ${DB}`).catch((e: unknown) => {
+      if (!/already exists/.test(String(e))) throw e;
+    }));
+    await setUp('migrate', async () => (await openAuthority('postgres', c.url(DB))).close()); // once, through HAProxy
+    for (let i = 0; i < options.clients; i++) clients.push(new LoadClient(i, c.url(DB), failures));
 
-    // ---------------------------------------------------------------- pg_rewind and rejoin
-    await standby.query('CHECKPOINT'); // pg_rewind reads the new timeline from the control file
-    const rewind = await runPg('pg_rewind', ['--target-pgdata', primary.dir, '--source-server', `host=127.0.0.1 port=${p2} user=postgres dbname=postgres`, '--progress'], 120_000);
-    if (rewind.code !== 0) throw new Error(`pg_rewind failed: ${rewind.stderr.slice(-2000)}`);
-    // pg_rewind copied the new primary's settings: make the folder node1 again, a standby of node2.
-    writePgFile(join(primary.dir, 'standby.signal'), '');
-    primary.ownSettings({ primary_conninfo: `host=127.0.0.1 port=${p2} user=postgres application_name=node1`, synchronous_standby_names: '', recovery_min_apply_delay: '0' });
-    await primary.start();
-    await standby.query("ALTER SYSTEM SET synchronous_standby_names = 'FIRST 1 (node1)'");
-    await standby.query('SELECT pg_reload_conf()');
-    let streaming = false;
-    let synchronous = false;
-    await standby.until('the rewound node as a synchronous standby', async () => {
-      const rows = await standby.query<{ state: string; sync_state: string }>("SELECT state, sync_state FROM pg_stat_replication WHERE application_name = 'node1'");
-      streaming = rows[0]?.state === 'streaming';
-      synchronous = rows[0]?.sync_state === 'sync';
-      return streaming && synchronous;
-    });
-    const rewoundTimeline = await primary.timeline();
-    log(`  failover: old primary rewound, streaming from the new primary on timeline ${rewoundTimeline} (synchronous: ${synchronous})`);
-
-    // A few starts on the new primary with the rejoined node synchronous (remote_apply).
-    {
-      const a = await openAuthority('postgres', standby.url(DB));
-      try {
-        for (let i = 0; i < options.startsAfterRejoin; i++) {
-          const s = buildScenario({ prefix: `rejoin-${i}` });
-          for (const c of s.lifecycle) await a.runs.handle(c);
-          const r = await a.barriers.prepare(s.startCommand());
-          acks.set(r.barrier.record.startId, { digest: r.barrier.barrierDigest, beforeKill: false });
-        }
-      } finally {
-        await a.close();
-      }
+    const verified = new Set<string>();
+    const events: EventReport[] = [];
+    for (const event of options.events) {
+      if (aborted) break;
+      events.push(await runEvent(c, event, verified));
     }
 
-    // ---------------------------------------------------------------- the checks
-    const acknowledged = new Map([...acks].map(([id, a]) => [id, a.digest]));
-    const authority = await openAuthority('postgres', standby.url(DB));
-    const raw = await postgresRaw(standby.url(DB));
-    let check;
-    try {
-      check = await checkStore(raw, authority.barriers, { acknowledged, full: true });
-    } finally {
-      await raw.close();
-      await authority.close();
+    const sum = (f: (e: EventReport) => number) => events.reduce((s, e) => s + f(e), 0);
+    const problems = events.flatMap((e) => e.problems);
+    for (const e of events) {
+      if (e.foundOnEveryNode !== e.acknowledged) failures.push(`${e.event}: ${e.foundOnEveryNode} of ${e.acknowledged} acknowledged starts on every node`);
+      if (e.unsettled > 0) failures.push(`${e.event}: ${e.unsettled} ambiguous starts never settled`);
+      if (e.acknowledged === 0) failures.push(`${e.event}: no start acknowledged`);
     }
-    // Every acknowledged start also on the rewound node (remote_apply), read back verified there.
-    let rewoundFound = 0;
-    {
-      const onStandby = await openAuthority('postgres', primary.url(DB), { migrate: false });
-      try {
-        for (const [startId, digest] of acknowledged) {
-          const b = await onStandby.barriers.getByStartId(startId).catch(() => null);
-          if (b?.barrierDigest === digest) rewoundFound++;
-        }
-      } finally {
-        await onStandby.close();
-      }
-    }
-    if (rewoundFound !== acknowledged.size) failures.push(`the rewound standby has ${rewoundFound} of ${acknowledged.size} acknowledged starts`);
-    if (!fenced.refused) failures.push('the old primary was not fenced');
-    if (promoted <= before) failures.push(`no timeline switch (${before} -> ${promoted})`);
-
     const report = {
-      ports: [p1, p2] as const,
-      timelines: { before, promoted, rewound: rewoundTimeline },
-      acknowledged: acknowledged.size,
-      acknowledgedBeforeKill: [...acks.values()].filter((a) => a.beforeKill).length,
-      found: check.found,
-      lost: check.acknowledged - check.found,
-      partial: check.partial,
-      ambiguous: ambiguous.size,
-      resolvedExisting,
-      resolvedCreated,
-      typedRetries,
-      divergedOnOldPrimary,
-      fenced,
-      rewound: { streaming, synchronous, found: rewoundFound, expected: acknowledged.size },
-      problems: check.problems,
+      engine,
+      ports: { haproxy: c.haproxyPort, etcd: c.etcdPort, nodes: c.nodes.map((n) => n.pgPort) },
+      events,
+      acknowledged: sum((e) => e.acknowledged),
+      found: sum((e) => e.foundOnEveryNode),
+      lost: sum((e) => e.lost),
+      partial: sum((e) => e.partial),
+      ambiguous: sum((e) => e.ambiguous),
+      resolvedExisting: sum((e) => e.settledExisting),
+      resolvedCreated: sum((e) => e.settledCreated),
+      untyped: sum((e) => e.untyped),
+      problems,
       failures,
       durationMs: Date.now() - started,
     };
-    return {
-      ...report,
-      ok: failures.length === 0 && check.problems.length === 0 && report.lost === 0 && report.partial === 0 && resolvedExisting + resolvedCreated === ambiguous.size,
+    // The goal includes 0 untyped errors: an untyped one leaves the caller guessing what happened.
+    const ok = failures.length === 0 && problems.length === 0 && report.lost === 0 && report.partial === 0 && report.untyped === 0 && report.resolvedExisting + report.resolvedCreated === report.ambiguous;
+    return { ...report, ok };
+  }
+
+  async function runEvent(c: PatroniCluster, event: FailoverEvent, verified: Set<string>): Promise<EventReport> {
+    const before = await c.waitHealthy(c.nodes.length, options.eventTimeoutMs);
+    const leader0 = before.find((m) => m.role === 'leader')!;
+    const sync0 = before.find((m) => m.role === 'sync_standby')!;
+    const load = new EventLoad(event, Date.now() + options.loadBeforeMs + options.eventTimeoutMs + options.loadAfterMs + 30_000);
+    const loops = clients.map((client) => client.run(load, options.maxStartsPerClient));
+    let fault = '';
+    let faultAt = 0;
+    let recoveryMs = 0;
+    try {
+      await sleep(options.loadBeforeMs);
+      if (load.acks.size === 0) await c.until('a first acknowledged start', async () => load.acks.size > 0, 30_000);
+      faultAt = Date.now();
+      const newLeader = () => c.until('a new leader', async () => ((await c.leader())?.name ?? leader0.name) !== leader0.name, options.eventTimeoutMs);
+      switch (event) {
+        case 'switchover': {
+          const r = await c.switchover(leader0.name, sync0.name);
+          fault = `switchover ${leader0.name} -> ${sync0.name} (REST ${r.status})`;
+          // Patroni answers 503 "status unknown" when it stops polling; the leader's name is the verdict.
+          if (r.status !== 200) await newLeader().catch(() => failures.push(`switchover not done by Patroni: ${r.status} ${r.text}`));
+          break;
+        }
+        case 'kill_postmaster': {
+          const pid = await c.killPostmasterOf(leader0.name);
+          fault = `kill -9 postmaster ${pid} of leader ${leader0.name}`;
+          // Until Patroni notices, its members still read `running`.
+          await c.until('Patroni to start PostgreSQL again', async () => ![undefined, pid].includes(postmasterOf(c.node(leader0.name).dataDir)), options.eventTimeoutMs);
+          break;
+        }
+        case 'node_loss': {
+          await c.loseNode(leader0.name);
+          await newLeader();
+          c.startPatroni(c.node(leader0.name));
+          fault = `lost leader ${leader0.name} (Patroni and PostgreSQL SIGKILLed), rejoined after ${(await c.leader())?.name} led`;
+          break;
+        }
+        case 'second_fault': {
+          await c.loseNode(leader0.name);
+          await newLeader();
+          const second = (await c.leader())!.name;
+          const pid = await c.killPostmasterOf(second);
+          c.startPatroni(c.node(leader0.name));
+          await c.until('Patroni to start PostgreSQL again', async () => ![undefined, pid].includes(postmasterOf(c.node(second).dataDir)), options.eventTimeoutMs);
+          fault = `lost leader ${leader0.name}, then kill -9 postmaster ${pid} of the new leader ${second}`;
+          break;
+        }
+      }
+      log(`  failover: ${event}: ${fault}`);
+      await c.waitHealthy(c.nodes.length, options.eventTimeoutMs);
+      await c.until('a start begun after the fault and acknowledged', async () => [...load.acks.values()].some((a) => a.begun > faultAt), options.eventTimeoutMs);
+    } finally {
+      // Recovered (or given up): a little more load, then the clients settle what is open and stop.
+      recoveryMs = Date.now() - faultAt;
+      if (!aborted) await sleep(options.loadAfterMs);
+      load.stop = true;
+      await Promise.all(loops);
+      load.endedAt = Date.now();
+    }
+
+    // Every node caught up with the leader, then the counts, node by node.
+    const members = await c.waitHealthy(c.nodes.length, options.eventTimeoutMs);
+    const leader = members.find((m) => m.role === 'leader')!;
+    const leaderNode = c.node(leader.name);
+    const [{ lsn }] = (await c.queryVia<{ lsn: string }>(c.nodeUrl(leaderNode), 'SELECT pg_current_wal_lsn()::text AS lsn')) as [{ lsn: string }];
+    for (const n of c.nodes) {
+      if (n.name === leader.name) continue;
+      await c.until(`${n.name} to replay up to ${lsn}`, async () => (await c.queryVia<{ ok: boolean }>(c.nodeUrl(n), 'SELECT pg_last_wal_replay_lsn() >= $1::pg_lsn AS ok', [lsn]))[0]?.ok === true, 30_000);
+    }
+    const ids = [...load.acks.keys()];
+    const onEvery = new Map<string, number>();
+    for (const n of c.nodes) {
+      const rows = await c.queryVia<{ start_id: string; barrier_digest: string }>(c.nodeUrl(n, DB), 'SELECT start_id, barrier_digest FROM ql3.tool_execution_start_barriers WHERE start_id = ANY($1)', [ids]);
+      for (const r of rows) if (load.acks.get(r.start_id)?.digest === r.barrier_digest) onEvery.set(r.start_id, (onEvery.get(r.start_id) ?? 0) + 1);
+    }
+    const foundOnEveryNode = [...onEvery.values()].filter((k) => k === c.nodes.length).length;
+    const raw = await postgresRaw(c.nodeUrl(leaderNode, DB));
+    const reader = await openAuthority('postgres', c.nodeUrl(leaderNode, DB), { migrate: false });
+    let check;
+    try {
+      check = await checkStore(raw, reader.barriers, { acknowledged: new Map([...load.acks].map(([id, a]) => [id, a.digest])), verified });
+    } finally {
+      await raw.close();
+      await reader.close();
+    }
+    const tl = (m: Member | undefined) => m?.timeline ?? 0;
+    const report: EventReport = {
+      event,
+      fault,
+      leaderBefore: leader0.name,
+      leaderAfter: leader.name,
+      timelines: { before: tl(leader0), after: tl(leader) },
+      acknowledged: load.acks.size,
+      foundOnEveryNode,
+      nodes: c.nodes.length,
+      lost: check.acknowledged - check.found,
+      partial: check.partial,
+      ambiguous: load.ambiguous.size,
+      settledCreated: load.settledCreated,
+      settledExisting: load.settledExisting,
+      unsettled: load.unsettled,
+      longestGapMs: load.longestGap(),
+      recoveryMs,
+      errors: Object.fromEntries([...load.errors].sort((a, b) => b[1] - a[1])),
+      untyped: load.untyped,
+      samples: Object.fromEntries(load.samples),
+      problems: check.problems,
     };
+    log(
+      `  failover: ${event}: ${report.acknowledged} acknowledged, ${foundOnEveryNode} on all ${c.nodes.length} nodes, lost ${report.lost}, partial ${report.partial}, ambiguous ${report.ambiguous} (created ${report.settledCreated}, existing ${report.settledExisting}), gap ${(report.longestGapMs / 1000).toFixed(1)} s, leader ${leader0.name} -> ${leader.name}`,
+    );
+    return report;
   }
 };

@@ -16,8 +16,11 @@ const functionAsCreatedBy = (migration: string, signature: string): string => {
 // claim rules; and pg-0059's replay index written by the barrier's insert; and pg-0060's fact
 // rows, each beside its event; and pg-0061's start, which follows the log; and pg-0063's free
 // positions of the seal origin and the runtime's column-wise INSERT on events; and pg-0064's
-// in-doubt index with its triggers and the running StepRuns' index.
+// in-doubt index with its triggers and the running StepRuns' index; and pg-0066's invocation plans.
 export const UNDO_GATE_AND_HEADS = `
+  DROP TABLE ql3.invocation_plans;
+  DROP FUNCTION ql3.invocation_plans_shred_only();
+  DROP FUNCTION ql3.shred_invocation_plan(text);
   DROP TABLE ql3.in_doubt_starts;
   DROP INDEX ql3.step_runs_running;
   DROP TRIGGER in_doubt_starts_from_barrier ON ql3.tool_execution_start_barriers;

@@ -10,11 +10,13 @@ import { DROP_START_TABLES, REPLAY_INDEX_INDEXES_BEFORE_COMPACT, REPLAY_INDEX_TA
 // beside its event) and the start's (it follows the log).
 // Each undo sets the header's user_version back with the ledger rows it deletes: an open refuses
 // a ledger that ends before the migration the header names.
-// What 0092 adds, taken back: the in-doubt index, its triggers and the running StepRuns' index.
+// What 0093 adds, taken back: the invocation plans. What 0092 adds: the in-doubt index, its
+// triggers and the running StepRuns' index.
 // What 0083 changes, taken back: start_whole_at_commit as the rowid table 0063 made.
 // And what 0091 adds (run again after them): the position trigger and the origin's free positions.
 export const UNDO_WHOLE_START_KEYED = `
   BEGIN;
+  DROP TABLE invocation_plans;
   DROP TABLE in_doubt_starts;
   DROP INDEX step_runs_running;
   DROP TRIGGER in_doubt_starts_from_barrier;

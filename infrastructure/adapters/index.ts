@@ -6,13 +6,16 @@ export { httpAdapter, type HttpAdapterOptions } from './http';
 export { mcpAdapter, MCP_START_ID_META, type McpAdapterOptions, type McpTransportOptions } from './mcp';
 export { memoryDriverClaims } from '../../application/driverClaimRules';
 export type { DriverClaims } from '../../domain';
-export { openExecution, type ExecutionAuthority, type ExecutionOptions } from '../../application/saga';
+export { openExecution, ExecutionAuthority, type ExecutionOptions } from '../../application/saga';
+/** A read-only ticket for an operator's inspect of one committed start (it never starts anything). */
+export { inspectionTicket } from '../../application/execution';
 export type {
   ToolAdapter,
   AdapterDeclaration,
   AdapterGuarantees,
   AdapterReport,
   AdapterStartContext,
+  ExecutionTicket,
   InspectReport,
   InspectState,
   InvocationPlan,

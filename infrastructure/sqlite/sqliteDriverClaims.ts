@@ -52,7 +52,7 @@ export const sqliteDriverClaims = (db: Database.Database, run: ClaimRunner): Dri
     },
     release: async (named) => {
       const claim = checkedClaim(named);
-      immediate(claim.startId, () => {
+      await immediate(claim.startId, () => {
         const t = now();
         if (releasable(checkedClaimRows(s().rows.all(claim.startId) as ClaimRow[]), claim)) s().insert.run(...claimValuesOf(claimRowOf(claim.startId, claim.generation, 'release', claim.driverId, t, t)));
       });

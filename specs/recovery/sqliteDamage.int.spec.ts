@@ -180,14 +180,18 @@ describe('R9.3 damage past the row is typed on SQLite: a table gone, a reference
     }
   });
 
-  it('R9.3 a store whose table or column is gone opens as CORRUPT_RECORD, never a raw driver error; the driver claims of an authority opened before it likewise', async () => {
+  it('R9.3 a store whose table or column is gone opens as CORRUPT_RECORD, never a raw driver error; the driver claims of an authority opened before it likewise (at their first use)', async () => {
     for (const sql of ['DROP TABLE start_outcomes', 'DROP TABLE streams']) {
       const { path } = await damaged(sql);
       await expectCorrupt(sql, openSqliteStartBarrier({ path }));
     }
     await expectCorrupt('DROP TABLE adapter_driver_claims', openSqliteStartBarrier({ path: (await damaged('DROP TABLE adapter_driver_claims')).path }));
     const { a } = await damaged('DROP TABLE adapter_driver_claims', true);
-    expect(() => a.driverClaims()).to.throw(CorruptRecordError);
+    // the claims share the authority's connection (ADR §4): each use fails closed on the schema changed under it
+    const claims = a.driverClaims();
+    for (const use of [() => claims.claim('start-any', 'driver-1', 60_000), () => claims.history('start-any')]) {
+      expect(await use().then(() => 'ANSWERED', (e: unknown) => e)).to.be.instanceOf(CorruptRecordError);
+    }
     await a.close();
   });
 

@@ -148,8 +148,10 @@ export const createToolStepSaga = (input: ToolStepSagaOptions): ToolStepSaga => 
   const options = checkedSagaOptions(input);
   const execution = options.execution as ExecutionAuthority | undefined;
   const sagaId = decodeOrThrow(Identity, 'sagaId', options.sagaId ?? 'orchestration-saga');
-  // One driver id per saga instance: its claims say which process held an attempt.
-  const driverId = `${sagaId.slice(0, 90)}.${randomUUID()}`;
+  // One driver id per saga instance: its claims say which process held an attempt, and which
+  // journal its adapter writes to before it acts (so that inspect can prove a start never began).
+  const journalId = (options.adapter as Partial<ToolAdapter> | undefined)?.declaration?.journalId;
+  const driverId = typeof journalId === 'string' && Identity.is(journalId) && journalId.length <= 48 ? `${sagaId.slice(0, 40)}.${randomUUID()}.${journalId}` : `${sagaId.slice(0, 90)}.${randomUUID()}`;
   const graceMs = decodeOrThrow(GraceMs, 'leaseGraceMs', options.leaseGraceMs ?? 30_000);
   const configured = options.clock ?? Date.now;
   const clock = (): number => decodeOrThrow(BusinessTime, 'clock', configured());
@@ -213,7 +215,7 @@ export const createToolStepSaga = (input: ToolStepSagaOptions): ToolStepSaga => 
       if (step.kind === 'inspect') {
         let inspected: InspectReport;
         try {
-          inspected = decodeInspectReport(await adapter.inspect!(startId));
+          inspected = decodeInspectReport(await adapter.inspect!(startId, { claims: await execution.claims.history(startId) }));
         } catch {
           inspected = { state: 'unknown' };
         }

@@ -85,7 +85,7 @@ export const adapterConformance = (backend: AdapterBackend): void => {
           const adapter = adapterFor(configOf(name, 'ok'));
           expect(adapter.inspect, 'this adapter offers inspect').to.be.a('function');
           expect(await adapter.inspect!(startId)).to.include({ state: 'failed' });
-          expect(await adapter.inspect!('start-never-seen-by-this-tool')).to.include({ state: 'not_started' });
+          expect(await adapter.inspect!('start-never-seen-by-this-tool', { claims: [] })).to.include({ state: 'not_started' });
           expect(effectsOf(name).count(startId)).to.equal(1);
         });
 

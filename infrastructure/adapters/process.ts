@@ -164,8 +164,9 @@ const alive = (pid: number): boolean => {
 
 // The wrapper records the tool's exit status itself, so the journal is complete even when the
 // saga that spawned it is gone. "$0" is the exit file, "$@" the tool and its arguments: nothing
-// is spliced, nothing is exported to the tool, and only shell builtins are used (no PATH).
-const WRAPPER = 'f=$0; "$@"; c=$?; printf "%s\\n" "$c" > "$f"; exit $c';
+// is spliced, nothing is exported to the tool (the shell's own PWD is unset), and only shell
+// builtins are used (no PATH).
+const WRAPPER = 'unset PWD OLDPWD; f=$0; "$@"; c=$?; printf "%s\\n" "$c" > "$f"; exit $c';
 
 /**
  * What the journal says of one start: read-only, so an operator can ask it from another

@@ -1,6 +1,6 @@
 import * as t from 'io-ts';
 import { isLeft } from 'fp-ts/Either';
-import { ValidationError, type InspectAttempt, type InspectReport, type Ref } from '../../domain';
+import { ValidationError, type DriverClaims, type InspectAttempt, type InspectReport, type Ref } from '../../domain';
 import { inspectProcessJournal } from '../adapters/process';
 import { httpAdapter } from '../adapters/http';
 import { mcpAdapter } from '../adapters/mcp';
@@ -83,5 +83,22 @@ export const inspectWith = async (registry: AdapterRegistry, adapter: Ref, start
       const _exhaustive: never = entry;
       throw new Error(`unknown adapter kind ${String(_exhaustive)}`);
     }
+  }
+};
+
+/**
+ * What each start's adapter says, each asked with the start's claims as the store holds them
+ * (read through one claims reader, closed after).
+ */
+export const inspectEach = async (
+  authority: { driverClaims(): DriverClaims },
+  registry: AdapterRegistry,
+  starts: readonly { readonly adapter: Ref; readonly startId: string }[],
+): Promise<InspectAnswer[]> => {
+  const claims = authority.driverClaims();
+  try {
+    return await Promise.all(starts.map(async (s) => inspectWith(registry, s.adapter, s.startId, { claims: await claims.history(s.startId) })));
+  } finally {
+    await claims.close();
   }
 };

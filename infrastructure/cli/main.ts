@@ -13,12 +13,11 @@ import {
   type OutcomeReasonCode,
   type StartOutcomeKind,
   type ToolExecutionStartCommand,
-  type DriverClaims,
 } from '../../domain';
 import { Identity } from '../../domain/codecs';
 import { buildScenario } from '../../domain/scenario';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
-import { decodeAdapterRegistry, inspectWith, type AdapterRegistry } from './adapterRegistry';
+import { decodeAdapterRegistry, inspectEach, type AdapterRegistry } from './adapterRegistry';
 import { migrateBackend, openBackend, type BackendAccess, type BackendOptions } from './backend';
 import { formatDuration, parseDuration } from './duration';
 import { EXIT, exitCodeOf, openRefusedAsDamage } from './exitCodes';
@@ -75,16 +74,6 @@ const withAuthority = async <T>(program: Command, access: BackendAccess, body: (
     return await body(authority);
   } finally {
     await authority.close();
-  }
-};
-
-/** The start's driver claims, read (an adapter's journal proves "never started" only against them). */
-const withClaims = async <T>(a: RecoverableStartBarrierAuthority, body: (claims: DriverClaims) => Promise<T>): Promise<T> => {
-  const claims = a.driverClaims();
-  try {
-    return await body(claims);
-  } finally {
-    await claims.close();
   }
 };
 
@@ -197,8 +186,8 @@ Keyed evidence: QINGLONG_BARRIER_KEYRING_FILE names the deployment key file (nev
       const registry = opts.adapters === undefined ? undefined : decodeAdapterRegistry(await readJsonInput(opts.adapters, 'adapter registry'));
       await withAuthority(program, 'read', async (a) => {
         const listed = (await a.recovery.inDoubt(query)).map((s) => ({ ...s, age: formatDuration(s.ageMs) }));
-        if (registry === undefined) return print(listed);
-        print(await withClaims(a, (claims) => Promise.all(listed.map(async (s) => ({ ...s, inspect: await inspectWith(registry, s.adapter, s.startId, { claims: await claims.history(s.startId) }) })))));
+        const answers = registry === undefined ? undefined : await inspectEach(a, registry, listed);
+        print(answers === undefined ? listed : listed.map((s, i) => ({ ...s, inspect: answers[i] })));
       });
     });
 
@@ -213,8 +202,7 @@ Keyed evidence: QINGLONG_BARRIER_KEYRING_FILE names the deployment key file (nev
         const barrier = await a.barriers.getByStartId(startId);
         if (barrier === null) throw new PreconditionError('start_not_found', `no start barrier has startId ${startId}`);
         const outcome = await a.recovery.outcome(startId);
-        const inspect = await withClaims(a, async (claims) => inspectWith(registry, barrier.record.contracts.adapter, startId, { claims: await claims.history(startId) }));
-        print({ startId, adapter: barrier.record.contracts.adapter, inDoubt: outcome === null, outcome, inspect });
+        print({ startId, adapter: barrier.record.contracts.adapter, inDoubt: outcome === null, outcome, inspect: (await inspectEach(a, registry, [{ adapter: barrier.record.contracts.adapter, startId }]))[0] });
       });
     });
 

@@ -186,8 +186,7 @@ Keyed evidence: QINGLONG_BARRIER_KEYRING_FILE names the deployment key file (nev
       const registry = opts.adapters === undefined ? undefined : decodeAdapterRegistry(await readJsonInput(opts.adapters, 'adapter registry'));
       await withAuthority(program, 'read', async (a) => {
         const listed = (await a.recovery.inDoubt(query)).map((s) => ({ ...s, age: formatDuration(s.ageMs) }));
-        const answers = registry === undefined ? undefined : await inspectEach(a, registry, listed);
-        print(answers === undefined ? listed : listed.map((s, i) => ({ ...s, inspect: answers[i] })));
+        print(registry === undefined ? listed : (await inspectEach(a, registry, listed)).map((inspect, i) => ({ ...listed[i]!, inspect })));
       });
     });
 

@@ -23,6 +23,7 @@ import {
 } from '../domain';
 import { Identity, decodeOrThrow, integer } from '../domain/codecs';
 import type { RecoverableStartBarrierAuthority, StartOutcome, StoredBarrier } from './authority';
+import { CLAIM_LEASE_GRACE_MS } from './driverClaimRules';
 
 // The orchestration saga (process manager) for one Tool StepRun attempt, over a real authority
 // and a contracted adapter (domain/adapter.ts). The order is the whole point (R3.8): the
@@ -77,7 +78,7 @@ export interface ToolStepSagaOptions {
   readonly adapter: ToolAdapter;
   /** Recorded as `decidedBy` on the outcome facts this saga appends. */
   readonly sagaId?: string;
-  /** Added to the barrier's timeout for the claim's lease: time to record the outcome (default 30 s). */
+  /** Added to the barrier's timeout for the claim's lease: time to record the outcome (default 30 s, at most CLAIM_LEASE_GRACE_MS). */
   readonly leaseGraceMs?: number;
   /** Business time of recorded outcomes (never their commit time). */
   readonly clock?: () => number;
@@ -121,7 +122,7 @@ export interface ToolStepSaga {
   drive(trigger: unknown, plan: StartPlan, invocation: InvocationPlan): Promise<SagaResult>;
 }
 
-const GraceMs = integer('LeaseGraceMs', 0, 3_600_000);
+const GraceMs = integer('LeaseGraceMs', 0, CLAIM_LEASE_GRACE_MS);
 const SAGA_OPTIONS: readonly string[] = ['execution', 'adapter', 'sagaId', 'leaseGraceMs', 'clock', 'hooks'] satisfies readonly (keyof ToolStepSagaOptions)[];
 
 /**

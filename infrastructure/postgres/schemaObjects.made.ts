@@ -1,4 +1,4 @@
-// Written by scripts/pgSchemaObjects.ts from a fresh migration (pg-0061-starts-follow-the-log); do not edit.
+// Written by scripts/pgSchemaObjects.ts from a fresh migration (pg-0062-driver-claim-lease-bound); do not edit.
 export const MADE_BY_MIGRATIONS: Readonly<Record<string, string>> = {
   "column adapter_driver_claims.at_ms": "bigint not null",
   "column adapter_driver_claims.claim_digest": "text not null",
@@ -188,6 +188,7 @@ export const MADE_BY_MIGRATIONS: Readonly<Record<string, string>> = {
   "function append_run_event()": "owner ql3_owner plpgsql security definer volatility v config {\"search_path=pg_catalog, pg_temp\"} body 61da308c6fb2d4ef1848ca7159bfe23a",
   "function await_run_turn(p_run_id text, p_lock_timeout_ms integer)": "owner ql3_owner plpgsql security definer volatility v config {\"search_path=pg_catalog, pg_temp\"} body 8ada3a78f2b39f3aa2932fe3491046b3",
   "function driver_claim_follows_rules()": "owner ql3_owner plpgsql security definer volatility v config {\"search_path=pg_catalog, pg_temp\"} body 2f090539d331fa98bd256d4ebc19cc31",
+  "function driver_claim_lease_bound()": "owner ql3_owner plpgsql security definer volatility v config {\"search_path=pg_catalog, pg_temp\"} body d84b4cce08134e5830de76eb29f07221",
   "function event_chain_digest(previous text, stream_id text, stream_position bigint, event_id text, event_type text, data_json text, committed_at_ms bigint)": "owner ql3_owner sql volatility s body db377e48931203028d813a773ecdb825",
   "function fact_beside_its_event()": "owner ql3_owner plpgsql security definer volatility v config {\"search_path=pg_catalog, pg_temp\"} body 25b4f7649a623127139414e97777920e",
   "function fields_digest(tag text, fields text[])": "owner ql3_owner plpgsql volatility i config {\"search_path=pg_catalog, pg_temp\"} body a3d6c21bd386ed4c64a95864be158e25",
@@ -301,6 +302,7 @@ export const MADE_BY_MIGRATIONS: Readonly<Record<string, string>> = {
   "table trace_anchors": "owner ql3_owner logged",
   "trigger adapter_driver_claims.adapter_driver_claims_append_only": "enabled O type 27 calls ql3.refuse_change args 64726976657220636c61696d73206172652066616374733a20617070656e642061206e65772067656e65726174696f6e20696e737465616400",
   "trigger adapter_driver_claims.adapter_driver_claims_follow_rules": "enabled O type 7 calls ql3.driver_claim_follows_rules",
+  "trigger adapter_driver_claims.adapter_driver_claims_lease_bound": "enabled O type 7 calls ql3.driver_claim_lease_bound when",
   "trigger adapter_driver_claims.adapter_driver_claims_no_truncate": "enabled O type 34 calls ql3.refuse_change args 64726976657220636c61696d73206172652066616374733a20617070656e642061206e65772067656e65726174696f6e20696e737465616400",
   "trigger audit_receipts.audit_receipts_append_only": "enabled O type 27 calls ql3.refuse_change args 61756469742072656365697074732061726520617070656e642d6f6e6c7900",
   "trigger audit_receipts.audit_receipts_beside_their_event": "enabled O type 7 calls ql3.fact_beside_its_event",
@@ -411,6 +413,7 @@ export const DEFINITIONS_MADE: { readonly major: number; readonly byObject: Read
     "function append_run_event()": "returns trigger",
     "function await_run_turn(p_run_id text, p_lock_timeout_ms integer)": "returns boolean",
     "function driver_claim_follows_rules()": "returns trigger",
+    "function driver_claim_lease_bound()": "returns trigger",
     "function event_chain_digest(previous text, stream_id text, stream_position bigint, event_id text, event_type text, data_json text, committed_at_ms bigint)": "returns text strict",
     "function fact_beside_its_event()": "returns trigger",
     "function fields_digest(tag text, fields text[])": "returns text strict",
@@ -460,6 +463,7 @@ export const DEFINITIONS_MADE: { readonly major: number; readonly byObject: Read
     "index trace_anchors_pkey": "CREATE UNIQUE INDEX trace_anchors_pkey ON ql3.trace_anchors USING btree (trace_id)",
     "trigger adapter_driver_claims.adapter_driver_claims_append_only": "CREATE TRIGGER adapter_driver_claims_append_only BEFORE DELETE OR UPDATE ON ql3.adapter_driver_claims FOR EACH ROW EXECUTE FUNCTION ql3.refuse_change('driver claims are facts: append a new generation instead')",
     "trigger adapter_driver_claims.adapter_driver_claims_follow_rules": "CREATE TRIGGER adapter_driver_claims_follow_rules BEFORE INSERT ON ql3.adapter_driver_claims FOR EACH ROW EXECUTE FUNCTION ql3.driver_claim_follows_rules()",
+    "trigger adapter_driver_claims.adapter_driver_claims_lease_bound": "CREATE TRIGGER adapter_driver_claims_lease_bound BEFORE INSERT ON ql3.adapter_driver_claims FOR EACH ROW WHEN ((new.kind = 'claim'::text)) EXECUTE FUNCTION ql3.driver_claim_lease_bound()",
     "trigger adapter_driver_claims.adapter_driver_claims_no_truncate": "CREATE TRIGGER adapter_driver_claims_no_truncate BEFORE TRUNCATE ON ql3.adapter_driver_claims FOR EACH STATEMENT EXECUTE FUNCTION ql3.refuse_change('driver claims are facts: append a new generation instead')",
     "trigger audit_receipts.audit_receipts_append_only": "CREATE TRIGGER audit_receipts_append_only BEFORE DELETE OR UPDATE ON ql3.audit_receipts FOR EACH ROW EXECUTE FUNCTION ql3.refuse_change('audit receipts are append-only')",
     "trigger audit_receipts.audit_receipts_beside_their_event": "CREATE TRIGGER audit_receipts_beside_their_event BEFORE INSERT ON ql3.audit_receipts FOR EACH ROW EXECUTE FUNCTION ql3.fact_beside_its_event()",

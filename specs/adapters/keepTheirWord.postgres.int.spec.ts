@@ -1,12 +1,12 @@
 import { openPostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
 import { MigratedTemplate } from '../../testkit/postgresHarness';
-import { adaptersKeepTheirWord } from './keepTheirWord';
+import { adaptersKeepTheirWord, claimLeasesBounded } from './keepTheirWord';
 
 describe('PostgreSQL adapters keep what they declare', function () {
   this.timeout(180_000);
   const template = new MigratedTemplate();
   after(() => template.dropAll());
-  adaptersKeepTheirWord({
+  const postgres = {
     name: 'PostgreSQL (fresh database)',
     open: async () => {
       const db = await template.clone();
@@ -20,5 +20,7 @@ describe('PostgreSQL adapters keep what they declare', function () {
         },
       };
     },
-  });
+  };
+  adaptersKeepTheirWord(postgres);
+  claimLeasesBounded(postgres);
 });

@@ -1,7 +1,8 @@
 import { cpSync, existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { expect } from 'chai';
-import { ExecutionRefusedError, type ToolAdapter } from '../../domain';
+import { ExecutionRefusedError, PreconditionError, ValidationError, type ToolAdapter } from '../../domain';
+import { CLAIM_LEASE_GRACE_MS, MAX_CLAIM_GENERATIONS, claimRowOf } from '../../application/driverClaimRules';
 import { httpAdapter, mcpAdapter, processAdapter } from '../../infrastructure/adapters';
 import { unshareOnThisHost } from '../../infrastructure/adapters/processTree';
 import { createToolStepSaga, openExecution, type ExecutionAuthority } from '../../application/saga';
@@ -242,6 +243,93 @@ export const adaptersKeepTheirWord = (backend: AdapterBackend): void => {
       } finally {
         await tool.close();
       }
+    });
+  });
+};
+
+/** R12.3: a driver claim's lease is bounded by its start's timeout plus a stated grace, and its generations by a number. */
+export const claimLeasesBounded = (backend: AdapterBackend): void => {
+  describe(`R12.3 driver claim leases are bounded: ${backend.name}`, function () {
+    this.timeout(120_000);
+    let env: Awaited<ReturnType<AdapterBackend['open']>>;
+    before(async () => {
+      env = await backend.open();
+    });
+    after(() => env.close());
+
+    const started = async (timeoutMs: number) => {
+      const call = await readyToolCall(env.authority, 'process', { lease: timeoutMs }, timeoutMs);
+      const execution = openExecution(env.authority, { execution: 'enabled' });
+      try {
+        const adapter: ToolAdapter = { declaration: { kind: 'process', ref: ADAPTER_REFS.process, guarantees: { idempotentStart: false, enforcesTimeout: true } }, start: () => Promise.reject(new Error('not started')) };
+        return (await createToolStepSaga({ execution, adapter }).drive(call.trigger, call.plan, call.invocation)).barrier.record.startId;
+      } finally {
+        await execution.close();
+      }
+    };
+
+    it(`R12.3: a lease longer than the barrier's timeout plus ${CLAIM_LEASE_GRACE_MS} ms is VALIDATION_FAILED naming leaseMs, nothing written; the bound itself is accepted`, async () => {
+      const startId = await started(30_000);
+      const claims = env.authority.driverClaims();
+      try {
+        const before = await claims.history(startId);
+        for (const leaseMs of [30_000 + CLAIM_LEASE_GRACE_MS + 1, 25 * 3_600_000]) {
+          const e = await rejects(claims.claim(startId, 'driver-long', leaseMs));
+          expect(e).to.be.instanceOf(ValidationError);
+          const v = e as ValidationError;
+          expect([v.record, v.issues[0]!.path]).to.include('leaseMs');
+        }
+        expect(await claims.history(startId)).to.deep.equal(before);
+        expect((await claims.claim(startId, 'driver-bound', 30_000 + CLAIM_LEASE_GRACE_MS)).status).to.equal('claimed');
+      } finally {
+        await claims.close();
+      }
+    });
+
+    it(`R12.3: a start is claimed at most ${MAX_CLAIM_GENERATIONS} times: the next claim is PRECONDITION_FAILED claims_exhausted, nothing written`, async () => {
+      const startId = await started(30_000);
+      const claims = env.authority.driverClaims();
+      try {
+        const taken = (await claims.history(startId)).length;
+        for (let g = taken + 1; g <= MAX_CLAIM_GENERATIONS; g++) {
+          const c = await claims.claim(startId, `driver-${g}`, 1000);
+          if (c.status !== 'claimed') throw new Error(`claim ${g} was ${c.status}`);
+          await claims.release(c.claim);
+        }
+        const e = await rejects(claims.claim(startId, 'driver-too-many', 1000));
+        expect(e).to.be.instanceOf(PreconditionError);
+        expect((e as PreconditionError).reason).to.equal('claims_exhausted');
+        expect(await claims.history(startId)).to.have.length(MAX_CLAIM_GENERATIONS);
+      } finally {
+        await claims.close();
+      }
+    });
+
+    it("R12.3: verify reports a claim whose lease is past its barrier's timeout plus the grace (written past the database's guard)", async () => {
+      const startId = await started(30_000);
+      const a = env.authority as unknown as { backend: string; db?: { exec(sql: string): void; prepare(sql: string): { run(...p: unknown[]): unknown } }; pool?: { query(sql: string): Promise<unknown> } };
+      const history = await (async () => {
+        const claims = env.authority.driverClaims();
+        try {
+          return await claims.history(startId);
+        } finally {
+          await claims.close();
+        }
+      })();
+      const at = Date.now() + 1000;
+      const row = claimRowOf(startId, history.length + 1, 'claim', 'driver-forged', at, at + 30_000 + CLAIM_LEASE_GRACE_MS + 1);
+      const values = [row.start_id, row.generation, row.kind, row.driver_id, row.at_ms, row.lease_until_ms, row.claim_digest];
+      if (a.backend === 'sqlite') {
+        a.db!.exec('DROP TRIGGER adapter_driver_claims_lease_bound');
+        a.db!.prepare('INSERT INTO adapter_driver_claims (start_id, generation, kind, driver_id, at_ms, lease_until_ms, claim_digest) VALUES (?, ?, ?, ?, ?, ?, ?)').run(...values);
+      } else {
+        const literal = (v: unknown) => (typeof v === 'number' ? String(v) : `'${String(v)}'`);
+        await a.pool!.query(`BEGIN; SET LOCAL session_replication_role = replica;
+          INSERT INTO ql3.adapter_driver_claims (start_id, generation, kind, driver_id, at_ms, lease_until_ms, claim_digest) VALUES (${values.map(literal).join(', ')}); COMMIT`);
+      }
+      const report = await env.authority.recovery.verify();
+      const mine = report.problems.filter((p) => p.kind === 'driver_claim' && p.record === startId);
+      expect(mine.map((p) => p.problem).join(' | ')).to.contain("past its barrier's timeout 30000 ms");
     });
   });
 };

@@ -1,5 +1,5 @@
 import { EpochMillis, Identity, decodeOrThrow, integer, strictObject } from '../domain/codecs';
-import { CorruptRecordError, PreconditionError, type ClaimResult, type DriverClaim, type DriverClaims } from '../domain';
+import { CorruptRecordError, PreconditionError, ValidationError, type ClaimResult, type DriverClaim, type DriverClaims } from '../domain';
 import { CLAIM_DIGEST_TAG, fieldsDigest } from '../projections/eventChain';
 import type { StoredBarrier, VerifyProblem } from './authority';
 
@@ -46,8 +46,19 @@ export const checkedClaimRows = <R extends ClaimRow>(rows: readonly R[]): R[] =>
   return [...rows];
 };
 
-const MAX_LEASE_MS = 86_400_000 + 3_600_000;
+/**
+ * R12.3: a claim's lease is the barrier's timeout plus at most this grace (time to record the
+ * outcome): a driver that stops answering frees the attempt soon after its tool must have ended.
+ */
+export const CLAIM_LEASE_GRACE_MS = 300_000;
+/** R12.3: a start is claimed at most this many times (each takeover is a generation); then it is left to recovery. */
+export const MAX_CLAIM_GENERATIONS = 32;
+/** The longest barrier timeout (TimeoutMs) plus the grace: no claim on any start leases longer. */
+const MAX_LEASE_MS = 86_400_000 + CLAIM_LEASE_GRACE_MS;
 const LeaseMs = integer('LeaseMs', 1, MAX_LEASE_MS);
+
+/** The longest lease a claim on a start with this barrier timeout may take. */
+export const leaseBoundOf = (timeoutMs: number): number => timeoutMs + CLAIM_LEASE_GRACE_MS;
 
 export const claimOf = (r: ClaimRow): DriverClaim => ({ startId: r.start_id, driverId: r.driver_id, generation: Number(r.generation), leaseUntilMs: Number(r.lease_until_ms) });
 
@@ -118,8 +129,8 @@ export const memoryDriverClaims = (clock: () => number = Date.now, barrierExists
 /** The start id a history read names, decoded like a claim's. */
 export const claimedStartIdOf = (startId: string): string => decodeOrThrow(Identity, 'startId', startId);
 
-/** A claim row as `verify` reads it: with the database-clock time it was written. */
-export type StoredClaimRow = ClaimRow;
+/** A claim row as `verify` reads it: with the database-clock time it was written, and its barrier's timeout when the barrier is there. */
+export type StoredClaimRow = ClaimRow & { readonly barrier_timeout_ms?: number | string | null };
 
 /**
  * `verify`'s reading of the claim history (R11.2, R9.2), rows in (start, generation, kind)
@@ -155,6 +166,11 @@ const startClaimProblems = (list: readonly StoredClaimRow[]): string[] => {
     const at = Number(c.at_ms);
     const until = Number(c.lease_until_ms);
     if (!(until > at && until - at <= MAX_LEASE_MS)) bad(`generation ${g}: a lease from ${at} to ${until}`);
+    const timeout = (c as StoredClaimRow).barrier_timeout_ms;
+    if (timeout !== undefined && timeout !== null && until - at > leaseBoundOf(Number(timeout))) {
+      bad(`generation ${g}: a lease of ${until - at} ms, past its barrier's timeout ${Number(timeout)} ms plus ${CLAIM_LEASE_GRACE_MS} ms`);
+    }
+    if (g > MAX_CLAIM_GENERATIONS) bad(`generation ${g}: a start is claimed at most ${MAX_CLAIM_GENERATIONS} times`);
     const previous = claims.get(g - 1);
     if (previous !== undefined) {
       const ended = Math.min(Number(releases.get(g - 1)?.at_ms ?? Infinity), Number(previous.lease_until_ms));
@@ -178,15 +194,25 @@ const startClaimProblems = (list: readonly StoredClaimRow[]): string[] => {
  * never a holder to wait for.
  */
 export const claimsOnVerifiedStarts = (claims: DriverClaims, readBarrier: (startId: string) => Promise<StoredBarrier | null>): DriverClaims => {
-  const requireStart = async (startId: string): Promise<void> => {
-    if ((await readBarrier(startId)) !== null) return;
+  const requireStart = async (startId: string): Promise<StoredBarrier> => {
+    const barrier = await readBarrier(startId);
+    if (barrier !== null) return barrier;
     if ((await claims.history(startId)).length > 0) throw new CorruptRecordError('driver claim', startId, 'claim rows name a start that has no barrier');
     throw noBarrierToClaim(startId);
   };
   return {
     claim: async (startId, driverId, leaseMs) => {
       const c = checked(startId, driverId, leaseMs);
-      await requireStart(c.startId);
+      const barrier = await requireStart(c.startId);
+      // R12.3: bounded by the start's own timeout, and by a number of takeovers (the database refuses both too).
+      const bound = leaseBoundOf(barrier.record.admission.timeoutMs);
+      if (c.leaseMs > bound) {
+        throw new ValidationError('driver claim', [{ path: 'leaseMs', reason: 'invalid_value', message: `a lease is at most the barrier's timeout plus ${CLAIM_LEASE_GRACE_MS} ms: ${bound} ms for start ${c.startId}` }]);
+      }
+      const taken = (await claims.history(c.startId)).length;
+      if (taken >= MAX_CLAIM_GENERATIONS) {
+        throw new PreconditionError('claims_exhausted', `start ${c.startId} was claimed ${taken} times, the most a start may be: it is left to recovery (in-doubt, resolve)`);
+      }
       return claims.claim(c.startId, c.driverId, c.leaseMs);
     },
     release: async (claim) => {

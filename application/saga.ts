@@ -23,6 +23,7 @@ import {
 } from '../domain';
 import { Identity, decodeOrThrow, integer } from '../domain/codecs';
 import type { StartOutcome, StoredBarrier } from './authority';
+import { CLAIM_LEASE_GRACE_MS } from './driverClaimRules';
 import { ExecutionAuthority, refuseUnknown, type ExecutionPort } from './execution';
 import type { RedactionContract } from './invocationPlans';
 
@@ -43,7 +44,7 @@ export interface ToolStepSagaOptions {
   readonly adapter: ToolAdapter;
   /** Recorded as `decidedBy` on the outcome facts this saga appends. */
   readonly sagaId?: string;
-  /** Added to the barrier's timeout for the claim's lease: time to record the outcome (default 30 s). */
+  /** Added to the barrier's timeout for the claim's lease: time to record the outcome (default 30 s, at most CLAIM_LEASE_GRACE_MS). */
   readonly leaseGraceMs?: number;
   /** Business time of recorded outcomes (never their commit time). */
   readonly clock?: () => number;
@@ -98,7 +99,7 @@ export interface ToolStepSaga {
   resume(startId: string): Promise<SagaResult>;
 }
 
-const GraceMs = integer('LeaseGraceMs', 0, 3_600_000);
+const GraceMs = integer('LeaseGraceMs', 0, CLAIM_LEASE_GRACE_MS);
 const SAGA_OPTIONS: readonly string[] = ['execution', 'adapter', 'sagaId', 'leaseGraceMs', 'clock', 'redaction', 'hooks'] satisfies readonly (keyof ToolStepSagaOptions)[];
 
 /**
@@ -126,8 +127,10 @@ export const createToolStepSaga = (input: ToolStepSagaOptions): ToolStepSaga => 
   const options = checkedSagaOptions(input);
   const execution = options.execution as ExecutionAuthority | undefined;
   const sagaId = decodeOrThrow(Identity, 'sagaId', options.sagaId ?? 'orchestration-saga');
-  // One driver id per saga instance: its claims say which process held an attempt.
-  const driverId = `${sagaId.slice(0, 90)}.${randomUUID()}`;
+  // One driver id per saga instance: its claims say which process held an attempt, and which
+  // journal its adapter writes to before it acts (so that inspect can prove a start never began).
+  const journalId = (options.adapter as Partial<ToolAdapter> | undefined)?.declaration?.journalId;
+  const driverId = typeof journalId === 'string' && Identity.is(journalId) && journalId.length <= 48 ? `${sagaId.slice(0, 40)}.${randomUUID()}.${journalId}` : `${sagaId.slice(0, 90)}.${randomUUID()}`;
   const graceMs = decodeOrThrow(GraceMs, 'leaseGraceMs', options.leaseGraceMs ?? 30_000);
   const configured = options.clock ?? Date.now;
   const clock = (): number => decodeOrThrow(BusinessTime, 'clock', configured());
@@ -193,7 +196,7 @@ export const createToolStepSaga = (input: ToolStepSagaOptions): ToolStepSaga => 
     if (step.kind === 'inspect') {
       let inspected: InspectReport;
       try {
-        inspected = decodeInspectReport(await adapter.inspect!(ticket));
+        inspected = decodeInspectReport(await adapter.inspect!(ticket, { claims: await execution.claims.history(startId) }));
       } catch {
         inspected = { state: 'unknown' };
       }

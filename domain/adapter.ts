@@ -47,6 +47,12 @@ export interface AdapterDeclaration {
   /** The reviewed adapter (R1.4.3): the barrier must name exactly this identity and digest. */
   readonly ref: Ref;
   readonly guarantees: AdapterGuarantees;
+  /**
+   * The identity of the durable journal the adapter records its starts in, when it keeps one
+   * (the process adapter). A driver names it in its claim, so that `inspect` can prove "never
+   * started" only against a journal every earlier driver of the attempt wrote to first.
+   */
+  readonly journalId?: string;
 }
 
 /** What `start` receives besides the tool input: the committed barrier, never more. */
@@ -101,8 +107,17 @@ export interface ToolAdapter {
   readonly declaration: AdapterDeclaration;
   /** Start the side effect for a committed barrier, keyed by `barrier.startId` (R11.1); only on a minted ticket and its opened plan (R12.1). */
   start(ticket: ExecutionTicket, plan: InvocationPlan): Promise<AdapterReport>;
-  /** What the tool's side knows of the ticket's start, after a crash or a lost response. */
-  inspect?(ticket: ExecutionTicket): Promise<InspectReport>;
+  /**
+   * What the tool's side knows of the ticket's start, after a crash or a lost response.
+   * `attempt` is what the store knows of it: without it an adapter whose answer depends on the
+   * claims (a journal) cannot prove `not_started` and says `unknown`.
+   */
+  inspect?(ticket: ExecutionTicket, attempt?: InspectAttempt): Promise<InspectReport>;
+}
+
+/** The attempt as the store records it: every driver claim taken on the start so far, oldest first. */
+export interface InspectAttempt {
+  readonly claims: readonly Pick<DriverClaim, 'driverId' | 'generation'>[];
 }
 
 const PLAN_TAG = 'qinglong/tool-invocation-plan@v1';

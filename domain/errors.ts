@@ -82,7 +82,9 @@ export type PreconditionReason =
   /** Recovery: the outcome of this start binds no resolution note (R10.2). */
   | 'note_not_found'
   /** Recovery: no barrier has this startId. */
-  | 'start_not_found';
+  | 'start_not_found'
+  /** A start was claimed by drivers as many times as a start may be (R12.3): it is left to recovery. */
+  | 'claims_exhausted';
 
 /** The Run or StepRun is not in the state the command expects (R2). Nothing was written. */
 export class PreconditionError extends StartBarrierError {

@@ -176,6 +176,24 @@ export const formatFailover = (f: FailoverReport): string => {
   return lines.join('\n');
 };
 
+/** One line per backend and promise (R12.3): what the tool managed that the adapter says it cannot; '-' where a count does not apply. */
+export const formatAdapterPromises = (rows: readonly AdapterPhaseReport['promises'][number][]): string => {
+  const LABELS = { setsid_past_timeout: 'setsid tool past its timeout', redirecting_http: 'redirecting HTTP tool (307)', environment_probe: 'environment probe (process, MCP stdio)' } as const;
+  const header = ['trials', 'acted after timeout', 'cross-origin requests', 'env leaks', 'recorded success'];
+  const cells = rows.map((p) => {
+    const only = (n: number, applies: boolean) => (applies ? n : '-');
+    return [`${p.backend} ${LABELS[p.promise]}`, p.trials, only(p.actedAfterTimeout, p.promise === 'setsid_past_timeout'), only(p.crossOriginRequests, p.promise === 'redirecting_http'), only(p.environmentLeaks, p.promise === 'environment_probe'), only(p.recordedSucceeded, p.promise === 'redirecting_http')] as const;
+  });
+  const width = Math.max(...cells.map((r) => r[0].length)) + 2;
+  const cols = header.map((h, i) => Math.max(h.length, ...cells.map((r) => String(r[i + 1]).length)) + 2);
+  const line = (label: string, values: readonly (string | number)[]) => label.padEnd(width) + values.map((c, i) => String(c).padStart(cols[i]!)).join('');
+  return [
+    'Adapters keep what they declare (R12.3): counted on the tool\'s side; every count must be 0',
+    line('  backend tool', header),
+    ...cells.map(([label, ...values]) => line(`  ${label}`, values)),
+  ].join('\n');
+};
+
 export const formatReport = (r: ReliabilityReport): string => {
   const out: string[] = [`Reliability (${r.profile}, seed ${r.seed})`, ''];
   if (r.soak.length > 0) {
@@ -241,6 +259,7 @@ export const formatReport = (r: ReliabilityReport): string => {
   }
   for (const f of r.failover) out.push(formatFailover(f), '');
   if (r.adapters.length > 0) out.push(formatAdapterCounts(r.adapters.flatMap((a) => a.counts)), '');
+  if (r.adapters.some((a) => a.promises.length > 0)) out.push(formatAdapterPromises(r.adapters.flatMap((a) => a.promises)), '');
   out.push(`Durations: ${Object.entries(r.durationMs).map(([k, v]) => `${k} ${(v / 1000).toFixed(1)} s`).join(', ')}`);
   const problems = [
     ...r.soak.flatMap((s) => [...s.failures, ...s.problems.map((p) => `${s.backend} ${p.kind} ${p.record}: ${p.detail}`)]),

@@ -399,8 +399,36 @@ export const FORGERIES: readonly Forgery[] = [
     },
   },
   {
+    name: "a driver claim leased past its barrier's timeout plus the grace (R12.3)",
+    refusedBy: /at most its barrier's timeout plus 300 s/,
+    attempt: async (target) => {
+      const s = buildScenario();
+      const startId = await startedAndClaimed(target, s, 'unclaimed');
+      return judge(target, s, [await claimInsert(target, startId, 1, 'claim', 'driver-2', s.startCommand().admission.timeoutMs + 300_001)]);
+    },
+  },
+  {
+    name: 'a 33rd driver claim of one start (R12.3)',
+    refusedBy: /claimed at most 32 times/,
+    attempt: async (target) => {
+      const s = buildScenario();
+      const startId = await startedAndClaimed(target, s, 'unclaimed');
+      const claims = target.authority.driverClaims();
+      try {
+        for (let i = 1; i <= 32; i++) {
+          const c = await claims.claim(startId, `driver-${i}`, 60_000);
+          if (c.status !== 'claimed') throw new Error(`the forgery's own claim ${i} of ${startId} was ${c.status}`);
+          await claims.release(c.claim);
+        }
+      } finally {
+        await claims.close();
+      }
+      return judge(target, s, [await claimInsert(target, startId, 33, 'claim', 'driver-33', 60_000)]);
+    },
+  },
+  {
     name: 'a driver claim leased past the longest lease (26 hours)',
-    refusedBy: /at most 25 hours/,
+    refusedBy: /at most 25 hours|at most its barrier's timeout plus 300 s/,
     attempt: async (target) => {
       const s = buildScenario();
       const startId = await startedAndClaimed(target, s, 'unclaimed');

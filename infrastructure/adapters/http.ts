@@ -7,6 +7,11 @@ import { admitTicket } from '../../application/execution';
 // the barrier's timeout. A tool that honours the key makes a repeated start harmless; a tool
 // with a status endpoint lets `inspect` answer after a lost response, otherwise inspect says
 // `unknown`. Only the response's digest and size leave this file.
+//
+// Redirects are never followed (R12.3): a followed 307 would send the tool input, the
+// Idempotency-Key and the configured headers to another origin, and a 302 answered there would
+// read as the tool's success. A 3xx from the tool is an unknown outcome (it may have acted
+// before redirecting), and from the status endpoint an `unknown` state.
 
 export interface HttpAdapterOptions {
   readonly ref: Ref;
@@ -47,6 +52,9 @@ const readBounded = async (res: Response, max: number): Promise<Uint8Array> => {
   return Buffer.concat(chunks);
 };
 
+/** A redirect, or what `redirect: 'manual'` makes of one where the platform hides it. */
+const isRedirect = (res: Response): boolean => res.type === 'opaqueredirect' || (res.status >= 300 && res.status < 400);
+
 export const httpAdapter = (input: HttpAdapterOptions): ToolAdapter => {
   const options = checkedHttpOptions(input);
   const max = options.maxResponseBytes ?? 16 * 1024 * 1024;
@@ -61,8 +69,13 @@ export const httpAdapter = (input: HttpAdapterOptions): ToolAdapter => {
       method: 'POST',
       headers: { ...options.headers, 'content-type': 'application/json', 'idempotency-key': startId },
       body: JSON.stringify(plan.input ?? null),
+      redirect: 'manual',
       signal: AbortSignal.timeout(context.timeoutMs),
     });
+    if (isRedirect(res)) {
+      await res.body?.cancel().catch(() => undefined);
+      throw new Error(`HTTP ${res.status}: the tool redirected and a redirect is never followed; outcome unknown`);
+    }
     const body = await readBounded(res, max);
     // A server error or a key still in flight (409) says nothing certain about the side effect.
     if (res.status >= 500 || res.status === 409 || res.status === 408 || res.status === 429) throw new Error(`HTTP ${res.status}: outcome unknown`);
@@ -74,7 +87,11 @@ export const httpAdapter = (input: HttpAdapterOptions): ToolAdapter => {
     const startId = decodeOrThrow(Identity, 'startId', admitTicket(ticket, options.ref, 'inspect').startId);
     if (options.statusUrl === undefined) return { state: 'unknown' };
     try {
-      const res = await fetch(`${options.statusUrl.replace(/\/$/, '')}/${encodeURIComponent(startId)}`, { headers: { ...options.headers }, signal: AbortSignal.timeout(10_000) });
+      const res = await fetch(`${options.statusUrl.replace(/\/$/, '')}/${encodeURIComponent(startId)}`, { headers: { ...options.headers }, redirect: 'manual', signal: AbortSignal.timeout(10_000) });
+      if (isRedirect(res)) {
+        await res.body?.cancel().catch(() => undefined);
+        return { state: 'unknown' };
+      }
       if (res.status === 404) return { state: 'not_started' };
       if (!res.ok) return { state: 'unknown' };
       const json = JSON.parse(Buffer.from(await readBounded(res, 64 * 1024)).toString('utf8')) as { state?: unknown };

@@ -1,10 +1,10 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { canonicalJson } from '../../domain/canonical';
 import { Identity, decodeOrThrow, type Ref } from '../../domain/codecs';
 import { checkedMcpOptions } from './options';
+import { AllowlistStdioTransport } from './mcpStdio';
 import { INSPECT_STATES, ValidationError, outputDigestOf, type AdapterReport, type ExecutionTicket, type InspectReport, type InvocationPlan, type ToolAdapter } from '../../domain';
 import { admitTicket } from '../../application/execution';
 
@@ -18,7 +18,16 @@ import { admitTicket } from '../../application/execution';
 export const MCP_START_ID_META = 'io.qinglong/startId';
 
 export type McpTransportOptions =
-  | { readonly kind: 'stdio'; readonly command: string; readonly args?: readonly string[]; readonly env?: Readonly<Record<string, string>>; readonly cwd?: string }
+  | {
+      readonly kind: 'stdio';
+      readonly command: string;
+      readonly args?: readonly string[];
+      /** The server's whole environment (nothing of the runtime's is added, R12.3). */
+      readonly env?: Readonly<Record<string, string>>;
+      /** Give the server the runtime's PATH (default false). */
+      readonly inheritPath?: boolean;
+      readonly cwd?: string;
+    }
   | { readonly kind: 'http'; readonly url: string };
 
 export interface McpAdapterOptions {
@@ -32,15 +41,17 @@ export interface McpAdapterOptions {
   readonly dedupesOnStartId?: boolean;
 }
 
+/** A stdio server's whole environment: what the configuration names, the runtime's PATH only if asked (R12.3). */
+const serverEnvOf = (t: Extract<McpTransportOptions, { kind: 'stdio' }>): Record<string, string> => {
+  const env: Record<string, string> = {};
+  if (t.inheritPath === true && typeof process.env.PATH === 'string') env.PATH = process.env.PATH;
+  for (const [name, value] of Object.entries(t.env ?? {})) env[name] = value;
+  return env;
+};
+
 const transportOf = (t: McpTransportOptions): Transport =>
   t.kind === 'stdio'
-    ? new StdioClientTransport({
-        command: t.command,
-        args: [...(t.args ?? [])],
-        ...(t.env === undefined ? {} : { env: { ...(process.env as Record<string, string>), ...t.env } }),
-        ...(t.cwd === undefined ? {} : { cwd: t.cwd }),
-        stderr: 'ignore',
-      })
+    ? new AllowlistStdioTransport({ command: t.command, args: t.args ?? [], env: serverEnvOf(t), ...(t.cwd === undefined ? {} : { cwd: t.cwd }) })
     : new StreamableHTTPClientTransport(new URL(t.url));
 
 /** One connection for one request: nothing is held between starts (no resident client). */

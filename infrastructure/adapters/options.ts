@@ -1,5 +1,6 @@
 import * as t from 'io-ts';
 import { Ref, decodeSnapshotOrThrow, integer, refinedString, strictObject } from '../../domain/codecs';
+import { ValidationError } from '../../domain/errors';
 
 // The adapters' options (R10.1, R11.1): a deployment's configuration, checked when the adapter
 // is made, before any start. An unknown option is refused rather than ignored: a misspelt
@@ -27,7 +28,7 @@ const ByteBound = integer('ByteBound', 1, 2 ** 31);
 const ProcessOptions = strictObject(
   'ProcessAdapterOptions',
   { ref: Ref, command: text('Command'), journalDir: text('JournalDir') },
-  { args: Strings, env: Env, maxOutputBytes: ByteBound },
+  { args: Strings, env: Env, inheritPath: t.boolean, maxOutputBytes: ByteBound, containment: t.keyof({ 'pid-namespace': null, none: null }) },
   false,
 );
 
@@ -39,7 +40,7 @@ const HttpOptions = strictObject(
 );
 
 const MCP_TRANSPORTS = {
-  stdio: strictObject('McpStdioTransport', { kind: t.literal('stdio'), command: text('Command') }, { args: Strings, env: Env, cwd: text('Cwd') }, false),
+  stdio: strictObject('McpStdioTransport', { kind: t.literal('stdio'), command: text('Command') }, { args: Strings, env: Env, inheritPath: t.boolean, cwd: text('Cwd') }, false),
   http: strictObject('McpHttpTransport', { kind: t.literal('http'), url: httpUrl('Url') }, {}, false),
 } as const;
 /** By its kind, so an error names the fields of the transport that was meant. */
@@ -61,7 +62,25 @@ const McpOptions = strictObject(
   false,
 );
 
-// Checked as given (no plain-JSON snapshot): `env: process.env` is a fair configuration.
-export const checkedProcessOptions = <O>(options: O): O => (decodeSnapshotOrThrow(ProcessOptions, 'processAdapter options', options), options);
+/**
+ * R12.3: a tool's environment is an allowlist written out in the configuration. The runtime's
+ * whole environment (`env: process.env`) would hand the tool its database password and keys.
+ */
+const refuseRuntimeEnv = (record: string, env: unknown, path: string): void => {
+  if (env !== undefined && env === process.env) {
+    throw new ValidationError(record, [{ path, reason: 'forbidden_value', message: "the runtime's whole environment is never passed to a tool: name each variable it needs" }]);
+  }
+};
+
+// Checked as given (no plain-JSON snapshot), so that an environment object is seen as itself.
+export const checkedProcessOptions = <O>(options: O): O => {
+  decodeSnapshotOrThrow(ProcessOptions, 'processAdapter options', options);
+  refuseRuntimeEnv('processAdapter options', (options as { env?: unknown }).env, 'env');
+  return options;
+};
 export const checkedHttpOptions = <O>(options: O): O => (decodeSnapshotOrThrow(HttpOptions, 'httpAdapter options', options), options);
-export const checkedMcpOptions = <O>(options: O): O => (decodeSnapshotOrThrow(McpOptions, 'mcpAdapter options', options), options);
+export const checkedMcpOptions = <O>(options: O): O => {
+  decodeSnapshotOrThrow(McpOptions, 'mcpAdapter options', options);
+  refuseRuntimeEnv('mcpAdapter options', (options as { transport?: { env?: unknown } }).transport?.env, 'transport.env');
+  return options;
+};

@@ -1,6 +1,6 @@
 import * as t from 'io-ts';
 import { isLeft } from 'fp-ts/Either';
-import { ValidationError, type InspectReport, type Ref } from '../../domain';
+import { ValidationError, type InspectAttempt, type InspectReport, type Ref } from '../../domain';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
 import { inspectionTicket } from '../../application/execution';
 import { inspectProcessJournal } from '../adapters/process';
@@ -39,31 +39,47 @@ const Entry = t.union([
   exactly('HttpInspect', { kind: t.literal('http'), statusUrl: t.string }),
   exactly('McpInspect', { kind: t.literal('mcp'), statusTool: t.string, transport: Transport }),
 ]);
-const Registry = t.record(t.string, Entry);
-export type AdapterRegistry = t.TypeOf<typeof Registry>;
+type Entry = t.TypeOf<typeof Entry>;
+/**
+ * Keyed by adapter id, a name a barrier carries: a Map, so an id such as `constructor`,
+ * `toString` or `__proto__` is just another name and never reaches Object.prototype.
+ */
+export type AdapterRegistry = ReadonlyMap<string, Entry>;
+
+const refused = (path: string, message: string): ValidationError => new ValidationError('adapter registry', [{ path, reason: 'invalid_value', message }]);
 
 export const decodeAdapterRegistry = (input: unknown): AdapterRegistry => {
-  const r = Registry.decode(input);
-  if (isLeft(r)) {
-    const first = r.left[0];
-    const path = first?.context.map((c) => c.key).filter((k) => k !== '').join('.') || '(root)';
-    throw new ValidationError('adapter registry', [{ path, reason: 'invalid_value', message: first?.message ?? 'expected { adapterId: { kind: process | http | mcp, ... } }' }]);
+  if (typeof input !== 'object' || input === null || Array.isArray(input)) throw refused('(root)', 'expected { adapterId: { kind: process | http | mcp, ... } }');
+  const registry = new Map<string, Entry>();
+  // Own keys as parsed: a JSON `__proto__` key is a name like any other (never a prototype).
+  for (const id of Object.keys(input)) {
+    const r = Entry.decode((input as Record<string, unknown>)[id]);
+    if (isLeft(r)) {
+      const first = r.left[0];
+      const inner = first?.context.map((c) => c.key).filter((k) => k !== '').join('.');
+      throw refused(inner ? `${id}.${inner}` : id, first?.message ?? 'expected { kind: process | http | mcp, ... }');
+    }
+    registry.set(id, r.right);
   }
-  return r.right;
+  return registry;
 };
 
 /** What the adapter's tool says of a start, or why it cannot be asked. */
 export type InspectAnswer = InspectReport | { readonly state: 'unavailable'; readonly why: 'adapter_not_configured' };
 
-/** Ask with a read-only ticket the library minted from the start's verified barrier (R12.1): it can inspect, never start. */
-export const inspectWith = async (registry: AdapterRegistry, authority: RecoverableStartBarrierAuthority, startId: string): Promise<InspectAnswer> => {
+/**
+ * Ask with a read-only ticket the library minted from the start's verified barrier (R12.1): it
+ * can inspect, never start. `attempt` is the start's claims as the store holds them: the process
+ * journal proves "never started" only against them (infrastructure/adapters/process.ts).
+ */
+export const inspectWith = async (registry: AdapterRegistry, authority: RecoverableStartBarrierAuthority, startId: string, attempt?: InspectAttempt): Promise<InspectAnswer> => {
   const ticket = await inspectionTicket(authority, startId);
   const adapter: Ref = ticket.adapter;
-  const entry = Object.prototype.hasOwnProperty.call(registry, adapter.id) ? registry[adapter.id] : undefined;
+  const entry = registry.get(adapter.id);
   if (entry === undefined) return { state: 'unavailable', why: 'adapter_not_configured' };
   switch (entry.kind) {
     case 'process':
-      return inspectProcessJournal(entry.journalDir, ticket.startId);
+      return inspectProcessJournal(entry.journalDir, ticket.startId, attempt);
     case 'http':
       return httpAdapter({ ref: adapter, url: entry.statusUrl, statusUrl: entry.statusUrl }).inspect!(ticket);
     case 'mcp':
@@ -72,5 +88,18 @@ export const inspectWith = async (registry: AdapterRegistry, authority: Recovera
       const _exhaustive: never = entry;
       throw new Error(`unknown adapter kind ${String(_exhaustive)}`);
     }
+  }
+};
+
+/**
+ * What each start's adapter says, each asked with the start's claims as the store holds them
+ * (read through one claims reader, closed after).
+ */
+export const inspectEach = async (authority: RecoverableStartBarrierAuthority, registry: AdapterRegistry, starts: readonly { readonly startId: string }[]): Promise<InspectAnswer[]> => {
+  const claims = authority.driverClaims();
+  try {
+    return await Promise.all(starts.map(async (s) => inspectWith(registry, authority, s.startId, { claims: await claims.history(s.startId) })));
+  } finally {
+    await claims.close();
   }
 };

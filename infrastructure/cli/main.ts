@@ -17,7 +17,7 @@ import {
 import { Identity } from '../../domain/codecs';
 import { buildScenario } from '../../domain/scenario';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
-import { decodeAdapterRegistry, inspectWith, type AdapterRegistry } from './adapterRegistry';
+import { decodeAdapterRegistry, inspectEach, type AdapterRegistry } from './adapterRegistry';
 import { migrateBackend, openBackend, type BackendAccess, type BackendOptions } from './backend';
 import { formatDuration, parseDuration } from './duration';
 import { EXIT, exitCodeOf, openRefusedAsDamage } from './exitCodes';
@@ -186,7 +186,7 @@ Keyed evidence: QINGLONG_BARRIER_KEYRING_FILE names the deployment key file (nev
       const registry = opts.adapters === undefined ? undefined : decodeAdapterRegistry(await readJsonInput(opts.adapters, 'adapter registry'));
       await withAuthority(program, 'read', async (a) => {
         const listed = (await a.recovery.inDoubt(query)).map((s) => ({ ...s, age: formatDuration(s.ageMs) }));
-        print(registry === undefined ? listed : await Promise.all(listed.map(async (s) => ({ ...s, inspect: await inspectWith(registry, a, s.startId) }))));
+        print(registry === undefined ? listed : (await inspectEach(a, registry, listed)).map((inspect, i) => ({ ...listed[i]!, inspect })));
       });
     });
 
@@ -201,7 +201,7 @@ Keyed evidence: QINGLONG_BARRIER_KEYRING_FILE names the deployment key file (nev
         const barrier = await a.barriers.getByStartId(startId);
         if (barrier === null) throw new PreconditionError('start_not_found', `no start barrier has startId ${startId}`);
         const outcome = await a.recovery.outcome(startId);
-        print({ startId, adapter: barrier.record.contracts.adapter, inDoubt: outcome === null, outcome, ...(await planShown(a, startId)), inspect: await inspectWith(registry, a, startId) });
+        print({ startId, adapter: barrier.record.contracts.adapter, inDoubt: outcome === null, outcome, ...(await planShown(a, startId)), inspect: (await inspectEach(a, registry, [{ startId }]))[0] });
       });
     });
 

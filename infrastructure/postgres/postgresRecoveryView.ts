@@ -76,7 +76,10 @@ const ATTEMPT_START_IDS = named(`SELECT start_id FROM ql3.tool_execution_start_b
 const IDENTITY_START_IDS = Object.fromEntries(
   Object.entries(IDENTITY_STORAGE).map(([identity, storage]) => [identity, named(identityStartIdsSql(storage))]),
 ) as Record<ReplayIdentity, NamedSql>;
-const CLAIM_ROWS = named('SELECT start_id, generation, kind, driver_id, at_ms, lease_until_ms, claim_digest FROM ql3.adapter_driver_claims ORDER BY start_id, generation, kind');
+// With the barrier's timeout (its event's admission), the bound of each claim's lease (R12.3).
+const CLAIM_ROWS = named(`SELECT c.start_id, c.generation, c.kind, c.driver_id, c.at_ms, c.lease_until_ms, c.claim_digest,
+  (SELECT (e.data_json::json -> 'barrier' -> 'admission' ->> 'timeoutMs')::bigint FROM ql3.events e WHERE e.event_id = 'barrier:' || c.start_id) AS barrier_timeout_ms
+  FROM ql3.adapter_driver_claims c ORDER BY c.start_id, c.generation, c.kind`);
 const OUTCOME_ROWS = named('SELECT * FROM ql3.start_outcomes WHERE start_id = :start_id');
 const EVENT_BY_ID = named(`SELECT e.global_position, e.stream_id, e.stream_position, e.event_id, e.event_type, e.data_json, e.committed_at_ms, e.chain_digest,
     (SELECT p.chain_digest FROM ql3.events p WHERE p.stream_id = e.stream_id AND p.stream_position = e.stream_position - 1) AS previous_chain
@@ -264,7 +267,7 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
       for (const r of await rowsOf(client, STREAM_HEADS, {}, StreamHeadRow, 'stream', 'heads')) {
         problems.push({ kind: 'stream_head', record: r.stream_id, problem: `stream head (type ${r.stream_type}) is at version ${r.version} but holds ${r.n} events (last position ${r.top ?? 'none'})` });
       }
-      const claims = await rowsOf(client, CLAIM_ROWS, {}, t.type({ start_id: t.string, generation: PgInt, kind: t.string, driver_id: t.string, at_ms: PgInt, lease_until_ms: PgInt, claim_digest: t.union([t.string, t.null]) }), 'driver claim', 'rows');
+      const claims = await rowsOf(client, CLAIM_ROWS, {}, t.type({ start_id: t.string, generation: PgInt, kind: t.string, driver_id: t.string, at_ms: PgInt, lease_until_ms: PgInt, claim_digest: t.union([t.string, t.null]), barrier_timeout_ms: t.union([PgInt, t.null]) }), 'driver claim', 'rows');
       problems.push(...claimHistoryProblems(claims as StoredClaimRow[]));
       const { ledger, capabilities } = await readLedger(client);
       for (const problem of schemaProblems('postgres', ledger, capabilities)) problems.push({ kind: 'schema', record: 'schema', problem });

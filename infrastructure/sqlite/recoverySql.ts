@@ -123,4 +123,7 @@ export const GLOBAL_ORDER_AGAINST_STREAMS = `SELECT stream_id, stream_position, 
     SELECT stream_id, stream_position, global_position, lag(global_position) OVER (PARTITION BY stream_id ORDER BY stream_position) AS previous FROM events)
   WHERE previous >= global_position LIMIT 20`;
 /** Every driver claim row, for verify's reading of the claim history. */
-export const CLAIM_ROWS = 'SELECT start_id, generation, kind, driver_id, at_ms, lease_until_ms, claim_digest FROM adapter_driver_claims ORDER BY start_id, generation, kind';
+// With the barrier's timeout (its event's admission), the bound of each claim's lease (R12.3).
+export const CLAIM_ROWS = `SELECT c.start_id, c.generation, c.kind, c.driver_id, c.at_ms, c.lease_until_ms, c.claim_digest,
+  (SELECT json_extract(e.data_json, '$.barrier.admission.timeoutMs') FROM events e WHERE e.event_id = 'barrier:' || c.start_id) AS barrier_timeout_ms
+  FROM adapter_driver_claims c ORDER BY c.start_id, c.generation, c.kind`;

@@ -11,13 +11,15 @@ import { freshStore } from '../lib/stores';
 import { ADAPTER_NAMES, adapterFor, executionClassOf, type AdapterConfig, type AdapterName } from '../../testkit/adapters/fixtures';
 import { readyToolCall } from '../../testkit/adapters/toolCall';
 import { EffectsFile, startHttpTool, startMcpHttpTool, type ToolMode } from '../../testkit/adapters/tools';
+import { runAdapterPromises, type AdapterPromiseCounts } from './promises';
 
 // The adapters phase of `npm run reliability` (R11.4): for each real adapter, against real
 // local tools, five faults: the response lost after the tool acted, the saga killed between
 // the adapter's answer and the recorded outcome, a tool hanging past its timeout, the
 // connection reset before the tool acted, and two drivers racing one attempt. After each
 // fault the trigger is replayed, as orchestration would, until the attempt is decided or
-// left to manual recovery. Side effects are counted by the tool, never by the saga.
+// left to manual recovery. Side effects are counted by the tool, never by the saga. Then the
+// adapters' promises against tools that try to break them (promises.ts, R12.3).
 
 export const ADAPTER_SCENARIOS = ['lost_response', 'saga_killed', 'hang_past_timeout', 'connection_reset', 'racing_drivers'] as const;
 export type AdapterScenario = (typeof ADAPTER_SCENARIOS)[number];
@@ -51,6 +53,8 @@ export interface AdapterScenarioCounts {
 export interface AdapterPhaseReport {
   readonly backend: BackendName;
   readonly counts: readonly AdapterScenarioCounts[];
+  /** What the adapters promise against tools that try otherwise (R12.3, promises.ts). */
+  readonly promises: readonly AdapterPromiseCounts[];
   readonly failures: readonly string[];
   readonly ok: boolean;
 }
@@ -100,6 +104,7 @@ export const runAdapterPhase = async (options: AdapterPhaseOptions): Promise<Ada
   const mcpHttp = await startMcpHttpTool(dir);
   const counts: AdapterScenarioCounts[] = [];
   const failures: string[] = [];
+  let promises: AdapterPromiseCounts[] = [];
   try {
     for (const adapter of options.adapters ?? ADAPTER_NAMES) {
       const effects = adapter === 'http' || adapter === 'http-plain' ? http.effects : adapter === 'mcp-http' ? mcpHttp.effects : new EffectsFile(join(dir, `${adapter}.effects`));
@@ -179,6 +184,10 @@ export const runAdapterPhase = async (options: AdapterPhaseOptions): Promise<Ada
         log(`  ${options.backend} ${adapter} ${scenario}: ${options.trials} trials, ${c.sideEffects} side effects (${c.duplicates} duplicate), ${c.outcomesRecorded} outcomes, ${c.inDoubtAfterFault} in doubt after the fault, ${c.resolvedByInspect} resolved by inspect, ${c.resolvedByRestart} by a restart, ${c.leftInDoubt} left in doubt`);
       }
     }
+    const kept = await runAdapterPromises(options.backend, options.trials, authority, execution, dir);
+    promises = kept.counts;
+    failures.push(...kept.failures);
+    for (const p of promises) log(`  ${options.backend} ${p.promise}: ${p.trials} trials, ${p.actedAfterTimeout} actions after the timeout, ${p.crossOriginRequests} cross-origin requests, ${p.environmentLeaks} environment leaks, ${p.recordedSucceeded} recorded as success`);
   } finally {
     await http.close();
     await mcpHttp.close();
@@ -189,5 +198,5 @@ export const runAdapterPhase = async (options: AdapterPhaseOptions): Promise<Ada
   }
   const bad = counts.filter((c) => c.duplicates > 0 || c.unrecorded > 0 || c.listedInDoubt !== c.inDoubtAfterFault);
   for (const b of bad) failures.push(`${b.backend} ${b.adapter} ${b.scenario}: ${b.duplicates} duplicates, ${b.unrecorded} unrecorded, ${b.listedInDoubt}/${b.inDoubtAfterFault} listed`);
-  return { backend: options.backend, counts, failures, ok: failures.length === 0 };
+  return { backend: options.backend, counts, promises, failures, ok: failures.length === 0 };
 };

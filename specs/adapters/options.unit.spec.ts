@@ -19,9 +19,10 @@ const refusal = (make: () => unknown): ValidationError => {
 };
 
 describe('R10.1/R11.1 adapter options have one meaning', () => {
-  it('R11.1 a valid configuration of each adapter is accepted, process.env included', () => {
+  it('R11.1 a valid configuration of each adapter is accepted', () => {
     const dir = freshDir('adapter-options-ok');
-    expect(processAdapter({ ref, command: 'true', args: ['-v'], journalDir: join(dir, 'journal'), env: process.env as Record<string, string>, maxOutputBytes: 1024 }).declaration.kind).to.equal('process');
+    expect(processAdapter({ ref, command: 'true', args: ['-v'], journalDir: join(dir, 'journal'), env: { A: '1' }, inheritPath: true, maxOutputBytes: 1024 }).declaration.kind).to.equal('process');
+    expect(processAdapter({ ref, command: 'true', journalDir: join(dir, 'journal'), containment: 'none' }).declaration.guarantees.enforcesTimeout).to.equal(false);
     expect(httpAdapter({ ref, url: 'https://tools.example/act', statusUrl: 'https://tools.example/status', honoursIdempotencyKey: false, maxResponseBytes: 4096, headers: { authorization: 'Bearer x' } }).declaration.guarantees.idempotentStart).to.equal(false);
     expect(mcpAdapter({ ref, transport: { kind: 'stdio', command: 'node', args: ['server.js'], env: { A: '1' }, cwd: dir }, tool: 'act', statusTool: 'status', dedupesOnStartId: true }).declaration.kind).to.equal('mcp');
     expect(mcpAdapter({ ref, transport: { kind: 'http', url: 'http://127.0.0.1:9/mcp' }, tool: 'act' }).declaration.guarantees.idempotentStart).to.equal(false);
@@ -41,6 +42,9 @@ describe('R10.1/R11.1 adapter options have one meaning', () => {
       [() => processAdapter({ ref, command: '', journalDir }), 'command'],
       [() => processAdapter({ ref, command: 'true', journalDir, args: 'a b' } as never), 'args'],
       [() => processAdapter({ ref, command: 'true' } as never), 'journalDir: required field is missing'],
+      [() => processAdapter({ ref, command: 'true', journalDir, env: process.env as Record<string, string> }), "env: the runtime's whole environment is never passed"],
+      [() => processAdapter({ ref, command: 'true', journalDir, containment: 'cgroup' } as never), 'containment'],
+      [() => processAdapter({ ref, command: 'true', journalDir, inheritPath: 'yes' } as never), 'inheritPath'],
       [() => mcpAdapter({ ref, transport: { kind: 'http', url: 'https://tools.example/mcp' }, tool: 'act', dedupeOnStartId: true } as never), 'dedupeOnStartId: unknown field'],
       [() => mcpAdapter({ ref, transport: { kind: 'sse', url: 'https://tools.example/mcp' } as never, tool: 'act' }), 'transport: expected'],
       [() => mcpAdapter({ ref, transport: { kind: 'stdio', command: 'node', url: 'x' } as never, tool: 'act' }), 'transport.url: unknown field'],

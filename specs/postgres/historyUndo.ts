@@ -14,9 +14,10 @@ const functionAsCreatedBy = (migration: string, signature: string): string => {
 // taken back: the functions they replaced as pg-0036, pg-0037 and pg-0045 made them; and what
 // pg-0056 adds: the StepRun version index and the trigger that reads it; and pg-0058's driver
 // claim rules; and pg-0059's replay index written by the barrier's insert; and pg-0060's fact
-// rows, each beside its event; and pg-0061's start, which follows the log; and pg-0063's free
-// positions of the seal origin and the runtime's column-wise INSERT on events; and pg-0064's
-// in-doubt index with its triggers and the running StepRuns' index; and pg-0066's invocation plans.
+// rows, each beside its event; and pg-0061's start, which follows the log; and pg-0062's claim
+// lease bound; and pg-0063's free positions of the seal origin and the runtime's column-wise
+// INSERT on events; and pg-0064's in-doubt index with its triggers and the running StepRuns'
+// index; and pg-0066's invocation plans.
 export const UNDO_GATE_AND_HEADS = `
   DROP TABLE ql3.invocation_plans;
   DROP FUNCTION ql3.invocation_plans_shred_only();
@@ -42,6 +43,8 @@ export const UNDO_GATE_AND_HEADS = `
   GRANT INSERT ON ql3.start_replay_identities TO ql3_runtime;
   DROP TRIGGER adapter_driver_claims_follow_rules ON ql3.adapter_driver_claims;
   DROP FUNCTION ql3.driver_claim_follows_rules();
+  DROP TRIGGER adapter_driver_claims_lease_bound ON ql3.adapter_driver_claims;
+  DROP FUNCTION ql3.driver_claim_lease_bound();
   DROP TRIGGER events_step_run_follows_log ON ql3.events;
   DROP FUNCTION ql3.step_run_event_follows_log();
   DROP INDEX ql3.events_step_run_version_key;

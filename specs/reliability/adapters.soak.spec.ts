@@ -29,20 +29,32 @@ interface AdapterCount {
   resolvedByRestart: number;
   leftInDoubt: number;
 }
+interface PromiseCount {
+  backend: string;
+  promise: string;
+  trials: number;
+  actedAfterTimeout: number;
+  crossOriginRequests: number;
+  environmentLeaks: number;
+  recordedSucceeded: number;
+  refused: number;
+}
 interface AdaptersReport {
-  adapters: { backend: string; counts: AdapterCount[]; failures: string[] }[];
+  adapters: { backend: string; counts: AdapterCount[]; promises: PromiseCount[]; failures: string[] }[];
 }
 
 describe('R11.4: adapters under faults, short form of the reliability phase', function () {
   this.timeout(600_000);
   let report: AdaptersReport;
+  let printed: string;
 
   before(async () => {
     // The harness runs as `npm run reliability` would (specs never import it): its JSON report is read back.
     const json = join(freshDir('reliability-adapters'), 'report.json');
     const run = spawnTsxWorker(join(__dirname, '..', '..', 'reliability', 'run.ts'), ['--short', '--only', 'adapters', '--json', json]);
     const exit = await run.exited;
-    console.log(run.lines.join('\n').replace(/^/gm, '      '));
+    printed = run.lines.join('\n');
+    console.log(printed.replace(/^/gm, '      '));
     expect(exit.signal, run.stderr()).to.equal(null);
     // no report: the harness itself failed; its stderr says why
     expect(existsSync(json), `the harness exited ${String(exit.code)} without a report: ${run.stderr().slice(-4000)}`).to.equal(true);
@@ -79,5 +91,19 @@ describe('R11.4: adapters under faults, short form of the reliability phase', fu
       if (c.scenario === 'lost_response') expect(c.sideEffects, where).to.equal(c.trials);
       if (c.scenario === 'racing_drivers') expect(c.sideEffects, where).to.equal(c.trials);
     }
+  });
+
+  it('R12.3: a setsid tool past its timeout, a redirecting HTTP tool and an environment probe on each backend: 0 actions after the timeout, 0 cross-origin requests, 0 recorded as success, 0 environment leaks; the table is printed', () => {
+    for (const a of report.adapters) {
+      expect(a.promises.map((p) => p.promise), a.backend).to.deep.equal(['setsid_past_timeout', 'redirecting_http', 'environment_probe']);
+      for (const p of a.promises) {
+        const where = `${p.backend} ${p.promise}`;
+        expect(p.trials, where).to.be.greaterThan(0);
+        expect([p.actedAfterTimeout, p.crossOriginRequests, p.environmentLeaks, p.recordedSucceeded], where).to.deep.equal([0, 0, 0, 0]);
+      }
+    }
+    expect(printed).to.contain('Adapters keep what they declare (R12.3)');
+    expect(printed).to.match(/sqlite setsid tool past its timeout +1 +0 /);
+    expect(printed).to.match(/postgres redirecting HTTP tool \(307\) +1 +- +0 +- +0/);
   });
 });

@@ -5,9 +5,9 @@ import { DROP_START_TABLES, REPLAY_INDEX_INDEXES_BEFORE_COMPACT, REPLAY_INDEX_TA
 // and index 0003, 0055, 0057 and 0063 put on them (testkit/beforeStoredOnce.ts). Foreign keys are
 // deferred while they are rebuilt.
 // What 0084 changes, taken back: the StepRun version index and the trigger that reads it.
-// What 0085 .. 0089 change, taken back: the driver claim rules' trigger, the outcome row's, the
+// What 0085 .. 0090 change, taken back: the driver claim rules' trigger, the outcome row's, the
 // replay index's (written by the barrier's insert, refused otherwise), the fact rows' (each
-// beside its event) and the start's (it follows the log).
+// beside its event), the start's (it follows the log) and the claim lease bound's.
 // Each undo sets the header's user_version back with the ledger rows it deletes: an open refuses
 // a ledger that ends before the migration the header names.
 // What 0093 adds, taken back: the invocation plans. What 0092 adds: the in-doubt index, its
@@ -31,6 +31,7 @@ export const UNDO_WHOLE_START_KEYED = `
   DROP TRIGGER tool_execution_start_barriers_index;
   DROP TRIGGER start_replay_identities_from_barrier;
   DROP TRIGGER adapter_driver_claims_follow_rules;
+  DROP TRIGGER adapter_driver_claims_lease_bound;
   DROP TRIGGER start_outcomes_project_their_event;
   DROP TRIGGER events_step_run_follows_log;
   DROP INDEX events_step_run_version;

@@ -232,10 +232,10 @@ export const startMcpHttpTool = async (dir: string, name = 'mcp-http-tool'): Pro
 };
 
 /** The stdio server's command line: this repository's tsx runs `mcpStdioTool.ts`. */
-export const mcpStdioCommand = (effectsPath: string, mode: ToolMode) => ({
+export const mcpStdioCommand = (effectsPath: string, mode: ToolMode, probeOut?: string) => ({
   kind: 'stdio' as const,
   command: process.execPath,
   args: ['--require', 'tsx/cjs', join(__dirname, 'mcpStdioTool.ts')],
-  env: { TOOL_EFFECTS: effectsPath, TOOL_MODE: mode },
+  env: { TOOL_EFFECTS: effectsPath, TOOL_MODE: mode, ...(probeOut === undefined ? {} : { PROBE_OUT: probeOut }) },
   cwd: join(__dirname, '..', '..'),
 });

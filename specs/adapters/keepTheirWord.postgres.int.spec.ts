@@ -1,0 +1,26 @@
+import { openPostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
+import { MigratedTemplate } from '../../testkit/postgresHarness';
+import { adaptersKeepTheirWord, claimLeasesBounded } from './keepTheirWord';
+
+describe('PostgreSQL adapters keep what they declare', function () {
+  this.timeout(180_000);
+  const template = new MigratedTemplate();
+  after(() => template.dropAll());
+  const postgres = {
+    name: 'PostgreSQL (fresh database)',
+    open: async () => {
+      const db = await template.clone();
+      const authority = await openPostgresStartBarrier({ connectionString: db.url });
+      return {
+        authority,
+        cliArgs: ['--postgres', db.url],
+        close: async () => {
+          await authority.close();
+          await db.drop();
+        },
+      };
+    },
+  };
+  adaptersKeepTheirWord(postgres);
+  claimLeasesBounded(postgres);
+});

@@ -1,0 +1,15 @@
+import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
+import { freshDbPath } from '../support/tmp';
+import { adaptersKeepTheirWord, claimLeasesBounded } from './keepTheirWord';
+
+const sqlite = {
+  name: 'SQLite (real file)',
+  open: async () => {
+    const path = freshDbPath('adapters-keep-word');
+    const authority = await openSqliteStartBarrier({ path });
+    return { authority, cliArgs: ['--db', path], close: () => authority.close() };
+  },
+};
+
+adaptersKeepTheirWord(sqlite);
+claimLeasesBounded(sqlite);

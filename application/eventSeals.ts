@@ -201,18 +201,6 @@ export const originToWrite = (keys: EvidenceKeyring, rows: readonly SealOriginRo
   return { from_global_position: from.globalPosition, from_ms: from.ms, legacy_gaps: from.gapsText, ...keys.macOf(originInput(from.globalPosition, from.ms, from.gapsText)) };
 };
 
-/** The ranges of positions below `origin` that `taken` (ascending global positions, all below it) leaves free. */
-export const freePositionsBelow = (taken: Iterable<number>, origin: number): [number, number][] => {
-  const gaps: [number, number][] = [];
-  let next = 1;
-  for (const p of taken) {
-    if (p > next) gaps.push([next, p - 1]);
-    next = p + 1;
-  }
-  if (origin > next) gaps.push([next, origin - 1]);
-  return gaps;
-};
-
 /** In the frozen set: below the origin and its clock, at a position that held an event when the origin was written. */
 const isLegacy = (origin: Extract<Origin, { kind: 'from' }>, e: SealedEventRow): boolean => {
   const g = Number(e.global_position);

@@ -1,7 +1,7 @@
 import { expect } from 'chai';
 import { CorruptRecordError } from '../../domain';
 import { createEvidenceKeyring } from '../../application/evidenceKeys';
-import { checkSealedSpan, freePositionsBelow, originToWrite, requireSealedSpan, sealEvents, type EventMacRow, type SealOriginRow, type SealedEventRow } from '../../application/eventSeals';
+import { checkSealedSpan, originToWrite, requireSealedSpan, sealEvents, type EventMacRow, type SealOriginRow, type SealedEventRow } from '../../application/eventSeals';
 
 // R9.4 the seal rules of the Run stream, over rows as a backend reads them: what is sealed,
 // what is legacy (before the sealed origin, ahead of every sealed event), and what is found.
@@ -92,12 +92,5 @@ describe('R9.4 seals of the Run stream (application/eventSeals.ts)', () => {
     expect(r.findings[0]?.record).to.equal('seal origin k1');
     expect(() => originToWrite(k1, [], { globalPosition: 6, ms: 0, gaps: [[4, 4], [2, 2]] })).to.throw(RangeError);
     expect(() => originToWrite(k1, [], { globalPosition: 3, ms: 0, gaps: [[2, 3]] })).to.throw(RangeError);
-  });
-
-  it('R14.1 freePositionsBelow: the ranges the taken positions leave free below the origin', () => {
-    expect(freePositionsBelow([1, 2, 3], 4)).to.deep.equal([]);
-    expect(freePositionsBelow([2, 3, 7], 10)).to.deep.equal([[1, 1], [4, 6], [8, 9]]);
-    expect(freePositionsBelow([], 1)).to.deep.equal([]);
-    expect(freePositionsBelow([], 3)).to.deep.equal([[1, 2]]);
   });
 });

@@ -309,9 +309,11 @@ export const claimLeasesBounded = (backend: AdapterBackend): void => {
       }
     });
 
-    it("R12.3: verify reports a claim whose lease is past its barrier's timeout plus the grace (written past the database's guard)", async () => {
-      const startId = await started(30_000);
+    it("R12.3: verify reports a claim whose lease is past its barrier's timeout plus the grace (written past the database's guard)", async function () {
       const a = env.authority as unknown as { backend: string; db?: { exec(sql: string): void; prepare(sql: string): { run(...p: unknown[]): unknown } }; pool?: { query(sql: string): Promise<unknown> } };
+      // Only a database can be written past its guard.
+      if (a.backend !== 'sqlite' && a.backend !== 'postgres') this.skip();
+      const startId = await started(30_000);
       const history = await (async () => {
         const claims = env.authority.driverClaims();
         try {

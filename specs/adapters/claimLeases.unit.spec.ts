@@ -1,0 +1,11 @@
+import { openMemoryStartBarrier } from '../../infrastructure/memory/memoryAuthority';
+import { claimLeasesBounded } from './keepTheirWord';
+
+// The claim bounds of R12.3 on the in-memory authority (the rules, application/driverClaimRules.ts).
+claimLeasesBounded({
+  name: 'in-memory',
+  open: async () => {
+    const authority = await openMemoryStartBarrier();
+    return { authority, cliArgs: [], close: () => authority.close() };
+  },
+});

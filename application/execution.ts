@@ -150,9 +150,9 @@ export class ExecutionAuthority {
     return this.#claims;
   }
 
-  /** Whether tickets minted here still act: this execution and its authority are both open. */
+  /** Whether tickets minted here still act: made by openExecution, and it and its authority are both open. */
   get open(): boolean {
-    return this.#open && this.#port.isOpen();
+    return executions.has(this) && this.#open && this.#port.isOpen();
   }
 
   /**
@@ -162,6 +162,7 @@ export class ExecutionAuthority {
    * has an outcome.
    */
   async ticket(request: { readonly startId: string; readonly attempt: number; readonly adapter: Ref }): Promise<ExecutionTicket> {
+    if (!executions.has(this)) throw new ExecutionRefusedError('execution_disabled', 'only an execution authority made by openExecution mints tickets');
     if (!this.open) throw new ExecutionRefusedError('ticket_expired', 'this execution authority is closed');
     const stored = await this.#port.readBarrier(request.startId);
     if (stored === null) throw new PreconditionError('start_not_found', `no start barrier has startId ${request.startId}`);
@@ -176,6 +177,7 @@ export class ExecutionAuthority {
 
   /** Open the sealed invocation plan of a committed start (fails closed: CORRUPT_RECORD; shredded: plan_unavailable). */
   async openPlan(stored: StoredBarrier): Promise<OpenedPlan> {
+    if (!executions.has(this)) throw new ExecutionRefusedError('execution_disabled', 'only an execution authority made by openExecution opens plans');
     if (!this.open) throw new ExecutionRefusedError('ticket_expired', 'this execution authority is closed');
     return this.#port.plans.open(stored.record.startId, stored.record.admission.planDigest);
   }

@@ -13,7 +13,7 @@ import { ExecutionRefusedError, attemptIdsOf } from '../../domain';
 import { journalPathsOf } from '../../infrastructure/adapters';
 import { existsSync } from 'node:fs';
 import { adapterFor, executionClassOf, type AdapterConfig, type AdapterName } from '../../testkit/adapters/fixtures';
-import { ADAPTER_REFS, readyToolCall } from '../../testkit/adapters/toolCall';
+import { ADAPTER_REFS, readyToolCall, type ToolCall } from '../../testkit/adapters/toolCall';
 import { EffectsFile, startHttpTool, startMcpHttpTool, type HttpTool, type McpHttpTool, type ToolMode } from '../../testkit/adapters/tools';
 
 // The three real adapters (R11.4) over their real transports, each driving one tool call
@@ -60,15 +60,23 @@ export const adapterConformance = (backend: AdapterBackend): void => {
       return { name, dir, effectsPath: effectsOf(name).path, mode, ...(name === 'http' ? { url: http.url, statusUrl: http.statusUrl } : name === 'mcp-http' ? { url: mcpHttp.url } : {}) };
     };
     /** A start committed and its plan sealed, then the saga stops before any claim or adapter. */
-    const sealedNotRun = async (name: AdapterName) => {
-      const call = await readyToolCall(env.authority, executionClassOf(name), INPUT, 15_000);
+    const sealedNotRun = async (name: AdapterName, given?: ToolCall) => {
+      const call = given ?? (await readyToolCall(env.authority, executionClassOf(name), INPUT, 15_000));
       const crash = new Error('stopped after the plan was sealed');
       const stopped = await createToolStepSaga({ execution, adapter: adapterFor(configOf(name, 'ok')), hooks: { afterSeal: () => Promise.reject(crash) } })
         .drive(call.trigger, call.plan, call.invocation)
         .catch((e: unknown) => e);
       expect(stopped).to.equal(crash);
-      const startId = attemptIdsOf(call.scenario.runId, call.scenario.stepRunId, 3).startId;
+      const startId = attemptIdsOf(call.scenario.runId, call.scenario.stepRunId, call.trigger.stepRunVersion + 1).startId;
       return { call, startId, barrier: (await env.authority.barriers.getByStartId(startId))! };
+    };
+    /** The next attempt of the same StepRun: the first resolved lost, the StepRun ready again, sealed, not run. */
+    const retryOf = async (name: AdapterName, first: Awaited<ReturnType<typeof sealedNotRun>>) => {
+      const { runId, stepRunId } = first.call.scenario;
+      await env.authority.recovery.resolve(first.startId, 'lost', { decidedBy: 'adapter-spec', reason: 'no_trace_of_tool' });
+      const { events } = await env.authority.runs.handle({ type: 'MarkStepRunReady', data: { runId, stepRunId, requestedAtMs: 5 } });
+      const version = (events[0]!.event.data as { stepRunVersion: number }).stepRunVersion;
+      return sealedNotRun(name, { ...first.call, trigger: { ...first.call.trigger, stepRunVersion: version } });
     };
     const driveOnce = async (name: AdapterName, mode: ToolMode, timeoutMs = 15_000, adapter?: ToolAdapter) => {
       const call = await readyToolCall(env.authority, executionClassOf(name), INPUT, timeoutMs);
@@ -113,7 +121,7 @@ export const adapterConformance = (backend: AdapterBackend): void => {
           expect(effectsOf(name).count(startId)).to.equal(0);
         });
 
-        it(`R12.1: the ${name} adapter acts only on a minted ticket with its opened plan: a barrier-shaped object, a hand-made execution object, a ticket for another start, for another adapter, after close(), or a plan the library did not open are EXECUTION_REFUSED before any I/O (zero side effects on the tool's side)`, async () => {
+        it(`R12.1: the ${name} adapter acts only on a minted ticket with its opened plan: a barrier-shaped object, a hand-made execution object, a ticket for another start, another attempt or another adapter, a ticket after close(), or a plan the library did not open are EXECUTION_REFUSED before any I/O (zero side effects on the tool's side)`, async () => {
           const adapter = adapterFor(configOf(name, 'ok'));
           const mine = await sealedNotRun(name);
           const other = await sealedNotRun(name);
@@ -121,6 +129,10 @@ export const adapterConformance = (backend: AdapterBackend): void => {
           const ticketOf = (x: typeof mine, e = execution) => e.ticket({ startId: x.startId, attempt: 3, adapter: x.barrier.record.contracts.adapter });
           const plan = await execution.openPlan(mine.barrier);
           const ticket = await ticketOf(mine);
+          // a ticket minted for attempt 3 of `other`, which is then lost and retried at a later attempt
+          const earlier = await ticketOf(other);
+          const retry = await retryOf(name, other);
+          const retryPlan = await execution.openPlan(retry.barrier);
           const closing = openExecution(env.authority, { execution: 'enabled' });
           const stale = { ticket: await ticketOf(mine, closing), plan: await closing.openPlan(mine.barrier) };
           await closing.close();
@@ -130,7 +142,8 @@ export const adapterConformance = (backend: AdapterBackend): void => {
             ['a barrier-shaped object', () => adapter.start({ barrier: mine.barrier.record, barrierDigest: mine.barrier.barrierDigest, committedAtMs: mine.barrier.committedAtMs, timeoutMs: 5000 } as never, plan), 'ticket_refused'],
             ['a hand-made execution object', () => adapter.start({ authority: env.authority, executionEnabled: true, claims } as never, plan), 'ticket_refused'],
             ['a copy of the ticket', () => adapter.start({ ...ticket }, plan), 'ticket_refused'],
-            ['a ticket for another start', async () => adapter.start(await ticketOf(other), plan), 'ticket_mismatch'],
+            ['a ticket for another start', async () => adapter.start(earlier, plan), 'ticket_mismatch'],
+            ['a ticket for another attempt of the StepRun', () => adapter.start(earlier, retryPlan), 'ticket_mismatch'],
             ['a ticket for another adapter', async () => adapter.start(await ticketOf(foreign), await execution.openPlan(foreign.barrier)), 'ticket_mismatch'],
             ['a ticket after close()', () => adapter.start(stale.ticket, stale.plan), 'ticket_expired'],
             ['a plan the library did not open', () => adapter.start(ticket, mine.call.invocation), 'plan_unavailable'],
@@ -147,7 +160,7 @@ export const adapterConformance = (backend: AdapterBackend): void => {
           } finally {
             await claims.close();
           }
-          for (const x of [mine, other, foreign]) expect(effectsOf(name).count(x.startId), name).to.equal(0);
+          for (const x of [mine, other, retry, foreign]) expect(effectsOf(name).count(x.startId), name).to.equal(0);
           expect(http.requests, 'requests the HTTP tool received').to.equal(requestsBefore);
           if (name === 'process') expect(existsSync(journalPathsOf(join(dir, 'journal'), mine.startId).started), 'journal written').to.equal(false);
           // the minted ticket with its opened plan acts, once

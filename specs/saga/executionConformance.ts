@@ -74,7 +74,7 @@ export const executionConformance = (backend: SagaBackend): void => {
       return { s, plan, adapter, calls, startId };
     };
 
-    it('R12.1 a hand-made execution object, an ExecutionAuthority made with new, a copy of an authority and an object built on a real execution are refused by the saga: nothing invoked, nothing written', async () => {
+    it('R12.1 a hand-made execution object, an ExecutionAuthority made with new (it mints no ticket and opens no plan), a copy of an authority and an object built on a real execution are refused by the saga: nothing invoked, nothing written', async () => {
       const s = await ready();
       const plan = planOf(s.startCommand());
       const { adapter, calls } = counting(plan);
@@ -93,6 +93,10 @@ export const executionConformance = (backend: SagaBackend): void => {
             expect((error as ExecutionRefusedError).reason).to.equal('execution_disabled');
           }
         }
+        // an ExecutionAuthority made with `new` mints nothing and opens no plan, whatever port it was given
+        const made = forged[1] as ExecutionAuthority;
+        expect(await rejects(made.ticket({ startId: 'start-any', attempt: 3, adapter: plan.contracts.adapter }))).to.include({ reason: 'execution_disabled' });
+        expect(await rejects(made.openPlan({ record: { startId: 'start-any', admission: { planDigest: plan.admission.planDigest } } } as never))).to.include({ reason: 'execution_disabled' });
         const copy = await rejects(Promise.resolve().then(() => openExecution({ ...a } as RecoverableStartBarrierAuthority, { execution: 'enabled' })));
         expect(copy).to.include({ code: 'EXECUTION_REFUSED', reason: 'execution_disabled' });
       } finally {

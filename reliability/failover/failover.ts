@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { ConnectionError } from '../../application/openErrors';
 import { PreconditionError, isStartBarrierError, type ToolExecutionStartCommand } from '../../domain';
 import { buildScenario } from '../../domain/scenario';
 import { checkStore, type StoreProblem } from '../../testkit/invariants';
@@ -90,7 +91,8 @@ const RETRY_CODES = new Set(['CONCURRENCY_EXHAUSTED', 'TRANSACTION_TIMEOUT']);
 const VERDICT_CODES = new Set(['VALIDATION_FAILED', 'PRECONDITION_FAILED', 'SEMANTIC_CONFLICT', 'CORRUPT_RECORD', 'EXECUTION_REFUSED']);
 
 export const errorClass = (e: unknown): { readonly name: string; readonly typed: boolean } => {
-  if (isStartBarrierError(e)) {
+  // Opening an authority has its own typed error (code CONNECTION_FAILED with a reason).
+  if (isStartBarrierError(e) || e instanceof ConnectionError) {
     const reason = (e as { reason?: unknown }).reason;
     return { name: `${e.code}${typeof reason === 'string' ? ` ${reason}` : ''}`, typed: true };
   }
@@ -137,6 +139,14 @@ class EventLoad {
     if (!this.samples.has(c.name)) this.samples.set(c.name, String((e as Error)?.message ?? e).split('\n')[0]!.slice(0, 200));
     if (!c.typed) this.untyped++;
     return { ...c, ...(isStartBarrierError(e) ? { code: e.code } : {}) };
+  }
+
+  /** An error no caller could catch: it reached the process itself. */
+  crash(e: unknown, code: string): void {
+    const name = `untyped crash ${code}`;
+    this.errors.set(name, (this.errors.get(name) ?? 0) + 1);
+    if (!this.samples.has(name)) this.samples.set(name, String((e as Error)?.message ?? e).slice(0, 200));
+    this.untyped++;
   }
 
   longestGap(): number {
@@ -239,8 +249,9 @@ class LoadClient {
           this.failures.push(`${load.event} client ${this.id}: ${id} refused: ${String(e)}`);
           return;
         }
-        // Nothing written (typed retry), or unknown (unavailable, untyped): the same command again.
-        if (c.code === undefined || !RETRY_CODES.has(c.code)) load.ambiguous.add(id);
+        // Nothing written (typed retry, or the authority did not open), or unknown (unavailable,
+        // untyped): the same command again.
+        if (!(e instanceof ConnectionError) && (c.code === undefined || !RETRY_CODES.has(c.code))) load.ambiguous.add(id);
         await this.failed();
         await sleep(c.code !== undefined && RETRY_CODES.has(c.code) ? 5 + Math.floor(Math.random() * 20) : 100);
       }
@@ -268,9 +279,25 @@ export const runFailover = async (options: FailoverOptions): Promise<FailoverRep
     }, options.timeoutMs);
   });
   const clients: LoadClient[] = [];
+  // A driver 'error' event nobody listens to (a connection the library holds dies between two
+  // statements) would end the caller's process. Counted here as what it is, an untyped crash,
+  // so the phase goes on and reports it; anything else still ends the run.
+  let current: EventLoad | undefined;
+  const crashes = (e: unknown) => {
+    const pgError = typeof e === 'object' && e !== null && typeof (e as { severity?: unknown }).severity === 'string';
+    if (!pgError || current === undefined) {
+      console.error('reliability: uncaught in the failover phase:', e);
+      process.exit(1);
+    }
+    const code = String((e as { code?: unknown }).code ?? '');
+    current.crash(e, code);
+    failures.push(`${current.event}: a driver 'error' event with no listener (${code} ${String((e as Error).message)}): it would end the caller's process`);
+  };
+  process.on('uncaughtException', crashes);
   try {
     return await Promise.race([scenario(), deadline]);
   } finally {
+    process.off('uncaughtException', crashes);
     aborted = true;
     clearTimeout(deadlineTimer);
     await Promise.all(clients.map((c) => c.close()));
@@ -338,6 +365,7 @@ export const runFailover = async (options: FailoverOptions): Promise<FailoverRep
     const leader0 = before.find((m) => m.role === 'leader')!;
     const sync0 = before.find((m) => m.role === 'sync_standby')!;
     const load = new EventLoad(event, Date.now() + options.loadBeforeMs + options.eventTimeoutMs + options.loadAfterMs + 30_000);
+    current = load;
     const loops = clients.map((client) => client.run(load, options.maxStartsPerClient));
     let fault = '';
     let faultAt = 0;

@@ -53,6 +53,10 @@ export interface EventReport {
   readonly settledCreated: number;
   readonly settledExisting: number;
   readonly unsettled: number;
+  /** Starts refused with a verdict (PRECONDITION_FAILED and the like): none is expected in a failover. */
+  readonly refused: number;
+  /** Of those, refusals the caught-up leader contradicts (the Run it said was missing is there). */
+  readonly staleVerdicts: number;
   /** The longest time, during the event's load, with no start acknowledged by any client. */
   readonly longestGapMs: number;
   /** From the fault until a leader, a synchronous standby, every member and a new acknowledged start. */
@@ -121,6 +125,8 @@ class EventLoad {
   readonly ambiguous = new Set<string>();
   readonly errors = new Map<string, number>();
   readonly samples = new Map<string, string>();
+  /** Starts answered with a verdict (a refusal) during the event: checked against the leader afterwards. */
+  readonly refused: { readonly startId: string; readonly runId: string; readonly message: string }[] = [];
   settledCreated = 0;
   settledExisting = 0;
   unsettled = 0;
@@ -246,7 +252,7 @@ class LoadClient {
       } catch (e) {
         const c = load.saw(e);
         if (c.code !== undefined && VERDICT_CODES.has(c.code)) {
-          this.failures.push(`${load.event} client ${this.id}: ${id} refused: ${String(e)}`);
+          load.refused.push({ startId: id, runId: command.stepRun.runId, message: String(e) });
           return;
         }
         // Nothing written (typed retry, or the authority did not open), or unknown (unavailable,
@@ -436,6 +442,13 @@ export const runFailover = async (options: FailoverOptions): Promise<FailoverRep
       for (const r of rows) if (load.acks.get(r.start_id)?.digest === r.barrier_digest) onEvery.set(r.start_id, (onEvery.get(r.start_id) ?? 0) + 1);
     }
     const foundOnEveryNode = [...onEvery.values()].filter((k) => k === c.nodes.length).length;
+    // A refusal is a verdict: wrong if the leader, caught up, holds what it said was missing
+    // (a read answered by a node that had not replayed it yet).
+    const refusedRuns = new Set((await c.queryVia<{ run_id: string }>(c.nodeUrl(leaderNode, DB), 'SELECT run_id FROM ql3.runs WHERE run_id = ANY($1)', [load.refused.map((r) => r.runId)])).map((r) => r.run_id));
+    const staleVerdicts = load.refused.filter((r) => refusedRuns.has(r.runId)).length;
+    for (const r of load.refused) {
+      failures.push(`${event}: ${r.startId} refused (${r.message})${refusedRuns.has(r.runId) ? '; its Run IS on the leader: a stale read-only node answered' : ''}`);
+    }
     const raw = await postgresRaw(c.nodeUrl(leaderNode, DB));
     const reader = await openAuthority('postgres', c.nodeUrl(leaderNode, DB), { migrate: false });
     let check;
@@ -461,6 +474,8 @@ export const runFailover = async (options: FailoverOptions): Promise<FailoverRep
       settledCreated: load.settledCreated,
       settledExisting: load.settledExisting,
       unsettled: load.unsettled,
+      refused: load.refused.length,
+      staleVerdicts,
       longestGapMs: load.longestGap(),
       recoveryMs,
       errors: Object.fromEntries([...load.errors].sort((a, b) => b[1] - a[1])),

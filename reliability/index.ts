@@ -161,6 +161,7 @@ export const formatFailover = (f: FailoverReport): string => {
       ['ambiguous', ...e.map((x) => x.ambiguous)],
       ['  replayed: created / existing', ...e.map((x) => `${x.settledCreated} / ${x.settledExisting}`)],
       ['  unsettled', ...e.map((x) => x.unsettled)],
+      ['refused (a verdict) / contradicted by the leader', ...e.map((x) => `${x.refused} / ${x.staleVerdicts}`)],
       ['longest gap, no start acked (s)', ...e.map((x) => seconds(x.longestGapMs))],
       ['fault to whole again (s)', ...e.map((x) => seconds(x.recoveryMs))],
       ['errors callers saw', ...e.map((x) => Object.values(x.errors).reduce((s, n) => s + n, 0))],

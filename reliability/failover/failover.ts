@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { ConnectionError } from '../../application/openErrors';
 import { PreconditionError, isStartBarrierError, type ToolExecutionStartCommand } from '../../domain';
 import { buildScenario } from '../../domain/scenario';
 import { checkStore, type StoreProblem } from '../../testkit/invariants';
@@ -52,6 +53,10 @@ export interface EventReport {
   readonly settledCreated: number;
   readonly settledExisting: number;
   readonly unsettled: number;
+  /** Starts refused with a verdict (PRECONDITION_FAILED and the like): none is expected in a failover. */
+  readonly refused: number;
+  /** Of those, refusals the caught-up leader contradicts (the Run it said was missing is there). */
+  readonly staleVerdicts: number;
   /** The longest time, during the event's load, with no start acknowledged by any client. */
   readonly longestGapMs: number;
   /** From the fault until a leader, a synchronous standby, every member and a new acknowledged start. */
@@ -90,7 +95,8 @@ const RETRY_CODES = new Set(['CONCURRENCY_EXHAUSTED', 'TRANSACTION_TIMEOUT']);
 const VERDICT_CODES = new Set(['VALIDATION_FAILED', 'PRECONDITION_FAILED', 'SEMANTIC_CONFLICT', 'CORRUPT_RECORD', 'EXECUTION_REFUSED']);
 
 export const errorClass = (e: unknown): { readonly name: string; readonly typed: boolean } => {
-  if (isStartBarrierError(e)) {
+  // Opening an authority has its own typed error (code CONNECTION_FAILED with a reason).
+  if (isStartBarrierError(e) || e instanceof ConnectionError) {
     const reason = (e as { reason?: unknown }).reason;
     return { name: `${e.code}${typeof reason === 'string' ? ` ${reason}` : ''}`, typed: true };
   }
@@ -119,6 +125,8 @@ class EventLoad {
   readonly ambiguous = new Set<string>();
   readonly errors = new Map<string, number>();
   readonly samples = new Map<string, string>();
+  /** Starts answered with a verdict (a refusal) during the event: checked against the leader afterwards. */
+  readonly refused: { readonly startId: string; readonly runId: string; readonly message: string }[] = [];
   settledCreated = 0;
   settledExisting = 0;
   unsettled = 0;
@@ -137,6 +145,14 @@ class EventLoad {
     if (!this.samples.has(c.name)) this.samples.set(c.name, String((e as Error)?.message ?? e).split('\n')[0]!.slice(0, 200));
     if (!c.typed) this.untyped++;
     return { ...c, ...(isStartBarrierError(e) ? { code: e.code } : {}) };
+  }
+
+  /** An error no caller could catch: it reached the process itself. */
+  crash(e: unknown, code: string): void {
+    const name = `untyped crash ${code}`;
+    this.errors.set(name, (this.errors.get(name) ?? 0) + 1);
+    if (!this.samples.has(name)) this.samples.set(name, String((e as Error)?.message ?? e).slice(0, 200));
+    this.untyped++;
   }
 
   longestGap(): number {
@@ -236,11 +252,12 @@ class LoadClient {
       } catch (e) {
         const c = load.saw(e);
         if (c.code !== undefined && VERDICT_CODES.has(c.code)) {
-          this.failures.push(`${load.event} client ${this.id}: ${id} refused: ${String(e)}`);
+          load.refused.push({ startId: id, runId: command.stepRun.runId, message: String(e) });
           return;
         }
-        // Nothing written (typed retry), or unknown (unavailable, untyped): the same command again.
-        if (c.code === undefined || !RETRY_CODES.has(c.code)) load.ambiguous.add(id);
+        // Nothing written (typed retry, or the authority did not open), or unknown (unavailable,
+        // untyped): the same command again.
+        if (!(e instanceof ConnectionError) && (c.code === undefined || !RETRY_CODES.has(c.code))) load.ambiguous.add(id);
         await this.failed();
         await sleep(c.code !== undefined && RETRY_CODES.has(c.code) ? 5 + Math.floor(Math.random() * 20) : 100);
       }
@@ -268,9 +285,25 @@ export const runFailover = async (options: FailoverOptions): Promise<FailoverRep
     }, options.timeoutMs);
   });
   const clients: LoadClient[] = [];
+  // A driver 'error' event nobody listens to (a connection the library holds dies between two
+  // statements) would end the caller's process. Counted here as what it is, an untyped crash,
+  // so the phase goes on and reports it; anything else still ends the run.
+  let current: EventLoad | undefined;
+  const crashes = (e: unknown) => {
+    const pgError = typeof e === 'object' && e !== null && typeof (e as { severity?: unknown }).severity === 'string';
+    if (!pgError || current === undefined) {
+      console.error('reliability: uncaught in the failover phase:', e);
+      process.exit(1);
+    }
+    const code = String((e as { code?: unknown }).code ?? '');
+    current.crash(e, code);
+    failures.push(`${current.event}: a driver 'error' event with no listener (${code} ${String((e as Error).message)}): it would end the caller's process`);
+  };
+  process.on('uncaughtException', crashes);
   try {
     return await Promise.race([scenario(), deadline]);
   } finally {
+    process.off('uncaughtException', crashes);
     aborted = true;
     clearTimeout(deadlineTimer);
     await Promise.all(clients.map((c) => c.close()));
@@ -338,6 +371,7 @@ export const runFailover = async (options: FailoverOptions): Promise<FailoverRep
     const leader0 = before.find((m) => m.role === 'leader')!;
     const sync0 = before.find((m) => m.role === 'sync_standby')!;
     const load = new EventLoad(event, Date.now() + options.loadBeforeMs + options.eventTimeoutMs + options.loadAfterMs + 30_000);
+    current = load;
     const loops = clients.map((client) => client.run(load, options.maxStartsPerClient));
     let fault = '';
     let faultAt = 0;
@@ -408,6 +442,13 @@ export const runFailover = async (options: FailoverOptions): Promise<FailoverRep
       for (const r of rows) if (load.acks.get(r.start_id)?.digest === r.barrier_digest) onEvery.set(r.start_id, (onEvery.get(r.start_id) ?? 0) + 1);
     }
     const foundOnEveryNode = [...onEvery.values()].filter((k) => k === c.nodes.length).length;
+    // A refusal is a verdict: wrong if the leader, caught up, holds what it said was missing
+    // (a read answered by a node that had not replayed it yet).
+    const refusedRuns = new Set((await c.queryVia<{ run_id: string }>(c.nodeUrl(leaderNode, DB), 'SELECT run_id FROM ql3.runs WHERE run_id = ANY($1)', [load.refused.map((r) => r.runId)])).map((r) => r.run_id));
+    const staleVerdicts = load.refused.filter((r) => refusedRuns.has(r.runId)).length;
+    for (const r of load.refused) {
+      failures.push(`${event}: ${r.startId} refused (${r.message})${refusedRuns.has(r.runId) ? '; its Run IS on the leader: a stale read-only node answered' : ''}`);
+    }
     const raw = await postgresRaw(c.nodeUrl(leaderNode, DB));
     const reader = await openAuthority('postgres', c.nodeUrl(leaderNode, DB), { migrate: false });
     let check;
@@ -433,6 +474,8 @@ export const runFailover = async (options: FailoverOptions): Promise<FailoverRep
       settledCreated: load.settledCreated,
       settledExisting: load.settledExisting,
       unsettled: load.unsettled,
+      refused: load.refused.length,
+      staleVerdicts,
       longestGapMs: load.longestGap(),
       recoveryMs,
       errors: Object.fromEntries([...load.errors].sort((a, b) => b[1] - a[1])),

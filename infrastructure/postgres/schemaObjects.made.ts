@@ -1,4 +1,4 @@
-// Written by scripts/pgSchemaObjects.ts from a fresh migration (pg-0061-starts-follow-the-log); do not edit.
+// Written by scripts/pgSchemaObjects.ts from a fresh migration (pg-0065-sync-standby-guard); do not edit.
 export const MADE_BY_MIGRATIONS: Readonly<Record<string, string>> = {
   "column adapter_driver_claims.at_ms": "bigint not null",
   "column adapter_driver_claims.claim_digest": "text not null",
@@ -197,6 +197,7 @@ export const MADE_BY_MIGRATIONS: Readonly<Record<string, string>> = {
   "function purge_resolution_note(p_start_id text, p_note_digest text)": "owner ql3_owner plpgsql security definer volatility v config {\"search_path=pg_catalog, pg_temp\"} body a8b17b4c049f289022144aca1029c09f",
   "function refuse_change()": "owner ql3_owner plpgsql volatility v body 4f0417e8a66c4228103ac49a7c29777a",
   "function refuse_history(what text)": "owner ql3_owner plpgsql volatility v config {\"search_path=pg_catalog, pg_temp\"} body a10cd0435f68ef283b8d359a3827283b",
+  "function require_sync_standby()": "owner ql3_owner plpgsql security definer volatility s config {\"search_path=pg_catalog, pg_temp\"} body 19d9e3f9c78afacf74a7203193d2dfd9",
   "function require_whole_start()": "owner ql3_owner plpgsql security definer volatility v config {\"search_path=pg_catalog, pg_temp\"} body 211d5f02ac83f0154c4f7b1b9c787fe6",
   "function resolution_notes_purge_only()": "owner ql3_owner plpgsql volatility v body 3521023a34927d5badb851007ddc6acd",
   "function schema_migrations_digest()": "owner ql3_owner plpgsql security definer volatility v config {\"search_path=pg_catalog, pg_temp\"} body 80895295466281a34ee8aaa71d5bb71f",
@@ -212,6 +213,7 @@ export const MADE_BY_MIGRATIONS: Readonly<Record<string, string>> = {
   "function wait_start_gate_alone()": "owner ql3_owner plpgsql security definer volatility v config {\"search_path=pg_catalog, pg_temp\"} body a92f3b933d77bc85bbcddc5a7ee6eb1e",
   "grant function await_run_turn(p_run_id text, p_lock_timeout_ms integer) to ql3_runtime": "EXECUTE",
   "grant function purge_resolution_note(p_start_id text, p_note_digest text) to ql3_runtime": "EXECUTE",
+  "grant function require_sync_standby() to ql3_runtime": "EXECUTE",
   "grant function resolution_notes_purge_only() to PUBLIC": "EXECUTE",
   "grant function take_run_turn(p_run_id text) to ql3_runtime": "EXECUTE",
   "grant function take_run_turn(p_run_id text, p_alone boolean) to ql3_runtime": "EXECUTE",
@@ -420,6 +422,7 @@ export const DEFINITIONS_MADE: { readonly major: number; readonly byObject: Read
     "function purge_resolution_note(p_start_id text, p_note_digest text)": "returns integer",
     "function refuse_change()": "returns trigger",
     "function refuse_history(what text)": "returns void",
+    "function require_sync_standby()": "returns integer",
     "function require_whole_start()": "returns trigger",
     "function resolution_notes_purge_only()": "returns trigger",
     "function schema_migrations_digest()": "returns trigger",

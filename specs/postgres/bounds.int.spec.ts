@@ -134,7 +134,7 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
       const fresh = await createDatabase();
       try {
         const opens = await Promise.all(
-          Array.from({ length: WRITERS }, (_, i) => openPostgresStartBarrier({ connectionString: fresh.url, migrate: i % 2 === 0 ? true : true, onError: () => undefined, timeouts: { deadlineMs: 60_000 } })),
+          Array.from({ length: WRITERS }, () => openPostgresStartBarrier({ connectionString: fresh.url, migrate: true, onError: () => undefined, timeouts: { deadlineMs: 60_000 } })),
         );
         for (const a of opens) await a.close();
         const reopened = await Promise.all(Array.from({ length: WRITERS }, (_, i) => openPostgresStartBarrier({ connectionString: fresh.url, migrate: i % 2 === 0, onError: () => undefined })));

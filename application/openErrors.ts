@@ -1,3 +1,5 @@
+import { redactSecrets } from '../domain/redact';
+
 // Typed errors from opening an authority. They say what to fix (install a driver, correct a
 // URL, start the server) instead of leaking a driver's raw error (`getaddrinfo ENOTFOUND base`).
 
@@ -14,9 +16,20 @@ export class DriverMissingError extends Error {
   }
 }
 
-export type ConnectionFailure = 'invalid_url' | 'refused' | 'host_not_found' | 'timeout' | 'authentication' | 'database_missing' | 'unavailable';
+export type ConnectionFailure =
+  | 'invalid_url'
+  /** Several hosts in one connection string: the supported route is one endpoint (HAProxy, a virtual IP). */
+  | 'multi_host'
+  /** An SSL setting the driver or the server refused (mode, certificate files, verification). */
+  | 'ssl'
+  | 'refused'
+  | 'host_not_found'
+  | 'timeout'
+  | 'authentication'
+  | 'database_missing'
+  | 'unavailable';
 
-/** The database could not be reached or opened; nothing was written. */
+/** The database could not be reached or opened; nothing was written. The message never holds a password. */
 export class ConnectionError extends Error {
   readonly code = 'CONNECTION_FAILED' as const;
   constructor(
@@ -24,7 +37,7 @@ export class ConnectionError extends Error {
     message: string,
     options?: { cause?: unknown },
   ) {
-    super(message, options);
+    super(redactSecrets(message), options);
     this.name = 'ConnectionError';
   }
 }

@@ -159,7 +159,8 @@ export class CompareAndSetLostError extends ConcurrencyExhaustedError {
 export class TransactionTimeoutError extends StartBarrierError {
   readonly code = 'TRANSACTION_TIMEOUT' as const;
   constructor(
-    readonly timeout: 'lock' | 'statement' | 'idle_in_transaction' | 'busy',
+    /** `deadline`: the operation's overall bound (R13.1) passed before it could finish; nothing was written. */
+    readonly timeout: 'lock' | 'statement' | 'idle_in_transaction' | 'busy' | 'deadline',
     message: string,
   ) {
     super(`${timeout} timeout: ${message}`);
@@ -185,12 +186,19 @@ export type UnavailableReason =
   | 'connect_timeout'
   | 'query_timeout'
   | 'disk_full'
-  | 'read_only';
+  /** A read-only server: a hot standby (0A000 for SERIALIZABLE), read-only transactions (25006). */
+  | 'read_only'
+  /** The authority (or the pool it runs on) was closed before or while the operation ran. */
+  | 'closed'
+  /** `requireSynchronousStandby`: the primary has no synchronous standby attached; nothing was written. */
+  | 'no_sync_standby';
 
 /**
- * The store cannot be reached or cannot take the write (R9.5): refused or lost connection, a
- * server shutting down, a connect or client-side query bound exceeded, a full disk, read-only
- * storage. Whether a write in flight committed is unknown; an exact replay answers it.
+ * The store cannot be reached or cannot take the write (R9.5, R13.3): refused or lost
+ * connection, a server shutting down, a connect or client-side query bound exceeded, a full
+ * disk, a read-only server (a standby after a switch), a closed authority, no synchronous
+ * standby when one is required. Whether a write in flight committed is unknown; an exact replay
+ * answers it (`settleStart`).
  */
 export class StoreUnavailableError extends StartBarrierError {
   readonly code = 'STORE_UNAVAILABLE' as const;

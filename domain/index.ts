@@ -1,6 +1,7 @@
 // `@qinglong/start-barrier`: the pure domain protocol only. No storage authority here (R6.1):
 // SQLite and PostgreSQL are reached through `/sqlite` and `/postgres`.
 export * from './errors';
+export { redactSecrets, passwordsOf } from './redact';
 export * from './canonical';
 export { plainJsonIssues, parseJsonBytes, decodeOrThrow, type Ref } from './codecs';
 export * from './command';

@@ -1,9 +1,10 @@
 import { existsSync } from 'node:fs';
 import { ValidationError } from '../../domain';
-import { Client } from 'pg';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
 import { migratePostgres } from '../postgres/migrate';
-import { openPostgresStartBarrier } from '../postgres/postgresAuthority';
+import { DEFAULT_TIMEOUTS, openPostgresStartBarrier } from '../postgres/postgresAuthority';
+import { connectTyped, createOwnedPool, secretsOf } from '../postgres/pool';
+import { mapPgError, unavailableReasonOf } from '../postgres/errors';
 import { openSqliteStartBarrier } from '../sqlite';
 import { migrateSqliteFile } from '../sqlite/fileIdentity';
 import { keyringFromEnvironment } from './keyring';
@@ -52,12 +53,24 @@ const targetOf = (options: BackendOptions): { db: string | undefined; postgres: 
 export const migrateBackend = async (options: BackendOptions): Promise<string[]> => {
   const { db, postgres } = targetOf(options);
   if (postgres !== undefined) {
-    const client = new Client({ connectionString: postgres });
-    await client.connect();
+    // The authority's bounds (R13.1): a connect that gets no answer, a statement whose answer
+    // never comes (a frozen server), and the migration's deadline for every lock it waits for.
+    const lockMs = lockTimeoutOf(options.lockTimeout);
+    const timeouts = { ...DEFAULT_TIMEOUTS, ...(lockMs === undefined ? {} : { lockMs }) };
+    const pool = createOwnedPool({ connectionString: postgres, poolConfig: { max: 1 }, onError: () => undefined, session: timeouts });
     try {
-      return [...(await migratePostgres(client)).applied];
+      const client = await connectTyped(pool, secretsOf({ connectionString: postgres }));
+      let broken = false;
+      try {
+        return [...(await migratePostgres(client, undefined, { deadlineMs: timeouts.deadlineMs })).applied];
+      } catch (e) {
+        broken = unavailableReasonOf(e) !== undefined; // never handed back to a pool that ends anyway, but not reused either
+        throw mapPgError(e);
+      } finally {
+        client.release(broken);
+      }
     } finally {
-      await client.end();
+      await pool.end();
     }
   }
   if (db === undefined) throw usage('which database? give --db PATH (SQLite) or --postgres URL');

@@ -25,7 +25,7 @@ const COMMANDER_OK = new Set(['commander.helpDisplayed', 'commander.help', 'comm
 export const exitCodeOf = (e: unknown): ExitCode => {
   // A bad command line is bad input; help asked for is ok, help shown for a missing command is not.
   if (e instanceof CommanderError) return COMMANDER_OK.has(e.code) && e.exitCode === 0 ? EXIT.ok : EXIT.validation;
-  if (e instanceof ConnectionError && e.reason === 'invalid_url') return EXIT.validation;
+  if (e instanceof ConnectionError && (e.reason === 'invalid_url' || e.reason === 'multi_host')) return EXIT.validation;
   // A server that refuses, does not answer or is shutting down while we open: the same answer
   // as when it goes away later (STORE_UNAVAILABLE, R9.5); a bad login or database stays 1.
   if (e instanceof ConnectionError && UNREACHABLE.has(e.reason)) return EXIT.unavailable;

@@ -9,7 +9,6 @@ import {
   ValidationError,
   decodeLifecycleCommand,
   decodeStartCommand,
-  isStartBarrierError,
   type OutcomeReasonCode,
   type StartOutcomeKind,
   type ToolExecutionStartCommand,
@@ -27,7 +26,7 @@ import { planRetry } from './retry';
 import { createVerifyBar } from './verifyBar';
 import { addShowCommand, planShown } from './showCommand';
 import { refuseRepeatsAndExtras } from './oneMeaning';
-import { ConnectionError, DriverMissingError } from '../../application/openErrors';
+import { describeError, secretsOfArgv } from './describeError';
 
 // `qinglong-barrier`: the operator CLI. JSON on stdout, human errors on stderr, one
 // exit code per error kind (exitCodes.ts). Every operation goes through the same authority
@@ -37,14 +36,6 @@ const NAME = 'qinglong-barrier';
 
 const print = (value: unknown): void => {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
-};
-
-const describeError = (e: unknown): string => {
-  if (e instanceof ValidationError) {
-    return [`${e.code}: invalid ${e.record}`, ...e.issues.map((i) => `  - ${i.path}: ${i.message} (${i.reason})`)].join('\n');
-  }
-  if (isStartBarrierError(e) || e instanceof ConnectionError || e instanceof DriverMissingError) return `${e.code}: ${e.message}`;
-  return e instanceof Error ? e.message : String(e);
 };
 
 const defaultOperator = (): string => {
@@ -302,7 +293,7 @@ export const main = async (argv: readonly string[]): Promise<number> => {
   } catch (e) {
     const code = exitCodeOf(e);
     // Commander already printed its own message (and help) for a bad command line.
-    if (!(e instanceof CommanderError)) process.stderr.write(`${NAME}: ${describeError(e)}\n`);
+    if (!(e instanceof CommanderError)) process.stderr.write(`${NAME}: ${describeError(e, secretsOfArgv(argv))}\n`);
     return code;
   }
 };

@@ -1,5 +1,6 @@
 import type { DatabaseError } from 'pg';
 import { CorruptRecordError, StoreUnavailableError, TransactionTimeoutError, type UnavailableReason } from '../../domain';
+import { redactSecrets } from '../../domain/redact';
 
 // pg error codes are mapped here and never leave the adapter raw for the cases the protocol
 // knows: retryable serialization failures, timeouts, and unique violations (which are a
@@ -18,6 +19,10 @@ export const SQLSTATE = {
   idleInTransactionTimeout: '25P03',
   diskFull: '53100',
   readOnlyTransaction: '25006',
+  /** feature_not_supported: what a hot standby answers a SERIALIZABLE transaction (the one feature our statements may lack). */
+  featureNotSupported: '0A000',
+  /** Raised by ql3.require_sync_standby (pg-0065): no synchronous standby is attached; nothing was written. */
+  noSyncStandby: 'Q3S01',
   /** Raised by the event trigger (pg-0036): the insert would make an illegal history (R9.1). */
   historyRefused: 'Q3H01',
   /** Raised by ql3.take_start_turn (pg-0045) before any write: another writer of the Run was first. */
@@ -44,6 +49,8 @@ const DRIVER_MESSAGES: readonly (readonly [RegExp, UnavailableReason])[] = [
   [/timeout exceeded when trying to connect|connection timeout|^timeout expired$/i, 'connect_timeout'],
   [/^Query read timeout$/, 'query_timeout'],
   [/Connection terminated|not queryable|Client was closed|connection error/i, 'connection_terminated'],
+  // pg-pool's answer to a connect after end(): the authority was closed (or a caller's pool ended)
+  [/Cannot use a pool after calling end on the pool/i, 'closed'],
 ];
 
 export const sqlStateOf = (e: unknown): string | undefined =>
@@ -74,11 +81,21 @@ export const unavailableReasonOf = (e: unknown): UnavailableReason | undefined =
     if (code === '57P01' || code === '57P02' || code === '57P03') return 'server_shutdown';
     if (code.startsWith('08') || code === '53300') return 'connection_refused';
     if (code === SQLSTATE.diskFull) return 'disk_full';
-    if (code === SQLSTATE.readOnlyTransaction) return 'read_only';
+    // A standby after a switch (or a read-only default): the connection is dropped by the caller,
+    // never reused, since it stays on the server that cannot write.
+    if (code === SQLSTATE.readOnlyTransaction || code === SQLSTATE.featureNotSupported) return 'read_only';
+    if (code === SQLSTATE.noSyncStandby) return 'no_sync_standby';
     return undefined;
   }
   if (!(e instanceof Error)) return undefined;
   return DRIVER_MESSAGES.find(([pattern]) => pattern.test(e.message))?.[1];
+};
+
+const UNAVAILABLE_MESSAGES: Partial<Record<UnavailableReason, (message: string) => string>> = {
+  read_only: (m) => `the server cannot write (a standby, or read-only transactions: ${m}); nothing was written, the connection is dropped; replay the same command once the primary answers (settleStart)`,
+  // the driver's own words ("Cannot use a pool after calling end on the pool") are not repeated
+  closed: () => 'the PostgreSQL start barrier authority or the pool it runs on is closed; nothing was written, open a new one',
+  no_sync_standby: (m) => `refused by requireSynchronousStandby: ${m}; nothing was written`,
 };
 
 /** Every driver error the protocol knows, typed: timeouts, then unavailability; others pass. */
@@ -87,8 +104,8 @@ export const mapPgError = (e: unknown): unknown => {
   if (timeout !== e) return timeout;
   const reason = unavailableReasonOf(e);
   if (reason === undefined) return e;
-  const message = e instanceof Error ? e.message : String(e);
-  return new StoreUnavailableError(reason, `PostgreSQL did not answer the operation (${message}); whether a write in flight committed is unknown, an exact replay tells`);
+  const message = redactSecrets(e instanceof Error ? e.message : String(e));
+  return new StoreUnavailableError(reason, UNAVAILABLE_MESSAGES[reason]?.(message) ?? `PostgreSQL did not answer the operation (${message}); whether a write in flight committed is unknown, an exact replay tells`);
 };
 
 /** Lock, statement and idle-in-transaction timeouts become the typed timeout, a refused history CORRUPT_RECORD; others pass. */

@@ -23,3 +23,4 @@ export { DriverMissingError, ConnectionError, type ConnectionFailure } from '../
 export { VERIFY_PHASES, type VerifyPhase, type VerifyProgressListener } from '../../application/verifyProgress';
 export type { PoolErrorHandler } from './pool';
 export type { EvidenceKey, EvidenceKeyringOptions } from '../../application/evidenceKeys';
+export { settleStart, isSettleable, DEFAULT_SETTLE_DEADLINE_MS, type SettleOptions } from '../../application/settle';

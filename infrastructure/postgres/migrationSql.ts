@@ -3,9 +3,11 @@ import { named } from './named';
 // The PostgreSQL migration runner's statements (migrate.ts), in schema ql3: its lock, its
 // timeouts and the ledger of applied files.
 
-/** One key for `ql3` migrations (advisory locks are per database): two migrators never interleave. */
-export const MIGRATION_LOCK_KEY = '7173100158'; // "ql3" + ADR number, as a bigint
-export const MIGRATION_LOCK = named('SELECT pg_advisory_xact_lock(:key::bigint)');
+/**
+ * Two migrators of one database never interleave: the ledger table's lock, in a mode that
+ * conflicts with itself and not with readers. Only roles with rights on the ledger can take it.
+ */
+export const MIGRATION_LOCK = 'LOCK TABLE ql3.schema_migrations IN SHARE ROW EXCLUSIVE MODE';
 /**
  * A migration may backfill and a second migrator must wait for the first, so the
  * runtime's session timeouts (our pool sets them per connection) are lifted for this

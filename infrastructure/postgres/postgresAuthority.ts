@@ -1,6 +1,7 @@
 import type { Pool, PoolConfig } from 'pg';
-import { connectTyped, createOwnedPool, type PoolErrorHandler } from './pool';
-import { decodeStartCommand, replayKeysOf, type DecodedStartCommand } from '../../domain';
+import { inspect } from 'node:util';
+import { connectTyped, createOwnedPool, secretsOf, type PoolErrorHandler } from './pool';
+import { StoreUnavailableError, decodeStartCommand, replayKeysOf, type DecodedStartCommand } from '../../domain';
 import { requireFunction, requireFunctions, requireKnownOptions, requireOneOf } from '../../application/openErrors';
 import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { stepRunRowOf } from '../../projections/rows';
@@ -33,7 +34,7 @@ import type { DriverClaims } from '../../domain';
 export type { PostgresTimeouts } from './transactions';
 export type { PostgresWriteMode } from './startWrite';
 
-export const DEFAULT_TIMEOUTS: PostgresTimeouts = { statementMs: 5000, lockMs: 2000, idleInTransactionMs: 10_000, connectMs: 5000, queryMs: 15_000 };
+export const DEFAULT_TIMEOUTS: PostgresTimeouts = { statementMs: 5000, lockMs: 2000, idleInTransactionMs: 10_000, connectMs: 5000, queryMs: 15_000, deadlineMs: 30_000 };
 export const DEFAULT_MAX_RETRIES = 3;
 
 interface CommonOptions {
@@ -53,6 +54,12 @@ interface CommonOptions {
   readonly hooks?: { readonly onStartStep?: StartStepHook; readonly onAttempt?: (attempt: number) => void };
   /** Errors the authority's own pool emits (idle connections the server closed); default: a process warning. */
   readonly onError?: PoolErrorHandler;
+  /**
+   * Refuse every start while the primary has no synchronous standby attached (STORE_UNAVAILABLE,
+   * reason `no_sync_standby`, nothing written), so no start is acknowledged on one node only
+   * (R13.3). Default false. Checked in the start's write transaction (pg-0065).
+   */
+  readonly requireSynchronousStandby?: boolean;
 }
 
 /**
@@ -72,6 +79,8 @@ export interface PostgresStartBarrier extends RecoverableStartBarrierAuthority {
   readonly pool: Pool;
   readonly timeouts: PostgresTimeouts;
   readonly writeMode: PostgresWriteMode;
+  /** Starts are refused while no synchronous standby is attached (option `requireSynchronousStandby`). */
+  readonly requireSynchronousStandby: boolean;
 }
 
 /** The same authority: every PostgreSQL authority offers recovery (kept as a name for callers). */
@@ -90,6 +99,7 @@ const validTimeout = (name: string, ms: number): number => {
 const checkPostgresChoices = (options: PostgresStartBarrierOptions): void => {
   requireOneOf('migrate', options.migrate, [true, false]);
   requireOneOf('writeMode', options.writeMode, ['batched', 'stepwise']);
+  requireOneOf('requireSynchronousStandby', options.requireSynchronousStandby, [true, false]);
   const { pool } = options as { pool?: unknown };
   if (pool !== undefined) {
     const given = (['connectionString', 'poolConfig', 'onError'] as const).filter((k) => (options as unknown as Record<string, unknown>)[k] !== undefined);
@@ -103,7 +113,7 @@ const checkPostgresChoices = (options: PostgresStartBarrierOptions): void => {
 };
 
 export const openPostgresStartBarrier = async (options: PostgresStartBarrierOptions): Promise<PostgresStartBarrier> => {
-  requireKnownOptions('PostgreSQL options', options, ['connectionString', 'poolConfig', 'pool', 'schema', 'timeouts', 'maxRetries', 'migrate', 'writeMode', 'evidenceKeys', 'plans', 'hooks', 'onError']);
+  requireKnownOptions('PostgreSQL options', options, ['connectionString', 'poolConfig', 'pool', 'schema', 'timeouts', 'maxRetries', 'migrate', 'writeMode', 'evidenceKeys', 'plans', 'hooks', 'onError', 'requireSynchronousStandby']);
   if (options.timeouts !== undefined) requireKnownOptions('timeouts', options.timeouts, Object.keys(DEFAULT_TIMEOUTS));
   checkPostgresChoices(options);
   if (options.schema !== undefined && options.schema !== SQL.SCHEMA) {
@@ -115,6 +125,7 @@ export const openPostgresStartBarrier = async (options: PostgresStartBarrierOpti
     idleInTransactionMs: validTimeout('idleInTransactionMs', options.timeouts?.idleInTransactionMs ?? DEFAULT_TIMEOUTS.idleInTransactionMs),
     connectMs: validTimeout('connectMs', options.timeouts?.connectMs ?? DEFAULT_TIMEOUTS.connectMs),
     queryMs: validTimeout('queryMs', options.timeouts?.queryMs ?? DEFAULT_TIMEOUTS.queryMs),
+    deadlineMs: validTimeout('deadlineMs', options.timeouts?.deadlineMs ?? DEFAULT_TIMEOUTS.deadlineMs),
   };
   const keys = options.evidenceKeys === undefined ? undefined : createEvidenceKeyring(options.evidenceKeys);
   const plans = checkedPlanOptions(options.plans);
@@ -131,9 +142,9 @@ export const openPostgresStartBarrier = async (options: PostgresStartBarrierOpti
     options.pool ??
     createOwnedPool({ connectionString: options.connectionString, poolConfig: options.poolConfig, onError: options.onError, session: timeouts });
   try {
-    const client = await connectTyped(pool);
+    const client = await connectTyped(pool, owned ? secretsOf(options) : []);
     try {
-      if (options.migrate ?? true) await migratePostgres(client);
+      if (options.migrate ?? true) await migratePostgres(client, undefined, { deadlineMs: timeouts.deadlineMs });
       else await assertSchemaCurrent(client);
     } finally {
       client.release();
@@ -142,7 +153,7 @@ export const openPostgresStartBarrier = async (options: PostgresStartBarrierOpti
     if (owned) await pool.end().catch(() => undefined);
     throw mapPgError(e);
   }
-  const authority = new PostgresAuthority(pool, owned, timeouts, maxRetries, options.writeMode ?? 'batched', options.hooks?.onStartStep, options.hooks?.onAttempt, keys, plans);
+  const authority = new PostgresAuthority(pool, owned, timeouts, maxRetries, options.writeMode ?? 'batched', options.hooks?.onStartStep, options.hooks?.onAttempt, keys, plans, options.requireSynchronousStandby ?? false);
   registerAuthority(authority, () => !authority.closed, authority.planStore);
   return authority;
 };
@@ -164,6 +175,7 @@ class PostgresAuthority implements PostgresStartBarrier {
     onAttempt: ((attempt: number) => void) | undefined,
     private readonly keys: EvidenceKeyring | undefined,
     plans: PlanStoreOptions | undefined,
+    readonly requireSynchronousStandby: boolean,
   ) {
     this.tx = new PostgresTransactions(pool, timeouts, maxRetries, onAttempt);
     this.planStore = createInvocationPlans(plans, postgresPlanRows(() => this.pool));
@@ -174,7 +186,13 @@ class PostgresAuthority implements PostgresStartBarrier {
   private readonly sealer: PostgresSealer | undefined;
 
   private assertOpen(): void {
-    if (this.closed) throw new Error('the PostgreSQL start barrier authority is closed');
+    if (this.closed) throw new StoreUnavailableError('closed', 'the PostgreSQL start barrier authority is closed; nothing was written, open a new one');
+  }
+
+  /** What `util.inspect` shows: the settings, never the pool's connection string or a password (pool.ts). */
+  [inspect.custom](_depth: number, opts: Parameters<typeof inspect>[1], insp: typeof inspect): string {
+    const shown = { backend: this.backend, closed: this.closed, writeMode: this.writeMode, requireSynchronousStandby: this.requireSynchronousStandby, timeouts: this.timeouts, ownsPool: this.ownsPool, pool: this.ownsPool ? this.pool : '[a pool you own]' };
+    return `PostgresStartBarrier ${insp(shown, opts)}`;
   }
 
   private transaction<T>(runId: string, body: (tx: Tx) => Promise<T>, beforeBegin?: BeforeBegin, budget?: AttemptBudget, queueFirst = false): Promise<T> {
@@ -195,7 +213,11 @@ class PostgresAuthority implements PostgresStartBarrier {
       if (this.writeMode === 'batched') {
         // a turn still held: queue for it before beginning (transactions.ts)
         const underTurn = (d: DecodedStartCommand, b: AttemptBudget, busy: boolean) => this.prepareInTransaction(d, b, 'batched', busy);
-        return prepareInRoundTrips({ pool: this.pool, timeouts: this.timeouts, tx: this.tx, keys: this.keys, sealer: this.sealer, hook: this.hook, underTurn }, decoded, budget);
+        return prepareInRoundTrips(
+          { pool: this.pool, timeouts: this.timeouts, tx: this.tx, keys: this.keys, sealer: this.sealer, hook: this.hook, requireSyncStandby: this.requireSynchronousStandby, underTurn },
+          decoded,
+          budget,
+        );
       }
       return this.prepareInTransaction(decoded, budget, 'stepwise');
     },
@@ -232,7 +254,11 @@ class PostgresAuthority implements PostgresStartBarrier {
         fresh = undefined;
         return hits;
       };
-      return await this.transaction(runId, (tx) => runStartTransaction(startUnitOfWork(tx, mode, this.keys, this.sealer), decoded, this.hook), lookup, budget, turnBusy);
+      const start = async (tx: Tx) => {
+        if (this.requireSynchronousStandby) await tx.client.query(SQL.REQUIRE_SYNC_STANDBY); // before any write (pg-0065)
+        return runStartTransaction(startUnitOfWork(tx, mode, this.keys, this.sealer), decoded, this.hook);
+      };
+      return await this.transaction(runId, start, lookup, budget, turnBusy);
     } catch (e) {
       if (!isUniqueViolation(e)) throw e;
       return this.transaction(runId, (tx) => resolveUniqueViolation(tx.client, decoded, e, this.keys), undefined, budget);
@@ -244,11 +270,17 @@ class PostgresAuthority implements PostgresStartBarrier {
       this.assertOpen();
       const decoded = decodeLifecycle(command);
       let events: StoredEvent[] = [];
+      const budget = this.tx.budget(); // one budget and deadline for every transaction of the command (R13.1)
       const attempt = () =>
-        this.transaction(decoded.data.runId, (tx) => {
-          events = [];
-          return runLifecycleTransaction(lifecycleUnitOfWork(tx, events, this.sealer, this.keys), decoded);
-        });
+        this.transaction(
+          decoded.data.runId,
+          (tx) => {
+            events = [];
+            return runLifecycleTransaction(lifecycleUnitOfWork(tx, events, this.sealer, this.keys), decoded);
+          },
+          undefined,
+          budget,
+        );
       // A concurrent creator won (CreateRun, CreateStepRun): re-decide on fresh state, which
       // turns the race into the typed precondition the decider raises (run_exists, ...).
       const decision = await attempt().catch(async (e: unknown) => {

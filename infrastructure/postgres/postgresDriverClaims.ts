@@ -1,7 +1,7 @@
-import type { Pool } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import { CorruptRecordError, TransactionTimeoutError, type ClaimResult, type DriverClaims } from '../../domain';
 import { checked, checkedClaim, checkedClaimRows, noBarrierToClaim, claimRowOf, claimValuesOf, claimedStartIdOf, decide, historyOf, releasable, type ClaimRow } from '../../application/driverClaimRules';
-import { SQLSTATE, isUniqueViolation, sqlStateOf } from './errors';
+import { SQLSTATE, isUniqueViolation, mapPgError, sqlStateOf, unavailableReasonOf } from './errors';
 
 // Driver claims (R11.2) in schema ql3 (migration pg-0034), on the authority's pool.
 
@@ -18,20 +18,29 @@ const PG = {
  */
 export const postgresDriverClaims = (pool: Pool): DriverClaims => {
   const tx = async <T>(startId: string, body: (q: (text: string, values: unknown[]) => Promise<unknown[]>) => Promise<T>): Promise<T> => {
-    const client = await pool.connect();
+    let client: PoolClient;
+    try {
+      client = await pool.connect();
+    } catch (e) {
+      throw mapPgError(e);
+    }
+    let broken = false;
     try {
       await client.query("BEGIN; SET LOCAL statement_timeout = '5s'; SET LOCAL lock_timeout = '2s'");
       const result = await body(async (text, values) => (await client.query(text, values)).rows);
       await client.query('COMMIT');
       return result;
     } catch (e) {
-      await client.query('ROLLBACK').catch(() => undefined);
+      // a read-only or lost server: the connection is dropped, never pooled again (R13.3)
+      broken = unavailableReasonOf(e) !== undefined;
+      if (!broken) await client.query('ROLLBACK').catch(() => undefined);
       if (sqlStateOf(e) === SQLSTATE.foreignKeyViolation) throw noBarrierToClaim(startId);
       // the claim rules' trigger (pg-0058): the history read back is not what this row follows
       if (sqlStateOf(e) === SQLSTATE.historyRefused) throw new CorruptRecordError('driver claim', startId, e instanceof Error ? e.message : String(e));
-      throw e;
+      if (isUniqueViolation(e)) throw e; // the caller re-reads
+      throw mapPgError(e);
     } finally {
-      client.release();
+      client.release(broken);
     }
   };
   const attempt = (c: ReturnType<typeof checked>) =>
@@ -67,7 +76,13 @@ export const postgresDriverClaims = (pool: Pool): DriverClaims => {
         if (!isUniqueViolation(e)) throw e;
       });
     },
-    history: async (startId) => historyOf(checkedClaimRows((await pool.query<ClaimRow>(PG.rows, [claimedStartIdOf(startId)])).rows)),
+    history: async (startId) => {
+      const id = claimedStartIdOf(startId);
+      const rows = await pool.query<ClaimRow>(PG.rows, [id]).catch((e: unknown) => {
+        throw mapPgError(e);
+      });
+      return historyOf(checkedClaimRows(rows.rows));
+    },
     close: async () => undefined,
   };
 };

@@ -1,6 +1,6 @@
 import type { Pool } from 'pg';
 import type { NoteRow, NoteStore } from '../../application/recoveryRules';
-import { mapTimeout } from './errors';
+import { mapPgError } from './errors';
 import { bind, named } from './named';
 
 // R10.2: resolution notes on PostgreSQL (pg-0033): one short autocommit statement each, on the
@@ -19,7 +19,7 @@ export const createPostgresNoteStore = (pool: () => Pool): NoteStore => {
     try {
       return (await pool().query<NoteRow>(sql.text, bind(sql, params))).rows;
     } catch (e) {
-      throw mapTimeout(e);
+      throw mapPgError(e);
     }
   };
   return {

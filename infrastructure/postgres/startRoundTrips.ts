@@ -32,10 +32,9 @@ import { takeGateAlone, type AttemptBudget, type PostgresTimeouts, type Postgres
 // nothing was written, and the start goes on under the turn (`underTurn`: the transaction that
 // takes the Run's turn first, waiting for it outside any transaction, bounded by lock_timeout
 // per wait, and decides while holding it), so writers that keep meeting on one Run decide each
-// start once instead of once per lost race. That is the Run's writers taking turns, not a
-// retry: it spends nothing of the budget. 40001/40P01 are retried on the operation's budget (at
-// most three retries, R9.5), a 23505 is answered by a fresh lookup (R4.2, R4.3) on the same
-// budget.
+// start once instead of once per lost race. Every write transaction counts, a lost turn
+// included (R13.1): at most 1 + maxRetries in all, 40001/40P01 retried and a 23505 answered by
+// a fresh lookup (R4.2, R4.3) on the same budget, within the operation's deadline.
 //
 // With a fault-injection hook (specs), the same statements run with the transaction held
 // open between them (BEGIN .. turn, hook, write, hooks, COMMIT) so that a hook can abort it.
@@ -48,6 +47,8 @@ export interface RoundTripContext {
   /** Keyed only: stores the seal origin before the authority's first keyed write (postgresSeals.ts). */
   readonly sealer: PostgresSealer | undefined;
   readonly hook: StartStepHook | undefined;
+  /** `requireSynchronousStandby`: the write transaction first checks a synchronous standby is attached (pg-0065). */
+  readonly requireSyncStandby: boolean;
   /**
    * A start that lost the Run's turn goes on under the turn: the transaction that takes the turn
    * first, waiting for it outside, and decides while holding it (transactions.ts). A Run whose
@@ -131,17 +132,22 @@ const clockOf = (result: Results[number] | undefined, runId: string): number => 
  */
 const write = async (client: PoolClient, ctx: RoundTripContext, plan: StartWrite, open: { value: boolean }, alone: boolean): Promise<StoredBarrier> => {
   const { turn, writes } = partsOf(plan, ctx.keys);
-  const timeouts = setLocalTimeouts(ctx.timeouts);
-  open.value = alone && (await takeGateAlone(client, ctx.timeouts));
+  const guard = ctx.requireSyncStandby ? [SQL.REQUIRE_SYNC_STANDBY] : [];
+  const timeouts = [...setLocalTimeouts(ctx.timeouts), ...guard];
+  // a last attempt's transaction is open from here, with the gate or without it (no second BEGIN)
+  if (alone) {
+    await takeGateAlone(client, ctx.timeouts);
+    open.value = true;
+  }
   let nowMs: number;
   let counts: Results[number] | undefined;
   if (ctx.hook === undefined) {
-    const q = roundTripText(client, open.value ? [] : ['SET TRANSACTION ISOLATION LEVEL SERIALIZABLE', ...timeouts], [turn, ...writes]);
+    const q = roundTripText(client, open.value ? guard : ['SET TRANSACTION ISOLATION LEVEL SERIALIZABLE', ...timeouts], [turn, ...writes]);
     const results = (await client.query(q.text)) as unknown as Results;
     nowMs = clockOf(results[q.resultAt[0]!], plan.runId);
     counts = results[q.resultAt[1]!];
   } else {
-    const begin = roundTripText(client, open.value ? [] : [SQL.BEGIN_SERIALIZABLE, ...timeouts], [turn]);
+    const begin = roundTripText(client, open.value ? guard : [SQL.BEGIN_SERIALIZABLE, ...timeouts], [turn]);
     open.value = true;
     const begun = (await client.query(begin.text)) as unknown as Results | Results[number];
     nowMs = clockOf(Array.isArray(begun) ? begun[begin.resultAt[0]!] : begun, plan.runId);
@@ -209,13 +215,12 @@ export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: Decode
         const lost = turnLost(e);
         if (lost !== undefined) {
           busy = lost === 'busy';
-          budget.attempts--; // the Run's writers taking turns: no attempt spent (header)
+          // the write transaction was spent (R13.1: lost turns count); on under the turn if one is left
+          ctx.tx.requireAttemptLeft(budget, `the Run's turn was taken by another writer (${lost})`);
           break; // on under the turn, once this connection is back in the pool
-
         }
         if (!resynced && PREPARED_OUT_OF_STEP.has(sqlStateOf(e) ?? '')) {
-          budget.attempts--; // nothing ran: the connection's session was not what this module recorded
-          resynced = true;
+          resynced = true; // the connection's session was not what this module recorded: counted all the same
           await resyncPrepared(client);
           continue;
         }

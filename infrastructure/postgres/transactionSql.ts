@@ -8,6 +8,11 @@ import { setLocalTimeouts } from './roundTripSql';
 export const BEGIN_SERIALIZABLE = 'BEGIN ISOLATION LEVEL SERIALIZABLE';
 export const COMMIT = 'COMMIT';
 export const ROLLBACK = 'ROLLBACK';
+/**
+ * `requireSynchronousStandby` (pg-0065): in the write transaction, before any write; no
+ * synchronous standby attached raises Q3S01 and the transaction rolls back.
+ */
+export const REQUIRE_SYNC_STANDBY = 'SELECT ql3.require_sync_standby() AS sync_standbys';
 
 type Timeouts = { readonly statementMs: number; readonly lockMs: number; readonly idleInTransactionMs: number };
 
@@ -24,12 +29,12 @@ const CLOCK = 'SELECT (extract(epoch FROM transaction_timestamp()) * 1000)::bigi
  * The turn rides in the first round trip because a SERIALIZABLE snapshot is taken by the first
  * statement: a writer that had to wait for the turn inside its transaction would then fail on
  * the previous holder's writes. So the turn never waits here; `AWAIT_RUN_TURN` waits outside.
- * `gated`: the transaction is already open, its timeouts set, and holds the start gate
- * (`beginAlone`), so only the clock and the turn are left to read.
+ * `begun`: a last attempt's transaction is already open, its timeouts set, holding the start
+ * gate or not (`beginAlone`), so only the clock and the turn are left to read.
  */
-export const beginConfigured = (t: Timeouts): ((runLiteral: string, gated: boolean) => string) => {
+export const beginConfigured = (t: Timeouts): ((runLiteral: string, begun: boolean) => string) => {
   const begin = [BEGIN_SERIALIZABLE, ...setLocalTimeouts(t)].join('; ');
-  return (runLiteral, gated) => `${gated ? '' : `${begin}; `}${CLOCK}; SELECT ql3.take_run_turn(${runLiteral}, false) AS turn`;
+  return (runLiteral, begun) => `${begun ? '' : `${begin}; `}${CLOCK}; SELECT ql3.take_run_turn(${runLiteral}, false) AS turn`;
 };
 
 /**
@@ -38,23 +43,12 @@ export const beginConfigured = (t: Timeouts): ((runLiteral: string, gated: boole
  * SERIALIZABLE snapshot, fixed by the next statement, sees every writer that held the gate
  * before: none is concurrent with this attempt, and none can fail it.
  */
-export const beginAlone = (t: Timeouts): string => [BEGIN_SERIALIZABLE, ...setLocalTimeouts(t), 'LOCK TABLE ql3.start_gate IN ACCESS EXCLUSIVE MODE'].join('; ');
+export const beginAlone = (t: Timeouts): string => [BEGIN_SERIALIZABLE, ...setLocalTimeouts(t), 'SAVEPOINT ql3_gate', 'LOCK TABLE ql3.start_gate IN ACCESS EXCLUSIVE MODE'].join('; ');
+/** The gate not had within lock_timeout: the transaction goes on without it (no snapshot taken yet). */
+export const ROLLBACK_TO_GATE = 'ROLLBACK TO SAVEPOINT ql3_gate';
 
 /**
  * Outside any transaction: wait until the Run's turn is free (its row lock, bounded by the
  * lock timeout passed), and let it go again at once. The caller then begins afresh.
  */
 export const AWAIT_RUN_TURN = named('SELECT ql3.await_run_turn(:run_id, :lock_timeout_ms::integer) AS turn');
-
-/**
- * The Run's queue (the advisory lock class is ql3's own; the key is the Run id's hash): a session
- * lock, so it outlives the implicit transaction it is taken in and the write transaction after
- * it. PostgreSQL grants an exclusive lock to its waiters in the order they came, so the Run's
- * writers that lost its turn take it one after another instead of all rushing at each commit.
- * It orders them and guards nothing: the turn is still the Run head's row lock.
- */
-const RUN_QUEUE_CLASS = 7433267;
-const runQueueKey = (runLiteral: string) => `${RUN_QUEUE_CLASS}, pg_catalog.hashtext(${runLiteral})`;
-export const joinRunQueue = (runLiteral: string, lockMs: number): string =>
-  `SET LOCAL lock_timeout = '${Math.max(1, Math.trunc(lockMs))}'; SELECT pg_catalog.pg_advisory_lock(${runQueueKey(runLiteral)})`;
-export const leaveRunQueue = (runLiteral: string): string => `SELECT pg_catalog.pg_advisory_unlock(${runQueueKey(runLiteral)}) AS left_queue`;

@@ -1,6 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Pool, PoolClient } from 'pg';
-import { ConcurrencyExhaustedError } from '../../domain';
+import { ConcurrencyExhaustedError, TransactionTimeoutError } from '../../domain';
 import { SQLSTATE, isRetryable, mapPgError, sqlStateOf, unavailableReasonOf } from './errors';
 import { run, type Queryable } from './query';
 import { PgInt, decodeRow } from './rowCodecs';
@@ -24,12 +24,32 @@ export interface PostgresTimeouts {
    * live server; this bound is for a server that stopped answering (frozen, partitioned).
    */
   readonly queryMs: number;
+  /**
+   * The overall bound of one operation (default 30000, R13.1): no transaction begins and no
+   * wait starts after it; past it the operation ends in TRANSACTION_TIMEOUT (deadline) with
+   * nothing written. A transaction already running is bounded by statementMs and queryMs.
+   */
+  readonly deadlineMs: number;
 }
 
-/** How many transaction attempts one operation has made so far (R9.5: shared by all of them). */
+/**
+ * One operation's write transactions so far and its deadline (R9.5, R13.1): every BEGIN
+ * spends one, a lost turn included, whatever number of transactions the operation opens.
+ */
 export interface AttemptBudget {
   attempts: number;
+  readonly deadlineAt: number;
 }
+
+/** What is left of an operation's deadline, in ms (at least 1: a lock wait of 0 would wait for ever). */
+export const msLeft = (budget: AttemptBudget): number => Math.max(1, budget.deadlineAt - Date.now());
+
+/** Past the deadline: the typed error, nothing written (R13.1). */
+export const requireBeforeDeadline = (budget: AttemptBudget, deadlineMs: number): void => {
+  if (Date.now() >= budget.deadlineAt) {
+    throw new TransactionTimeoutError('deadline', `the operation did not finish within its deadline of ${deadlineMs} ms (timeouts.deadlineMs) after ${budget.attempts} write transaction(s); nothing more was written`);
+  }
+};
 
 /** What one transaction attempt hands its body: the connection and the clock read once (R3.10). */
 export interface Tx {
@@ -69,9 +89,9 @@ export class PostgresTransactions {
     this.beginText = SQL.beginConfigured(timeouts);
   }
 
-  /** A fresh budget: one operation's attempts, over all the transactions it runs. */
+  /** A fresh budget: one operation's attempts, over all the transactions it runs, and its deadline. */
   budget(): AttemptBudget {
-    return { attempts: 0 };
+    return { attempts: 0, deadlineAt: Date.now() + this.timeouts.deadlineMs };
   }
 
   /**
@@ -84,9 +104,8 @@ export class PostgresTransactions {
    */
   async transaction<T>(runId: string, body: (tx: Tx) => Promise<T>, beforeBegin?: BeforeBegin, budget: AttemptBudget = this.budget(), queueFirst = false): Promise<T> {
     for (;;) {
-      this.spend(budget);
       try {
-        return await this.attempt(body, runId, beforeBegin, this.isLastAttempt(budget), queueFirst);
+        return await this.attempt(body, runId, beforeBegin, budget, queueFirst);
       } catch (e) {
         if (!isRetryable(e)) throw mapPgError(e);
         await this.afterRetryable(budget, e);
@@ -94,11 +113,16 @@ export class PostgresTransactions {
     }
   }
 
-  /** One more attempt of the operation (counted, reported), or CONCURRENCY_EXHAUSTED when none is left (R9.5). */
+  /**
+   * One more write transaction of the operation (counted, reported), just before its BEGIN; or
+   * CONCURRENCY_EXHAUSTED when none is left (R9.5, R13.1: at most 1 + maxRetries in total, lost
+   * turns included), or TRANSACTION_TIMEOUT (deadline) when the operation's deadline has passed.
+   */
   spend(budget: AttemptBudget): void {
     if (budget.attempts > this.maxRetries) {
-      throw new ConcurrencyExhaustedError(budget.attempts, `no retry left for another transaction of this operation (at most ${this.maxRetries} retries in total)`);
+      throw new ConcurrencyExhaustedError(budget.attempts, `no write transaction left for this operation (at most 1 + ${this.maxRetries} in total, lost turns of the Run included)`);
     }
+    requireBeforeDeadline(budget, this.timeouts.deadlineMs);
     budget.attempts++;
     this.onAttempt?.(budget.attempts);
   }
@@ -123,7 +147,13 @@ export class PostgresTransactions {
     if (budget.attempts > this.maxRetries) {
       throw new ConcurrencyExhaustedError(budget.attempts, `${sqlStateOf(e)}: ${e instanceof Error ? e.message : String(e)}`);
     }
-    await sleep(Math.random() * RETRY_PAUSE_MS * 4 ** (budget.attempts - 1));
+    await sleep(Math.min(Math.random() * RETRY_PAUSE_MS * 4 ** (budget.attempts - 1), msLeft(budget)));
+  }
+
+  /** A turn lost: CONCURRENCY_EXHAUSTED when no write transaction is left to try again, so no wait is spent for nothing. */
+  requireAttemptLeft(budget: AttemptBudget, cause: string): void {
+    if (budget.attempts > this.maxRetries) throw new ConcurrencyExhaustedError(budget.attempts, cause);
+    requireBeforeDeadline(budget, this.timeouts.deadlineMs);
   }
 
   /** Reads outside a transaction: one statement, one snapshot, timeouts mapped. */
@@ -139,55 +169,53 @@ export class PostgresTransactions {
    * One attempt on one pooled connection. Its first round trip begins the transaction and takes
    * the Run's turn (the Run head row lock, through ql3.take_run_turn) without waiting. If another
    * writer of the Run holds the turn, or committed between this snapshot and the lock, nothing
-   * has been written: the attempt rolls back, waits for the turn outside any transaction (in
-   * the Run's queue, then ql3.await_run_turn, each bounded by lock_timeout) and begins again
-   * with a fresh snapshot. Writers
-   * of one Run thus go one after another without failing each other under SERIALIZABLE, and
-   * writers of different Runs never wait for each other. The lock lives exactly as long as the
-   * transaction, and only the product's role can take it. A last attempt takes the start gate
-   * first, in a round trip of its own (`takeGateAlone`).
+   * has been written: the attempt rolls back, waits for the turn outside any transaction
+   * (ql3.await_run_turn, bounded by lock_timeout and the operation's deadline) and begins again
+   * with a fresh snapshot, spending one more of the operation's write transactions (R13.1).
+   * Writers of one Run thus go one after another without failing each other under
+   * SERIALIZABLE, and writers of different Runs never wait for each other. No lock outlives a
+   * transaction, and only the product's role can take the ones used. A last attempt takes the
+   * start gate first (`takeGateAlone`).
    */
-  private async attempt<T>(body: (tx: Tx) => Promise<T>, runId: string, beforeBegin: BeforeBegin | undefined, alone: boolean, queueFirst: boolean): Promise<T> {
+  private async attempt<T>(body: (tx: Tx) => Promise<T>, runId: string, beforeBegin: BeforeBegin | undefined, budget: AttemptBudget, queueFirst: boolean): Promise<T> {
     const client = await this.pool.connect();
     let broken: unknown;
-    /** In the Run's queue (a session lock): left when the attempt ends, whatever its end. */
-    let queued = false;
     const runLiteral = client.escapeLiteral(runId);
     const onError = (err: Error) => {
       broken ??= err;
     };
     client.on('error', onError);
-    /** Outside any transaction: in the Run's queue (joined once), then until the turn is free. */
+    /** Outside any transaction: until the turn is free, within lock_timeout and the deadline. */
     const awaitTurn = async () => {
-      queued ||= await joinRunQueue(client, runLiteral, this.timeouts.lockMs);
-      await run(client, SQL.AWAIT_RUN_TURN, { run_id: runId, lock_timeout_ms: this.timeouts.lockMs });
+      await run(client, SQL.AWAIT_RUN_TURN, { run_id: runId, lock_timeout_ms: Math.min(this.timeouts.lockMs, msLeft(budget)) });
     };
     try {
-      // A start that just lost the turn (`queueFirst`) queues and waits before it begins: the
-      // turn is most likely still busy, and a begin that fails on it is two round trips lost.
+      // A start that just lost the turn (`queueFirst`) waits before it begins: the turn is most
+      // likely still busy, and a begin that fails on it is a write transaction lost.
       if (queueFirst) await awaitTurn();
       let before = beforeBegin === undefined ? undefined : await beforeBegin(client);
       let nowMs: number | undefined;
       let turnVersion: number | null = null;
       while (nowMs === undefined) {
+        this.spend(budget); // every BEGIN counts (R13.1)
         try {
-          const gated = alone && (await takeGateAlone(client, this.timeouts));
-          const begun = (await client.query(this.beginText(runLiteral, gated))) as unknown as { rows: { now_ms?: unknown; turn?: unknown }[] }[];
-          const turn = begun[begun.length - 1]?.rows[0]?.turn;
+          // a last attempt has its transaction open already, with the gate or without it
+          const begun = this.isLastAttempt(budget) && (await takeGateAlone(client, this.timeouts), true);
+          const results = (await client.query(this.beginText(runLiteral, begun))) as unknown as { rows: { now_ms?: unknown; turn?: unknown }[] }[];
+          const turn = results[results.length - 1]?.rows[0]?.turn;
           turnVersion = turn === null || turn === undefined ? null : decodeRow(PgInt, turn, 'run turn', runId);
-          nowMs = decodeRow(PgInt, begun[begun.length - 2]?.rows[0]?.now_ms, 'transaction clock', 'transaction_timestamp()');
+          nowMs = decodeRow(PgInt, results[results.length - 2]?.rows[0]?.now_ms, 'transaction clock', 'transaction_timestamp()');
         } catch (e) {
           const code = sqlStateOf(e);
           if (code !== SQLSTATE.lockNotAvailable && code !== SQLSTATE.serializationFailure) throw e;
           await client.query(SQL.ROLLBACK);
+          this.requireAttemptLeft(budget, `the Run's turn stayed with other writers (${code}: ${e instanceof Error ? e.message : String(e)})`);
           await awaitTurn();
           before = beforeBegin === undefined ? undefined : await beforeBegin(client); // read again after the holder's commit
         }
       }
       const result = await body({ client, nowMs, turnVersion, ...(before === undefined ? {} : { before }) });
-      // The next writer in the queue goes on to wait for the turn while this one commits.
-      await client.query(queued ? `${SQL.leaveRunQueue(runLiteral)}; ${SQL.COMMIT}` : SQL.COMMIT);
-      queued = false;
+      await client.query(SQL.COMMIT);
       return result;
     } catch (e) {
       // A server that stopped answering would only make ROLLBACK wait for the bound again;
@@ -205,15 +233,6 @@ export class PostgresTransactions {
       if (sqlStateOf(e) === undefined && sqlStateOf(broken) === SQLSTATE.idleInTransactionTimeout) throw broken;
       throw e;
     } finally {
-      if (queued && broken === undefined) {
-        // (again, after a failed COMMIT: unlocking a key not held answers false.) A connection
-        // that cannot say it left the queue is not pooled again: closing it leaves it.
-        try {
-          await client.query(SQL.leaveRunQueue(runLiteral));
-        } catch (e) {
-          broken = e;
-        }
-      }
       client.off('error', onError);
       client.release(broken instanceof Error ? broken : broken === undefined ? undefined : true);
     }
@@ -221,38 +240,24 @@ export class PostgresTransactions {
 }
 
 /**
- * Join the Run's queue behind its other writers that lost the turn (transactionSql.ts): true
- * once in it. False when it cannot be joined within lock_timeout (a session that holds the same
- * key for its own reasons) or the role may not take advisory locks: the turn is then waited for
- * unqueued, as it always can be.
- */
-const joinRunQueue = async (client: PoolClient, runLiteral: string, lockMs: number): Promise<boolean> => {
-  try {
-    await client.query(SQL.joinRunQueue(runLiteral, lockMs));
-    return true;
-  } catch (e) {
-    if (unavailableReasonOf(e) !== undefined) throw e;
-    const code = sqlStateOf(e);
-    if (code !== SQLSTATE.lockNotAvailable && code !== SQLSTATE.insufficientPrivilege) throw e;
-    return false;
-  }
-};
-
-/**
- * A last attempt's gate (R9.5, pg-0057): BEGIN and the start gate held exclusively before the
- * snapshot, leaving the transaction open (true). A session that holds the gate all along (a
+ * A last attempt's gate (R9.5, pg-0057): BEGIN, the timeouts, and the start gate held
+ * exclusively before the snapshot (true). A session that holds the gate all along (a
  * superuser's pg_dump takes ACCESS SHARE on every table) makes the wait end at lock_timeout:
- * the transaction is rolled back and the attempt runs as any other (false). So no lock an
- * unrelated session holds stalls a start beyond lock_timeout, and it never fails one.
+ * the lock is undone to its savepoint and the attempt runs as any other, in the same
+ * transaction (false), so the gate costs no second BEGIN (R13.1). Either way the transaction is
+ * open, its timeouts set and no snapshot taken yet (LOCK, SAVEPOINT and ROLLBACK TO take none).
  */
 export const takeGateAlone = async (client: PoolClient, timeouts: PostgresTimeouts): Promise<boolean> => {
   try {
     await client.query(SQL.beginAlone(timeouts));
     return true;
   } catch (e) {
-    // the BEGIN ran: end the transaction here, whatever failed after it (a lost server ends it too)
-    if (unavailableReasonOf(e) === undefined) await client.query(SQL.ROLLBACK);
-    if (sqlStateOf(e) !== SQLSTATE.lockNotAvailable) throw e;
+    if (unavailableReasonOf(e) !== undefined) throw e;
+    if (sqlStateOf(e) !== SQLSTATE.lockNotAvailable) {
+      await client.query(SQL.ROLLBACK); // the BEGIN ran: end the transaction here
+      throw e;
+    }
+    await client.query(SQL.ROLLBACK_TO_GATE);
     return false;
   }
 };

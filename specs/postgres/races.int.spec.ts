@@ -85,7 +85,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     expect(countOf(after, 'start_replay_identities') - countOf(before, 'start_replay_identities')).to.equal(7);
   });
 
-  it('R3.5 eight clients start eight different StepRuns of one Run: all created, chained on the Run version', async () => {
+  it('R3.5 R13.1 eight clients start eight different StepRuns of one Run: each created or CONCURRENCY_EXHAUSTED having written nothing (lost turns count), re-called until created, all chained on the Run version', async () => {
     const s = await setUp();
     const steps: StepRunState[] = [s.stepRun];
     for (let i = 1; i < RACERS; i++) {
@@ -100,10 +100,20 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
       const c = s.startCommand(step, `step${i}`);
       return { ...c, stepRun: { ...c.stepRun, stepRunId: step.stepRunId } };
     });
-    const results = await settle(racers.map((a, i) => a.barriers.prepare(commands[i]!)));
+    // R13.1: at most 1 + 3 write transactions per start, a lost turn of the Run included, so a
+    // writer that keeps losing the turn ends typed, having written nothing, and is called again
+    const startUntilCreated = async (a: PostgresStartBarrier, command: ToolExecutionStartCommand): Promise<PrepareResult> => {
+      for (;;) {
+        try {
+          return await a.barriers.prepare(command);
+        } catch (e) {
+          expect(e, (e as Error).message).to.be.instanceOf(ConcurrencyExhaustedError);
+          expect(await main.barriers.getByStartId(command.startId)).to.equal(null);
+        }
+      }
+    };
+    const results = await settle(racers.map((a, i) => startUntilCreated(a, commands[i]!)));
     const failures = results.flatMap((r) => ('error' in r ? [r.error] : []));
-    // Any loser must be typed (R5.2: at most three retries); the jittered retry makes them rare.
-    for (const e of failures) expect(e, e.message).to.be.instanceOf(ConcurrencyExhaustedError);
     expect(failures, failures.map((e) => e.message).join('; ')).to.have.length(0);
     const sequences = results.map((r) => ('ok' in r ? r.ok.barrier.record.runEvent.runEventSequence : 0)).sort((a, b) => a - b);
     expect(sequences).to.deep.equal(Array.from({ length: RACERS }, (_, i) => versionBefore + 5 * i + 4));
@@ -348,7 +358,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     expect((await main.barriers.prepare(command)).outcome).to.equal('created');
   });
 
-  it('R5.2 writers of one Run take turns: 8 clients, 4 starts each of different StepRuns of one Run, need no retry budget and never fail each other', async () => {
+  it('R5.2 R13.1 writers of one Run take turns: 8 clients, 4 starts each of different StepRuns of one Run; a start that ran out of its 1 + 3 write transactions wrote nothing and its re-call commits', async () => {
     const s = await setUp();
     const perClient = 4;
     const ids = Array.from({ length: 8 * perClient }, (_, i) => `${s.stepRunId}-t${i}`);
@@ -356,7 +366,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
       await main.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: id, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } });
       await main.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId: id, requestedAtMs: 1 } });
     }
-    const racers = await clients(8, { maxRetries: 0 });
+    const racers = await clients(8);
     const commands = await Promise.all(
       ids.map(async (id, i) => {
         const step = (await main.runs.getStepRun(s.runId, id))!;
@@ -367,16 +377,27 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     const results = await Promise.all(
       racers.map(async (racer, c) => {
         const outcomes: string[] = [];
-        for (let i = 0; i < perClient; i++) outcomes.push((await racer.barriers.prepare(commands[c * perClient + i]!)).outcome);
+        for (let i = 0; i < perClient; i++) {
+          const command = commands[c * perClient + i]!;
+          for (;;) {
+            try {
+              outcomes.push((await racer.barriers.prepare(command)).outcome);
+              break;
+            } catch (e) {
+              if (!(e instanceof ConcurrencyExhaustedError)) throw e;
+              expect(await main.barriers.getByStartId(command.startId), 'an exhausted start wrote nothing').to.equal(null);
+            }
+          }
+        }
         return outcomes;
       }),
     );
     expect(results.flat()).to.deep.equal(Array(8 * perClient).fill('created'));
     expect(await main.runs.readStream(s.runId)).to.have.length(3 + ids.length * (2 + 5)); // the scenario's 3, then 2 lifecycle and 5 start events per StepRun
-    expect(await queueLocks(), 'every writer left the queue').to.deep.equal({ held: 0, waiting: 0 });
+    expect(await queueLocks(), 'no session lock of the former Run queue').to.deep.equal({ held: 0, waiting: 0 });
   });
 
-  /** The Run's queue locks (transactionSql.ts: advisory class 7433267) in this database: how many sessions hold one, and how many wait. */
+  /** The former Run queue's locks (advisory class 7433267, a session lock R13.1 removed) in this database: held and waiting. */
   const queueLocks = (): Promise<{ held: number; waiting: number }> =>
     db.admin(async (c) => {
       const { rows } = await c.query<{ held: number; waiting: number }>(`SELECT count(*) FILTER (WHERE granted)::int AS held, count(*) FILTER (WHERE NOT granted)::int AS waiting
@@ -397,7 +418,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     return commands;
   };
 
-  it("R5.2 writers that lost a Run's turn (two starts, a lifecycle command) queue for it: one waits for the turn, the others behind it in the order they came; released, all commit, and none holds the queue after", async () => {
+  it("R5.2 R13.1 writers that lost a Run's turn (two starts, a lifecycle command) wait for it outside any transaction, holding no session lock; released, all commit within 1 + 3 write transactions", async () => {
     const s = await setUp();
     const commands = await stepRunsOfOneRun(s, 2, 'q');
     const racers = await clients(3, { timeouts: { lockMs: 10_000 } });
@@ -413,10 +434,13 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
             .handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: `${s.stepRunId}-q-new`, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } })
             .then(() => 'appended'),
         ];
+        // all three wait for the Run head's row lock (a tuple lock: ended with each waiter's statement)
         const deadline = Date.now() + 10_000;
-        for (let q = await queueLocks(); q.held !== 1 || q.waiting !== 2; q = await queueLocks()) {
-          if (Date.now() > deadline) throw new Error(`expected one writer in the queue's head and two behind it, saw ${JSON.stringify(q)}`);
+        for (let waiting = 0; waiting < 3; ) {
+          if (Date.now() > deadline) throw new Error(`expected three writers waiting for the turn, saw ${waiting}`);
           await new Promise((r) => setTimeout(r, 20));
+          waiting = await db.admin(async (c) => (await c.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%await_run_turn%'`)).rows[0]!.n);
+          expect(await queueLocks()).to.deep.equal({ held: 0, waiting: 0 });
         }
       } finally {
         await holder.query('ROLLBACK');
@@ -428,7 +452,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     expect(await main.runs.readStream(s.runId)).to.have.length(3 + 2 * (2 + 5) + 1);
   });
 
-  it("R5.2 R9.5 a session holding the Run's queue key for its own reasons delays a writer that lost the turn by at most lock_timeout, and fails none", async () => {
+  it("R5.2 R13.1 a session holding the former Run queue key for its own reasons neither delays nor fails a writer that lost the turn", async () => {
     const s = await setUp();
     const [command] = await stepRunsOfOneRun(s, 1, 'k');
     const lockMs = 300;
@@ -450,12 +474,11 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     });
   });
 
-  it('R3.5 R9.5 a writer of the Run commits between a start\'s read and its write: the turn\'s compare-and-set refuses the stale decision before any write, and the start decides again on a fresh read, spending no retry', async () => {
+  it('R3.5 R9.5 R13.1 a writer of the Run commits between a start\'s read and its write: the turn\'s compare-and-set refuses the stale decision before any write, and the start decides again on a fresh read, the refused write transaction counted', async () => {
     const s = await setUp();
     let interfered = 0;
     let attempts = 0;
     const [racer] = await clients(1, {
-      maxRetries: 0,
       hooks: {
         onAttempt: (n) => void (attempts = n),
         onStartStep: async (step) => {
@@ -469,7 +492,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     const result = await racer!.barriers.prepare(s.startCommand());
     expect(result.outcome).to.equal('created');
     expect(interfered).to.equal(2); // decided twice
-    expect(attempts).to.equal(1); // and spent one attempt
+    expect(attempts).to.equal(2); // every BEGIN counts (R13.1): the refused write, then the one that committed
     const events = await main.runs.readStream(s.runId);
     expect(events).to.have.length(versionBefore + 1 + 5);
     expect(events.slice(-5).map((e) => e.streamPosition)).to.deep.equal([versionBefore + 2, versionBefore + 3, versionBefore + 4, versionBefore + 5, versionBefore + 6]);

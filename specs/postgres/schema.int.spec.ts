@@ -72,7 +72,7 @@ describe('PostgreSQL schema and roles (R5.2)', function () {
       });
     });
 
-    it('R5.2 re-opening is a no-op, and concurrent migrators apply each file exactly once (advisory lock)', async () => {
+    it('R5.2 re-opening is a no-op, and concurrent migrators apply each file exactly once (the ledger table lock, R13.1)', async () => {
       const opened = await Promise.all(Array.from({ length: 4 }, () => openOn(db)));
       for (const a of opened) await a.close();
       const pool = testPool({ connectionString: db.url });

@@ -1,0 +1,306 @@
+import { expect } from 'chai';
+import { Client } from 'pg';
+import { ConcurrencyExhaustedError, StoreUnavailableError, TransactionTimeoutError, type ToolExecutionStartCommand } from '../../domain';
+import { ConnectionError, openPostgresStartBarrier, type PostgresStartBarrier, type PostgresStartBarrierOptions } from '../../infrastructure/postgres';
+import { buildScenario, type Scenario } from '../../domain/scenario';
+import { startFreezableProxy, type FreezableProxy } from '../../testkit/freezableProxy';
+import { countRows, createDatabase, openOn, rejects, type TestDatabase } from '../../testkit/postgresHarness';
+import { buildOnce, runCli } from '../cli/cliSuite';
+
+// R13.1 on the real server: every public PostgreSQL operation ends within its bound, at most
+// 1 + 3 write transactions (every BEGIN counted, lost turns of the Run included) and the
+// caller's deadline, then a typed error with nothing written. Shown per operation under
+// contention (16 writers on one Run) and while a login with no ql3 rights holds every lock it
+// can take, and while a runtime login holds the start gate. Timing is never asserted: a short
+// deadline and lock timeout make any wait on such a lock a failure instead.
+
+const WRITERS = 16;
+const BUDGET = 4; // 1 + 3
+
+/** The end of one operation: its outcome, or the typed error's code. */
+const ending = async (p: Promise<unknown>): Promise<string> => {
+  try {
+    const r = await p;
+    return typeof r === 'object' && r !== null && 'outcome' in r ? String((r as { outcome: unknown }).outcome) : 'ok';
+  } catch (e) {
+    if (e instanceof ConcurrencyExhaustedError || e instanceof TransactionTimeoutError || e instanceof StoreUnavailableError) return e.code;
+    throw e;
+  }
+};
+
+describe('PostgreSQL bounded operations (R13.1)', function () {
+  this.timeout(180_000);
+  let db: TestDatabase;
+  let main: PostgresStartBarrier;
+  const opened: PostgresStartBarrier[] = [];
+  /** The highest write-transaction count any one operation of the racers reached. */
+  let most = 0;
+
+  before(async () => {
+    db = await createDatabase();
+    main = await openOn(db, { onError: () => undefined });
+  });
+  after(async () => {
+    for (const a of opened.splice(0)) await a.close();
+    await main?.close();
+    await db?.drop();
+  });
+  beforeEach(() => {
+    most = 0;
+  });
+
+  /** `n` authorities, each with its own pool, counting every BEGIN of each operation. */
+  const racers = async (n: number, options: Partial<PostgresStartBarrierOptions> = {}): Promise<PostgresStartBarrier[]> => {
+    const list = await Promise.all(
+      Array.from({ length: n }, () => openOn(db, { migrate: false, onError: () => undefined, hooks: { onAttempt: (k) => void (most = Math.max(most, k)) }, ...options })),
+    );
+    await Promise.all(list.map((a) => a.runs.getStepRun('warm-up', 'warm-up')));
+    opened.push(...list);
+    return list;
+  };
+
+  const setUp = async (): Promise<Scenario> => {
+    const s = buildScenario();
+    for (const c of s.lifecycle) await main.runs.handle(c);
+    return s;
+  };
+
+  /** `n` ready StepRuns of the scenario's Run and a start command for each. */
+  const stepRunsOfOneRun = async (s: Scenario, n: number, tag: string): Promise<ToolExecutionStartCommand[]> => {
+    const commands: ToolExecutionStartCommand[] = [];
+    for (let i = 0; i < n; i++) {
+      const id = `${s.stepRunId}-${tag}${i}`;
+      await main.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: id, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } });
+      await main.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId: id, requestedAtMs: 1 } });
+      const raw = s.startCommand((await main.runs.getStepRun(s.runId, id))!, `${tag}${i}`);
+      commands.push({ ...raw, stepRun: { ...raw.stepRun, stepRunId: id } });
+    }
+    return commands;
+  };
+
+  describe('under contention: 16 writers on one Run', () => {
+    it('R13.1 prepare: each start is created or ends typed, with at most 1 + 3 write transactions, lost turns included; a failed one wrote nothing', async () => {
+      const s = await setUp();
+      const commands = await stepRunsOfOneRun(s, WRITERS, 'p');
+      const list = await racers(WRITERS);
+      const ends = await Promise.all(list.map((a, i) => ending(a.barriers.prepare(commands[i]!))));
+      expect(most).to.be.within(1, BUDGET);
+      expect(ends.filter((e) => e === 'created').length).to.be.above(0);
+      for (const e of ends) expect(['created', 'CONCURRENCY_EXHAUSTED', 'TRANSACTION_TIMEOUT']).to.include(e);
+      for (const [i, e] of ends.entries()) {
+        const barrier = await main.barriers.getByStartId(commands[i]!.startId);
+        expect(barrier === null, `start ${i} ended ${e}`).to.equal(e !== 'created');
+      }
+    });
+
+    it('R13.1 runs.handle: 16 lifecycle commands on one Run, each appended or typed, at most 1 + 3 write transactions each', async () => {
+      const s = await setUp();
+      const list = await racers(WRITERS);
+      const ends = await Promise.all(
+        list.map((a, i) => ending(a.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: `${s.stepRunId}-h${i}`, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } }))),
+      );
+      expect(most).to.be.within(1, BUDGET);
+      for (const e of ends) expect(['ok', 'CONCURRENCY_EXHAUSTED', 'TRANSACTION_TIMEOUT']).to.include(e);
+      const stream = await main.runs.readStream(s.runId);
+      expect(stream.length).to.equal(3 + ends.filter((e) => e === 'ok').length);
+    });
+
+    it('R13.1 recovery.resolve (with a note) and note purge: 16 resolutions of starts of one Run, each recorded or typed, at most 1 + 3 write transactions each', async () => {
+      const s = await setUp();
+      const commands = await stepRunsOfOneRun(s, WRITERS, 'r');
+      for (const c of commands) await main.barriers.prepare(c);
+      const list = await racers(WRITERS);
+      const ends = await Promise.all(
+        list.map((a, i) => ending(a.recovery.resolve(commands[i]!.startId, 'lost', { decidedBy: 'ops', reason: 'worker_lost', note: `note ${i}` }).then((r) => ({ outcome: r.status })))),
+      );
+      expect(most).to.be.within(1, BUDGET);
+      for (const e of ends) expect(['recorded', 'CONCURRENCY_EXHAUSTED', 'TRANSACTION_TIMEOUT']).to.include(e);
+      // a note is purged where its outcome was recorded (elsewhere the failed resolve purged its orphan itself)
+      const purged = await Promise.all(list.map((a, i) => (ends[i] === 'recorded' ? ending(a.recovery.purgeNote(commands[i]!.startId)) : Promise.resolve('ok'))));
+      for (const e of purged) expect(['ok', 'CONCURRENCY_EXHAUSTED', 'TRANSACTION_TIMEOUT']).to.include(e);
+    });
+
+    it('R13.1 driver claims: 16 drivers claim one start, one holds it, the others read it held; each within four transactions', async () => {
+      const s = await setUp();
+      const [command] = await stepRunsOfOneRun(s, 1, 'c');
+      await main.barriers.prepare(command!);
+      const list = await racers(WRITERS);
+      const results = await Promise.all(list.map((a, i) => a.driverClaims().claim(command!.startId, `driver-${i}`, 60_000).then((r) => r.status, (e: unknown) => (e as { code?: string }).code)));
+      expect(results.filter((r) => r === 'claimed')).to.have.length(1);
+      for (const r of results) expect(['claimed', 'held', 'TRANSACTION_TIMEOUT']).to.include(r);
+    });
+
+    it('R13.1 open with and without migrate: 16 opens of one database at once all open (the migration lock is the ledger table, each wait within the deadline)', async () => {
+      const fresh = await createDatabase();
+      try {
+        const opens = await Promise.all(
+          Array.from({ length: WRITERS }, () => openPostgresStartBarrier({ connectionString: fresh.url, migrate: true, onError: () => undefined, timeouts: { deadlineMs: 60_000 } })),
+        );
+        for (const a of opens) await a.close();
+        const reopened = await Promise.all(Array.from({ length: WRITERS }, (_, i) => openPostgresStartBarrier({ connectionString: fresh.url, migrate: i % 2 === 0, onError: () => undefined })));
+        for (const a of reopened) await a.close();
+      } finally {
+        await fresh.drop();
+      }
+    });
+  });
+
+  describe('under a lock an unrelated login holds', () => {
+    /** A role with CONNECT only on the test database, holding every lock such a login can take, while `body` runs. */
+    const whileAStrangerHoldsLocks = async (s: Scenario, body: () => Promise<void>): Promise<void> => {
+      const stranger = `ql3_spec_bound_${process.pid}_${Date.now()}`;
+      await db.admin(async (c) => {
+        await c.query(`CREATE ROLE ${stranger} NOLOGIN`);
+        await c.query(`GRANT CONNECT ON DATABASE ${c.escapeIdentifier(db.name)} TO ${stranger}`);
+      });
+      try {
+        await db.admin(async (holder) => {
+          await holder.query(`SET ROLE ${stranger}`);
+          // the former Run queue and migration keys, and any key at all: a session lock each
+          for (const [sql, params] of [
+            ['SELECT pg_advisory_lock(7433267, hashtext($1))', [s.runId]],
+            ['SELECT pg_advisory_lock(7173100158)', []],
+            ['SELECT pg_advisory_lock(hashtext($1))', [s.runId]],
+          ] as const) {
+            await holder.query(sql, [...params]);
+          }
+          // ql3 objects it cannot lock at all
+          for (const table of ['ql3.schema_migrations', 'ql3.runs', 'ql3.start_gate']) {
+            const code = await holder
+              .query('BEGIN')
+              .then(() => holder.query(`LOCK TABLE ${table} IN ACCESS SHARE MODE NOWAIT`))
+              .then(
+                () => 'locked',
+                (e: { code?: string }) => e.code,
+              );
+            await holder.query('ROLLBACK');
+            expect(code, table).to.equal('42501');
+          }
+          try {
+            await body();
+          } finally {
+            await holder.query('SELECT pg_advisory_unlock_all()');
+            await holder.query('RESET ROLE');
+          }
+        });
+      } finally {
+        await db.admin(async (c) => {
+          await c.query(`REVOKE CONNECT ON DATABASE ${c.escapeIdentifier(db.name)} FROM ${stranger}`);
+          await c.query(`DROP ROLE ${stranger}`);
+        });
+      }
+    };
+
+    it('R13.1 prepare, runs.handle, recovery.resolve, note purge, driver claims, open with and without migrate, CLI migrate and verify: none waits on it (a wait would end the short deadline)', async () => {
+      const s = await setUp();
+      const commands = await stepRunsOfOneRun(s, 2, 'x');
+      await whileAStrangerHoldsLocks(s, async () => {
+        const short = { timeouts: { lockMs: 200, deadlineMs: 3000 } };
+        const [a] = await racers(1, short);
+        expect((await a!.barriers.prepare(commands[0]!)).outcome).to.equal('created');
+        await a!.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: `${s.stepRunId}-x-new`, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } });
+        expect((await a!.recovery.resolve(commands[0]!.startId, 'lost', { decidedBy: 'ops', reason: 'worker_lost', note: 'n' })).status).to.equal('recorded');
+        await a!.recovery.purgeNote(commands[0]!.startId);
+        await main.barriers.prepare(commands[1]!);
+        expect((await a!.driverClaims().claim(commands[1]!.startId, 'driver-x', 60_000)).status).to.equal('claimed');
+        for (const migrate of [true, false]) {
+          const b = await openOn(db, { migrate, onError: () => undefined, ...short });
+          await b.close();
+        }
+        buildOnce();
+        for (const args of [['migrate'], ['verify'], ['in-doubt']]) {
+          const r = await runCli([...args, '--postgres', db.url, '--lock-timeout', '200']);
+          expect(r.code, `${args[0]}: ${r.stderr}`).to.equal(0);
+        }
+      });
+    });
+
+    it('R13.1 a runtime login holding the start gate: prepare, runs.handle and recovery.resolve end typed within 1 + 3 write transactions, nothing written (they used to retry without end)', async () => {
+      const s = await setUp();
+      const [command, resolvable] = await stepRunsOfOneRun(s, 2, 'g');
+      await main.barriers.prepare(resolvable!);
+      const login = `ql3_spec_gate_${process.pid}_${Date.now()}`;
+      await db.admin((c) => c.query(`CREATE ROLE ${login} NOLOGIN IN ROLE ql3_runtime`));
+      try {
+        const [a] = await racers(1, { timeouts: { lockMs: 150, deadlineMs: 10_000 } });
+        const before = await countRows(main.pool);
+        await db.admin(async (holder) => {
+          await holder.query(`SET ROLE ${login}`);
+          await holder.query('BEGIN');
+          await holder.query('LOCK TABLE ql3.start_gate IN ACCESS EXCLUSIVE MODE');
+          try {
+            for (const op of [
+              () => a!.barriers.prepare(command!),
+              () => a!.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: `${s.stepRunId}-g-new`, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } }),
+              () => a!.recovery.resolve(resolvable!.startId, 'lost', { decidedBy: 'ops', reason: 'worker_lost' }),
+            ]) {
+              most = 0;
+              const e = await rejects(op());
+              expect(e, String(e)).to.satisfy((x: unknown) => x instanceof TransactionTimeoutError || x instanceof ConcurrencyExhaustedError);
+              expect(most).to.be.within(1, BUDGET);
+            }
+          } finally {
+            await holder.query('ROLLBACK');
+            await holder.query('RESET ROLE');
+          }
+        });
+        expect(await countRows(main.pool)).to.deep.equal(before);
+      } finally {
+        await db.admin((c) => c.query(`DROP ROLE ${login}`));
+      }
+    });
+
+    it('R13.1 the deadline: past timeouts.deadlineMs an operation ends TRANSACTION_TIMEOUT (deadline) with nothing written', async () => {
+      const s = await setUp();
+      const [command] = await stepRunsOfOneRun(s, 1, 'd');
+      const [a] = await racers(1, { timeouts: { lockMs: 60_000, deadlineMs: 300 } });
+      const before = await countRows(main.pool);
+      await db.admin(async (holder) => {
+        await holder.query('BEGIN');
+        await holder.query('SELECT 1 FROM ql3.runs WHERE run_id = $1 FOR UPDATE', [s.runId]);
+        try {
+          const e = await rejects(a!.barriers.prepare(command!));
+          expect(e, String(e)).to.be.instanceOf(TransactionTimeoutError);
+          expect((e as TransactionTimeoutError).timeout).to.be.oneOf(['deadline', 'lock']);
+        } finally {
+          await holder.query('ROLLBACK');
+        }
+      });
+      expect(await countRows(main.pool)).to.deep.equal(before);
+      expect((await a!.barriers.prepare(command!)).outcome).to.equal('created');
+    });
+
+    it('R13.1 open with migrate waits for a migrator holding the ledger lock no longer than its deadline: TRANSACTION_TIMEOUT (deadline); deadlineMs is validated', async () => {
+      const holder = new Client({ connectionString: db.url });
+      await holder.connect();
+      try {
+        await holder.query('BEGIN');
+        await holder.query('LOCK TABLE ql3.schema_migrations IN ACCESS EXCLUSIVE MODE');
+        const e = await rejects(openOn(db, { migrate: true, onError: () => undefined, timeouts: { deadlineMs: 300 } }));
+        expect(e, String(e)).to.satisfy((x: unknown) => x instanceof TransactionTimeoutError || x instanceof StoreUnavailableError);
+      } finally {
+        await holder.query('ROLLBACK');
+        await holder.end();
+      }
+      expect(await rejects(openOn(db, { timeouts: { deadlineMs: 0 } }))).to.be.instanceOf(RangeError);
+    });
+
+    it('R13.1 CLI migrate on a frozen server ends (exit 7), never hangs', async () => {
+      let proxy: FreezableProxy | undefined;
+      try {
+        proxy = await startFreezableProxy('127.0.0.1', Number(new URL(db.url).port || 5432));
+        const url = new URL(db.url);
+        url.port = String(proxy.port);
+        proxy.freeze();
+        buildOnce();
+        const r = await runCli(['migrate', '--postgres', url.toString()]);
+        expect(r.code, r.stderr).to.equal(7);
+        expect(r.stderr).to.match(/CONNECTION_FAILED|STORE_UNAVAILABLE/);
+        expect(await rejects(openPostgresStartBarrier({ connectionString: url.toString(), timeouts: { connectMs: 300 } }))).to.be.instanceOf(ConnectionError);
+      } finally {
+        proxy?.thaw();
+        await proxy?.close();
+      }
+    });
+  });
+});

@@ -3,12 +3,12 @@ import { redactSecrets } from '../domain/redact';
 // Typed errors from opening an authority. They say what to fix (install a driver, correct a
 // URL, start the server) instead of leaking a driver's raw error (`getaddrinfo ENOTFOUND base`).
 
-/** An optional peer dependency the chosen backend needs is not installed. */
+/** An optional peer dependency the chosen backend (or the MCP adapter) needs is not installed. */
 export class DriverMissingError extends Error {
   readonly code = 'DRIVER_MISSING' as const;
   constructor(
-    readonly driver: 'pg' | 'better-sqlite3',
-    readonly subpath: '/postgres' | '/sqlite',
+    readonly driver: 'pg' | 'better-sqlite3' | '@modelcontextprotocol/sdk',
+    readonly subpath: '/postgres' | '/sqlite' | '/adapters',
     options?: { cause?: unknown },
   ) {
     super(`@qinglong/start-barrier${subpath} needs the "${driver}" package: npm install ${driver}`, options);

@@ -1,6 +1,6 @@
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { mcpSdk } from './mcpSdk';
 import { canonicalJson } from '../../domain/canonical';
 import { Identity, decodeOrThrow, type Ref } from '../../domain/codecs';
 import { checkedMcpOptions } from './options';
@@ -52,11 +52,11 @@ const serverEnvOf = (t: Extract<McpTransportOptions, { kind: 'stdio' }>): Record
 const transportOf = (t: McpTransportOptions): Transport =>
   t.kind === 'stdio'
     ? new AllowlistStdioTransport({ command: t.command, args: t.args ?? [], env: serverEnvOf(t), ...(t.cwd === undefined ? {} : { cwd: t.cwd }) })
-    : new StreamableHTTPClientTransport(new URL(t.url));
+    : new (mcpSdk().StreamableHTTPClientTransport)(new URL(t.url));
 
 /** One connection for one request: nothing is held between starts (no resident client). */
 const withClient = async <T>(t: McpTransportOptions, timeoutMs: number, body: (c: Client) => Promise<T>): Promise<T> => {
-  const client = new Client({ name: 'qinglong-start-barrier', version: '1' });
+  const client = new (mcpSdk().Client)({ name: 'qinglong-start-barrier', version: '1' });
   try {
     await client.connect(transportOf(t), { timeout: timeoutMs });
     return await body(client);
@@ -82,6 +82,7 @@ const stateOf = (answer: unknown): InspectReport['state'] => {
 
 export const mcpAdapter = (input: McpAdapterOptions): ToolAdapter => {
   const options = checkedMcpOptions(input);
+  mcpSdk(); // a missing SDK is DRIVER_MISSING when the adapter is made, not at its first start
   const start = async (ticket: ExecutionTicket, plan: InvocationPlan): Promise<AdapterReport> => {
     // R12.1: a minted ticket and its opened plan, or no server is started or called.
     const context = admitTicket(ticket, options.ref, 'start', plan);

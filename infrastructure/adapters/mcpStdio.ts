@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { ReadBuffer, serializeMessage } from '@modelcontextprotocol/sdk/shared/stdio.js';
+import { mcpSdk } from './mcpSdk';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 
@@ -21,7 +21,7 @@ export class AllowlistStdioTransport implements Transport {
   onerror?: (error: Error) => void;
   onmessage?: (message: JSONRPCMessage) => void;
   private child: ChildProcess | undefined;
-  private readonly buffer = new ReadBuffer();
+  private readonly buffer = new (mcpSdk().ReadBuffer)();
 
   constructor(private readonly options: AllowlistStdioOptions) {}
 
@@ -67,7 +67,7 @@ export class AllowlistStdioTransport implements Transport {
     return new Promise((resolve, reject) => {
       const stdin = this.child?.stdin;
       if (stdin === undefined || stdin === null) return reject(new Error('not connected'));
-      if (stdin.write(serializeMessage(message))) resolve();
+      if (stdin.write(mcpSdk().serializeMessage(message))) resolve();
       else stdin.once('drain', () => resolve());
     });
   }

@@ -119,14 +119,8 @@ export const openPostgresStartBarrier = async (options: PostgresStartBarrierOpti
   if (options.schema !== undefined && options.schema !== SQL.SCHEMA) {
     throw new RangeError(`schema must be "${SQL.SCHEMA}" (ADR-0158 R5.2: the migrations and the role grants are written for it), got "${options.schema}"`);
   }
-  const timeouts: PostgresTimeouts = {
-    statementMs: validTimeout('statementMs', options.timeouts?.statementMs ?? DEFAULT_TIMEOUTS.statementMs),
-    lockMs: validTimeout('lockMs', options.timeouts?.lockMs ?? DEFAULT_TIMEOUTS.lockMs),
-    idleInTransactionMs: validTimeout('idleInTransactionMs', options.timeouts?.idleInTransactionMs ?? DEFAULT_TIMEOUTS.idleInTransactionMs),
-    connectMs: validTimeout('connectMs', options.timeouts?.connectMs ?? DEFAULT_TIMEOUTS.connectMs),
-    queryMs: validTimeout('queryMs', options.timeouts?.queryMs ?? DEFAULT_TIMEOUTS.queryMs),
-    deadlineMs: validTimeout('deadlineMs', options.timeouts?.deadlineMs ?? DEFAULT_TIMEOUTS.deadlineMs),
-  };
+  const given: Partial<Record<string, number>> = options.timeouts ?? {};
+  const timeouts = Object.fromEntries(Object.entries(DEFAULT_TIMEOUTS).map(([name, ms]) => [name, validTimeout(name, given[name] ?? ms)])) as unknown as PostgresTimeouts;
   const keys = options.evidenceKeys === undefined ? undefined : createEvidenceKeyring(options.evidenceKeys);
   const plans = checkedPlanOptions(options.plans);
   const maxRetries = options.maxRetries ?? DEFAULT_MAX_RETRIES;

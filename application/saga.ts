@@ -15,6 +15,7 @@ import {
   type AdapterResultCode,
   type DriverClaim,
   type DriverClaims,
+  type ExecutionTicket,
   type InspectReport,
   type InvocationPlan,
   type StartPlan,
@@ -160,7 +161,6 @@ export const createToolStepSaga = (input: ToolStepSagaOptions): ToolStepSaga => 
     // What runs is what was sealed: a shredded plan refuses, a changed one fails closed, before any claim.
     const opened = await execution.openPlan(barrier);
     const adapter = assertMayExecute(true, options.adapter, barrier.record, opened);
-    const ticket = await execution.ticket({ startId, attempt: barrier.record.attempt.startedStepRunVersion, adapter: adapter.declaration.ref });
 
     const claimed = await execution.claims.claim(startId, driverId, leaseMsOf(barrier.record.admission.timeoutMs, graceMs));
     if (claimed.status === 'held') return { ...base, status: 'claimed_elsewhere', invoked: false, holder: claimed.holder };
@@ -174,6 +174,18 @@ export const createToolStepSaga = (input: ToolStepSagaOptions): ToolStepSaga => 
     // An earlier driver may have recorded the outcome between our read and our claim.
     const meanwhile = await resolved(false);
     if (meanwhile !== null) return done(meanwhile);
+
+    // R12.1: what the adapter acts on, minted from a fresh verified read for this attempt only.
+    let ticket: ExecutionTicket;
+    try {
+      ticket = await execution.ticket({ startId, attempt: barrier.record.attempt.startedStepRunVersion, adapter: adapter.declaration.ref });
+    } catch (e) {
+      // an operator may have decided the attempt since: their fact stands
+      const decided = await resolved(false).catch(() => null);
+      if (decided !== null) return done(decided);
+      await execution.claims.release(claim).catch(() => undefined);
+      throw e;
+    }
 
     const record = async (outcome: 'completed' | 'failed', code: AdapterResultCode, report: AdapterReport | InspectReport, invoked: boolean, via: 'start' | 'inspect'): Promise<SagaResult> => {
       try {

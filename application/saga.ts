@@ -19,10 +19,12 @@ import {
   type InvocationPlan,
   type StartPlan,
   type ToolAdapter,
+  type ToolStepTrigger,
   ValidationError,
 } from '../domain';
 import { Identity, decodeOrThrow, integer } from '../domain/codecs';
 import type { RecoverableStartBarrierAuthority, StartOutcome, StoredBarrier } from './authority';
+import { sagaTelemetry } from './telemetry';
 
 // The orchestration saga (process manager) for one Tool StepRun attempt, over a real authority
 // and a contracted adapter (domain/adapter.ts). The order is the whole point (R3.8): the
@@ -118,7 +120,7 @@ export interface ToolStepSaga {
    * Drive one attempt. A failing `prepare` (validation, precondition, conflict, timeout) or a
    * refused execution (R11.3) rejects with its typed error and the adapter is never reached.
    */
-  drive(trigger: unknown, plan: StartPlan, invocation: InvocationPlan): Promise<SagaResult>;
+  drive(trigger: ToolStepTrigger, plan: StartPlan, invocation: InvocationPlan): Promise<SagaResult>;
 }
 
 const GraceMs = integer('LeaseGraceMs', 0, 3_600_000);
@@ -153,86 +155,91 @@ export const createToolStepSaga = (input: ToolStepSagaOptions): ToolStepSaga => 
   const graceMs = decodeOrThrow(GraceMs, 'leaseGraceMs', options.leaseGraceMs ?? 30_000);
   const configured = options.clock ?? Date.now;
   const clock = (): number => decodeOrThrow(BusinessTime, 'clock', configured());
+  const telemetry = sagaTelemetry();
 
   return {
+    // The trigger is typed for callers and still decoded here: it may come from a queue or JSON.
     drive: async (input, plan, invocation) => {
       const trigger = decodeToolStepTrigger(input);
-      if (execution?.executionEnabled !== true) throw new ExecutionRefusedError('execution_disabled', 'the saga was given no authority opened with execution enabled');
-      const authority = execution.authority;
-      const view = await authority.runs.getStepRun(trigger.runId, trigger.stepRunId);
-      if (view === null) throw new PreconditionError('step_run_not_found', `StepRun ${trigger.stepRunId} does not exist in Run ${trigger.runId}`);
-      const { digest: _digest, ...stepRun } = view;
-
-      const command = buildSagaStartCommand(plan, trigger, stepRun);
-      // The gate comes before prepare: a refused execution commits no start to be in doubt about.
-      const adapter = assertMayExecute(execution.executionEnabled, options.adapter, command, invocation);
-      clock(); // likewise a clock that cannot stamp the outcome
-      const prepared = await authority.barriers.prepare(command);
-      const barrier = prepared.barrier;
-      const startId = barrier.record.startId;
-      const base = { prepared: prepared.outcome, barrier };
-
-      const resolved = async (invoked: boolean): Promise<SagaResult | null> => {
-        const known = await authority.recovery.outcome(startId);
-        return known === null ? null : { ...base, status: 'already_resolved', invoked, outcome: known };
-      };
-      const before = await resolved(false);
-      if (before !== null) return before;
-
-      const claimed = await execution.claims.claim(startId, driverId, leaseMsOf(barrier.record.admission.timeoutMs, graceMs));
-      if (claimed.status === 'held') return { ...base, status: 'claimed_elsewhere', invoked: false, holder: claimed.holder };
-      const claim = claimed.claim;
-      // Whatever happens next, this generation ends here: the next driver inspects first.
-      const done = async (result: SagaResult): Promise<SagaResult> => {
-        await execution.claims.release(claim).catch(() => undefined);
-        return result;
-      };
-
-      // An earlier driver may have recorded the outcome between our read and our claim.
-      const meanwhile = await resolved(false);
-      if (meanwhile !== null) return done(meanwhile);
-
-      const record = async (outcome: 'completed' | 'failed', code: AdapterResultCode, report: AdapterReport | InspectReport, invoked: boolean, via: 'start' | 'inspect'): Promise<SagaResult> => {
-        try {
-          const recorded = await authority.recovery.resolve(startId, outcome, {
-            decidedBy: sagaId,
-            reason: code,
-            requestedAtMs: clock(),
-            ...(report.outputDigest === undefined ? {} : { outcomeDigest: report.outputDigest }),
-          });
-          if (recorded.outcome.outcome !== outcome) return done({ ...base, status: 'already_resolved', invoked, outcome: recorded.outcome });
-          return done({ ...base, status: outcome, invoked, via, outcome: recorded.outcome, report });
-        } catch (e) {
-          // Someone (an operator) may have decided meanwhile; their fact stands, ours is not written.
-          const decided = await resolved(invoked).catch(() => null);
-          return done(decided ?? { ...base, status: 'in_doubt', invoked, why: 'record_failed', error: describe(e) });
-        }
-      };
-
-      let step = firstStep(claim, adapter);
-      if (step.kind === 'inspect') {
-        let inspected: InspectReport;
-        try {
-          inspected = decodeInspectReport(await adapter.inspect!(startId));
-        } catch {
-          inspected = { state: 'unknown' };
-        }
-        const next = stepAfterInspect(inspected.state, adapter.declaration.guarantees);
-        if (next.kind === 'record') return record(next.outcome, next.code, inspected, false, 'inspect');
-        step = next;
-      }
-      if (step.kind === 'in_doubt') return done({ ...base, status: 'in_doubt', invoked: false, why: step.why });
-
-      let report: AdapterReport;
-      try {
-        report = decodeAdapterReport(
-          await adapter.start({ barrier: barrier.record, barrierDigest: barrier.barrierDigest, committedAtMs: barrier.committedAtMs, timeoutMs: barrier.record.admission.timeoutMs }, invocation),
-        );
-      } catch (e) {
-        return done({ ...base, status: 'in_doubt', invoked: true, why: 'start_unknown', error: describe(e) });
-      }
-      await options.hooks?.afterStart?.(startId);
-      return record(report.outcome, report.code, report, true, 'start');
+      return telemetry.drive(trigger, () => driveTriggered(trigger, plan, invocation));
     },
   };
+
+  async function driveTriggered(trigger: ToolStepTrigger, plan: StartPlan, invocation: InvocationPlan): Promise<SagaResult> {
+    if (execution?.executionEnabled !== true) throw new ExecutionRefusedError('execution_disabled', 'the saga was given no authority opened with execution enabled');
+    const authority = execution.authority;
+    const view = await authority.runs.getStepRun(trigger.runId, trigger.stepRunId);
+    if (view === null) throw new PreconditionError('step_run_not_found', `StepRun ${trigger.stepRunId} does not exist in Run ${trigger.runId}`);
+    const { digest: _digest, ...stepRun } = view;
+
+    const command = buildSagaStartCommand(plan, trigger, stepRun);
+    // The gate comes before prepare: a refused execution commits no start to be in doubt about.
+    const adapter = assertMayExecute(execution.executionEnabled, options.adapter, command, invocation);
+    clock(); // likewise a clock that cannot stamp the outcome
+    const prepared = await authority.barriers.prepare(command);
+    const barrier = prepared.barrier;
+    const startId = barrier.record.startId;
+    const base = { prepared: prepared.outcome, barrier };
+
+    const resolved = async (invoked: boolean): Promise<SagaResult | null> => {
+      const known = await authority.recovery.outcome(startId);
+      return known === null ? null : { ...base, status: 'already_resolved', invoked, outcome: known };
+    };
+    const before = await resolved(false);
+    if (before !== null) return before;
+
+    const claimed = await execution.claims.claim(startId, driverId, leaseMsOf(barrier.record.admission.timeoutMs, graceMs));
+    if (claimed.status === 'held') return { ...base, status: 'claimed_elsewhere', invoked: false, holder: claimed.holder };
+    const claim = claimed.claim;
+    // Whatever happens next, this generation ends here: the next driver inspects first.
+    const done = async (result: SagaResult): Promise<SagaResult> => {
+      await execution.claims.release(claim).catch(() => undefined);
+      return result;
+    };
+
+    // An earlier driver may have recorded the outcome between our read and our claim.
+    const meanwhile = await resolved(false);
+    if (meanwhile !== null) return done(meanwhile);
+
+    const record = async (outcome: 'completed' | 'failed', code: AdapterResultCode, report: AdapterReport | InspectReport, invoked: boolean, via: 'start' | 'inspect'): Promise<SagaResult> => {
+      try {
+        const recorded = await authority.recovery.resolve(startId, outcome, {
+          decidedBy: sagaId,
+          reason: code,
+          requestedAtMs: clock(),
+          ...(report.outputDigest === undefined ? {} : { outcomeDigest: report.outputDigest }),
+        });
+        if (recorded.outcome.outcome !== outcome) return done({ ...base, status: 'already_resolved', invoked, outcome: recorded.outcome });
+        return done({ ...base, status: outcome, invoked, via, outcome: recorded.outcome, report });
+      } catch (e) {
+        // Someone (an operator) may have decided meanwhile; their fact stands, ours is not written.
+        const decided = await resolved(invoked).catch(() => null);
+        return done(decided ?? { ...base, status: 'in_doubt', invoked, why: 'record_failed', error: describe(e) });
+      }
+    };
+
+    let step = firstStep(claim, adapter);
+    if (step.kind === 'inspect') {
+      let inspected: InspectReport;
+      try {
+        inspected = decodeInspectReport(await adapter.inspect!(startId));
+      } catch {
+        inspected = { state: 'unknown' };
+      }
+      const next = stepAfterInspect(inspected.state, adapter.declaration.guarantees);
+      if (next.kind === 'record') return record(next.outcome, next.code, inspected, false, 'inspect');
+      step = next;
+    }
+    if (step.kind === 'in_doubt') return done({ ...base, status: 'in_doubt', invoked: false, why: step.why });
+
+    let report: AdapterReport;
+    try {
+      const context = { barrier: barrier.record, barrierDigest: barrier.barrierDigest, committedAtMs: barrier.committedAtMs, timeoutMs: barrier.record.admission.timeoutMs };
+      report = decodeAdapterReport(await telemetry.invoke(adapter, startId, () => adapter.start(context, invocation)));
+    } catch (e) {
+      return done({ ...base, status: 'in_doubt', invoked: true, why: 'start_unknown', error: describe(e) });
+    }
+    await options.hooks?.afterStart?.(startId);
+    return record(report.outcome, report.code, report, true, 'start');
+  }
 };

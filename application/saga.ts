@@ -39,6 +39,10 @@ import { sagaTelemetry } from './telemetry';
  * Execution opened explicitly on an authority (R11.3, ADR §6): without it the saga refuses to
  * invoke anything. `execution: 'enabled'` must be written out by the caller; nothing defaults it.
  */
+// What a saga's caller types its arguments with, from the subpath that makes the saga.
+export type { ToolStepTrigger, StartPlan, InvocationPlan, ToolAdapter, AdapterReport, InspectReport, ToolCallTelemetry } from '../domain';
+export type { RecoverableStartBarrierAuthority, StartOutcome, StoredBarrier } from './authority';
+
 export interface ExecutionAuthority {
   readonly authority: RecoverableStartBarrierAuthority;
   readonly executionEnabled: true;

@@ -44,5 +44,18 @@ export { START_STEPS } from '../../application/authority';
 export { MigrationError } from '../migrations';
 export { DriverMissingError, ConnectionError, type ConnectionFailure } from '../../application/openErrors';
 export { VERIFY_PHASES, type VerifyPhase, type VerifyProgressListener } from '../../application/verifyProgress';
+// The recovery surface the opener returns, typed from the subpath that makes it (as /sqlite does).
+export type {
+  RecoveryApi,
+  RecoverableStartBarrierAuthority,
+  InDoubtQuery,
+  InDoubtStart,
+  AttemptHistoryEntry,
+  StartOutcome,
+  ResolveResult,
+  VerifyOptions,
+  VerifyProblem,
+  VerifyReport,
+} from '../../application/authority';
 export type { PoolErrorHandler } from './pool';
 export type { EvidenceKey, EvidenceKeyringOptions } from '../../application/evidenceKeys';

@@ -19,6 +19,7 @@ import {
   type InspectReport,
   type InvocationPlan,
   type StartPlan,
+  type ToolStepTrigger,
   type ToolAdapter,
   ValidationError,
 } from '../domain';
@@ -27,6 +28,7 @@ import type { StartOutcome, StoredBarrier } from './authority';
 import { CLAIM_LEASE_GRACE_MS } from './driverClaimRules';
 import { ExecutionAuthority, refuseUnknown, type ExecutionPort } from './execution';
 import type { RedactionContract } from './invocationPlans';
+import { sagaTelemetry } from './telemetry';
 
 // The orchestration saga (process manager) for one Tool StepRun attempt, over a real authority
 // and a contracted adapter (domain/adapter.ts). The order is the whole point (R3.8): the
@@ -39,6 +41,9 @@ import type { RedactionContract } from './invocationPlans';
 
 export { ExecutionAuthority, openExecution, type ExecutionOptions } from './execution';
 export type { RedactionContract, PlanPreview, PlanStatus, PlanKeyringOptions, PlanStoreOptions } from './invocationPlans';
+// What a saga's caller types its arguments with, from the subpath that makes the saga.
+export type { ToolStepTrigger, StartPlan, InvocationPlan, ToolAdapter, AdapterReport, InspectReport, ToolCallTelemetry } from '../domain';
+export type { RecoverableStartBarrierAuthority, StartOutcome, StoredBarrier } from './authority';
 
 export interface ToolStepSagaOptions {
   readonly execution: ExecutionAuthority;
@@ -91,7 +96,7 @@ export interface ToolStepSaga {
    * Drive one attempt. A failing `prepare` (validation, precondition, conflict, timeout) or a
    * refused execution (R11.3) rejects with its typed error and the adapter is never reached.
    */
-  drive(trigger: unknown, plan: StartPlan, invocation: InvocationPlan): Promise<SagaResult>;
+  drive(trigger: ToolStepTrigger, plan: StartPlan, invocation: InvocationPlan): Promise<SagaResult>;
   /**
    * Re-drive a committed start from what is stored alone (R12.2): its barrier and its sealed
    * invocation plan, after a restart. A plan that was shredded is EXECUTION_REFUSED
@@ -135,6 +140,7 @@ export const createToolStepSaga = (input: ToolStepSagaOptions): ToolStepSaga => 
   const graceMs = decodeOrThrow(GraceMs, 'leaseGraceMs', options.leaseGraceMs ?? 30_000);
   const configured = options.clock ?? Date.now;
   const clock = (): number => decodeOrThrow(BusinessTime, 'clock', configured());
+  const telemetry = sagaTelemetry();
 
   const redaction: RedactionContract = options.redaction ?? { fields: [] };
   const gate = (): { execution: ExecutionAuthority; port: ExecutionPort } => {
@@ -220,7 +226,7 @@ export const createToolStepSaga = (input: ToolStepSagaOptions): ToolStepSaga => 
 
     let report: AdapterReport;
     try {
-      report = decodeAdapterReport(await adapter.start(ticket, opened));
+      report = decodeAdapterReport(await telemetry.invoke(adapter, startId, () => adapter.start(ticket, opened)));
     } catch (e) {
       return done({ ...base, status: 'in_doubt', invoked: true, why: 'start_unknown', error: describe(e) });
     }
@@ -230,25 +236,28 @@ export const createToolStepSaga = (input: ToolStepSagaOptions): ToolStepSaga => 
 
   return {
     drive: async (input, plan, invocation) => {
+      // The trigger is typed for callers and still decoded here: it may come from a queue or JSON.
       const trigger = decodeToolStepTrigger(input);
-      const { execution, port } = gate();
-      const authority = execution.authority;
-      const view = await authority.runs.getStepRun(trigger.runId, trigger.stepRunId);
-      if (view === null) throw new PreconditionError('step_run_not_found', `StepRun ${trigger.stepRunId} does not exist in Run ${trigger.runId}`);
-      const { digest: _digest, ...stepRun } = view;
+      return telemetry.drive(trigger, async () => {
+        const { execution, port } = gate();
+        const authority = execution.authority;
+        const view = await authority.runs.getStepRun(trigger.runId, trigger.stepRunId);
+        if (view === null) throw new PreconditionError('step_run_not_found', `StepRun ${trigger.stepRunId} does not exist in Run ${trigger.runId}`);
+        const { digest: _digest, ...stepRun } = view;
 
-      const command = buildSagaStartCommand(plan, trigger, stepRun);
-      // The gate comes before prepare: a refused execution commits no start to be in doubt about.
-      assertMayExecute(true, options.adapter, command, invocation);
-      // So do the plan's own checks (size, redaction contract): bad input writes nothing.
-      port.plans.check(invocation, redaction, command.contracts.redaction, command.admission.planDigest);
-      clock(); // likewise a clock that cannot stamp the outcome
-      const prepared = await authority.barriers.prepare(command);
-      const barrier = prepared.barrier;
-      // Sealed before any claim or adapter: a restarted saga re-drives from the stored plan alone.
-      await port.plans.seal(barrier.record.startId, barrier.record.admission.planDigest, barrier.record.contracts.redaction, invocation, redaction);
-      await options.hooks?.afterSeal?.(barrier.record.startId);
-      return run(execution, prepared.outcome, barrier);
+        const command = buildSagaStartCommand(plan, trigger, stepRun);
+        // The gate comes before prepare: a refused execution commits no start to be in doubt about.
+        assertMayExecute(true, options.adapter, command, invocation);
+        // So do the plan's own checks (size, redaction contract): bad input writes nothing.
+        port.plans.check(invocation, redaction, command.contracts.redaction, command.admission.planDigest);
+        clock(); // likewise a clock that cannot stamp the outcome
+        const prepared = await authority.barriers.prepare(command);
+        const barrier = prepared.barrier;
+        // Sealed before any claim or adapter: a restarted saga re-drives from the stored plan alone.
+        await port.plans.seal(barrier.record.startId, barrier.record.admission.planDigest, barrier.record.contracts.redaction, invocation, redaction);
+        await options.hooks?.afterSeal?.(barrier.record.startId);
+        return run(execution, prepared.outcome, barrier);
+      });
     },
     resume: async (startIdInput) => {
       const startId = decodeOrThrow(Identity, 'startId', startIdInput);

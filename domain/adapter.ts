@@ -103,8 +103,23 @@ export const InspectReport = strictObject('InspectReport', { state: oneOf(INSPEC
 export type InspectReport = t.TypeOf<typeof InspectReport>;
 export const decodeInspectReport = (input: unknown): InspectReport => decodeOrThrow(InspectReport, 'inspect report', input);
 
+/**
+ * How an adapter's tool invocation appears in a trace, by the OpenTelemetry semantic conventions
+ * of its protocol (HTTP: `POST` with `http.request.method`, `url.full`, `server.address`; MCP:
+ * `tools/call <tool>` with the `mcp.*`, `rpc.*` and `gen_ai.tool.name` attributes). Configuration
+ * only (never the tool input or a credential).
+ */
+export interface ToolCallTelemetry {
+  readonly spanName: string;
+  /** `client` for a call to another service (HTTP, MCP); `internal` for work in this host. */
+  readonly kind: 'client' | 'internal';
+  readonly attributes: Readonly<Record<string, string | number | boolean>>;
+}
+
 export interface ToolAdapter {
   readonly declaration: AdapterDeclaration;
+  /** How its invocation appears in a trace (optional: an INTERNAL span otherwise). */
+  readonly telemetry?: ToolCallTelemetry;
   /** Start the side effect for a committed barrier, keyed by `barrier.startId` (R11.1); only on a minted ticket and its opened plan (R12.1). */
   start(ticket: ExecutionTicket, plan: InvocationPlan): Promise<AdapterReport>;
   /**

@@ -1,6 +1,6 @@
 import { Identity, decodeOrThrow, type Ref } from '../../domain/codecs';
 import { checkedHttpOptions } from './options';
-import { INSPECT_STATES, outputDigestOf, type AdapterReport, type ExecutionTicket, type InspectReport, type InvocationPlan, type ToolAdapter } from '../../domain';
+import { INSPECT_STATES, outputDigestOf, type AdapterReport, type ExecutionTicket, type InspectReport, type InvocationPlan, type ToolAdapter, type ToolCallTelemetry } from '../../domain';
 import { admitTicket } from '../../application/execution';
 
 // The HTTP adapter (R11.4): POSTs the tool input with `Idempotency-Key: <startId>`, bounded by
@@ -55,6 +55,25 @@ const readBounded = async (res: Response, max: number): Promise<Uint8Array> => {
 /** A redirect, or what `redirect: 'manual'` makes of one where the platform hides it. */
 const isRedirect = (res: Response): boolean => res.type === 'opaqueredirect' || (res.status >= 300 && res.status < 400);
 
+/** Host and port of a URL, as `server.address` and `server.port` (the scheme's default port when none is written). */
+export const serverOf = (url: URL): Record<string, string | number> => ({
+  'server.address': url.hostname.replace(/^\[|\]$/g, ''),
+  'server.port': url.port === '' ? (url.protocol === 'https:' ? 443 : 80) : Number(url.port),
+});
+
+/**
+ * The tool call as an HTTP client span (semantic conventions: the method as its name): the
+ * endpoint without its userinfo, query or fragment, which may hold credentials.
+ */
+const httpCallTelemetry = (endpoint: string): ToolCallTelemetry => {
+  const url = new URL(endpoint);
+  return {
+    spanName: 'POST',
+    kind: 'client',
+    attributes: { 'http.request.method': 'POST', 'url.full': `${url.protocol}//${url.host}${url.pathname}`, ...serverOf(url) },
+  };
+};
+
 export const httpAdapter = (input: HttpAdapterOptions): ToolAdapter => {
   const options = checkedHttpOptions(input);
   const max = options.maxResponseBytes ?? 16 * 1024 * 1024;
@@ -103,6 +122,7 @@ export const httpAdapter = (input: HttpAdapterOptions): ToolAdapter => {
 
   return {
     declaration: { kind: 'http', ref: options.ref, guarantees: { idempotentStart: idempotent, enforcesTimeout: true } },
+    telemetry: httpCallTelemetry(options.url),
     start,
     ...(options.statusUrl === undefined ? {} : { inspect }),
   };

@@ -5,8 +5,9 @@ import { canonicalJson } from '../../domain/canonical';
 import { Identity, decodeOrThrow, type Ref } from '../../domain/codecs';
 import { checkedMcpOptions } from './options';
 import { AllowlistStdioTransport } from './mcpStdio';
-import { INSPECT_STATES, ValidationError, outputDigestOf, type AdapterReport, type ExecutionTicket, type InspectReport, type InvocationPlan, type ToolAdapter } from '../../domain';
+import { INSPECT_STATES, ValidationError, outputDigestOf, type AdapterReport, type ExecutionTicket, type InspectReport, type InvocationPlan, type ToolAdapter, type ToolCallTelemetry } from '../../domain';
 import { admitTicket } from '../../application/execution';
+import { serverOf } from './http';
 
 // The MCP adapter (R11.4): calls one tool on an MCP server through the official SDK, over stdio
 // (a server process per call) or streamable HTTP, with the start id in the request metadata
@@ -80,6 +81,24 @@ const stateOf = (answer: unknown): InspectReport['state'] => {
   return (INSPECT_STATES as readonly unknown[]).includes(state) ? (state as InspectReport['state']) : 'unknown';
 };
 
+/**
+ * The tool call as an MCP client span (semantic conventions: `tools/call <tool>`, the MCP method
+ * and tool name, JSON-RPC as the RPC system; the server's address over HTTP, a pipe over stdio).
+ */
+const mcpCallTelemetry = (options: McpAdapterOptions): ToolCallTelemetry => ({
+  spanName: `tools/call ${options.tool}`,
+  kind: 'client',
+  attributes: {
+    'mcp.method.name': 'tools/call',
+    'gen_ai.tool.name': options.tool,
+    'gen_ai.operation.name': 'execute_tool',
+    'rpc.system': 'jsonrpc',
+    'rpc.method': 'tools/call',
+    'rpc.jsonrpc.version': '2.0',
+    ...(options.transport.kind === 'http' ? { 'network.transport': 'tcp', 'network.protocol.name': 'http', ...serverOf(new URL(options.transport.url)) } : { 'network.transport': 'pipe' }),
+  },
+});
+
 export const mcpAdapter = (input: McpAdapterOptions): ToolAdapter => {
   const options = checkedMcpOptions(input);
   mcpSdk(); // a missing SDK is DRIVER_MISSING when the adapter is made, not at its first start
@@ -112,6 +131,7 @@ export const mcpAdapter = (input: McpAdapterOptions): ToolAdapter => {
 
   return {
     declaration: { kind: 'mcp', ref: options.ref, guarantees: { idempotentStart: options.dedupesOnStartId ?? false, enforcesTimeout: true } },
+    telemetry: mcpCallTelemetry(options),
     start,
     ...(options.statusTool === undefined ? {} : { inspect }),
   };

@@ -1,4 +1,4 @@
-import { existsSync } from 'node:fs';
+import { existsSync, statSync } from 'node:fs';
 import { ValidationError } from '../../domain';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
 import { migratePostgres } from '../postgres/migrate';
@@ -46,6 +46,10 @@ const targetOf = (options: BackendOptions): { db: string | undefined; postgres: 
   const db = options.db ?? (options.postgres === undefined ? process.env.QINGLONG_BARRIER_DB : undefined);
   const postgres = options.postgres ?? (options.db === undefined ? process.env.QINGLONG_BARRIER_POSTGRES : undefined);
   if (db !== undefined && postgres !== undefined) throw usage('give either --db PATH or --postgres URL, not both');
+  // a folder is refused here, as bad input, before SQLite or a migration tries to open it (EISDIR)
+  if (db !== undefined && statSync(db, { throwIfNoEntry: false })?.isDirectory() === true) {
+    throw usage(`--db must name a SQLite database file, but ${db} is a directory`);
+  }
   return { db, postgres };
 };
 

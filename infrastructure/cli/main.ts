@@ -23,7 +23,7 @@ import { EXIT, exitCodeOf, openRefusedAsDamage } from './exitCodes';
 import { readJsonInput } from './input';
 import { writeExampleFiles } from './exampleFiles';
 import { planRetry } from './retry';
-import { createVerifyBar } from './verifyBar';
+import { PROGRESS_MODES, createVerifyProgressOutput } from './verifyBar';
 import { addShowCommand, planShown } from './showCommand';
 import { refuseRepeatsAndExtras } from './oneMeaning';
 import { describeError, secretsOfArgv } from './describeError';
@@ -259,15 +259,11 @@ Keyed evidence: QINGLONG_BARRIER_KEYRING_FILE names the deployment key file (nev
   program
     .command('verify')
     .description('re-verify every stored barrier and its facts; exit 5 and list every bad record on any damage')
-    .action(async () => {
+    .option('--progress <mode>', `progress on stderr: ${PROGRESS_MODES.join(', ')} (auto: a bar on a terminal, lines elsewhere; json: JSON lines)`, 'auto')
+    .action(async (opts: { progress: string }) => {
+      const bar = createVerifyProgressOutput(process.stderr, opts.progress);
       await withAuthority(program, 'read', async (a) => {
-        const bar = createVerifyBar(process.stderr);
-        let report;
-        try {
-          report = await a.recovery.verify(bar === undefined ? {} : { onProgress: bar.onProgress });
-        } finally {
-          bar?.stop();
-        }
+        const report = await a.recovery.verify(bar === undefined ? {} : { onProgress: bar.onProgress }).finally(() => bar?.stop());
         print(report);
         if (report.warnings.length > 0) process.stderr.write(`${NAME}: ${report.warnings.length} warning(s), listed on stdout (not damage)\n`);
         if (!report.ok) {

@@ -1,8 +1,11 @@
 import { Presets, SingleBar } from 'cli-progress';
+import { ValidationError } from '../../domain';
 import type { VerifyPhase, VerifyProgressListener } from '../../application/verifyProgress';
 
-// The `verify` progress bar on a terminal (stderr, so stdout stays the JSON report): the
-// phase being checked and an ETA; the weighted progress of recovery.verify keeps it even.
+// `verify` progress on stderr (stdout stays the JSON report). On a terminal, a bar with the
+// phase being checked and an ETA; anywhere else (a service's log, a pipe), a line per phase and
+// at most one every few seconds within a phase, as text or as JSON lines (`--progress json`).
+// The weighted progress of recovery.verify keeps both even.
 
 const PHASE_LABEL: Readonly<Record<VerifyPhase, string>> = {
   barriers: 'barriers + facts',
@@ -40,4 +43,39 @@ export const createVerifyBar = (stream: NodeJS.WriteStream): VerifyBar | undefin
       if (started) bar.stop();
     },
   };
+};
+
+export const PROGRESS_MODES = ['auto', 'bar', 'lines', 'json', 'none'] as const;
+export type ProgressMode = (typeof PROGRESS_MODES)[number];
+
+/** A line per phase, then at most one per `everyMs` within it, and the last (100%). */
+export const createVerifyLines = (stream: NodeJS.WritableStream, json: boolean, everyMs = 10_000, now: () => number = Date.now): VerifyBar => {
+  const started = now();
+  let last: { phase: VerifyPhase; at: number } | undefined;
+  return {
+    onProgress: (done, total, phase) => {
+      const t = now();
+      const finished = done >= total;
+      if (last !== undefined && last.phase === phase && t - last.at < everyMs && !finished) return;
+      last = { phase, at: t };
+      const percent = total === 0 ? 100 : Math.floor((done / total) * 100);
+      const elapsedMs = t - started;
+      stream.write(
+        json
+          ? `${JSON.stringify({ verify: 'progress', phase, done, total, percent, elapsedMs })}\n`
+          : `verify: ${PHASE_LABEL[phase]} ${percent}% (${done} of ${total}), ${(elapsedMs / 1000).toFixed(0)} s\n`,
+      );
+    },
+    stop: () => undefined,
+  };
+};
+
+/** What `verify --progress MODE` draws on `stream`: `auto` is the bar on a terminal and lines elsewhere. */
+export const createVerifyProgressOutput = (stream: NodeJS.WriteStream, text: string): VerifyBar | undefined => {
+  const mode = PROGRESS_MODES.find((m) => m === text);
+  if (mode === undefined) throw new ValidationError('command line', [{ path: '--progress', reason: 'invalid_value', message: `expected one of ${PROGRESS_MODES.join(', ')}, got "${text}"` }]);
+  if (mode === 'none') return undefined;
+  if (mode === 'json') return createVerifyLines(stream, true);
+  if (mode === 'lines' || (mode === 'auto' && !stream.isTTY)) return createVerifyLines(stream, false);
+  return createVerifyBar(stream);
 };

@@ -3,4 +3,21 @@
 // users' own given-when-then specs.
 export { openMemoryStartBarrier, type MemoryStartBarrierOptions } from './memoryAuthority';
 export { buildScenario, type Scenario, type ScenarioOptions } from '../../domain/scenario';
-export type { RecoverableStartBarrierAuthority, StartBarrierAuthority, PrepareResult, StoredBarrier, StepRunView } from '../../application/authority';
+export type {
+  RecoverableStartBarrierAuthority,
+  StartBarrierAuthority,
+  PrepareResult,
+  StoredBarrier,
+  StepRunView,
+  StoredEvent,
+  AppendOutcome,
+  RecoveryApi,
+  InDoubtQuery,
+  InDoubtStart,
+  AttemptHistoryEntry,
+  StartOutcome,
+  ResolveResult,
+  VerifyOptions,
+  VerifyProblem,
+  VerifyReport,
+} from '../../application/authority';

@@ -5,7 +5,8 @@ export type { SqliteStartBarrier, SqliteStartBarrierOptions, SqliteStartBarrierS
 export type { SqliteDatabase, SqliteStatement, SqliteRunResult } from './database';
 
 /** Opens (creating and migrating) the SQLite authority; with OpenTelemetry spans when `@opentelemetry/api` is installed. */
-export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions): Promise<SqliteStartBarrier> => withTelemetry(await openSqlite(options));
+export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions): Promise<SqliteStartBarrier> =>
+  withTelemetry(await openSqlite(options), undefined, { 'db.system.name': 'sqlite', ...(typeof options?.path === 'string' ? { 'db.namespace': options.path } : {}) });
 export type { StartBarrierAuthority, PrepareResult, StoredBarrier, StepRunView, StoredEvent, AppendOutcome, StartStep, StartStepHook } from '../../application/authority';
 export { START_STEPS } from '../../application/authority';
 export { MigrationError } from '../migrations';

@@ -170,7 +170,7 @@ export const cliSuite = (backend: CliBackend): void => {
 
       const verify = await cli(['verify']);
       expect(verify.code).to.equal(0);
-      expect(verify.stderr).to.equal(''); // no progress bar without a terminal
+      expect(verify.stderr).to.match(/^verify: integrity 100% \(\d+ of \d+\), \d+ s$/m); // progress lines, no bar, without a terminal
       expect(JSON.parse(verify.stdout)).to.deep.include({ ok: true, problems: [] });
     });
 
@@ -302,7 +302,28 @@ export const cliSuite = (backend: CliBackend): void => {
       expect(tty.stdout).to.match(/verify barriers \+ facts +\[[█░]+\] \d+% \| ETA \S+/);
       expect(tty.stdout).to.match(/verify integrity +\[[█░]+\] 100% \| ETA \S+/);
       const piped = await cli(['verify']);
-      expect(piped.stderr).to.equal('');
+      expect(piped.stderr).not.to.match(/[█░]/);
+      expect(piped.stderr.trim().split('\n').every((l) => /^verify: [a-z +]+ \d+% \(\d+ of \d+\), \d+ s$/.test(l)), piped.stderr).to.equal(true);
+    });
+
+    it('R6.1 verify reports progress to a non-terminal: a line per phase (or JSON lines with --progress json), none with --progress none; a bad mode is exit 2', async () => {
+      const ex = await example();
+      await applyAll(ex);
+      json(await cli(['prepare', '--command', '-'], JSON.stringify(ex.start)));
+      const lines = await cli(['verify']);
+      expect(lines.code, lines.stderr).to.equal(0);
+      const phases = lines.stderr.trim().split('\n').map((l) => /^verify: (.+) \d+%/.exec(l)?.[1]);
+      expect(phases).to.include.members(['barriers + facts', 'event log', 'integrity']);
+      const asJson = await cli(['verify', '--progress', 'json']);
+      expect(asJson.code, asJson.stderr).to.equal(0);
+      const events = asJson.stderr.trim().split('\n').map((l) => JSON.parse(l) as { verify: string; phase: string; done: number; total: number; percent: number; elapsedMs: number });
+      expect(events.every((e) => e.verify === 'progress' && Number.isInteger(e.done) && Number.isInteger(e.total) && e.done <= e.total)).to.equal(true);
+      expect(events[events.length - 1]).to.include({ phase: 'integrity', percent: 100 });
+      expect(JSON.parse(asJson.stdout)).to.deep.include({ ok: true });
+      expect((await cli(['verify', '--progress', 'none'])).stderr).to.equal('');
+      const bad = await cli(['verify', '--progress', 'loud']);
+      expect(bad.code).to.equal(2);
+      expect(bad.stderr).to.contain('--progress').and.contain('expected one of auto, bar, lines, json, none');
     });
   });
 };

@@ -206,6 +206,22 @@ describe('qinglong-barrier CLI: hostile input and read-only reads', function () 
       });
     }
 
+    it('R10.1 --db naming a directory is bad input for every command (exit 2, the usual message, no driver error); nothing is created in it', async () => {
+      const dir = freshDir('cli-db-dir');
+      const ex = json<Example>(await runCli(['example']));
+      const commands = [...READ_COMMANDS, ['migrate'], ['apply', '--command', '-'], ['prepare', '--command', '-']];
+      for (const command of commands) {
+        const r = await runCli(['--db', dir, ...command], command[0] === 'apply' ? JSON.stringify(ex.lifecycle) : command[0] === 'prepare' ? JSON.stringify(ex.start) : undefined);
+        expect(r.code, `${command[0]}: ${r.stderr}`).to.equal(2);
+        expect(r.stderr, command[0]).to.contain('VALIDATION_FAILED').and.contain(`--db must name a SQLite database file, but ${dir} is a directory`);
+        expect(r.stderr, command[0]).not.to.match(/EISDIR|SqliteError|at .*\.js/);
+        expect(readdirSync(dir), command[0]).to.deep.equal([]);
+      }
+      const env = await runCli(['in-doubt'], undefined, { QINGLONG_BARRIER_DB: dir });
+      expect(env.code, env.stderr).to.equal(2);
+      expect(env.stderr).to.contain('is a directory');
+    });
+
     it('R10.3 a missing file is not created by a read command (exit 1)', async () => {
       const path = join(freshDir('cli-missing'), 'nothing.db');
       for (const command of READ_COMMANDS) {

@@ -9,7 +9,13 @@ import { TRACER_NAME, withTelemetry } from '../../application/telemetry';
 import { openMemoryStartBarrier } from '../../infrastructure/memory/testing';
 import { createDatabase, type TestDatabase } from '../../testkit/postgresHarness';
 import { rejects } from '../../testkit/rejects';
-import { freshDbPath } from '../support/tmp';
+import { freshDbPath, freshDir } from '../support/tmp';
+import { join } from 'node:path';
+import { createToolStepSaga, openExecution } from '../../application/saga';
+import { httpAdapter } from '../../infrastructure/adapters/http';
+import { mcpAdapter } from '../../infrastructure/adapters/mcp';
+import { startHttpTool } from '../../testkit/adapters/tools';
+import { ADAPTER_REFS, readyToolCall } from '../../testkit/adapters/toolCall';
 
 // R6.1: with `@opentelemetry/api` installed, prepare, lifecycle commands, resolutions and
 // verify emit spans carrying ids and outcomes, never command content. A recording tracer
@@ -17,7 +23,9 @@ import { freshDbPath } from '../support/tmp';
 
 interface Recorded {
   readonly name: string;
+  readonly kind: otel.SpanKind;
   readonly attributes: Record<string, unknown>;
+  readonly exceptions: otel.Exception[];
   status?: otel.SpanStatus;
   ended: boolean;
   readonly parent: otel.Span | undefined;
@@ -37,12 +45,12 @@ class RecordingSpan implements otel.Span {
   updateName = () => this;
   end = () => void (this.record.ended = true);
   isRecording = () => true;
-  recordException = () => undefined;
+  recordException = (e: otel.Exception) => void this.record.exceptions.push(e);
 }
 
 const tracer = {
   startSpan(name: string, options?: otel.SpanOptions, ctx?: otel.Context): otel.Span {
-    const record: Recorded = { name, attributes: { ...options?.attributes }, ended: false, parent: otel.trace.getSpan(ctx ?? otel.context.active()) };
+    const record: Recorded = { name, kind: options?.kind ?? otel.SpanKind.INTERNAL, attributes: { ...options?.attributes }, exceptions: [], ended: false, parent: otel.trace.getSpan(ctx ?? otel.context.active()) };
     recorded.push(record);
     return new RecordingSpan(record);
   },
@@ -64,14 +72,17 @@ const contextManager: otel.ContextManager = {
   disable: () => contextManager,
 };
 
-const ALLOWED = /^start_barrier\.(backend|outcome|start_id|project_id|run_id|step_run_id|attempt|trace_id|span_id|committed_at_ms|run_version|events|resolution|problems|checked\.barriers|checked\.events|error_code|conflict_identity)$/;
+const ALLOWED =
+  /^(start_barrier\.(backend|outcome|start_id|project_id|run_id|step_run_id|attempt|trace_id|trace_anchor_id|span_id|committed_at_ms|run_version|events|resolution|in_doubt|problems|checked\.barriers|checked\.events|error_code|conflict_identity)|db\.(system\.name|namespace|operation\.name)|server\.(address|port)|error\.type)$/;
+/** The tracers asked for, by name and version. */
+const tracersAsked: [string, string | undefined][] = [];
 
 describe('R6.1 OpenTelemetry spans (optional peer @opentelemetry/api)', function () {
   this.timeout(60_000);
   let pg: TestDatabase;
   before(async () => {
     expect(otel.context.setGlobalContextManager(contextManager)).to.equal(true);
-    expect(otel.trace.setGlobalTracerProvider({ getTracer: (name: string) => (name === TRACER_NAME ? tracer : otel.trace.getTracerProvider().getTracer(name)) })).to.equal(true);
+    expect(otel.trace.setGlobalTracerProvider({ getTracer: (name: string, version?: string) => (tracersAsked.push([name, version]), tracer) })).to.equal(true);
     pg = await createDatabase();
   });
   after(async () => {
@@ -90,6 +101,7 @@ describe('R6.1 OpenTelemetry spans (optional peer @opentelemetry/api)', function
     const created = await authority.barriers.prepare(command);
     await authority.barriers.prepare(command);
     await rejects(authority.barriers.prepare({ ...command, startId: `${command.startId}-other` }));
+    await authority.recovery.inDoubt({ limit: 10 });
     await authority.recovery.resolve(created.barrier.record.startId, 'completed', { decidedBy: 'spec', reason: 'checked_tool_log' });
     await authority.recovery.verify();
     return { s, command, created };
@@ -116,6 +128,7 @@ describe('R6.1 OpenTelemetry spans (optional peer @opentelemetry/api)', function
         'start_barrier.prepare',
         'start_barrier.prepare',
         'start_barrier.prepare',
+        'start_barrier.in_doubt',
         'start_barrier.resolve',
         'start_barrier.verify',
       ]);
@@ -128,8 +141,21 @@ describe('R6.1 OpenTelemetry spans (optional peer @opentelemetry/api)', function
         'start_barrier.run_id': s.runId,
         'start_barrier.step_run_id': s.stepRunId,
         'start_barrier.attempt': command.stepRun.expectedVersion + 1,
-        'start_barrier.trace_id': command.evidence.traceId,
+        'start_barrier.trace_anchor_id': command.evidence.traceId,
       });
+      // R6.1 database CLIENT spans by the conventions, from a tracer named and versioned
+      expect(tracersAsked).to.deep.include([TRACER_NAME, (require('../../package.json') as { version: string }).version]);
+      for (const r of top) {
+        expect(r.kind, r.name).to.equal(otel.SpanKind.CLIENT);
+        expect(r.attributes, r.name).to.include({ 'db.system.name': backend === 'sqlite' ? 'sqlite' : 'postgresql', 'db.operation.name': r.name });
+        expect(r.attributes['db.namespace'], r.name).to.be.a('string').and.not.equal('');
+        if (backend === 'postgres') expect(r.attributes, r.name).to.include({ 'server.address': '127.0.0.1', 'server.port': 5432, 'db.namespace': pg.name });
+        else expect(r.attributes, r.name).not.to.have.property('server.address');
+      }
+      expect(top.find((r) => r.name === 'start_barrier.in_doubt')!.attributes).to.include({ 'start_barrier.outcome': 'listed', 'start_barrier.in_doubt': 1 });
+      // a failure: error.type, an exception event (class and code, not the message), status ERROR
+      expect(refused!.attributes).to.include({ 'error.type': 'SEMANTIC_CONFLICT' });
+      expect(refused!.exceptions).to.deep.equal([{ name: 'SemanticConflictError', message: 'SEMANTIC_CONFLICT', code: 'SEMANTIC_CONFLICT' }]);
       expect(replayed!.attributes['start_barrier.outcome']).to.equal('existing');
       expect(refused!.attributes).to.include({ 'start_barrier.outcome': 'error', 'start_barrier.error_code': 'SEMANTIC_CONFLICT' });
       expect(refused!.status?.code).to.equal(otel.SpanStatusCode.ERROR);
@@ -154,6 +180,93 @@ describe('R6.1 OpenTelemetry spans (optional peer @opentelemetry/api)', function
       for (const c of s.lifecycle) await authority.runs.handle(c);
     });
     expect(recorded.filter((r) => r.name === 'start_barrier.lifecycle').map((r) => r.parent)).to.deep.equal([parent, parent, parent]);
+  });
+
+  it("R6.1 a start names its W3C trace: the active context's trace id, or its anchor's traceparent's; the anchor's own id apart", async () => {
+    const authority = withTelemetry(await openMemoryStartBarrier(), otel);
+    const caller = '4bf92f3577b34da6a3ce929d0e0e4736';
+    const parent = otel.trace.wrapSpanContext({ traceId: caller, spanId: '00f067aa0ba902b7', traceFlags: 1 });
+    const s = buildScenario();
+    for (const c of s.lifecycle) await authority.runs.handle(c);
+    await otel.context.with(otel.trace.setSpan(otel.context.active(), parent), () => authority.barriers.prepare(s.startCommand()));
+    const fromContext = recorded.filter((r) => r.name === 'start_barrier.prepare').pop()!;
+    expect(fromContext.attributes).to.include({ 'start_barrier.trace_id': caller, 'start_barrier.trace_anchor_id': s.startCommand().evidence.traceId });
+    expect(fromContext.parent).to.equal(parent);
+
+    const t = buildScenario();
+    for (const c of t.lifecycle) await authority.runs.handle(c);
+    const plain = t.startCommand();
+    await authority.barriers.prepare({ ...plain, evidence: { ...plain.evidence, traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01' } });
+    expect(recorded.filter((r) => r.name === 'start_barrier.prepare').pop()!.attributes).to.include({ 'start_barrier.trace_id': '0af7651916cd43dd8448eb211c80319c' });
+    // no active context and no traceparent: no W3C trace id is made up
+    const u = buildScenario();
+    for (const c of u.lifecycle) await authority.runs.handle(c);
+    await authority.barriers.prepare(u.startCommand());
+    expect(recorded.filter((r) => r.name === 'start_barrier.prepare').pop()!.attributes).not.to.have.property('start_barrier.trace_id');
+  });
+
+  it("R6.1 the saga's drive is a span, and its HTTP tool call a CLIENT span by the HTTP conventions (method, url.full without credentials or query, server.address/port)", async () => {
+    const dir = freshDir('otel-saga');
+    const tool = await startHttpTool(dir);
+    const authority = await openSqliteStartBarrier({ path: join(dir, 'barrier.db') });
+    const execution = openExecution(authority, { execution: 'enabled' });
+    try {
+      const call = await readyToolCall(authority, 'http', { n: 1 }, 10_000);
+      const url = new URL(tool.url);
+      // userinfo (which fetch refuses anyway) and the query may hold credentials: neither is kept
+      expect(httpAdapter({ ref: ADAPTER_REFS.http, url: `${url.protocol}//user:secret@${url.host}/x?token=abc` }).telemetry?.attributes['url.full']).to.equal(`${url.protocol}//${url.host}/x`);
+      const adapter = httpAdapter({ ref: ADAPTER_REFS.http, url: `${tool.url}?token=abc` });
+      recorded.length = 0;
+      const result = await createToolStepSaga({ execution, adapter }).drive(call.trigger, call.plan, call.invocation);
+      expect(result.status).to.equal('completed');
+      const drive = recorded.find((r) => r.name === 'start_barrier.drive')!;
+      expect(drive.parent).to.equal(undefined);
+      expect(drive.attributes).to.include({ 'start_barrier.outcome': 'completed', 'start_barrier.start_id': result.barrier.record.startId, 'start_barrier.run_id': call.trigger.runId });
+      const post = recorded.find((r) => r.name === 'POST')!;
+      expect(post.kind).to.equal(otel.SpanKind.CLIENT);
+      expect(post.attributes).to.include({ 'http.request.method': 'POST', 'url.full': `${url.protocol}//${url.host}${url.pathname}`, 'server.address': '127.0.0.1', 'server.port': Number(url.port), 'start_barrier.outcome': 'completed' });
+      expect(JSON.stringify(post.attributes)).not.to.match(/secret|token/);
+      // prepare, the in-doubt read and the outcome run inside the drive
+      expect(recorded.filter((r) => r.name === 'start_barrier.prepare' || r.name === 'start_barrier.resolve').every((r) => r.parent !== undefined)).to.equal(true);
+      expect(recorded.every((r) => r.ended)).to.equal(true);
+
+      // a tool call that fails at the transport: the CLIENT span has error.type and an exception; the drive ends in doubt
+      await tool.close();
+      const next = await readyToolCall(authority, 'http', { n: 2 }, 2_000);
+      recorded.length = 0;
+      const lost = await createToolStepSaga({ execution, adapter: httpAdapter({ ref: ADAPTER_REFS.http, url: tool.url }) }).drive(next.trigger, next.plan, next.invocation);
+      expect(lost.status).to.equal('in_doubt');
+      const failed = recorded.find((r) => r.name === 'POST')!;
+      expect(failed.status?.code).to.equal(otel.SpanStatusCode.ERROR);
+      expect(failed.attributes['error.type']).to.be.a('string');
+      expect(failed.exceptions).to.have.length(1);
+      expect(recorded.find((r) => r.name === 'start_barrier.drive')!.attributes).to.include({ 'start_barrier.outcome': 'in_doubt', 'start_barrier.in_doubt_why': 'start_unknown' });
+    } finally {
+      await execution.close();
+      await authority.close();
+    }
+  });
+
+  it('R6.1 an MCP tool call is described as a CLIENT span by the MCP conventions (tools/call <tool>, mcp.method.name, gen_ai.tool.name, rpc.*)', () => {
+    const overHttp = mcpAdapter({ ref: ADAPTER_REFS.mcp, transport: { kind: 'http', url: 'https://tools.example:8443/mcp?key=x' }, tool: 'act' });
+    expect(overHttp.telemetry).to.deep.equal({
+      spanName: 'tools/call act',
+      kind: 'client',
+      attributes: {
+        'mcp.method.name': 'tools/call',
+        'gen_ai.tool.name': 'act',
+        'gen_ai.operation.name': 'execute_tool',
+        'rpc.system': 'jsonrpc',
+        'rpc.method': 'tools/call',
+        'rpc.jsonrpc.version': '2.0',
+        'network.transport': 'tcp',
+        'network.protocol.name': 'http',
+        'server.address': 'tools.example',
+        'server.port': 8443,
+      },
+    });
+    const overStdio = mcpAdapter({ ref: ADAPTER_REFS.mcp, transport: { kind: 'stdio', command: '/bin/true' }, tool: 'act' });
+    expect(overStdio.telemetry?.attributes).to.include({ 'network.transport': 'pipe', 'mcp.method.name': 'tools/call' }).and.not.have.property('server.address');
   });
 
   it('R6.1 without @opentelemetry/api the authority is returned as it is (nothing wrapped)', async () => {

@@ -115,7 +115,8 @@ export const sagaConformance = (backend: SagaBackend): void => {
     });
     const createSaga = (o: Omit<ToolStepSagaOptions, 'execution'> & { execution?: ExecutionAuthority }) => {
       const saga = createToolStepSaga({ execution, ...o });
-      return { drive: (trigger: unknown, plan: StartPlan) => saga.drive(trigger, plan, INVOCATION) };
+      // hostile triggers too: the saga still decodes what it is given
+      return { drive: (trigger: unknown, plan: StartPlan) => saga.drive(trigger as ToolStepTrigger, plan, INVOCATION) };
     };
 
     const ready = async (options: Parameters<typeof buildScenario>[0] = {}) => {

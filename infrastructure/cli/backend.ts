@@ -2,7 +2,7 @@ import { existsSync } from 'node:fs';
 import { ValidationError } from '../../domain';
 import { Client } from 'pg';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
-import { migratePostgres } from '../postgres/migrate';
+import { migratePostgres, pendingMigrationSql } from '../postgres/migrate';
 import { openPostgresStartBarrier } from '../postgres/postgresAuthority';
 import { openSqliteStartBarrier } from '../sqlite';
 import { migrateSqliteFile } from '../sqlite/fileIdentity';
@@ -62,6 +62,22 @@ export const migrateBackend = async (options: BackendOptions): Promise<string[]>
   }
   if (db === undefined) throw usage('which database? give --db PATH (SQLite) or --postgres URL');
   return migrateSqliteFile(db);
+};
+
+/**
+ * `migrate --print-sql`: the SQL `migrate` would run on this PostgreSQL database, for a DBA to
+ * review and run; nothing is applied. A SQLite file has no DBA: `migrate` migrates it.
+ */
+export const migrationSqlOf = async (options: BackendOptions): Promise<string> => {
+  const { postgres } = targetOf(options);
+  if (postgres === undefined) throw usage('--print-sql prints the SQL for PostgreSQL: give --postgres URL (a SQLite file is migrated by migrate itself)');
+  const client = new Client({ connectionString: postgres });
+  await client.connect();
+  try {
+    return (await pendingMigrationSql(client)).sql;
+  } finally {
+    await client.end();
+  }
 };
 
 /** Opens the chosen authority with no more rights than `access` needs. */

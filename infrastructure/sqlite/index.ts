@@ -8,7 +8,7 @@ export type { SqliteDatabase, SqliteStatement, SqliteRunResult } from './databas
 export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions): Promise<SqliteStartBarrier> => withTelemetry(await openSqlite(options));
 export type { StartBarrierAuthority, PrepareResult, StoredBarrier, StepRunView, StoredEvent, AppendOutcome, StartStep, StartStepHook } from '../../application/authority';
 export { START_STEPS } from '../../application/authority';
-export { MigrationError } from '../migrations';
+export { MigrationError, SchemaMissingError } from '../migrations';
 export { DriverMissingError, ConnectionError, type ConnectionFailure } from '../../application/openErrors';
 export { VERIFY_PHASES, type VerifyPhase, type VerifyProgressListener } from '../../application/verifyProgress';
 export type {

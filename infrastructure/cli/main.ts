@@ -18,7 +18,7 @@ import { Identity } from '../../domain/codecs';
 import { buildScenario } from '../../domain/scenario';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
 import { decodeAdapterRegistry, inspectWith, type AdapterRegistry } from './adapterRegistry';
-import { migrateBackend, migrationSqlOf, openBackend, type BackendAccess, type BackendOptions } from './backend';
+import { openBackend, type BackendAccess, type BackendOptions } from './backend';
 import { formatDuration, parseDuration } from './duration';
 import { EXIT, exitCodeOf, openRefusedAsDamage } from './exitCodes';
 import { readJsonInput } from './input';
@@ -26,6 +26,7 @@ import { writeExampleFiles } from './exampleFiles';
 import { planRetry } from './retry';
 import { createVerifyBar } from './verifyBar';
 import { addShowCommand } from './showCommand';
+import { addMigrateCommand } from './migrateCommand';
 import { refuseRepeatsAndExtras } from './oneMeaning';
 import { ConnectionError, DriverMissingError } from '../../application/openErrors';
 
@@ -245,14 +246,7 @@ Keyed evidence: QINGLONG_BARRIER_KEYRING_FILE names the deployment key file (nev
       await withAuthority(program, 'write', async (a) => print(await a.recovery.purgeNote(startId)));
     });
 
-  program
-    .command('migrate')
-    .description('create or upgrade the store to this version: the only command besides apply and prepare that changes its schema')
-    .option('--print-sql', 'PostgreSQL: print the SQL this database lacks (all of it for an empty one), for a DBA to review and run; apply nothing')
-    .action(async (opts: { printSql?: boolean }) => {
-      if (opts.printSql === true) process.stdout.write(await migrationSqlOf(program.opts<BackendOptions>()));
-      else print({ applied: await migrateBackend(program.opts<BackendOptions>()) });
-    });
+  addMigrateCommand(program);
 
   program
     .command('retry')

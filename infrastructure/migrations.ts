@@ -22,6 +22,18 @@ export class MigrationError extends Error {
   }
 }
 
+/**
+ * A runtime without migration rights (`migrate: false`, or a login that may not create the
+ * schema) met a database nobody migrated: only the owner can fix that, so the message says so.
+ */
+export class SchemaMissingError extends MigrationError {
+  readonly reason = 'schema_missing' as const;
+  constructor(detail: string) {
+    super(`${detail}: ask the owner to run migrate (qinglong-barrier --postgres URL migrate, as a superuser or a member of ql3_owner; or review and run the SQL of migrate --print-sql)`);
+    this.name = 'SchemaMissingError';
+  }
+}
+
 export interface Migration {
   readonly name: string;
   readonly sql: string;

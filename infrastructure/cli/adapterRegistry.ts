@@ -11,9 +11,9 @@ import { mcpAdapter } from '../adapters/mcp';
 // the adapter id a barrier names (contracts.adapter.id) to how to ask its tool. Configuration
 // of the operator's machine, never part of a record. Unknown fields are rejected.
 //
-//   { "adapter-process": { "kind": "process", "journalDir": "/var/lib/tool/journal" },
-//     "adapter-http":    { "kind": "http", "statusUrl": "http://127.0.0.1:8080/status" },
-//     "adapter-mcp":     { "kind": "mcp", "statusTool": "status",
+//   { "adapter.process.v3": { "kind": "process", "journalDir": "/var/lib/tool/journal" },
+//     "adapter.http.v1":    { "kind": "http", "statusUrl": "http://127.0.0.1:8080/status" },
+//     "adapter.mcp.v1":     { "kind": "mcp", "statusTool": "status",
 //                          "transport": { "kind": "http", "url": "http://127.0.0.1:8081/mcp" } } }
 
 const exactly = <P extends t.Props>(name: string, props: P) =>

@@ -1,7 +1,8 @@
 import { existsSync, statSync } from 'node:fs';
+import type { PoolClient } from 'pg';
 import { ValidationError } from '../../domain';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
-import { migratePostgres } from '../postgres/migrate';
+import { migratePostgres, pendingMigrationSql } from '../postgres/migrate';
 import { DEFAULT_TIMEOUTS, openPostgresStartBarrier } from '../postgres/postgresAuthority';
 import { connectTyped, createOwnedPool, secretsOf } from '../postgres/pool';
 import { mapPgError, unavailableReasonOf } from '../postgres/errors';
@@ -53,32 +54,47 @@ const targetOf = (options: BackendOptions): { db: string | undefined; postgres: 
   return { db, postgres };
 };
 
+/**
+ * One bounded PostgreSQL connection for the CLI's schema commands (R13.1): a connect that gets
+ * no answer, a statement whose answer never comes (a frozen server), and the migration's
+ * deadline for every lock it waits for end in a typed error, never a hang.
+ */
+const withMigrationClient = async <T>(postgres: string, options: BackendOptions, body: (client: PoolClient, deadlineMs: number) => Promise<T>): Promise<T> => {
+  const lockMs = lockTimeoutOf(options.lockTimeout);
+  const timeouts = { ...DEFAULT_TIMEOUTS, ...(lockMs === undefined ? {} : { lockMs }) };
+  const pool = createOwnedPool({ connectionString: postgres, poolConfig: { max: 1 }, onError: () => undefined, session: timeouts });
+  try {
+    const client = await connectTyped(pool, secretsOf({ connectionString: postgres }));
+    let broken = false;
+    try {
+      return await body(client, timeouts.deadlineMs);
+    } catch (e) {
+      broken = unavailableReasonOf(e) !== undefined; // never handed back to a pool that ends anyway, but not reused either
+      throw mapPgError(e);
+    } finally {
+      client.release(broken);
+    }
+  } finally {
+    await pool.end();
+  }
+};
+
 /** `migrate`: applies what is pending (creating a missing SQLite file) and names it. */
 export const migrateBackend = async (options: BackendOptions): Promise<string[]> => {
   const { db, postgres } = targetOf(options);
-  if (postgres !== undefined) {
-    // The authority's bounds (R13.1): a connect that gets no answer, a statement whose answer
-    // never comes (a frozen server), and the migration's deadline for every lock it waits for.
-    const lockMs = lockTimeoutOf(options.lockTimeout);
-    const timeouts = { ...DEFAULT_TIMEOUTS, ...(lockMs === undefined ? {} : { lockMs }) };
-    const pool = createOwnedPool({ connectionString: postgres, poolConfig: { max: 1 }, onError: () => undefined, session: timeouts });
-    try {
-      const client = await connectTyped(pool, secretsOf({ connectionString: postgres }));
-      let broken = false;
-      try {
-        return [...(await migratePostgres(client, undefined, { deadlineMs: timeouts.deadlineMs })).applied];
-      } catch (e) {
-        broken = unavailableReasonOf(e) !== undefined; // never handed back to a pool that ends anyway, but not reused either
-        throw mapPgError(e);
-      } finally {
-        client.release(broken);
-      }
-    } finally {
-      await pool.end();
-    }
-  }
+  if (postgres !== undefined) return withMigrationClient(postgres, options, async (client, deadlineMs) => [...(await migratePostgres(client, undefined, { deadlineMs })).applied]);
   if (db === undefined) throw usage('which database? give --db PATH (SQLite) or --postgres URL');
   return migrateSqliteFile(db);
+};
+
+/**
+ * `migrate --print-sql`: the SQL `migrate` would run on this PostgreSQL database, for a DBA to
+ * review and run; nothing is applied. A SQLite file has no DBA: `migrate` migrates it.
+ */
+export const migrationSqlOf = async (options: BackendOptions): Promise<string> => {
+  const { postgres } = targetOf(options);
+  if (postgres === undefined) throw usage('--print-sql prints the SQL for PostgreSQL: give --postgres URL (a SQLite file is migrated by migrate itself)');
+  return withMigrationClient(postgres, options, async (client) => (await pendingMigrationSql(client)).sql);
 };
 
 /** Opens the chosen authority with no more rights than `access` needs. */

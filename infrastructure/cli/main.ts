@@ -17,7 +17,7 @@ import { Identity } from '../../domain/codecs';
 import { buildScenario } from '../../domain/scenario';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
 import { decodeAdapterRegistry, inspectEach, type AdapterRegistry } from './adapterRegistry';
-import { migrateBackend, openBackend, type BackendAccess, type BackendOptions } from './backend';
+import { openBackend, type BackendAccess, type BackendOptions } from './backend';
 import { formatDuration, parseDuration } from './duration';
 import { EXIT, exitCodeOf, openRefusedAsDamage } from './exitCodes';
 import { readJsonInput } from './input';
@@ -25,6 +25,7 @@ import { writeExampleFiles } from './exampleFiles';
 import { planRetry } from './retry';
 import { PROGRESS_MODES, createVerifyProgressOutput } from './verifyBar';
 import { addShowCommand, planShown } from './showCommand';
+import { addMigrateCommand } from './migrateCommand';
 import { refuseRepeatsAndExtras } from './oneMeaning';
 import { describeError, secretsOfArgv } from './describeError';
 
@@ -236,10 +237,7 @@ Keyed evidence: QINGLONG_BARRIER_KEYRING_FILE names the deployment key file (nev
       await withAuthority(program, 'write', async (a) => print(await a.recovery.purgeNote(startId)));
     });
 
-  program
-    .command('migrate')
-    .description('create or upgrade the store to this version: the only command besides apply and prepare that changes its schema')
-    .action(async () => print({ applied: await migrateBackend(program.opts<BackendOptions>()) }));
+  addMigrateCommand(program);
 
   program
     .command('retry')

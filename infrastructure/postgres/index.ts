@@ -41,7 +41,7 @@ export { postgresRecoveryOf } from './postgresRecoveryView';
 export { migratePostgres, assertSchemaCurrent, type MigrationReport } from './migrate';
 export type { StartBarrierAuthority, PrepareResult, StoredBarrier, StepRunView, StoredEvent, AppendOutcome, StartStep, StartStepHook } from '../../application/authority';
 export { START_STEPS } from '../../application/authority';
-export { MigrationError } from '../migrations';
+export { MigrationError, SchemaMissingError } from '../migrations';
 export { DriverMissingError, ConnectionError, type ConnectionFailure } from '../../application/openErrors';
 export { VERIFY_PHASES, type VerifyPhase, type VerifyProgressListener } from '../../application/verifyProgress';
 // The recovery surface the opener returns, typed from the subpath that makes it (as /sqlite does).

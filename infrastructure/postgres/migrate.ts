@@ -1,10 +1,10 @@
 import type { ClientBase } from 'pg';
 import * as t from 'io-ts';
-import { loadMigrations, MigrationError, planMigrations, requireLedgerAsWritten, type AppliedMigration, type LedgerRow, type Migration } from '../migrations';
+import { loadMigrations, MigrationError, SchemaMissingError, planMigrations, requireLedgerAsWritten, type AppliedMigration, type LedgerRow, type Migration } from '../migrations';
 import { PgInt, decodeRows } from './rowCodecs';
 import { TransactionTimeoutError } from '../../domain';
 import { SQLSTATE, sqlStateOf } from './errors';
-import { bind } from './named';
+import { bind, type NamedSql, type Params } from './named';
 import * as SQL from './sql';
 import { requireSchemaObjects } from './schemaObjects';
 
@@ -41,6 +41,8 @@ const requireSchemaAsMigrated = async (client: ClientBase): Promise<void> => {
   const { ledger, capabilities } = await readLedger(client);
   requireLedgerAsWritten('postgres', ledger, capabilities);
 };
+
+const INSUFFICIENT_PRIVILEGE = '42501';
 
 export interface MigrationReport {
   readonly applied: readonly string[];
@@ -91,13 +93,19 @@ const migrateOnce = async (client: ClientBase, known: readonly Migration[], opti
     // and lock nothing (it has no right to this mode).
     if ((await ledgerPresent(client)) && planMigrations(known, await readApplied(client)).length > 0) await client.query(SQL.MIGRATION_LOCK);
     if (options.deadlineMs !== undefined && Date.now() - started >= options.deadlineMs) throw pastDeadline(Object.assign(new Error('deadline'), { code: SQLSTATE.lockNotAvailable }), options.deadlineMs);
-    const pending = planMigrations(known, await readApplied(client));
+    const applied = await readApplied(client);
+    const pending = planMigrations(known, applied);
     for (const m of pending) {
       await client.query(SQL.RESET_ROLE);
       try {
         await client.query(m.sql); // no parameters: simple protocol, several statements per file
       } catch (e) {
-        throw pastDeadline(e, options.deadlineMs) ?? Object.assign(new MigrationError(`migration ${m.name} failed: ${e instanceof Error ? e.message : String(e)}`), { cause: e });
+        const message = e instanceof Error ? e.message : String(e);
+        // A login without the rights to create the schema, on a database nobody migrated.
+        if (applied.length === 0 && m === pending[0] && (e as { code?: unknown }).code === INSUFFICIENT_PRIVILEGE) {
+          throw new SchemaMissingError(`the database has no start barrier schema and this login may not create it (${message})`);
+        }
+        throw pastDeadline(e, options.deadlineMs) ?? Object.assign(new MigrationError(`migration ${m.name} failed: ${message}`), { cause: e });
       }
       await client.query(SQL.RESET_ROLE);
       await client.query(SQL.INSERT_APPLIED.text, bind(SQL.INSERT_APPLIED, { name: m.name, checksum: m.checksum }));
@@ -117,11 +125,58 @@ const ledgerPresent = async (client: ClientBase): Promise<boolean> =>
 
 /** With `migrate: false` (a runtime login cannot run DDL): the schema must already be current. */
 export const assertSchemaCurrent = async (client: ClientBase, known: readonly Migration[] = loadMigrations('postgres')): Promise<void> => {
-  const pending = planMigrations(known, await readApplied(client));
+  const applied = await readApplied(client);
+  if (applied.length === 0) throw new SchemaMissingError('the database has no start barrier schema (no ql3.schema_migrations)');
+  const pending = planMigrations(known, applied);
   if (pending.length > 0) {
     throw new MigrationError(
       `the database schema is behind this code: ${pending.map((m) => m.name).join(', ')} not applied; run the migrations as the owner (migrate: true)`,
     );
   }
   await requireSchemaAsMigrated(client);
+};
+
+const literal = (text: string): string => `'${text.replace(/'/g, "''")}'`;
+/** A runner statement with its parameters written in as literals: the same text migrate sends. */
+const inlined = (sql: NamedSql, params: Params): string =>
+  `${sql.text.replace(/\$(\d+)/g, (_m, n: string) => literal(String(bind(sql, params)[Number(n) - 1])))};`;
+
+export interface PendingSql {
+  /** The migrations this database lacks, in order. */
+  readonly pending: readonly string[];
+  /** One script a DBA can review and run (`psql -v ON_ERROR_STOP=1 -f`): what `migrate` would do. */
+  readonly sql: string;
+}
+
+/**
+ * `migrate --print-sql`: the SQL `migrate` would run on this database, applying nothing. The
+ * same steps as migratePostgres (one transaction, the migrators' lock, each file with the role
+ * reset and its ledger row); the objects' check it makes before COMMIT is made by the next open.
+ */
+export const pendingMigrationSql = async (client: ClientBase, known: readonly Migration[] = loadMigrations('postgres')): Promise<PendingSql> => {
+  const applied = await readApplied(client);
+  const pending = planMigrations(known, applied);
+  if (pending.length === 0) return { pending: [], sql: `-- nothing to apply: this database has all ${known.length} migrations of this version\n` };
+  const lines = [
+    `-- qinglong-barrier migrate --print-sql: the ${pending.length} migration(s) this database lacks (it has ${applied.length} of ${known.length}), in one transaction.`,
+    applied.length === 0
+      ? '-- Run as a superuser: the first migration creates the group roles ql3_owner, ql3_runtime, ...'
+      : '-- Run as a superuser or a member of ql3_owner.',
+    '--   psql "postgres://USER@HOST/DATABASE" -v ON_ERROR_STOP=1 -f THIS_FILE',
+    'BEGIN;',
+    inlined(SQL.MIGRATION_TIMEOUTS, { statement_timeout: '0', lock_timeout: '0' }),
+    ...(applied.length === 0 ? [] : [`${SQL.MIGRATION_LOCK};`]),
+  ];
+  for (const m of pending) {
+    lines.push(
+      '',
+      `-- ${m.name} (${m.checksum})`,
+      `${SQL.RESET_ROLE};`,
+      m.sql.trimEnd(),
+      `${SQL.RESET_ROLE};`,
+      inlined(SQL.INSERT_APPLIED, { name: m.name, checksum: m.checksum }),
+    );
+  }
+  lines.push('', 'COMMIT;', '');
+  return { pending: pending.map((m) => m.name), sql: lines.join('\n') };
 };

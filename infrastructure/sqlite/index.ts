@@ -9,7 +9,7 @@ export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions)
   withTelemetry(await openSqlite(options), undefined, { 'db.system.name': 'sqlite', ...(typeof options?.path === 'string' ? { 'db.namespace': options.path } : {}) });
 export type { StartBarrierAuthority, PrepareResult, StoredBarrier, StepRunView, StoredEvent, AppendOutcome, StartStep, StartStepHook } from '../../application/authority';
 export { START_STEPS } from '../../application/authority';
-export { MigrationError } from '../migrations';
+export { MigrationError, SchemaMissingError } from '../migrations';
 export { DriverMissingError, ConnectionError, type ConnectionFailure } from '../../application/openErrors';
 export { VERIFY_PHASES, type VerifyPhase, type VerifyProgressListener } from '../../application/verifyProgress';
 export type {

@@ -17,7 +17,7 @@ import { formatDuration, parseDuration } from '../../infrastructure/cli/duration
 import { EXIT, exitCodeOf } from '../../infrastructure/cli/exitCodes';
 import { openMemoryStartBarrier } from '../../infrastructure/memory/memoryAuthority';
 
-// The CLI's small pure parts, and the README's promise that its command JSON is valid.
+// The CLI's small pure parts, and docs/cli.md's promise that its command JSON is valid.
 
 describe('qinglong-barrier CLI parts', () => {
   it('issue 5: one exit code per error kind, exactly as documented', () => {
@@ -51,9 +51,9 @@ describe('qinglong-barrier CLI parts', () => {
     expect(formatDuration(90_061_000)).to.equal('1d1h1m1s');
   });
 
-  it('issue 5: the README carries a complete, valid command JSON (lifecycle and start) that commits as written', async () => {
-    const readme = readFileSync(join(__dirname, '..', '..', 'README.md'), 'utf8');
-    const at = readme.indexOf('### A complete, valid command');
+  it('issue 5: docs/cli.md carries a complete, valid command JSON (lifecycle and start) that commits as written', async () => {
+    const readme = readFileSync(join(__dirname, '..', '..', 'docs', 'cli.md'), 'utf8');
+    const at = readme.indexOf('## A complete, valid command');
     expect(at).to.be.greaterThan(0);
     const block = /```json\n([\s\S]*?)\n```/.exec(readme.slice(at))?.[1];
     const example = JSON.parse(block ?? 'null') as { lifecycle: unknown[]; start: unknown };

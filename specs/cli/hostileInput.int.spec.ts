@@ -270,7 +270,7 @@ describe('qinglong-barrier CLI: hostile input and read-only reads', function () 
         for (const command of READ_COMMANDS) {
           const r = await runCli(['--postgres', db.url, ...command]);
           expect(r.code, `${command[0]}: ${r.stderr}`).to.equal(1);
-          expect(r.stderr).to.contain('schema is behind');
+          expect(r.stderr).to.contain('ask the owner to run migrate');
           const schemas = await db.admin(async (c) => (await c.query("SELECT count(*)::int AS n FROM pg_namespace WHERE nspname = 'ql3'")).rows[0] as { n: number });
           expect(schemas.n, command[0]).to.equal(0);
         }

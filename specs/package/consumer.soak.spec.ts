@@ -5,11 +5,12 @@ import { expect } from 'chai';
 import { build } from 'esbuild';
 import { createDatabase, type TestDatabase } from '../../testkit/postgresHarness';
 import { freshDir } from '../support/tmp';
+import { allExamples, uncheckedSnippets, userDocs } from './docExamples';
 
 // R6.1: the package as a user gets it. `npm pack` (which runs `prepack`: a clean build), then
 // consumer projects that install the tarball the way an application does, type-check the
-// README's examples (extracted from the README text itself) with no @types of their own and
-// `skipLibCheck: false`, and run them under CommonJS, ESM and an esbuild bundle on both
+// examples of README.md and docs/*.md (extracted from their text) with no @types of their own
+// and `skipLibCheck: false`, and run the complete ones under CommonJS, ESM and an esbuild bundle on both
 // backends. Installs are from the local tarball and npm's cache (`--prefer-offline`, the exact
 // driver versions this repository pins); better-sqlite3's native binary is copied from this
 // repository's install (same version, same Node) instead of downloaded, so the spec needs no
@@ -40,12 +41,8 @@ const ok = (r: SpawnSyncReturns<string>, what: string): string => {
 
 const npm = (args: readonly string[], cwd: string): string => ok(sh('npm', args, cwd), `npm ${args.join(' ')}`);
 
-/** The fenced blocks of the README marked ```ts example=NAME, as NAME -> source. */
-export const readmeExamples = (readme: string): Map<string, string> => {
-  const blocks = new Map<string, string>();
-  for (const m of readme.matchAll(/^```(?:ts|sql) example=(\S+)\n([\s\S]*?)^```$/gm)) blocks.set(m[1]!, m[2]!);
-  return blocks;
-};
+/** The examples the three README runs below check by their output. */
+const OUTPUT_CHECKED = ['sqlite.mts', 'postgres.cts', 'saga.mts'];
 
 const tsconfig = (compilerOptions: Record<string, unknown>, files: readonly string[]) =>
   JSON.stringify({ compilerOptions: { strict: true, target: 'ES2022', skipLibCheck: false, noEmit: true, ...compilerOptions }, files }, null, 2);
@@ -63,6 +60,7 @@ describe('R6.1 the packed package in consumer projects (npm pack, CommonJS, ESM,
   let packed: readonly string[] = [];
   let consumer = '';
   let examples = new Map<string, string>();
+  let runnable: string[] = [];
   let db: TestDatabase;
   let roles = '';
   const timings: string[] = [];
@@ -84,7 +82,9 @@ describe('R6.1 the packed package in consumer projects (npm pack, CommonJS, ESM,
     tarball = join(work, info.filename);
     packed = info.files.map((f) => f.path);
 
-    examples = readmeExamples(readFileSync(join(ROOT, 'README.md'), 'utf8'));
+    const found = allExamples(ROOT);
+    examples = new Map([...found].map(([name, e]) => [name, e.source]));
+    runnable = [...found].filter(([name, e]) => e.run && name.endsWith('ts') && !OUTPUT_CHECKED.includes(name)).map(([name]) => name);
     consumer = join(work, 'app');
     mkdirSync(consumer);
     writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'consumer-app', private: true }));
@@ -112,6 +112,12 @@ describe('R6.1 the packed package in consumer projects (npm pack, CommonJS, ESM,
     expect([...examples.keys()]).to.include.members(['sqlite.mts', 'postgres.cts', 'saga.mts']);
   });
 
+  it('R6.1 every TypeScript snippet of README.md and docs/*.md is a checked example (```ts example=NAME)', () => {
+    const unchecked = userDocs(ROOT).filter((d) => uncheckedSnippets(d.text) > 0).map((d) => `${d.name}: ${uncheckedSnippets(d.text)}`);
+    expect(unchecked, 'mark each ```ts block example=NAME (check=types when it needs a live tool)').to.deep.equal([]);
+    for (const name of examples.keys()) expect(name, 'an example is a .mts, .cts or .sql file').to.match(/\.(mts|cts|sql)$/);
+  });
+
   it('R6.1 the tarball is publishable: built code, declarations, LICENSE and README; no source maps, no demo, no sources', () => {
     expect(PKG.private).to.equal(undefined);
     expect(PKG.license).to.equal('MIT');
@@ -137,7 +143,7 @@ describe('R6.1 the packed package in consumer projects (npm pack, CommonJS, ESM,
   });
 
   it('R6.1 the README examples type-check as nodenext (ESM .mts, CommonJS .cts), strict, skipLibCheck false, no @types of their own', () => {
-    writeFileSync(join(consumer, 'tsconfig.nodenext.json'), tsconfig({ module: 'nodenext', moduleResolution: 'nodenext' }, [...examples.keys()]));
+    writeFileSync(join(consumer, 'tsconfig.nodenext.json'), tsconfig({ module: 'nodenext', moduleResolution: 'nodenext' }, [...examples.keys()].filter((n) => n.endsWith('ts'))));
     timed('tsc nodenext', () => ok(sh(process.execPath, [TSC, '-p', 'tsconfig.nodenext.json'], consumer), 'tsc nodenext'));
   });
 
@@ -156,7 +162,7 @@ describe('R6.1 the packed package in consumer projects (npm pack, CommonJS, ESM,
   });
 
   it('R6.1 the README examples run as compiled ESM and CommonJS, on SQLite and on PostgreSQL', () => {
-    writeFileSync(join(consumer, 'tsconfig.emit.json'), tsconfig({ module: 'nodenext', moduleResolution: 'nodenext', noEmit: false, outDir: 'out' }, [...examples.keys()]));
+    writeFileSync(join(consumer, 'tsconfig.emit.json'), tsconfig({ module: 'nodenext', moduleResolution: 'nodenext', noEmit: false, outDir: 'out' }, [...examples.keys()].filter((n) => n.endsWith('ts'))));
     ok(sh(process.execPath, [TSC, '-p', 'tsconfig.emit.json'], consumer), 'tsc emit');
     const env = { BARRIER_DB: join(consumer, 'examples.db'), DATABASE_URL: db.url };
     const sqlite = ok(sh(process.execPath, ['out/sqlite.mjs'], consumer, env), 'sqlite.mjs');
@@ -165,6 +171,8 @@ describe('R6.1 the packed package in consumer projects (npm pack, CommonJS, ESM,
     expect(postgres).to.match(/^created start-\S+ \d+\nSEMANTIC_CONFLICT\n$/);
     const saga = ok(sh(process.execPath, ['out/saga.mjs'], consumer, env), 'saga.mjs');
     expect(saga).to.match(/^running the tool for start-\S+\ncompleted\nalready_resolved false\n$/);
+    // The documents' other complete examples run too, against the stores the three above filled.
+    for (const name of runnable) ok(sh(process.execPath, [`out/${name.replace(/\.mts$/, '.mjs').replace(/\.cts$/, '.cjs')}`], consumer, env), name);
   });
 
   it("R5.2 R6.1 the README's PostgreSQL setup: LOGIN roles in ql3_owner / ql3_runtime; the example runs as the migrator, the app role starts with migrate: false", async () => {

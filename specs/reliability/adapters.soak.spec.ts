@@ -51,7 +51,7 @@ describe('R11.4: adapters under faults, short form of the reliability phase', fu
   before(async () => {
     // The harness runs as `npm run reliability` would (specs never import it): its JSON report is read back.
     const json = join(freshDir('reliability-adapters'), 'report.json');
-    const run = spawnTsxWorker(join(__dirname, '..', '..', 'reliability', 'run.ts'), ['--short', '--only', 'adapters', '--json', json]);
+    const run = spawnTsxWorker(join(__dirname, '..', '..', 'reliability', 'run.ts'), ['--short', '--only', 'adapters', '--json', json, '--no-docs']);
     const exit = await run.exited;
     printed = run.lines.join('\n');
     console.log(printed.replace(/^/gm, '      '));

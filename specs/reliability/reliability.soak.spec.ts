@@ -82,7 +82,7 @@ describe('reliability harness, short form', function () {
   before(async () => {
     const json = join(freshDir('reliability'), 'report.json');
     // The adapters phase has its own short form (specs/reliability/adapters.soak.spec.ts).
-    const run = spawnTsxWorker(join(__dirname, '..', '..', 'reliability', 'run.ts'), ['--short', '--only', 'soak,fuzz,corruption,forgery,failover', '--json', json]);
+    const run = spawnTsxWorker(join(__dirname, '..', '..', 'reliability', 'run.ts'), ['--short', '--only', 'soak,fuzz,corruption,forgery,failover', '--json', json, '--no-docs']);
     const exit = await run.exited;
     // The counts the full run prints, for whoever reads the test log.
     console.log(run.lines.join('\n').replace(/^/gm, '      '));

@@ -16,6 +16,11 @@ import { EDGE_MARK, edgePrefix, type EdgeChildResult, type EdgeSubject } from '.
 // figure is printed beside the bare one with a verdict.
 
 export const EDGE_MEMORY_LIMIT_MB = 128;
+/**
+ * V8 sizes its heap from the machine's memory and collects lazily on a large one; on a 128 MB
+ * device node runs with a heap to match. Both subjects get the same cap, whatever else applies.
+ */
+const EDGE_HEAP_MB = 64;
 /** RSS counts as flat after the idle wait when it grew by at most this much. */
 const IDLE_TOLERANCE_MB = 1;
 /** CPU per start against bare: the SQLite FULL throughput target (≥ 0.7× the bare transaction), as CPU. */
@@ -49,7 +54,7 @@ export interface EdgeRow {
 }
 
 export interface EdgeReport {
-  readonly profile: { readonly oneCore: Applied; readonly memoryLimit: Applied; readonly synchronous: 'FULL'; readonly fsyncCounts: Applied; readonly idle: string };
+  readonly profile: { readonly oneCore: Applied; readonly memoryLimit: Applied; readonly heap: string; readonly synchronous: 'FULL'; readonly fsyncCounts: Applied; readonly idle: string };
   readonly starts: number;
   readonly children: Record<EdgeSubject, EdgeChildResult & { readonly fsyncsPerStart: number | null }>;
   readonly rows: readonly EdgeRow[];
@@ -210,7 +215,7 @@ export const edgeTable = (r: EdgeReport): string => {
   return [
     `### Edge: the embedded SQLite path under a small device's profile (${fmt(r.starts)} starts per subject)`,
     '',
-    `One core: ${p.oneCore.text}. Memory limit ${EDGE_MEMORY_LIMIT_MB} MB: ${p.memoryLimit.text}. synchronous=FULL (WAL). fsync counts: ${p.fsyncCounts.text}. Idle: ${p.idle}. ` +
+    `One core: ${p.oneCore.text}. Memory limit ${EDGE_MEMORY_LIMIT_MB} MB: ${p.memoryLimit.text}. V8 heap: ${p.heap}. synchronous=FULL (WAL). fsync counts: ${p.fsyncCounts.text}. Idle: ${p.idle}. ` +
       "Each subject runs alone in a child process on a file the bench migrated and filled with ready Runs; the bare subject is a better-sqlite3 connection writing a start's rows in one BEGIN IMMEDIATE (the bench's bare transaction), its rows built before it is measured.",
     '',
     head,
@@ -227,6 +232,7 @@ export const sqliteEdge = async (ctx: BenchContext): Promise<EdgeReport> => {
   const profile: EdgeReport['profile'] = {
     oneCore: taskset ? { applied: true, text: 'applied (taskset -c 0 on the measured process)' } : { applied: false, text: 'not applied (taskset missing)' },
     memoryLimit: { applied: group.applied, text: group.text },
+    heap: `--max-old-space-size=${EDGE_HEAP_MB} on both children (V8 sizes its heap from the machine's memory otherwise)`,
     synchronous: 'FULL',
     fsyncCounts: strace ? { applied: true, text: 'strace -f on the child, counted between marks around the starts' } : { applied: false, text: 'n/a (strace missing)' },
     idle: `${fmt(idleMs / 1000)} s with no work stands in for an hour: neither subject has a timer, a thread or a handle of its own, so nothing runs while idle`,
@@ -238,7 +244,7 @@ export const sqliteEdge = async (ctx: BenchContext): Promise<EdgeReport> => {
       const path = join(ctx.tmp, `edge-${subject}.db`);
       await seed(path, starts);
       const trace = join(ctx.tmp, `edge-${subject}.strace`);
-      const node = [process.execPath, ...process.execArgv, benchScript(__dirname, 'edgeChild'), subject, path, String(starts), String(ctx.sizes.quick ? 50 : 500), String(idleMs)];
+      const node = [process.execPath, ...process.execArgv, `--max-old-space-size=${EDGE_HEAP_MB}`, benchScript(__dirname, 'edgeChild'), subject, path, String(starts), String(ctx.sizes.quick ? 50 : 100), String(idleMs)];
       const pinned = taskset ? ['taskset', '-c', '0', ...node] : node;
       const limited = group.dir !== undefined ? ['sh', '-c', 'echo $$ > "$0/cgroup.procs" && exec "$@"', group.dir, ...pinned] : pinned;
       const argv = strace ? ['strace', '-f', '--seccomp-bpf', '-e', 'trace=fsync,fdatasync,openat', '-o', trace, ...limited] : limited;

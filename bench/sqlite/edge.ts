@@ -227,14 +227,15 @@ export const sqliteEdge = async (ctx: BenchContext): Promise<EdgeReport> => {
   const starts = ctx.sizes.edgeStarts;
   const idleMs = ctx.sizes.edgeIdleMs;
   const taskset = has('taskset', ['-c', '0', 'true']);
-  const strace = has('strace', ['-V']);
+  // tried as it will be used: a container may forbid ptrace, an old strace lack --seccomp-bpf
+  const strace = has('strace', ['-f', '--seccomp-bpf', '-e', 'trace=fsync', '-o', '/dev/null', 'true']);
   const group = memoryGroup();
   const profile: EdgeReport['profile'] = {
     oneCore: taskset ? { applied: true, text: 'applied (taskset -c 0 on the measured process)' } : { applied: false, text: 'not applied (taskset missing)' },
     memoryLimit: { applied: group.applied, text: group.text },
     heap: `--max-old-space-size=${EDGE_HEAP_MB} on both children (V8 sizes its heap from the machine's memory otherwise)`,
     synchronous: 'FULL',
-    fsyncCounts: strace ? { applied: true, text: 'strace -f on the child, counted between marks around the starts' } : { applied: false, text: 'n/a (strace missing)' },
+    fsyncCounts: strace ? { applied: true, text: 'strace -f on the child, counted between marks around the starts' } : { applied: false, text: 'n/a (strace missing or not allowed to trace)' },
     idle: `${fmt(idleMs / 1000)} s with no work stands in for an hour: neither subject has a timer, a thread or a handle of its own, so nothing runs while idle`,
   };
   ctx.log(`edge: ${starts} starts per subject; one core ${taskset ? 'on' : 'off'}, memory limit ${group.applied ? 'on' : 'off'}, strace ${strace ? 'on' : 'off'}`);

@@ -10,6 +10,7 @@ import { wakeCost, wakeCostText, type WakeCost } from './lib/wakeCost';
 import { verificationCost } from './sqlite/verifyCost';
 import { sqliteSections } from './sqlite/sections';
 import { sqliteRss } from './sqlite/rss';
+import { sqliteEdge, type EdgeReport } from './sqlite/edge';
 import { postgresSections } from './postgres/sections';
 import { inDoubtSection } from './inDoubt';
 
@@ -21,7 +22,7 @@ const program = new Command()
   .name('bench')
   .option('--quick', 'tiny sizes: a smoke test of the harness, not a measurement')
   .option('--out <file>', 'where to write the JSON figures', 'bench-results/latest.json')
-  .option('--only <sections>', 'comma-separated subset: sqlite,scale,rss,postgres,verify,in-doubt')
+  .option('--only <sections>', 'comma-separated subset: sqlite,scale,rss,edge,postgres,verify,in-doubt')
   .option('--pg <url>', 'PostgreSQL admin URL (a fresh database is created and dropped per figure group)', process.env.SB_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres')
   .option('--no-store-verify', 'skip recovery.verify() of the large seeded store (about 10 minutes at 10^6 barriers on 2 cores)')
   .option('--cache <dir>', 'where large seeded databases are kept between runs', 'bench-results/cache');
@@ -34,6 +35,7 @@ const main = async (): Promise<void> => {
   const wants = (s: string) => only === undefined || only.has(s);
   const tmp = mkdtempSync(join(tmpdir(), 'start-barrier-bench-'));
   const started = Date.now();
+  let edge: EdgeReport | undefined;
   const ctx: BenchContext = {
     sizes,
     tmp,
@@ -52,6 +54,7 @@ const main = async (): Promise<void> => {
     if (wants('sqlite')) await sqliteSections(ctx, { stored: wants('scale'), stream: wants('scale') });
     else if (wants('scale')) await sqliteSections(ctx, { throughput: false, stored: true, stream: true });
     if (wants('rss')) await sqliteRss(ctx);
+    if (wants('edge')) edge = await sqliteEdge(ctx);
     if (wants('verify')) await verificationCost(ctx);
     if (wants('in-doubt')) await inDoubtSection(ctx, opts.pg, { sqlite: true, postgres: true });
     ctx.targets.push(...floorTargets(ctx));
@@ -69,18 +72,17 @@ const main = async (): Promise<void> => {
       `Medians of ${sizes.rounds} rounds; every ratio is between figures of this same run. ` +
       `This machine's ${wakeCostText(ctx.extra.wakeCost as WakeCost)}.`,
     '',
-    figureTable(ctx.figures),
-    '',
-    bytesTable(ctx.bytes),
-    '',
-    targetTable(ctx.targets),
-    '',
+    // a section picked with --only leaves the others' tables empty: those are left out
+    ...(ctx.figures.length > 0 ? [figureTable(ctx.figures), ''] : []),
+    ...(ctx.bytes.length > 0 ? [bytesTable(ctx.bytes), ''] : []),
+    ...(ctx.targets.length > 0 ? [targetTable(ctx.targets), ''] : []),
+    ...(edge === undefined ? [] : [edge.table, '']),
   ].join('\n');
   process.stdout.write(`${markdown}\n`);
   mkdirSync(resolve(opts.out, '..'), { recursive: true });
   writeFileSync(
     opts.out,
-    `${JSON.stringify({ command, quick: sizes.quick, startedAt: new Date(started).toISOString(), elapsedS, machine, sizes, figures: ctx.figures, bytes: ctx.bytes, targets: ctx.targets, extra: ctx.extra, markdown }, null, 2)}\n`,
+    `${JSON.stringify({ command, quick: sizes.quick, startedAt: new Date(started).toISOString(), elapsedS, machine, sizes, figures: ctx.figures, bytes: ctx.bytes, targets: ctx.targets, edge, extra: ctx.extra, markdown }, null, 2)}\n`,
   );
   ctx.log(`wrote ${opts.out}`);
 };

@@ -18,6 +18,9 @@ export interface Sizes {
   readonly streamShort: number;
   readonly streamLong: number;
   readonly rssStarts: number;
+  /** Starts per subject of the edge section, and its idle wait (the simulated hour). */
+  readonly edgeStarts: number;
+  readonly edgeIdleMs: number;
   /** Seconds of each pgbench round. */
   readonly pgbenchSeconds: number;
   /** Started Runs already stored in the PostgreSQL product database (history). */
@@ -37,6 +40,8 @@ export const QUICK: Sizes = {
   streamShort: 10,
   streamLong: 400,
   rssStarts: 1_000,
+  edgeStarts: 200,
+  edgeIdleMs: 2_000,
   pgbenchSeconds: 1,
   pgHistory: 200,
 };
@@ -54,6 +59,8 @@ export const DEFAULT: Sizes = {
   streamShort: 10,
   streamLong: 10_000,
   rssStarts: 100_000,
+  edgeStarts: 10_000,
+  edgeIdleMs: 30_000,
   pgbenchSeconds: 3,
   pgHistory: 10_000,
 };

@@ -15,6 +15,14 @@ interface Figure {
   clients: number;
   summary: { opsPerSec: number; p50Ms: number; p99Ms: number; rounds: number };
 }
+interface EdgeChild {
+  afterOpen: { rssMb: number };
+  afterStarts: { rssMb: number };
+  afterIdle: { rssMb: number };
+  cpuUsPerStart: number;
+  wcharPerStart: number;
+  fileBytesPerStart: number;
+}
 interface Target {
   id: string;
   ratio: number;
@@ -85,5 +93,21 @@ describe('bench --quick (issue 6): the harness runs end to end', function () {
     }
     for (const t of json.targets) expect(t.met, t.id).to.be.a('boolean');
     expect(json.markdown).to.equal(stdout.slice(0, json.markdown.length));
+  });
+
+  it('R14.3 prints the edge table and writes it to the JSON: each figure beside the bare connection, with a verdict', () => {
+    expect(stdout).to.include("### Edge: the embedded SQLite path under a small device's profile");
+    expect(stdout).to.include('| edge figure | product | bare better-sqlite3 | product ÷ bare | target | verdict |');
+    const json = JSON.parse(readFileSync(out, 'utf8')) as { edge: { table: string; rows: { id: string; verdict: string }[]; children: Record<'product' | 'bare', EdgeChild> } };
+    expect(json.edge.table).to.include('| edge figure |');
+    const edgeIds = json.edge.rows.map((r) => r.id);
+    for (const id of ['edge.rss.open', 'edge.rss.starts', 'edge.rss.idle', 'edge.handles.open', 'edge.timers.open', 'edge.threads.open', 'edge.cpu', 'edge.fsyncs', 'edge.wchar', 'edge.file', 'edge.file.compacted']) {
+      expect(edgeIds).to.include(id);
+    }
+    for (const r of json.edge.rows) expect(['met', 'missed', 'n/a'], r.id).to.include(r.verdict);
+    for (const subject of ['product', 'bare'] as const) {
+      const c = json.edge.children[subject];
+      for (const v of [c.afterOpen.rssMb, c.afterStarts.rssMb, c.afterIdle.rssMb, c.cpuUsPerStart, c.wcharPerStart, c.fileBytesPerStart]) expect(v, subject).to.be.a('number').and.satisfy(Number.isFinite);
+    }
   });
 });

@@ -262,7 +262,8 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
         byVerify('runs', 'run_id = ?', [record.runId]),
         byVerify('step_runs', 'run_id = ? ORDER BY step_run_id', [record.runId]),
         byVerify('start_outcomes', 'run_id = ? ORDER BY start_id', [record.runId]),
-        byVerify('in_doubt_starts', 'run_id = ? ORDER BY start_id', [record.runId]),
+        // the store's starts in doubt, wherever they are (a target's own Run may have none)
+        byVerify('in_doubt_starts', '1 = 1 ORDER BY start_id', [], true),
         byVerify('resolution_notes', ofRun, [record.runId]),
         byVerify('adapter_driver_claims', ofRun.replace('ORDER BY start_id', 'ORDER BY start_id, generation, kind'), [record.runId]),
         byVerify('invocation_plans', ofRun, [record.runId]),

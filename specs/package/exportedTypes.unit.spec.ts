@@ -5,6 +5,7 @@ import type * as Postgres from '../../infrastructure/postgres';
 import type * as Testing from '../../infrastructure/memory/testing';
 import * as Saga from '../../application/saga';
 import { openMemoryStartBarrier } from '../../infrastructure/memory/testing';
+import { TEST_PLANS } from '../../testkit/planKeys';
 
 // R6.1 typed all the way: each subpath a user opens an authority from also names its types (the
 // recoverable authority and its recovery surface), and the saga's drive takes the trigger type,
@@ -28,7 +29,7 @@ describe('R6.1 exported types (every subpath names the authority types it makes)
     expect(same<Parameters<Saga.ToolStepSaga['drive']>[0], Saga.ToolStepTrigger>(true)).to.equal(true);
     expect(same<Saga.ToolStepTrigger, RootTrigger>(true)).to.equal(true);
     expect(same<Parameters<Saga.ToolStepSaga['drive']>[0], unknown>(false)).to.equal(false);
-    const authority: Saga.RecoverableStartBarrierAuthority = await openMemoryStartBarrier();
+    const authority: Saga.RecoverableStartBarrierAuthority = await openMemoryStartBarrier({ plans: TEST_PLANS });
     const execution = Saga.openExecution(authority, { execution: 'enabled' });
     const saga = Saga.createToolStepSaga({ execution, adapter: { declaration: { kind: 'process', ref: { id: 'a', digest: `sha256:${'0'.repeat(64)}` }, guarantees: { idempotentStart: false, enforcesTimeout: true } }, start: async () => ({ outcome: 'completed', code: 'tool_succeeded', outputDigest: `sha256:${'0'.repeat(64)}`, outputBytes: 0 }) } as Saga.ToolAdapter });
     // @ts-expect-error a trigger that is not a ToolStepTrigger does not compile (it is still decoded at run time)

@@ -16,6 +16,7 @@ import { httpAdapter } from '../../infrastructure/adapters/http';
 import { mcpAdapter } from '../../infrastructure/adapters/mcp';
 import { startHttpTool } from '../../testkit/adapters/tools';
 import { ADAPTER_REFS, readyToolCall } from '../../testkit/adapters/toolCall';
+import { TEST_PLANS } from '../../testkit/planKeys';
 
 // R6.1: with `@opentelemetry/api` installed, prepare, lifecycle commands, resolutions and
 // verify emit spans carrying ids and outcomes, never command content. A recording tracer
@@ -208,7 +209,7 @@ describe('R6.1 OpenTelemetry spans (optional peer @opentelemetry/api)', function
   it("R6.1 the saga's drive is a span, and its HTTP tool call a CLIENT span by the HTTP conventions (method, url.full without credentials or query, server.address/port)", async () => {
     const dir = freshDir('otel-saga');
     const tool = await startHttpTool(dir);
-    const authority = await openSqliteStartBarrier({ path: join(dir, 'barrier.db') });
+    const authority = await openSqliteStartBarrier({ path: join(dir, 'barrier.db'), plans: TEST_PLANS });
     const execution = openExecution(authority, { execution: 'enabled' });
     try {
       const call = await readyToolCall(authority, 'http', { n: 1 }, 10_000);

@@ -17,9 +17,10 @@ const functionAsCreatedBy = (migration: string, signature: string): string => {
 // rows, each beside its event; and pg-0061's start, which follows the log; and pg-0062's claim
 // lease bound; and pg-0063's free positions of the seal origin and the runtime's column-wise
 // INSERT on events; and pg-0064's in-doubt index with its triggers and the running StepRuns'
-// index; and pg-0066's invocation plans.
+// index; and pg-0065's synchronous standby guard; and pg-0066's invocation plans.
 export const UNDO_GATE_AND_HEADS = `
   DROP TABLE ql3.invocation_plans;
+  DROP FUNCTION ql3.require_sync_standby();
   DROP FUNCTION ql3.invocation_plans_shred_only();
   DROP FUNCTION ql3.shred_invocation_plan(text);
   DROP TABLE ql3.in_doubt_starts;

@@ -50,16 +50,24 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
   const settle = (ps: Promise<PrepareResult>[]) =>
     Promise.all(ps.map((p) => p.then((r) => ({ ok: r }), (e: unknown) => ({ error: e as Error }))));
 
-  it('R4.2 eight clients on separate connections, same command: exactly one created, seven existing, one barrier', async () => {
+  it('R4.2, R13.1 eight clients on separate connections, same command: exactly one created, the rest existing (a racer out of its write budget is CONCURRENCY_EXHAUSTED with nothing written, and its replay is existing), one barrier', async () => {
     const s = await setUp();
     const command = s.startCommand();
     const racers = await clients(RACERS);
     const before = await countRows(main.pool);
     const results = await settle(racers.map((a) => a.barriers.prepare(command)));
-    const outcomes = results.map((r) => ('ok' in r ? r.ok.outcome : r.error.message));
+    // Lost turns count against the 1 + 3 write transactions (R13.1): a racer may run out of them.
+    const settled = await Promise.all(
+      results.map(async (r, i) => {
+        if ('ok' in r) return r;
+        expect(r.error, r.error.message).to.be.instanceOf(ConcurrencyExhaustedError);
+        return { ok: await racers[i]!.barriers.prepare(command) };
+      }),
+    );
+    const outcomes = settled.map((r) => r.ok.outcome);
     expect(outcomes.filter((o) => o === 'created'), outcomes.join(', ')).to.have.length(1);
     expect(outcomes.filter((o) => o === 'existing'), outcomes.join(', ')).to.have.length(RACERS - 1);
-    const barriers = results.map((r) => ('ok' in r ? r.ok.barrier : null));
+    const barriers = settled.map((r) => r.ok.barrier);
     for (const b of barriers) expect(b).to.deep.equal(barriers[0]);
     const after = await countRows(main.pool);
     expect(countOf(after, 'tool_execution_start_barriers') - countOf(before, 'tool_execution_start_barriers')).to.equal(1);
@@ -67,7 +75,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     expect((await main.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('running');
   });
 
-  it('R4.3 eight clients, eight different commands on one StepRun: one created, seven typed conflicts or precondition errors', async () => {
+  it('R4.3, R13.1 eight clients, eight different commands on one StepRun: one created, seven typed conflicts or precondition errors (or CONCURRENCY_EXHAUSTED, nothing written, where a racer ran out of its write budget)', async () => {
     const s = await setUp();
     const racers = await clients(RACERS);
     const before = await countRows(main.pool);
@@ -77,7 +85,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     expect(created).to.have.length(1);
     for (const r of results) {
       if ('ok' in r) continue;
-      expect(r.error instanceof SemanticConflictError || r.error instanceof PreconditionError, r.error.message).to.equal(true);
+      expect(r.error instanceof SemanticConflictError || r.error instanceof PreconditionError || r.error instanceof ConcurrencyExhaustedError, r.error.message).to.equal(true);
     }
     const after = await countRows(main.pool);
     expect(countOf(after, 'tool_execution_start_barriers') - countOf(before, 'tool_execution_start_barriers')).to.equal(1);
@@ -132,15 +140,17 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     }
   });
 
-  it('R2.1 eight clients create the same Run at once: one succeeds, seven get the typed run_exists precondition', async () => {
+  it('R2.1, R13.1 eight clients create the same Run at once: one succeeds, the rest get the typed run_exists precondition (a racer out of its write budget is CONCURRENCY_EXHAUSTED with nothing written, and its replay is run_exists)', async () => {
     const s = buildScenario();
     const racers = await clients(RACERS);
-    const results = await Promise.all(
-      racers.map((a) => a.runs.handle(s.lifecycle[0]!).then((r) => ({ ok: r }), (e: unknown) => ({ error: e as Error }))),
-    );
+    const attempt = (a: PostgresStartBarrier) => a.runs.handle(s.lifecycle[0]!).then((r) => ({ ok: r }), (e: unknown) => ({ error: e as Error }));
+    const results = await Promise.all(racers.map(attempt));
     expect(results.filter((r) => 'ok' in r)).to.have.length(1);
-    for (const r of results) {
-      if ('ok' in r) continue;
+    for (const [i, first] of results.entries()) {
+      if ('ok' in first) continue;
+      let r: { ok: unknown } | { error: Error } = first;
+      if (first.error instanceof ConcurrencyExhaustedError) r = await attempt(racers[i]!);
+      if ('ok' in r) expect.fail('a replay of CreateRun after another created the Run must be refused');
       expect(r.error, r.error.message).to.be.instanceOf(PreconditionError);
       expect((r.error as PreconditionError).reason).to.equal('run_exists');
     }

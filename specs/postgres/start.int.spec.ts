@@ -71,6 +71,7 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
       step_run_mutations: 1,
       tool_execution_start_barriers: 1,
       start_replay_identities: 7,
+      in_doubt_starts: 1, // the read model the database keeps beside the barrier until an outcome
     });
     const step = await admin.query('SELECT status, version FROM ql3.step_runs WHERE run_id = $1 AND step_run_id = $2', [s.runId, s.stepRunId]);
     expect(step.rows).to.deep.equal([{ status: 'running', version: '3' }]);

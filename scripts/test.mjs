@@ -52,7 +52,8 @@ const compile = () => {
 const runTier = (tier) =>
   new Promise((resolve) => {
     const t0 = Date.now();
-    const child = spawn(process.execPath, [require.resolve('mocha/bin/mocha.js'), TIERS[tier]], {
+    // --exit: a spec that fails before it closes a server it opened must fail the run, not hang it.
+    const child = spawn(process.execPath, [require.resolve('mocha/bin/mocha.js'), '--exit', TIERS[tier]], {
       cwd: root,
       env: { ...process.env, SB_PREBUILT: '1' },
       stdio: ['ignore', 'pipe', 'inherit'],

@@ -9,7 +9,7 @@ import { allExamples, uncheckedSnippets, userDocs } from './docExamples';
 
 // R6.1: the package as a user gets it. `npm pack` (which runs `prepack`: a clean build), then
 // consumer projects that install the tarball the way an application does, type-check the
-// examples of README.md and docs/*.md (extracted from their text) with no @types of their own
+// examples of README.md and docs/*.md (extracted from their text) with only @types/node and @types/pg added
 // and `skipLibCheck: false`, and run the complete ones under CommonJS, ESM and an esbuild bundle on both
 // backends. Installs are from the local tarball and npm's cache (`--prefer-offline`, the exact
 // driver versions this repository pins); better-sqlite3's native binary is copied from this
@@ -89,7 +89,8 @@ describe('R6.1 the packed package in consumer projects (npm pack, CommonJS, ESM,
     mkdirSync(consumer);
     writeFileSync(join(consumer, 'package.json'), JSON.stringify({ name: 'consumer-app', private: true }));
     timed('consumer install (both drivers)', () =>
-      npm(['install', ...NPM_FLAGS, tarball, `pg@${PKG.devDependencies.pg}`, `better-sqlite3@${PKG.devDependencies['better-sqlite3']}`], consumer),
+      // As a TypeScript user does: Node's types for node:crypto, and pg's for /postgres (an optional peer).
+      npm(['install', ...NPM_FLAGS, tarball, `pg@${PKG.devDependencies.pg}`, `better-sqlite3@${PKG.devDependencies['better-sqlite3']}`, `@types/node@${PKG.devDependencies['@types/node']}`, `@types/pg@${PKG.devDependencies['@types/pg']}`], consumer),
     );
     installSqliteBinary(consumer);
     roles = examples.get('roles.sql') ?? '';
@@ -142,7 +143,7 @@ describe('R6.1 the packed package in consumer projects (npm pack, CommonJS, ESM,
     }
   });
 
-  it('R6.1 the README examples type-check as nodenext (ESM .mts, CommonJS .cts), strict, skipLibCheck false, no @types of their own', () => {
+  it('R6.1 the README examples type-check as nodenext (ESM .mts, CommonJS .cts), strict, skipLibCheck false, with only @types/node and @types/pg added', () => {
     writeFileSync(join(consumer, 'tsconfig.nodenext.json'), tsconfig({ module: 'nodenext', moduleResolution: 'nodenext' }, [...examples.keys()].filter((n) => n.endsWith('ts'))));
     timed('tsc nodenext', () => ok(sh(process.execPath, [TSC, '-p', 'tsconfig.nodenext.json'], consumer), 'tsc nodenext'));
   });

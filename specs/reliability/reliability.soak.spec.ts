@@ -184,10 +184,9 @@ describe('reliability harness, short form', function () {
     expect(f.problems).to.deep.equal([]);
   });
 
-  it('R13.3 PostgreSQL failover on Patroni: every error callers saw through the switch is typed, except the raw read-only classes R13.3 types (0A000, 25006 from a node Patroni restarts read-only)', () => {
+  it('R13.3 PostgreSQL failover on Patroni: every error callers saw through the switch is typed (a node Patroni restarts read-only answers STORE_UNAVAILABLE read_only)', () => {
     const f = report.failover[0]!;
     const untyped = f.events.flatMap((e) => Object.keys(e.errors).filter((k) => k.startsWith('untyped')));
-    // When 0A000/25006 are typed STORE_UNAVAILABLE (read_only), this list is empty and f.untyped is 0.
-    expect(untyped.filter((k) => !['untyped 0A000', 'untyped 25006'].includes(k)), JSON.stringify(f.events.map((e) => e.errors))).to.deep.equal([]);
+    expect(untyped, JSON.stringify(f.events.map((e) => e.errors))).to.deep.equal([]);
   });
 });

@@ -18,7 +18,7 @@ describe('R12 docs/execution.md: one tool call sealed, previewed, crashed and re
   this.timeout(120_000);
   it('R12.2 the example runs: the crash leaves a sealed plan whose preview shows only the named field; a new process resumes it from the stored plan alone (one side effect); a shredded plan leaves verify green', () => {
     const doc = readFileSync(join(ROOT, 'docs', 'execution.md'), 'utf8');
-    const block = /^```ts example=execution\.ts\n([\s\S]*?)^```$/m.exec(doc)?.[1];
+    const block = /^```ts example=execution\.mts\n([\s\S]*?)^```$/m.exec(doc)?.[1];
     expect(block, 'the example block').to.be.a('string');
     let source = block!;
     for (const [from, to] of Object.entries(SUBPATHS)) source = source.split(from).join(JSON.stringify(to));

@@ -58,13 +58,15 @@ const runTier = (tier) =>
       env: { ...process.env, SB_PREBUILT: '1' },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
-    let tail = '';
+    const chunks = [];
     child.stdout.on('data', (chunk) => {
       process.stdout.write(chunk);
-      tail = (tail + chunk.toString('utf8')).slice(-4000);
+      chunks.push(chunk);
     });
     child.on('close', (code) => {
-      const count = (word) => Number(new RegExp(`(\\d+) ${word}`).exec(tail)?.[1] ?? 0);
+      // mocha's summary lines ("  N passing (…)"); failure details follow them, so read them all.
+      const out = Buffer.concat(chunks).toString('utf8');
+      const count = (word) => Number([...out.matchAll(new RegExp(`^  (\\d+) ${word}\\b`, 'gm'))].pop()?.[1] ?? 0);
       resolve({ tier, code, ms: Date.now() - t0, passed: count('passing'), failed: count('failing'), pending: count('pending') });
     });
   });

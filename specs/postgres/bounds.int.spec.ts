@@ -139,14 +139,15 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
       for (const e of purged) expect(['ok', 'CONCURRENCY_EXHAUSTED', 'TRANSACTION_TIMEOUT']).to.include(e);
     });
 
-    it('R13.1 driver claims: 16 drivers claim one start, one holds it, the others read it held; each within four transactions', async () => {
+    it('R13.1 driver claims: 16 drivers claim one start: one claims it, fifteen read it held (each within four transactions by construction)', async () => {
       const s = await setUp();
       const [command] = await stepRunsOfOneRun(s, 1, 'c');
       await main.barriers.prepare(command!);
       const list = await racers(WRITERS);
       const results = await Promise.all(list.map((a, i) => a.driverClaims().claim(command!.startId, `driver-${i}`, 60_000).then((r) => r.status, (e: unknown) => (e as { code?: string }).code)));
-      expect(results.filter((r) => r === 'claimed')).to.have.length(1);
-      for (const r of results) expect(['claimed', 'held', 'TRANSACTION_TIMEOUT']).to.include(r);
+      // one race on the primary key (start, generation), then each loser reads the winner's lease
+      expect(results.filter((r) => r === 'claimed'), results.join(', ')).to.have.length(1);
+      expect(results.filter((r) => r === 'held'), results.join(', ')).to.have.length(WRITERS - 1);
     });
 
     it('R13.1 CLI migrate and verify while 16 writers start on one Run: both exit 0, each start created or typed within 1 + 3 write transactions', async () => {

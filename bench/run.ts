@@ -13,6 +13,7 @@ import { sqliteRss } from './sqlite/rss';
 import { sqliteEdge, type EdgeReport } from './sqlite/edge';
 import { postgresSections } from './postgres/sections';
 import { inDoubtSection } from './inDoubt';
+import { contentionSection } from './postgres/contention';
 
 // `npm run bench`: one run, this machine, every figure side by side with its limits.
 // Prints a markdown table and writes the figures as JSON. `--quick` is a CI smoke test with
@@ -22,7 +23,7 @@ const program = new Command()
   .name('bench')
   .option('--quick', 'tiny sizes: a smoke test of the harness, not a measurement')
   .option('--out <file>', 'where to write the JSON figures', 'bench-results/latest.json')
-  .option('--only <sections>', 'comma-separated subset: sqlite,scale,rss,edge,postgres,verify,in-doubt')
+  .option('--only <sections>', 'comma-separated subset: sqlite,scale,rss,edge,postgres,verify,in-doubt,contention')
   .option('--pg <url>', 'PostgreSQL admin URL (a fresh database is created and dropped per figure group)', process.env.SB_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres')
   .option('--no-store-verify', 'skip recovery.verify() of the large seeded store (about 10 minutes at 10^6 barriers on 2 cores)')
   .option('--cache <dir>', 'where large seeded databases are kept between runs', 'bench-results/cache');
@@ -36,6 +37,7 @@ const main = async (): Promise<void> => {
   const tmp = mkdtempSync(join(tmpdir(), 'start-barrier-bench-'));
   const started = Date.now();
   let edge: EdgeReport | undefined;
+  let contention: string | undefined;
   const ctx: BenchContext = {
     sizes,
     tmp,
@@ -51,6 +53,7 @@ const main = async (): Promise<void> => {
   try {
     ctx.extra.wakeCost = await wakeCost(sizes.quick ? 40 : 400);
     if (wants('postgres')) await postgresSections(ctx, opts.pg);
+    if (wants('contention')) contention = await contentionSection(ctx, opts.pg);
     if (wants('sqlite')) await sqliteSections(ctx, { stored: wants('scale'), stream: wants('scale') });
     else if (wants('scale')) await sqliteSections(ctx, { throughput: false, stored: true, stream: true });
     if (wants('rss')) await sqliteRss(ctx);
@@ -77,6 +80,7 @@ const main = async (): Promise<void> => {
     ...(ctx.bytes.length > 0 ? [bytesTable(ctx.bytes), ''] : []),
     ...(ctx.targets.length > 0 ? [targetTable(ctx.targets), ''] : []),
     ...(edge === undefined ? [] : [edge.table, '']),
+    ...(contention === undefined ? [] : [contention, '']),
   ].join('\n');
   process.stdout.write(`${markdown}\n`);
   mkdirSync(resolve(opts.out, '..'), { recursive: true });

@@ -124,6 +124,11 @@ export const createOwnedPool = (options: OwnedPoolOptions): Pool => {
   // pg_terminate_backend) would crash the process; it is never silently dropped either.
   const onError = options.onError ?? ((error: Error) => process.emitWarning(`start-barrier PostgreSQL pool: ${error.message}`, 'StartBarrierPoolWarning'));
   pool.on('error', (error) => onError(error));
+  // A connection checked out (an open's checks, a claim, a recovery snapshot, a read) whose
+  // server dies between two statements emits 'error' too, where the pool's idle listener is not
+  // attached: the statement that follows fails typed, and the pool drops the connection on
+  // release (it is no longer queryable). This listener keeps the event from ending the process.
+  pool.on('connect', (client) => client.on('error', () => undefined));
   inspectPool(pool, secretsOf(options));
   return pool;
 };

@@ -19,6 +19,7 @@ import { postgresSealer, type PostgresSealer } from './postgresSeals';
 import * as SQL from './sql';
 import { existingOfRead, prepareInRoundTrips, readStart, stateOfRead } from './startRoundTrips';
 import { lookupBeforeBegin, resolveUniqueViolation, startUnitOfWork, type LookupBeforeBegin, type PostgresWriteMode } from './startWrite';
+import { answeredOnExhaustion, lifecycleRefusalOnPool, lifecycleRefusalOnRead, startAnswerBeforeBegin, startAnswerOnRead } from './readAnswers';
 import type { Queryable } from './query';
 import { PostgresTransactions, type AttemptBudget, type BeforeBegin, type PostgresTimeouts, type Tx } from './transactions';
 import { postgresDriverClaims } from './postgresDriverClaims';
@@ -204,16 +205,14 @@ class PostgresAuthority implements PostgresStartBarrier {
       this.assertOpen();
       const decoded = decodeStartCommand(command); // bad input: typed error, no transaction opened
       const budget = this.tx.budget(); // one budget for every attempt of this start (R9.5)
-      if (this.writeMode === 'batched') {
-        // a turn still held: queue for it before beginning (transactions.ts)
-        const underTurn = (d: DecodedStartCommand, b: AttemptBudget, busy: boolean) => this.prepareInTransaction(d, b, 'batched', busy);
-        return prepareInRoundTrips(
-          { pool: this.pool, timeouts: this.timeouts, tx: this.tx, keys: this.keys, sealer: this.sealer, hook: this.hook, requireSyncStandby: this.requireSynchronousStandby, underTurn },
-          decoded,
-          budget,
-        );
-      }
-      return this.prepareInTransaction(decoded, budget, 'stepwise');
+      // a turn still held: queue for it before beginning (transactions.ts)
+      const underTurn = (d: DecodedStartCommand, b: AttemptBudget, busy: boolean) => this.prepareInTransaction(d, b, 'batched', busy);
+      const started =
+        this.writeMode === 'batched'
+          ? prepareInRoundTrips({ pool: this.pool, timeouts: this.timeouts, tx: this.tx, keys: this.keys, sealer: this.sealer, hook: this.hook, requireSyncStandby: this.requireSynchronousStandby, underTurn }, decoded, budget)
+          : this.prepareInTransaction(decoded, budget, 'stepwise');
+      // out of write transactions: a racer of the writer that was first reads its answer (readAnswers.ts)
+      return answeredOnExhaustion(started, { pool: this.pool, runId: decoded.command.stepRun.runId, timeouts: this.timeouts, budget }, () => startAnswerOnRead(this.pool, decoded, this.keys));
     },
     getByStartId: async (startId: string): Promise<StoredBarrier | null> => {
       const id = decodeStartIdArgs(startId);
@@ -243,10 +242,11 @@ class PostgresAuthority implements PostgresStartBarrier {
       // with the turn busy the transaction waits for it first, so the lookup is read again after the wait
       let fresh: LookupBeforeBegin | undefined = turnBusy ? undefined : { hits: first.hits, runVersion: stateOfRead(first, decoded).run?.version ?? null };
       const keys = replayKeysOf(decoded.command);
-      const lookup = async (q: Queryable): Promise<LookupBeforeBegin> => {
-        const hits = fresh ?? (await lookupBeforeBegin(q, keys, runId)); // again after a wait or a retry
+      // again after a wait or a retry; an exact replay or drift is answered from it, with no BEGIN (readAnswers.ts)
+      const lookup = async (q: Queryable) => {
+        const hits = fresh ?? (await lookupBeforeBegin(q, keys, runId));
         fresh = undefined;
-        return hits;
+        return startAnswerBeforeBegin(q, decoded, hits, this.keys);
       };
       const start = async (tx: Tx) => {
         if (this.requireSynchronousStandby) await tx.client.query(SQL.REQUIRE_SYNC_STANDBY); // before any write (pg-0065)
@@ -265,19 +265,16 @@ class PostgresAuthority implements PostgresStartBarrier {
       const decoded = decodeLifecycle(command);
       let events: StoredEvent[] = [];
       const budget = this.tx.budget(); // one budget and deadline for every transaction of the command (R13.1)
-      const attempt = () =>
-        this.transaction(
-          decoded.data.runId,
-          (tx) => {
-            events = [];
-            return runLifecycleTransaction(lifecycleUnitOfWork(tx, events, this.sealer, this.keys), decoded);
-          },
-          undefined,
-          budget,
-        );
+      // after a lost race, a refusal (run_exists, ...) is decided on a read, with no BEGIN (readAnswers.ts)
+      const refusalOnRead = async (q: Queryable) => (budget.attempts > 0 ? lifecycleRefusalOnRead(q, decoded, this.keys, this.timeouts) : undefined);
+      const body = (tx: Tx) => {
+        events = [];
+        return runLifecycleTransaction(lifecycleUnitOfWork(tx, events, this.sealer, this.keys), decoded);
+      };
+      const attempt = () => this.transaction(decoded.data.runId, body, refusalOnRead, budget);
       // A concurrent creator won (CreateRun, CreateStepRun): re-decide on fresh state, which
       // turns the race into the typed precondition the decider raises (run_exists, ...).
-      const decision = await attempt().catch(async (e: unknown) => {
+      const decided = attempt().catch(async (e: unknown) => {
         if (!isUniqueViolation(e)) throw e;
         return attempt().catch(async (again: unknown) => {
           // decided again on fresh state and still a taken key: the heads may be behind the log
@@ -285,6 +282,7 @@ class PostgresAuthority implements PostgresStartBarrier {
           throw again;
         });
       });
+      const decision = await answeredOnExhaustion(decided, { pool: this.pool, runId: decoded.data.runId, timeouts: this.timeouts, budget }, () => lifecycleRefusalOnPool(this.pool, decoded, this.keys, this.timeouts));
       return { runVersion: decision.after.run!.version, events };
     },
     getStepRun: async (runIdArg: string, stepRunIdArg: string): Promise<StepRunView | null> => {

@@ -73,6 +73,14 @@ export interface Tx {
  */
 export type BeforeBegin = (q: Queryable) => Promise<unknown>;
 
+/**
+ * What a `BeforeBegin` read returns when it is the operation's answer (an exact replay, a
+ * conflict): the attempt ends with it and begins no write transaction (R13.1; readAnswers.ts).
+ */
+export class AnsweredByRead<T> {
+  constructor(readonly value: T) {}
+}
+
 /** The first retry pauses up to this long, each further one four times longer. */
 const RETRY_PAUSE_MS = 20;
 
@@ -194,6 +202,7 @@ export class PostgresTransactions {
       // likely still busy, and a begin that fails on it is a write transaction lost.
       if (queueFirst) await awaitTurn();
       let before = beforeBegin === undefined ? undefined : await beforeBegin(client);
+      if (before instanceof AnsweredByRead) return before.value as T;
       let nowMs: number | undefined;
       let turnVersion: number | null = null;
       while (nowMs === undefined) {
@@ -212,6 +221,7 @@ export class PostgresTransactions {
           this.requireAttemptLeft(budget, `the Run's turn stayed with other writers (${code}: ${e instanceof Error ? e.message : String(e)})`);
           await awaitTurn();
           before = beforeBegin === undefined ? undefined : await beforeBegin(client); // read again after the holder's commit
+          if (before instanceof AnsweredByRead) return before.value as T; // the holder wrote the answer: no BEGIN for it
         }
       }
       const result = await body({ client, nowMs, turnVersion, ...(before === undefined ? {} : { before }) });

@@ -93,6 +93,25 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
       }
     });
 
+    it('R13.1 R4.2 prepare, one command: 16 exact replays racing on one Run: exactly one created, fifteen existing (read, not written), each within 1 + 3 write transactions', async () => {
+      const s = await setUp();
+      const command = s.startCommand();
+      const list = await racers(WRITERS);
+      const ends = await Promise.all(list.map((a) => ending(a.barriers.prepare(command))));
+      expect(ends.filter((e) => e === 'created'), ends.join(', ')).to.have.length(1);
+      expect(ends.filter((e) => e === 'existing'), ends.join(', ')).to.have.length(WRITERS - 1);
+      expect(most).to.be.within(1, BUDGET);
+    });
+
+    it('R13.1 R2.1 runs.handle, one command: 16 CreateRun of one Run: one appended, fifteen run_exists (decided on a read), each within 1 + 3 write transactions', async () => {
+      const s = buildScenario();
+      const list = await racers(WRITERS);
+      const ends = await Promise.all(list.map((a) => ending(a.runs.handle(s.lifecycle[0]!)).catch((e: { reason?: string }) => e.reason ?? String(e))));
+      expect(ends.filter((e) => e === 'ok'), ends.join(', ')).to.have.length(1);
+      expect(ends.filter((e) => e === 'run_exists'), ends.join(', ')).to.have.length(WRITERS - 1);
+      expect(most).to.be.within(1, BUDGET);
+    });
+
     it('R13.1 runs.handle: 16 lifecycle commands on one Run, each appended or typed, at most 1 + 3 write transactions each', async () => {
       const s = await setUp();
       const list = await racers(WRITERS);
@@ -120,14 +139,29 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
       for (const e of purged) expect(['ok', 'CONCURRENCY_EXHAUSTED', 'TRANSACTION_TIMEOUT']).to.include(e);
     });
 
-    it('R13.1 driver claims: 16 drivers claim one start, one holds it, the others read it held; each within four transactions', async () => {
+    it('R13.1 driver claims: 16 drivers claim one start: one claims it, fifteen read it held (each within four transactions by construction)', async () => {
       const s = await setUp();
       const [command] = await stepRunsOfOneRun(s, 1, 'c');
       await main.barriers.prepare(command!);
       const list = await racers(WRITERS);
       const results = await Promise.all(list.map((a, i) => a.driverClaims().claim(command!.startId, `driver-${i}`, 60_000).then((r) => r.status, (e: unknown) => (e as { code?: string }).code)));
-      expect(results.filter((r) => r === 'claimed')).to.have.length(1);
-      for (const r of results) expect(['claimed', 'held', 'TRANSACTION_TIMEOUT']).to.include(r);
+      // one race on the primary key (start, generation), then each loser reads the winner's lease
+      expect(results.filter((r) => r === 'claimed'), results.join(', ')).to.have.length(1);
+      expect(results.filter((r) => r === 'held'), results.join(', ')).to.have.length(WRITERS - 1);
+    });
+
+    it('R13.1 CLI migrate and verify while 16 writers start on one Run: both exit 0, each start created or typed within 1 + 3 write transactions', async () => {
+      const s = await setUp();
+      const commands = await stepRunsOfOneRun(s, WRITERS, 'm');
+      const list = await racers(WRITERS);
+      buildOnce();
+      const starts = Promise.all(list.map((a, i) => ending(a.barriers.prepare(commands[i]!))));
+      for (const args of [['migrate'], ['verify']]) {
+        const r = await runCli([...args, '--postgres', db.url]);
+        expect(r.code, `${args[0]}: ${r.stderr}`).to.equal(0);
+      }
+      for (const e of await starts) expect(['created', 'CONCURRENCY_EXHAUSTED', 'TRANSACTION_TIMEOUT']).to.include(e);
+      expect(most).to.be.within(1, BUDGET);
     });
 
     it('R13.1 open with and without migrate: 16 opens of one database at once all open (the migration lock is the ledger table, each wait within the deadline)', async () => {

@@ -6,6 +6,7 @@ import { Identity, decodeOrThrow, type Ref } from '../../domain/codecs';
 import { checkedProcessOptions } from './options';
 import { admitTicket } from '../../application/execution';
 import { unshareOnThisHost, type Containment } from './processTree';
+import { boundedCapture } from './boundedCapture';
 import { RETURNED_OUTPUT_BYTES, RETURNED_STDERR_BYTES, ValidationError, boundedText, outputDigestOf, type AdapterAnswer, type AdapterReport, type DriverClaim, type ExecutionTicket, type InspectAttempt, type InspectReport, type InvocationPlan, type ToolAdapter } from '../../domain';
 
 // The process adapter (R11.4, R12.3): runs one command per start, with the start id in its
@@ -250,28 +251,7 @@ export const processAdapter = (input: ProcessAdapterOptions): ToolAdapter => {
         detached: true,
       });
       if (child.pid !== undefined) writeDurable(j.started, startedOf(child.pid), false);
-      const chunks: Buffer[] = [];
-      let kept = 0;
-      let total = 0;
-      child.stdout!.on('data', (b: Buffer) => {
-        total += b.byteLength;
-        if (kept < maxOutput) {
-          const part = b.subarray(0, maxOutput - kept);
-          chunks.push(part);
-          kept += part.byteLength;
-        }
-      });
-      const errors: Buffer[] = [];
-      let errorsKept = 0;
-      let errorsTotal = 0;
-      child.stderr!.on('data', (b: Buffer) => {
-        errorsTotal += b.byteLength;
-        if (errorsKept < RETURNED_STDERR_BYTES) {
-          const part = b.subarray(0, RETURNED_STDERR_BYTES - errorsKept);
-          errors.push(part);
-          errorsKept += part.byteLength;
-        }
-      });
+      const [stdout, stderr] = [boundedCapture(child.stdout!, maxOutput), boundedCapture(child.stderr!, RETURNED_STDERR_BYTES)];
       let timedOut = false;
       let settled = false;
       const timers: NodeJS.Timeout[] = [];
@@ -310,16 +290,15 @@ export const processAdapter = (input: ProcessAdapterOptions): ToolAdapter => {
             writeDurable(j.exit, `${timedOut ? 'timeout' : `killed:${signal ?? 'unknown'}`}\n`, false);
           }
           const s = exitStatusOf(readText(j.exit))!;
-          const kept = Buffer.concat(chunks);
-          const out = outputDigestOf(kept);
+          const [kept, total] = [stdout.kept(), stdout.total()];
           const text = boundedText(kept, RETURNED_OUTPUT_BYTES);
-          const stderr = boundedText(Buffer.concat(errors), RETURNED_STDERR_BYTES);
           resolve({
             outcome: timedOut ? 'failed' : s.outcome,
             code: timedOut ? 'tool_timed_out' : s.code,
-            outputDigest: out.outputDigest,
+            outputDigest: outputDigestOf(kept).outputDigest,
             outputBytes: total,
-            output: { text: text.text, bytes: total, truncated: text.truncated || total > kept.byteLength, stderr: stderr.text, stderrTruncated: errorsTotal > errorsKept },
+            // for the caller only: the journal and the outcome fact never hold it
+            output: { text: text.text, bytes: total, truncated: text.truncated || total > kept.byteLength, stderr: stderr.kept().toString('utf8'), stderrTruncated: stderr.total() > RETURNED_STDERR_BYTES },
           });
         }),
       );

@@ -7,6 +7,7 @@ import type { RecoverableStartBarrierAuthority } from '../../application/authori
 import { openExecution, recover, runTool, type RunToolCall } from '../../application/saga';
 import { httpAdapter } from '../../infrastructure/adapters';
 import { planKeyEnv } from '../../testkit/planKeys';
+import { outputDigestOf } from '../../domain';
 
 // A runtime killed after its tool's side effect, on a real store: the tool (an HTTP server in
 // this process) counts its side effects, kills the runtime the moment it has acted, and keeps a
@@ -96,6 +97,19 @@ export const runToolCrashConformance = (backend: CrashBackend): void => {
     afterEach(async () => {
       await tool.close();
       await env.close();
+    });
+
+    it('R11.4 given an HTTP tool and no crash, when runTool runs it, then the response body comes back as the output and the outcome keeps its digest', async () => {
+      const execution = openExecution(env.authority, { execution: 'enabled' });
+      try {
+        const result = await runTool(execution, callOf(tool.url, 'run-live', 'call-1'));
+        expect(result).to.include({ status: 'completed', invoked: true });
+        expect(JSON.parse(result.output!.text)).to.deep.include({ input: { item: 'book', quantity: 2 } });
+        expect(result.outcome?.outcomeDigest).to.equal(outputDigestOf(result.output!.text).outputDigest);
+        expect(tool.effects()).to.equal(1);
+      } finally {
+        await execution.close();
+      }
     });
 
     it('R11.2 given a runtime SIGKILLed after the tool acted, when runTool is called again with the same arguments, then it settles the attempt with the output and the tool acted once', async () => {

@@ -99,6 +99,24 @@ describe('R11.2 R12.2 runTool and recover: one call per tool call (in-memory)', 
     expect(effects()).to.equal(1);
   });
 
+  it('R11.2 given another driver inside the tool, when runTool is called with waitForClaims false, then it reports the live claim and its lease end, and invokes nothing', async () => {
+    const { tool } = echoTool();
+    let reached!: () => void;
+    const atTool = new Promise<void>((resolve) => (reached = resolve));
+    // a driver that is still inside the tool (its answer never comes)
+    const stuck: Tool = { ...tool, adapter: { ...tool.adapter, start: () => (reached(), new Promise<never>(() => undefined)) } };
+    const call = { runId: 'run-1', callId: 'call-1', tool: stuck, input: { n: 1 } };
+    void runTool(execution, call);
+    await atTool;
+    const seen = await runTool(execution, { ...call, tool }, { waitForClaims: false });
+    expect(seen).to.include({ status: 'in_doubt', why: 'claimed_elsewhere', invoked: false, output: null });
+    expect(seen.holder?.generation).to.equal(1);
+    expect(seen.holder?.leaseUntilMs).to.be.a('number');
+    const report = await recover(execution, { tools: [tool], waitForClaims: false });
+    expect(report).to.include({ settled: 0, inDoubt: 1 });
+    expect(report.starts[0]).to.include({ why: 'claimed_elsewhere' });
+  });
+
   it('R11.2 given a start whose adapter no tool provides, when recover() runs, then it reports it in doubt and touches nothing', async () => {
     const { tool } = echoTool({ loseFirstAnswer: true });
     await runTool(execution, { runId: 'run-1', callId: 'call-1', tool, input: null });

@@ -10,6 +10,7 @@ import {
   firstStep,
   isStartBarrierError,
   leaseMsOf,
+  splitAnswer,
   stepAfterInspect,
   type AdapterReport,
   type AdapterResultCode,
@@ -21,6 +22,7 @@ import {
   type StartPlan,
   type ToolStepTrigger,
   type ToolAdapter,
+  type ToolOutput,
   ValidationError,
 } from '../domain';
 import { Identity, decodeOrThrow, integer } from '../domain/codecs';
@@ -42,7 +44,8 @@ import { sagaTelemetry } from './telemetry';
 export { ExecutionAuthority, openExecution, type ExecutionOptions } from './execution';
 export type { RedactionContract, PlanPreview, PlanStatus, PlanKeyringOptions, PlanStoreOptions } from './invocationPlans';
 // What a saga's caller types its arguments with, from the subpath that makes the saga.
-export type { ToolStepTrigger, StartPlan, InvocationPlan, ToolAdapter, AdapterReport, InspectReport, ToolCallTelemetry } from '../domain';
+export type { ToolStepTrigger, StartPlan, InvocationPlan, ToolAdapter, AdapterReport, AdapterAnswer, InspectReport, InspectAnswer, ToolOutput, ToolCallTelemetry, DriverClaim } from '../domain';
+export { runTool, recover, type Tool, type RunToolCall, type RunToolOptions, type RunToolResult, type RecoverOptions, type RecoverReport, type RecoveredStart } from './runTool';
 export type { RecoverableStartBarrierAuthority, StartOutcome, StoredBarrier } from './authority';
 
 export interface ToolStepSagaOptions {
@@ -80,7 +83,15 @@ export type InDoubtWhy =
 
 export type SagaResult =
   /** The outcome is now a fact: from the adapter's answer (`via: start`) or from inspect. */
-  | (SagaBase & { readonly status: 'completed' | 'failed'; readonly invoked: boolean; readonly via: 'start' | 'inspect'; readonly outcome: StartOutcome; readonly report: AdapterReport | InspectReport })
+  | (SagaBase & {
+      readonly status: 'completed' | 'failed';
+      readonly invoked: boolean;
+      readonly via: 'start' | 'inspect';
+      readonly outcome: StartOutcome;
+      readonly report: AdapterReport | InspectReport;
+      /** The tool's output as the adapter returned it (bounded; never recorded), when it could. */
+      readonly output?: ToolOutput;
+    })
   /** The attempt already had an outcome fact (replay, or decided by someone else meanwhile). */
   | (SagaBase & { readonly status: 'already_resolved'; readonly invoked: boolean; readonly outcome: StartOutcome })
   /** Another driver holds the attempt's claim: this one did nothing. */
@@ -193,7 +204,7 @@ export const createToolStepSaga = (input: ToolStepSagaOptions): ToolStepSaga => 
       throw e;
     }
 
-    const record = async (outcome: 'completed' | 'failed', code: AdapterResultCode, report: AdapterReport | InspectReport, invoked: boolean, via: 'start' | 'inspect'): Promise<SagaResult> => {
+    const record = async (outcome: 'completed' | 'failed', code: AdapterResultCode, report: AdapterReport | InspectReport, invoked: boolean, via: 'start' | 'inspect', output?: ToolOutput): Promise<SagaResult> => {
       try {
         const recorded = await authority.recovery.resolve(startId, outcome, {
           decidedBy: sagaId,
@@ -202,7 +213,7 @@ export const createToolStepSaga = (input: ToolStepSagaOptions): ToolStepSaga => 
           ...(report.outputDigest === undefined ? {} : { outcomeDigest: report.outputDigest }),
         });
         if (recorded.outcome.outcome !== outcome) return done({ ...base, status: 'already_resolved', invoked, outcome: recorded.outcome });
-        return done({ ...base, status: outcome, invoked, via, outcome: recorded.outcome, report });
+        return done({ ...base, status: outcome, invoked, via, outcome: recorded.outcome, report, ...(output === undefined ? {} : { output }) });
       } catch (e) {
         // Someone (an operator) may have decided meanwhile; their fact stands, ours is not written.
         const decided = await resolved(invoked).catch(() => null);
@@ -213,25 +224,32 @@ export const createToolStepSaga = (input: ToolStepSagaOptions): ToolStepSaga => 
     let step = firstStep(claim, adapter);
     if (step.kind === 'inspect') {
       let inspected: InspectReport;
+      let kept: ToolOutput | undefined;
       try {
-        inspected = decodeInspectReport(await adapter.inspect!(ticket, { claims: await execution.claims.history(startId) }));
+        const answer = splitAnswer(await adapter.inspect!(ticket, { claims: await execution.claims.history(startId) }));
+        inspected = decodeInspectReport(answer.report);
+        kept = answer.output;
       } catch {
         inspected = { state: 'unknown' };
       }
       const next = stepAfterInspect(inspected.state, adapter.declaration.guarantees);
-      if (next.kind === 'record') return record(next.outcome, next.code, inspected, false, 'inspect');
+      if (next.kind === 'record') return record(next.outcome, next.code, inspected, false, 'inspect', kept);
       step = next;
     }
     if (step.kind === 'in_doubt') return done({ ...base, status: 'in_doubt', invoked: false, why: step.why });
 
     let report: AdapterReport;
+    let output: ToolOutput | undefined;
     try {
-      report = decodeAdapterReport(await telemetry.invoke(adapter, startId, () => adapter.start(ticket, opened)));
+      // The output goes back to the caller only; the report (digest and size) is what is recorded.
+      const answer = splitAnswer(await telemetry.invoke(adapter, startId, () => adapter.start(ticket, opened)));
+      report = decodeAdapterReport(answer.report);
+      output = answer.output;
     } catch (e) {
       return done({ ...base, status: 'in_doubt', invoked: true, why: 'start_unknown', error: describe(e) });
     }
     await options.hooks?.afterStart?.(startId);
-    return record(report.outcome, report.code, report, true, 'start');
+    return record(report.outcome, report.code, report, true, 'start', output);
   };
 
   return {

@@ -99,9 +99,60 @@ export const AdapterReport = strictObject('AdapterReport', {
 export type AdapterReport = t.TypeOf<typeof AdapterReport>;
 export const decodeAdapterReport = (input: unknown): AdapterReport => decodeOrThrow(AdapterReport, 'adapter report', input);
 
+/**
+ * What the tool gave back, for the caller only: it never reaches a record (the evidence keeps
+ * the output's digest and size). Bounded: `text` holds at most RETURNED_OUTPUT_BYTES of the
+ * output as UTF-8, `stderr` (processes) at most RETURNED_STDERR_BYTES.
+ */
+export interface ToolOutput {
+  /** stdout of a process, the body of an HTTP response, an MCP tool's result as JSON. */
+  readonly text: string;
+  /** Bytes the tool produced (what the outcome fact's outputBytes says). */
+  readonly bytes: number;
+  /** `text` is only the first RETURNED_OUTPUT_BYTES. */
+  readonly truncated: boolean;
+  readonly stderr?: string;
+  readonly stderrTruncated?: boolean;
+}
+export const RETURNED_OUTPUT_BYTES = 1024 * 1024;
+export const RETURNED_STDERR_BYTES = 64 * 1024;
+
+/** A report with the output it came with: the saga records the report and hands `output` back. */
+export type AdapterAnswer = AdapterReport & { readonly output?: ToolOutput };
+
+/** The first `max` bytes of a tool's output as text, and whether that is all of it. */
+export const boundedText = (bytes: Uint8Array, max: number): { text: string; truncated: boolean } => ({
+  text: Buffer.from(bytes.buffer, bytes.byteOffset, Math.min(bytes.byteLength, max)).toString('utf8'),
+  truncated: bytes.byteLength > max,
+});
+
+/** An output an adapter returned, if it is one (anything else is dropped: it is the caller's, never evidence). */
+export const toolOutputOf = (value: unknown): ToolOutput | undefined => {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const o = value as Partial<Record<keyof ToolOutput, unknown>>;
+  if (typeof o.text !== 'string' || !Number.isSafeInteger(o.bytes) || typeof o.truncated !== 'boolean') return undefined;
+  if (o.stderr !== undefined && typeof o.stderr !== 'string') return undefined;
+  return {
+    text: o.text,
+    bytes: o.bytes as number,
+    truncated: o.truncated,
+    ...(o.stderr === undefined ? {} : { stderr: o.stderr as string, stderrTruncated: o.stderrTruncated === true }),
+  };
+};
+
+/** Split an adapter's answer into the report (decoded strictly, for the record) and the output (for the caller). */
+export const splitAnswer = (answer: unknown): { report: unknown; output?: ToolOutput } => {
+  if (typeof answer !== 'object' || answer === null || !('output' in answer)) return { report: answer };
+  const { output, ...report } = answer as { output: unknown };
+  const kept = toolOutputOf(output);
+  return kept === undefined ? { report } : { report, output: kept };
+};
+
 export const InspectReport = strictObject('InspectReport', { state: oneOf(INSPECT_STATES) }, { outputDigest: Digest, outputBytes: integer('OutputBytes', 0, Number.MAX_SAFE_INTEGER) });
 export type InspectReport = t.TypeOf<typeof InspectReport>;
 export const decodeInspectReport = (input: unknown): InspectReport => decodeOrThrow(InspectReport, 'inspect report', input);
+/** What inspect may hand back of a finished tool's output (a status endpoint that keeps it). */
+export type InspectAnswer = InspectReport & { readonly output?: ToolOutput };
 
 /**
  * How an adapter's tool invocation appears in a trace, by the OpenTelemetry semantic conventions
@@ -121,13 +172,13 @@ export interface ToolAdapter {
   /** How its invocation appears in a trace (optional: an INTERNAL span otherwise). */
   readonly telemetry?: ToolCallTelemetry;
   /** Start the side effect for a committed barrier, keyed by `barrier.startId` (R11.1); only on a minted ticket and its opened plan (R12.1). */
-  start(ticket: ExecutionTicket, plan: InvocationPlan): Promise<AdapterReport>;
+  start(ticket: ExecutionTicket, plan: InvocationPlan): Promise<AdapterReport | AdapterAnswer>;
   /**
    * What the tool's side knows of the ticket's start, after a crash or a lost response.
    * `attempt` is what the store knows of it: without it an adapter whose answer depends on the
    * claims (a journal) cannot prove `not_started` and says `unknown`.
    */
-  inspect?(ticket: ExecutionTicket, attempt?: InspectAttempt): Promise<InspectReport>;
+  inspect?(ticket: ExecutionTicket, attempt?: InspectAttempt): Promise<InspectReport | InspectAnswer>;
 }
 
 /** The attempt as the store records it: every driver claim taken on the start so far, oldest first. */

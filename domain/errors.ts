@@ -118,6 +118,8 @@ export class SemanticConflictError extends StartBarrierError {
     readonly value: string,
     readonly existingStartId: string | undefined,
     message?: string,
+    /** The fields of a call that differ from the one already bound (runTool), when known. */
+    readonly fields?: readonly string[],
   ) {
     super(
       message ??

@@ -1,12 +1,14 @@
 import { Identity, decodeOrThrow, type Ref } from '../../domain/codecs';
 import { checkedHttpOptions } from './options';
-import { INSPECT_STATES, outputDigestOf, type AdapterReport, type ExecutionTicket, type InspectReport, type InvocationPlan, type ToolAdapter, type ToolCallTelemetry } from '../../domain';
+import { INSPECT_STATES, RETURNED_OUTPUT_BYTES, boundedText, outputDigestOf, type AdapterAnswer, type AdapterReport, type ExecutionTicket, type InspectAnswer, type InspectReport, type InvocationPlan, type ToolAdapter, type ToolCallTelemetry } from '../../domain';
 import { admitTicket } from '../../application/execution';
 
 // The HTTP adapter (R11.4): POSTs the tool input with `Idempotency-Key: <startId>`, bounded by
 // the barrier's timeout. A tool that honours the key makes a repeated start harmless; a tool
 // with a status endpoint lets `inspect` answer after a lost response, otherwise inspect says
-// `unknown`. Only the response's digest and size leave this file.
+// `unknown`. Only the response's digest and size reach a record; the body goes back to the
+// caller (bounded: ToolOutput), and a status endpoint may give it back after a crash
+// (`{ "state": "succeeded", "output": "..." }`).
 //
 // Redirects are never followed (R12.3): a followed 307 would send the tool input, the
 // Idempotency-Key and the configured headers to another origin, and a 302 answered there would
@@ -19,7 +21,8 @@ export interface HttpAdapterOptions {
   readonly url: string;
   /**
    * `GET <statusUrl>/<startId>` answers 404 (never started) or 200 `{ "state": ... }` with one
-   * of not_started, running, succeeded, failed, unknown.
+   * of not_started, running, succeeded, failed, unknown; an `"output"` string beside it is the
+   * tool's response body, returned to the caller (never recorded).
    */
   readonly statusUrl?: string;
   /** The tool dedupes on Idempotency-Key (default true: say false for a tool that does not). */
@@ -79,7 +82,7 @@ export const httpAdapter = (input: HttpAdapterOptions): ToolAdapter => {
   const max = options.maxResponseBytes ?? 16 * 1024 * 1024;
   const idempotent = options.honoursIdempotencyKey ?? true;
 
-  const start = async (ticket: ExecutionTicket, plan: InvocationPlan): Promise<AdapterReport> => {
+  const start = async (ticket: ExecutionTicket, plan: InvocationPlan): Promise<AdapterReport | AdapterAnswer> => {
     // R12.1: a minted ticket and its opened plan, or no request is made.
     const context = admitTicket(ticket, options.ref, 'start', plan);
     const startId = decodeOrThrow(Identity, 'startId', context.barrier.startId);
@@ -99,10 +102,11 @@ export const httpAdapter = (input: HttpAdapterOptions): ToolAdapter => {
     // A server error or a key still in flight (409) says nothing certain about the side effect.
     if (res.status >= 500 || res.status === 409 || res.status === 408 || res.status === 429) throw new Error(`HTTP ${res.status}: outcome unknown`);
     const out = outputDigestOf(body);
-    return res.ok ? { outcome: 'completed', code: 'tool_succeeded', ...out } : { outcome: 'failed', code: 'tool_failed', ...out };
+    const output = { ...boundedText(body, RETURNED_OUTPUT_BYTES), bytes: body.byteLength };
+    return res.ok ? { outcome: 'completed', code: 'tool_succeeded', ...out, output } : { outcome: 'failed', code: 'tool_failed', ...out, output };
   };
 
-  const inspect = async (ticket: ExecutionTicket): Promise<InspectReport> => {
+  const inspect = async (ticket: ExecutionTicket): Promise<InspectReport | InspectAnswer> => {
     const startId = decodeOrThrow(Identity, 'startId', admitTicket(ticket, options.ref, 'inspect').startId);
     if (options.statusUrl === undefined) return { state: 'unknown' };
     try {
@@ -113,8 +117,12 @@ export const httpAdapter = (input: HttpAdapterOptions): ToolAdapter => {
       }
       if (res.status === 404) return { state: 'not_started' };
       if (!res.ok) return { state: 'unknown' };
-      const json = JSON.parse(Buffer.from(await readBounded(res, 64 * 1024)).toString('utf8')) as { state?: unknown };
-      return (INSPECT_STATES as readonly unknown[]).includes(json.state) ? { state: json.state as InspectReport['state'] } : { state: 'unknown' };
+      const json = JSON.parse(Buffer.from(await readBounded(res, RETURNED_OUTPUT_BYTES + 64 * 1024)).toString('utf8')) as { state?: unknown; output?: unknown };
+      if (!(INSPECT_STATES as readonly unknown[]).includes(json.state)) return { state: 'unknown' };
+      const state = json.state as InspectReport['state'];
+      if (typeof json.output !== 'string' || (state !== 'succeeded' && state !== 'failed')) return { state };
+      const body = Buffer.from(json.output, 'utf8');
+      return { state, output: { ...boundedText(body, RETURNED_OUTPUT_BYTES), bytes: body.byteLength } };
     } catch {
       return { state: 'unknown' };
     }

@@ -5,7 +5,7 @@ import { canonicalJson } from '../../domain/canonical';
 import { Identity, decodeOrThrow, type Ref } from '../../domain/codecs';
 import { checkedMcpOptions } from './options';
 import { AllowlistStdioTransport } from './mcpStdio';
-import { INSPECT_STATES, ValidationError, outputDigestOf, type AdapterReport, type ExecutionTicket, type InspectReport, type InvocationPlan, type ToolAdapter, type ToolCallTelemetry } from '../../domain';
+import { INSPECT_STATES, RETURNED_OUTPUT_BYTES, ValidationError, boundedText, outputDigestOf, type AdapterAnswer, type AdapterReport, type ExecutionTicket, type InspectReport, type InvocationPlan, type ToolAdapter, type ToolCallTelemetry } from '../../domain';
 import { admitTicket } from '../../application/execution';
 import { serverOf } from './http';
 
@@ -102,7 +102,7 @@ const mcpCallTelemetry = (options: McpAdapterOptions): ToolCallTelemetry => ({
 export const mcpAdapter = (input: McpAdapterOptions): ToolAdapter => {
   const options = checkedMcpOptions(input);
   mcpSdk(); // a missing SDK is DRIVER_MISSING when the adapter is made, not at its first start
-  const start = async (ticket: ExecutionTicket, plan: InvocationPlan): Promise<AdapterReport> => {
+  const start = async (ticket: ExecutionTicket, plan: InvocationPlan): Promise<AdapterReport | AdapterAnswer> => {
     // R12.1: a minted ticket and its opened plan, or no server is started or called.
     const context = admitTicket(ticket, options.ref, 'start', plan);
     const startId = decodeOrThrow(Identity, 'startId', context.barrier.startId);
@@ -111,12 +111,16 @@ export const mcpAdapter = (input: McpAdapterOptions): ToolAdapter => {
       throw new ValidationError('invocation plan', [{ path: 'input', reason: 'invalid_value', message: 'MCP tool arguments must be a JSON object' }]);
     }
     const deadline = Date.now() + context.timeoutMs;
-    return withClient(options.transport, context.timeoutMs, async (client) => {
+    return withClient<AdapterAnswer>(options.transport, context.timeoutMs, async (client) => {
       const result = await client.callTool({ name: options.tool, arguments: args as Record<string, unknown>, _meta: { [MCP_START_ID_META]: startId } }, undefined, {
         timeout: Math.max(1, deadline - Date.now()),
       });
-      const out = outputDigestOf(canonicalJson({ content: result.content ?? null, structuredContent: result.structuredContent ?? null }));
-      return result.isError === true ? { outcome: 'failed', code: 'tool_failed', ...out } : { outcome: 'completed', code: 'tool_succeeded', ...out };
+      const json = canonicalJson({ content: result.content ?? null, structuredContent: result.structuredContent ?? null });
+      const out = outputDigestOf(json);
+      // The result as the digest saw it, for the caller (bounded); never recorded.
+      const bytes = Buffer.from(json, 'utf8');
+      const output = { ...boundedText(bytes, RETURNED_OUTPUT_BYTES), bytes: bytes.byteLength };
+      return result.isError === true ? { outcome: 'failed', code: 'tool_failed', ...out, output } : { outcome: 'completed', code: 'tool_succeeded', ...out, output };
     });
   };
 

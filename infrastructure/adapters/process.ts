@@ -6,10 +6,13 @@ import { Identity, decodeOrThrow, type Ref } from '../../domain/codecs';
 import { checkedProcessOptions } from './options';
 import { admitTicket } from '../../application/execution';
 import { unshareOnThisHost, type Containment } from './processTree';
-import { ValidationError, outputDigestOf, type AdapterReport, type DriverClaim, type ExecutionTicket, type InspectAttempt, type InspectReport, type InvocationPlan, type ToolAdapter } from '../../domain';
+import { boundedCapture } from './boundedCapture';
+import { RETURNED_OUTPUT_BYTES, RETURNED_STDERR_BYTES, ValidationError, boundedText, outputDigestOf, type AdapterAnswer, type AdapterReport, type DriverClaim, type ExecutionTicket, type InspectAttempt, type InspectReport, type InvocationPlan, type ToolAdapter } from '../../domain';
 
 // The process adapter (R11.4, R12.3): runs one command per start, with the start id in its
 // environment (QL_START_ID) and the tool input on stdin, bounded by the barrier's timeout.
+// Its stdout and stderr go back to the caller (bounded: ToolOutput), never to a record or the
+// journal: after a crash the journal tells how the tool ended, not what it printed.
 //
 // What the tool gets of the runtime: nothing. Its environment is exactly `env` (named one by
 // one in the configuration), QL_START_ID, and the runtime's PATH only when `inheritPath` says
@@ -224,7 +227,7 @@ export const processAdapter = (input: ProcessAdapterOptions): ToolAdapter => {
     return env;
   };
 
-  const start = async (ticket: ExecutionTicket, plan: InvocationPlan): Promise<AdapterReport> => {
+  const start = async (ticket: ExecutionTicket, plan: InvocationPlan): Promise<AdapterReport | AdapterAnswer> => {
     // R12.1: a minted ticket and its opened plan, or nothing happens (no journal, no spawn).
     const context = admitTicket(ticket, options.ref, 'start', plan);
     const startId = decodeOrThrow(Identity, 'startId', context.barrier.startId);
@@ -240,25 +243,15 @@ export const processAdapter = (input: ProcessAdapterOptions): ToolAdapter => {
     }
     const input = Buffer.from(JSON.stringify(plan.input ?? null), 'utf8');
     const argv = ['/bin/sh', '-c', WRAPPER, j.exit, options.command, ...(options.args ?? [])];
-    return new Promise<AdapterReport>((resolve, reject) => {
+    return new Promise<AdapterAnswer>((resolve, reject) => {
       const child = spawn(unshare?.path ?? argv[0]!, unshare === null ? argv.slice(1) : [...unshare.flags, ...argv], {
         env: environmentOf(startId),
-        stdio: ['pipe', 'pipe', 'ignore'],
+        stdio: ['pipe', 'pipe', 'pipe'],
         // Its own process group as well: what `none` contains, and the first thing killed.
         detached: true,
       });
       if (child.pid !== undefined) writeDurable(j.started, startedOf(child.pid), false);
-      const chunks: Buffer[] = [];
-      let kept = 0;
-      let total = 0;
-      child.stdout!.on('data', (b: Buffer) => {
-        total += b.byteLength;
-        if (kept < maxOutput) {
-          const part = b.subarray(0, maxOutput - kept);
-          chunks.push(part);
-          kept += part.byteLength;
-        }
-      });
+      const [stdout, stderr] = [boundedCapture(child.stdout!, maxOutput), boundedCapture(child.stderr!, RETURNED_STDERR_BYTES)];
       let timedOut = false;
       let settled = false;
       const timers: NodeJS.Timeout[] = [];
@@ -273,6 +266,7 @@ export const processAdapter = (input: ProcessAdapterOptions): ToolAdapter => {
         settle(() => {
           killTree(child);
           child.stdout!.destroy();
+          child.stderr!.destroy();
           reject(new Error(`start ${startId}: ${why} within ${PROCESS_KILL_GRACE_MS} ms: outcome unknown`));
         });
       timers.push(
@@ -296,8 +290,16 @@ export const processAdapter = (input: ProcessAdapterOptions): ToolAdapter => {
             writeDurable(j.exit, `${timedOut ? 'timeout' : `killed:${signal ?? 'unknown'}`}\n`, false);
           }
           const s = exitStatusOf(readText(j.exit))!;
-          const out = outputDigestOf(Buffer.concat(chunks));
-          resolve({ outcome: timedOut ? 'failed' : s.outcome, code: timedOut ? 'tool_timed_out' : s.code, outputDigest: out.outputDigest, outputBytes: total });
+          const [kept, total] = [stdout.kept(), stdout.total()];
+          const text = boundedText(kept, RETURNED_OUTPUT_BYTES);
+          resolve({
+            outcome: timedOut ? 'failed' : s.outcome,
+            code: timedOut ? 'tool_timed_out' : s.code,
+            outputDigest: outputDigestOf(kept).outputDigest,
+            outputBytes: total,
+            // for the caller only: the journal and the outcome fact never hold it
+            output: { text: text.text, bytes: total, truncated: text.truncated || total > kept.byteLength, stderr: stderr.kept().toString('utf8'), stderrTruncated: stderr.total() > RETURNED_STDERR_BYTES },
+          });
         }),
       );
     });

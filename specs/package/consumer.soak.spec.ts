@@ -42,7 +42,7 @@ const ok = (r: SpawnSyncReturns<string>, what: string): string => {
 const npm = (args: readonly string[], cwd: string): string => ok(sh('npm', args, cwd), `npm ${args.join(' ')}`);
 
 /** The examples the three README runs below check by their output. */
-const OUTPUT_CHECKED = ['sqlite.mts', 'postgres.cts', 'saga.mts'];
+const OUTPUT_CHECKED = ['run-tool.mjs', 'sqlite.mts', 'postgres.cts', 'saga.mts'];
 
 const tsconfig = (compilerOptions: Record<string, unknown>, files: readonly string[]) =>
   JSON.stringify({ compilerOptions: { strict: true, target: 'ES2022', skipLibCheck: false, noEmit: true, ...compilerOptions }, files }, null, 2);
@@ -110,13 +110,14 @@ describe('R6.1 the packed package in consumer projects (npm pack, CommonJS, ESM,
   });
 
   it('R6.1 the README has a complete example per backend and the saga, ESM and CommonJS', () => {
-    expect([...examples.keys()]).to.include.members(['sqlite.mts', 'postgres.cts', 'saga.mts']);
+    expect([...examples.keys()]).to.include.members(['run-tool.mjs', 'sqlite.mts', 'postgres.cts', 'saga.mts']);
+    expect(readFileSync(join(ROOT, 'README.md'), 'utf8').match(/^```\S+ example=(\S+)/m)?.[1], "the README's first example is the runTool call").to.equal('run-tool.mjs');
   });
 
   it('R6.1 every TypeScript snippet of README.md and docs/*.md is a checked example (```ts example=NAME)', () => {
     const unchecked = userDocs(ROOT).filter((d) => uncheckedSnippets(d.text) > 0).map((d) => `${d.name}: ${uncheckedSnippets(d.text)}`);
     expect(unchecked, 'mark each ```ts block example=NAME (check=types when it needs a live tool)').to.deep.equal([]);
-    for (const name of examples.keys()) expect(name, 'an example is a .mts, .cts or .sql file').to.match(/\.(mts|cts|sql)$/);
+    for (const name of examples.keys()) expect(name, 'an example is a .mts, .cts, .mjs (run as written) or .sql file').to.match(/\.(mts|cts|mjs|sql)$/);
   });
 
   it('R6.1 the tarball is publishable: built code, declarations, LICENSE and README; no source maps, no demo, no sources', () => {
@@ -166,6 +167,9 @@ describe('R6.1 the packed package in consumer projects (npm pack, CommonJS, ESM,
     writeFileSync(join(consumer, 'tsconfig.emit.json'), tsconfig({ module: 'nodenext', moduleResolution: 'nodenext', noEmit: false, outDir: 'out' }, [...examples.keys()].filter((n) => n.endsWith('ts'))));
     ok(sh(process.execPath, [TSC, '-p', 'tsconfig.emit.json'], consumer), 'tsc emit');
     const env = { BARRIER_DB: join(consumer, 'examples.db'), DATABASE_URL: db.url };
+    // The README's first example, as written: plain ESM JavaScript that Node runs without a build.
+    const runTool = ok(sh(process.execPath, ['run-tool.mjs'], consumer, env), 'run-tool.mjs');
+    expect(runTool).to.equal('completed {"day":"2026-12-07","orders":3}\ncompleted false\n0\n');
     const sqlite = ok(sh(process.execPath, ['out/sqlite.mjs'], consumer, env), 'sqlite.mjs');
     expect(sqlite).to.match(/^created start-\S+\nexisting\n$/);
     const postgres = ok(sh(process.execPath, ['out/postgres.cjs'], consumer, env), 'postgres.cjs');

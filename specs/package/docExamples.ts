@@ -5,7 +5,8 @@ import { join } from 'node:path';
 // (consumer.soak.spec.ts) type-checks and runs them.
 
 /**
- * The fenced blocks marked ```ts example=NAME (or ```sql example=NAME), as NAME -> source.
+ * The fenced blocks marked ```ts example=NAME (or ```js example=NAME.mjs, run as written by
+ * Node, or ```sql example=NAME), as NAME -> source.
  * `check=types` after the name marks an example that needs a live tool or secret: it is
  * type-checked, never run. Every other TypeScript example is run too.
  */
@@ -17,7 +18,7 @@ export interface Example {
 
 export const readmeExamples = (text: string, from = 'README.md'): Map<string, Example> => {
   const blocks = new Map<string, Example>();
-  for (const m of text.matchAll(/^```(?:ts|sql) example=(\S+)( check=types)?\n([\s\S]*?)^```$/gm)) {
+  for (const m of text.matchAll(/^```(?:ts|js|sql) example=(\S+)( check=types)?\n([\s\S]*?)^```$/gm)) {
     blocks.set(m[1]!, { source: m[3]!, run: m[2] === undefined, from });
   }
   return blocks;

@@ -41,4 +41,16 @@ describe('R6.1 exported types (every subpath names the authority types it makes)
     await execution.close();
     await authority.close();
   });
+
+  it('R6.1 runTool and recover are typed from /saga: their call, tool, options and results, not unknown', () => {
+    expect(same<Parameters<typeof Saga.runTool>[0], Saga.ExecutionAuthority>(true)).to.equal(true);
+    expect(same<Parameters<typeof Saga.runTool>[1], Saga.RunToolCall>(true)).to.equal(true);
+    expect(same<Saga.RunToolCall['tool'], Saga.Tool>(true)).to.equal(true);
+    expect(same<Saga.Tool['adapter'], Saga.ToolAdapter>(true)).to.equal(true);
+    expect(same<Awaited<ReturnType<typeof Saga.runTool>>, Saga.RunToolResult>(true)).to.equal(true);
+    expect(same<Saga.RunToolResult['output'], Saga.ToolOutput | null>(true)).to.equal(true);
+    expect(same<Parameters<typeof Saga.recover>[1], Saga.RecoverOptions>(true)).to.equal(true);
+    expect(same<Awaited<ReturnType<typeof Saga.recover>>, Saga.RecoverReport>(true)).to.equal(true);
+    expect(same<Parameters<typeof Saga.runTool>[1], unknown>(false)).to.equal(false);
+  });
 });

@@ -1,0 +1,25 @@
+import { openPostgresStartBarrier } from '../../infrastructure/postgres';
+import { MigratedTemplate } from '../../testkit/postgresHarness';
+import { TEST_PLANS } from '../../testkit/planKeys';
+import { runToolCrashConformance } from './crashTool';
+
+describe('PostgreSQL runTool', function () {
+  const template = new MigratedTemplate();
+  after(() => template.dropAll());
+  runToolCrashConformance({
+    name: 'PostgreSQL (a fresh database shared with the killed runtime)',
+    open: async () => {
+      const db = await template.clone();
+      const authority = await openPostgresStartBarrier({ connectionString: db.url, plans: TEST_PLANS });
+      return {
+        authority,
+        kind: 'postgres',
+        location: db.url,
+        close: async () => {
+          await authority.close();
+          await db.drop();
+        },
+      };
+    },
+  });
+});

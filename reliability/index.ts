@@ -195,6 +195,13 @@ export const formatAdapterPromises = (rows: readonly AdapterPhaseReport['promise
   ].join('\n');
 };
 
+/** One line per backend and adapter (R12.1): forged tickets handed to its start and inspect, refused, and what the tool did. */
+export const formatForgedTickets = (rows: readonly AdapterPhaseReport['forgeries'][number][]): string =>
+  [
+    "Forged tickets (R12.1): a barrier-shaped object, a hand-made execution, a copied ticket, a ticket for another start, attempt or adapter, a ticket after close; side effects counted on the tool's side, must be 0",
+    table('  backend adapter', ['tried', 'refused', 'side effects'], rows.map((f) => [`${f.backend} ${f.adapter}`, f.tried, f.refused, f.sideEffects] as const)),
+  ].join('\n');
+
 export const formatReport = (r: ReliabilityReport): string => {
   const out: string[] = [`Reliability (${r.profile}, seed ${r.seed})`, ''];
   if (r.soak.length > 0) {
@@ -260,6 +267,7 @@ export const formatReport = (r: ReliabilityReport): string => {
   }
   for (const f of r.failover) out.push(formatFailover(f), '');
   if (r.adapters.length > 0) out.push(formatAdapterCounts(r.adapters.flatMap((a) => a.counts)), '');
+  if (r.adapters.some((a) => a.forgeries.length > 0)) out.push(formatForgedTickets(r.adapters.flatMap((a) => a.forgeries)), '');
   if (r.adapters.some((a) => a.promises.length > 0)) out.push(formatAdapterPromises(r.adapters.flatMap((a) => a.promises)), '');
   out.push(`Durations: ${Object.entries(r.durationMs).map(([k, v]) => `${k} ${(v / 1000).toFixed(1)} s`).join(', ')}`);
   const problems = [

@@ -9,16 +9,20 @@ import { mapPgError, unavailableReasonOf } from '../postgres/errors';
 import { openSqliteStartBarrier } from '../sqlite';
 import { migrateSqliteFile } from '../sqlite/fileIdentity';
 import { keyringFromEnvironment } from './keyring';
+import { planKeyringFrom } from './planKeyring';
 
 // `--db PATH` (SQLite, the default backend) or `--postgres URL`; environment fallbacks for
 // scripts: QINGLONG_BARRIER_DB, QINGLONG_BARRIER_POSTGRES; the deployment keyring from the
-// key file QINGLONG_BARRIER_KEYRING_FILE names (keyring.ts).
+// key file QINGLONG_BARRIER_KEYRING_FILE names (keyring.ts); the plan keyring from --plan-keyring
+// or QINGLONG_BARRIER_PLAN_KEYRING_FILE (planKeyring.ts).
 
 export interface BackendOptions {
   readonly db?: string;
   readonly postgres?: string;
   readonly lockTimeout?: string;
   readonly migrate?: boolean;
+  /** The plan key file (planKeyring.ts); QINGLONG_BARRIER_PLAN_KEYRING_FILE otherwise. */
+  readonly planKeyring?: string;
 }
 
 export class NoDatabaseError extends Error {
@@ -102,7 +106,8 @@ export const openBackend = async (options: BackendOptions, access: BackendAccess
   const { db, postgres } = targetOf(options);
   const lockMs = lockTimeoutOf(options.lockTimeout);
   const keys = keyringFromEnvironment();
-  const keyed = keys === undefined ? {} : { evidenceKeys: keys };
+  const plans = planKeyringFrom(options.planKeyring);
+  const keyed = { ...(keys === undefined ? {} : { evidenceKeys: keys }), ...(plans === undefined ? {} : { plans }) };
   if (postgres !== undefined) {
     return openPostgresStartBarrier({
       connectionString: postgres,

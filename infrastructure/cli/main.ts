@@ -24,7 +24,7 @@ import { readJsonInput } from './input';
 import { writeExampleFiles } from './exampleFiles';
 import { planRetry } from './retry';
 import { PROGRESS_MODES, createVerifyProgressOutput } from './verifyBar';
-import { addShowCommand, planShown } from './showCommand';
+import { addShowCommand, planShown, withPlans } from './showCommand';
 import { addMigrateCommand } from './migrateCommand';
 import { refuseRepeatsAndExtras } from './oneMeaning';
 import { describeError, secretsOfArgv } from './describeError';
@@ -83,6 +83,7 @@ export const buildProgram = (): Command => {
     .option('--postgres <url>', 'PostgreSQL connection string, schema ql3 (env QINGLONG_BARRIER_POSTGRES)')
     .option('--lock-timeout <ms>', 'how long to wait for a lock: SQLite busy timeout, PostgreSQL lock_timeout')
     .option('--no-migrate', 'PostgreSQL: do not apply migrations, only check the schema is current')
+    .option('--plan-keyring <file>', 'plan key file: open sealed plans to check them (env QINGLONG_BARRIER_PLAN_KEYRING_FILE)')
     // No command: help on stderr and exit 2 (a script that forgot its command must not pass).
     .action(() => {
       const [unknown] = program.args;
@@ -97,7 +98,8 @@ export const buildProgram = (): Command => {
       `
 Exit codes: 0 ok, 2 validation, 3 precondition, 4 semantic conflict, 5 corrupt record,
             6 concurrency or timeout, 7 store unavailable, 1 anything else.
-Keyed evidence: QINGLONG_BARRIER_KEYRING_FILE names the deployment key file (never an argument).`,
+Keyed evidence: QINGLONG_BARRIER_KEYRING_FILE names the deployment key file (never an argument).
+Sealed plans: --plan-keyring FILE or QINGLONG_BARRIER_PLAN_KEYRING_FILE (show, inspect, in-doubt, verify).`,
     );
 
   program
@@ -177,7 +179,7 @@ Keyed evidence: QINGLONG_BARRIER_KEYRING_FILE names the deployment key file (nev
       };
       const registry = opts.adapters === undefined ? undefined : decodeAdapterRegistry(await readJsonInput(opts.adapters, 'adapter registry'));
       await withAuthority(program, 'read', async (a) => {
-        const listed = (await a.recovery.inDoubt(query)).map((s) => ({ ...s, age: formatDuration(s.ageMs) }));
+        const listed = await withPlans(a, (await a.recovery.inDoubt(query)).map((s) => ({ ...s, age: formatDuration(s.ageMs) })));
         print(registry === undefined ? listed : (await inspectEach(a, registry, listed)).map((inspect, i) => ({ ...listed[i]!, inspect })));
       });
     });

@@ -2,6 +2,7 @@ import type { Command } from 'commander';
 import { PreconditionError, REPLAY_IDENTITIES, ValidationError, type LookupValue, type ReplayIdentity } from '../../domain';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
 import type { PlanStatus } from '../../application/invocationPlans';
+import { executionPortOf } from '../../application/execution';
 import type { BackendAccess } from './backend';
 
 // `show`: one barrier found by any replay identity (R4.1). The options follow the domain's
@@ -51,10 +52,31 @@ export const addShowCommand = (program: Command, withAuthority: WithAuthority): 
   });
 };
 
-/** R12.2: the sealed plan's status and redacted preview, never its input (no key is needed or used); nothing for a start with no plan. */
-export const planShown = async (a: RecoverableStartBarrierAuthority, startId: string): Promise<{ plan?: PlanStatus }> => {
+/**
+ * What `show`, `inspect` and `in-doubt` print of a start's sealed plan (R12.2): its status
+ * (sealed, shredded or absent) and redacted preview, never its input. With a plan keyring
+ * (planKeyring.ts) a sealed plan is opened to prove it is the one its barrier binds, and its
+ * input dropped unread: a changed plan is CORRUPT_RECORD (exit 5), `verified: true` otherwise;
+ * without one it is shown as stored, `verified: false`.
+ */
+export type PlanShown = PlanStatus | (PlanStatus & { readonly status: 'sealed'; readonly verified: boolean });
+
+export const planShown = async (a: RecoverableStartBarrierAuthority, startId: string): Promise<{ plan: PlanShown }> => {
   const plan = await a.plans.status(startId);
-  return plan.status === 'absent' ? {} : { plan };
+  if (plan.status !== 'sealed') return { plan };
+  const plans = executionPortOf(a)?.plans;
+  if (plans?.keyed !== true) return { plan: { ...plan, verified: false } };
+  const barrier = await a.barriers.getByStartId(startId);
+  if (barrier === null) throw new PreconditionError('start_not_found', `no start barrier has startId ${startId}`);
+  await plans.open(startId, barrier.record.admission.planDigest); // fails closed; the input is never kept
+  return { plan: { ...plan, verified: true } };
+};
+
+/** `in-doubt`: each listed start with its plan, as `show` prints it. */
+export const withPlans = async <T extends { readonly startId: string }>(a: RecoverableStartBarrierAuthority, listed: readonly T[]): Promise<(T & { plan: PlanShown })[]> => {
+  const out: (T & { plan: PlanShown })[] = [];
+  for (const s of listed) out.push({ ...s, ...(await planShown(a, s.startId)) });
+  return out;
 };
 
 const print = (value: unknown): void => {

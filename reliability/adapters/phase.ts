@@ -12,16 +12,20 @@ import { ADAPTER_NAMES, adapterFor, executionClassOf, type AdapterConfig, type A
 import { readyToolCall } from '../../testkit/adapters/toolCall';
 import { EffectsFile, startHttpTool, startMcpHttpTool, type ToolMode } from '../../testkit/adapters/tools';
 import { runAdapterPromises, type AdapterPromiseCounts } from './promises';
+import { runForgedTickets, type ForgedTicketCounts } from './forgedTickets';
 
 // The adapters phase of `npm run reliability` (R11.4): for each real adapter, against real
 // local tools, five faults: the response lost after the tool acted, the saga killed between
 // the adapter's answer and the recorded outcome, a tool hanging past its timeout, the
 // connection reset before the tool acted, and two drivers racing one attempt. After each
 // fault the trigger is replayed, as orchestration would, until the attempt is decided or
-// left to manual recovery. Side effects are counted by the tool, never by the saga. Then the
-// adapters' promises against tools that try to break them (promises.ts, R12.3).
+// left to manual recovery. And a saga process killed right after the tool input was sealed,
+// before any claim or adapter (R12.2): a restarted saga re-drives it with `resume(startId)`,
+// from the stored plan alone. Side effects are counted by the tool, never by the saga. Then
+// forged tickets (forgedTickets.ts, R12.1) and the adapters' promises against tools that try
+// to break them (promises.ts, R12.3).
 
-export const ADAPTER_SCENARIOS = ['lost_response', 'saga_killed', 'hang_past_timeout', 'connection_reset', 'racing_drivers'] as const;
+export const ADAPTER_SCENARIOS = ['lost_response', 'saga_killed', 'hang_past_timeout', 'connection_reset', 'racing_drivers', 'killed_after_seal'] as const;
 export type AdapterScenario = (typeof ADAPTER_SCENARIOS)[number];
 
 export interface AdapterScenarioCounts {
@@ -55,6 +59,8 @@ export interface AdapterPhaseReport {
   readonly counts: readonly AdapterScenarioCounts[];
   /** What the adapters promise against tools that try otherwise (R12.3, promises.ts). */
   readonly promises: readonly AdapterPromiseCounts[];
+  /** Forged tickets handed to each adapter (R12.1, forgedTickets.ts). */
+  readonly forgeries: readonly ForgedTicketCounts[];
   readonly failures: readonly string[];
   readonly ok: boolean;
 }
@@ -105,16 +111,20 @@ export const runAdapterPhase = async (options: AdapterPhaseOptions): Promise<Ada
   const counts: AdapterScenarioCounts[] = [];
   const failures: string[] = [];
   let promises: AdapterPromiseCounts[] = [];
+  let forgeries: ForgedTicketCounts[] = [];
+  const effectsOf = (adapter: AdapterName): EffectsFile =>
+    adapter === 'http' || adapter === 'http-plain' ? http.effects : adapter === 'mcp-http' ? mcpHttp.effects : new EffectsFile(join(dir, `${adapter}.effects`));
+  const configOf = (adapter: AdapterName, mode: ToolMode): AdapterConfig => ({
+    name: adapter,
+    dir,
+    effectsPath: effectsOf(adapter).path,
+    mode,
+    ...(adapter === 'http' || adapter === 'http-plain' ? { url: http.url, statusUrl: http.statusUrl } : adapter === 'mcp-http' ? { url: mcpHttp.url } : {}),
+  });
   try {
     for (const adapter of options.adapters ?? ADAPTER_NAMES) {
-      const effects = adapter === 'http' || adapter === 'http-plain' ? http.effects : adapter === 'mcp-http' ? mcpHttp.effects : new EffectsFile(join(dir, `${adapter}.effects`));
-      const config = (mode: ToolMode): AdapterConfig => ({
-        name: adapter,
-        dir,
-        effectsPath: effects.path,
-        mode,
-        ...(adapter === 'http' || adapter === 'http-plain' ? { url: http.url, statusUrl: http.statusUrl } : adapter === 'mcp-http' ? { url: mcpHttp.url } : {}),
-      });
+      const effects = effectsOf(adapter);
+      const config = (mode: ToolMode): AdapterConfig => configOf(adapter, mode);
       const serverMode = (mode: ToolMode) => {
         http.mode = mode;
         mcpHttp.mode = mode;
@@ -127,12 +137,13 @@ export const runAdapterPhase = async (options: AdapterPhaseOptions): Promise<Ada
           const mode = faultModeOf(scenario);
           serverMode(mode);
           let startId: string;
-          if (scenario === 'saga_killed') {
+          if (scenario === 'saga_killed' || scenario === 'killed_after_seal') {
             // Asynchronously: the HTTP and MCP tools the child calls live in this process.
-            const child = await runChild(['--require', 'tsx/cjs', join(__dirname, 'sagaChild.ts'), options.backend, store.target, JSON.stringify(call), JSON.stringify(config('ok'))]);
-            const answered = /answered (\S+)/.exec(child.stdout)?.[1];
+            const at = scenario === 'saga_killed' ? 'answered' : 'sealed';
+            const child = await runChild(['--require', 'tsx/cjs', join(__dirname, 'sagaChild.ts'), options.backend, store.target, JSON.stringify(call), JSON.stringify(config('ok')), at]);
+            const answered = new RegExp(`${at} (\\S+)`).exec(child.stdout)?.[1];
             if (child.signal !== 'SIGKILL' || answered === undefined) {
-              failures.push(`${options.backend} ${adapter} ${scenario}: the saga child was not killed at the adapter's answer (${child.signal ?? child.status}: ${child.stderr.slice(0, 300)})`);
+              failures.push(`${options.backend} ${adapter} ${scenario}: the saga child was not killed when ${at} (${child.signal ?? child.status}: ${child.stderr.slice(0, 300)})`);
               continue;
             }
             startId = answered;
@@ -159,7 +170,8 @@ export const runAdapterPhase = async (options: AdapterPhaseOptions): Promise<Ada
           serverMode('ok');
           let replay: SagaResult | undefined;
           for (let i = 0; i < 300 && (await authority.recovery.outcome(startId)) === null; i++) {
-            replay = await drive(adapterFor(config('ok')));
+            // killed after the seal: the restarted saga has the start id and the stored plan, nothing else
+            replay = scenario === 'killed_after_seal' ? await createToolStepSaga({ execution, adapter: adapterFor(config('ok')), sagaId: 'restarted-saga', leaseGraceMs: 0 }).resume(startId) : await drive(adapterFor(config('ok')));
             if (replay.status !== 'claimed_elsewhere') break;
             c.claimHeld++;
             await sleep(100);
@@ -179,11 +191,16 @@ export const runAdapterPhase = async (options: AdapterPhaseOptions): Promise<Ada
             if (made > 0 && !listed) c.unrecorded++;
           }
           if (made > 1) failures.push(`${options.backend} ${adapter} ${scenario}: ${made} side effects for ${startId}`);
+          if (scenario === 'killed_after_seal' && (made !== 1 || outcome === null)) failures.push(`${options.backend} ${adapter} ${scenario}: re-driven from the stored plan, ${made} side effects and ${outcome === null ? 'no' : 'an'} outcome for ${startId}`);
         }
         counts.push({ backend: options.backend, adapter, scenario, trials: options.trials, ...c });
         log(`  ${options.backend} ${adapter} ${scenario}: ${options.trials} trials, ${c.sideEffects} side effects (${c.duplicates} duplicate), ${c.outcomesRecorded} outcomes, ${c.inDoubtAfterFault} in doubt after the fault, ${c.resolvedByInspect} resolved by inspect, ${c.resolvedByRestart} by a restart, ${c.leftInDoubt} left in doubt`);
       }
     }
+    const forged = await runForgedTickets(options.backend, authority, execution, { dir, effectsOf, configOf: (a) => configOf(a, 'ok'), requests: () => http.requests }, options.adapters ?? ADAPTER_NAMES);
+    forgeries = forged.counts;
+    failures.push(...forged.failures);
+    for (const f of forgeries) log(`  ${options.backend} ${f.adapter} forged tickets: ${f.tried} tried, ${f.refused} refused, ${f.sideEffects} side effects`);
     const kept = await runAdapterPromises(options.backend, options.trials, authority, execution, dir);
     promises = kept.counts;
     failures.push(...kept.failures);
@@ -198,5 +215,5 @@ export const runAdapterPhase = async (options: AdapterPhaseOptions): Promise<Ada
   }
   const bad = counts.filter((c) => c.duplicates > 0 || c.unrecorded > 0 || c.listedInDoubt !== c.inDoubtAfterFault);
   for (const b of bad) failures.push(`${b.backend} ${b.adapter} ${b.scenario}: ${b.duplicates} duplicates, ${b.unrecorded} unrecorded, ${b.listedInDoubt}/${b.inDoubtAfterFault} listed`);
-  return { backend: options.backend, counts, promises, failures, ok: failures.length === 0 };
+  return { backend: options.backend, counts, promises, forgeries, failures, ok: failures.length === 0 };
 };

@@ -8,10 +8,16 @@ import type { ToolCall } from '../../testkit/adapters/toolCall';
 
 // A saga process killed between the adapter's answer and the recorded outcome: it drives one
 // tool call through a real adapter and SIGKILLs itself (no cleanup, no outcome, its claim
-// never released) the moment the adapter has answered.
-// Usage: sagaChild.ts BACKEND TARGET CALL_JSON ADAPTER_CONFIG_JSON
+// never released) the moment the adapter has answered. With KILL_AT `sealed`, it is killed
+// right after the tool input was sealed, before any claim or adapter: a restarted saga has
+// only the stored plan to run from.
+// Usage: sagaChild.ts BACKEND TARGET CALL_JSON ADAPTER_CONFIG_JSON [KILL_AT: answered | sealed]
 
-const [backend, target, callJson, configJson] = process.argv.slice(2);
+const [backend, target, callJson, configJson, killAt = 'answered'] = process.argv.slice(2);
+const die = (what: string) => (startId: string) => {
+  writeSync(1, `${what} ${startId}\n`);
+  process.kill(process.pid, 'SIGKILL');
+};
 
 const main = async (): Promise<void> => {
   const call = JSON.parse(callJson!) as Pick<ToolCall, 'trigger' | 'plan' | 'invocation'>;
@@ -20,15 +26,10 @@ const main = async (): Promise<void> => {
     execution: openExecution(authority, { execution: 'enabled' }),
     adapter: adapterFor(JSON.parse(configJson!) as AdapterConfig),
     leaseGraceMs: 0,
-    hooks: {
-      afterStart: (startId) => {
-        writeSync(1, `answered ${startId}\n`);
-        process.kill(process.pid, 'SIGKILL');
-      },
-    },
+    hooks: killAt === 'sealed' ? { afterSeal: die('sealed') } : { afterStart: die('answered') },
   });
   const result = await saga.drive(call.trigger, call.plan, call.invocation);
-  writeSync(2, `the saga returned ${result.status} before its adapter answered\n`);
+  writeSync(2, `the saga returned ${result.status} before it was killed (${killAt})\n`);
   process.exit(3);
 };
 

@@ -214,10 +214,10 @@ export const adapterConformance = (backend: AdapterBackend): void => {
       const asked = await runCli([...env.cliArgs, 'inspect', h.startId, '--adapters', registry]);
       const one = json<{ inDoubt: boolean; inspect: { state: string }; adapter: { id: string } }>(asked);
       expect(one).to.deep.include({ inDoubt: true, inspect: { state: 'succeeded' }, adapter: ADAPTER_REFS.http });
-      // R12.2: operators see the sealed plan's redacted preview (the default contract names no field), never the input
+      // R12.2: operators see the sealed plan's redacted preview (the default contract names no field), never the input; with no plan key given it is shown as stored
       const shown = await runCli([...env.cliArgs, 'show', '--start-id', h.startId]);
       for (const out of [asked, shown]) {
-        expect(json<{ plan: unknown }>(out).plan).to.deep.equal({ status: 'sealed', preview: { redaction: h.call.plan.contracts.redaction, planDigest: h.call.plan.admission.planDigest, shown: {} } });
+        expect(json<{ plan: unknown }>(out).plan).to.deep.equal({ status: 'sealed', preview: { redaction: h.call.plan.contracts.redaction, planDigest: h.call.plan.admission.planDigest, shown: {} }, verified: false });
         expect(JSON.stringify(out)).to.not.contain(INPUT.marker);
       }
       // Nothing recorded by inspecting: the operator (or a replayed saga) decides.

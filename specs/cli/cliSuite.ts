@@ -141,7 +141,7 @@ export const cliSuite = (backend: CliBackend): void => {
       expect(json<unknown[]>(await cli(['in-doubt', '--project', 'another-project']))).to.deep.equal([]);
 
       const shown = json<{ barrier: unknown; outcome: unknown; inDoubt: boolean }>(await cli(['show', '--start-id', ex.start.startId]));
-      expect(shown).to.deep.equal({ barrier: created.barrier, outcome: null, inDoubt: true });
+      expect(shown).to.deep.equal({ barrier: created.barrier, outcome: null, inDoubt: true, plan: { status: 'absent' } });
       expect(json(await cli(['show', '--attempt', runId, stepRunId, '3']))).to.deep.equal(shown);
       expect(json(await cli(['show', '--trace-id', ex.start.evidence.traceId]))).to.deep.equal(shown);
       expect(json(await cli(['show', '--audit-receipt-id', ex.start.evidence.auditReceiptId]))).to.deep.equal(shown);

@@ -17,7 +17,7 @@ import type { RecoverableStartBarrierAuthority } from '../../application/authori
 import { ExecutionAuthority, admitTicket, inspectionTicket } from '../../application/execution';
 import { createToolStepSaga, openExecution } from '../../application/saga';
 import { rejects } from '../../testkit/rejects';
-import { PLAN_KEY_K1, PLAN_KEY_K2 } from '../../testkit/planKeys';
+import { PLAN_KEY_K1, PLAN_KEY_K2, TEST_PLANS } from '../../testkit/planKeys';
 import { INVOCATION, SUCCEEDED, contractAdapterFor, planOf, type SagaBackend } from './sagaConformance';
 
 // R12: nothing runs without a committed barrier. Execution is minted, not asserted (R12.1),
@@ -211,6 +211,33 @@ export const executionConformance = (backend: SagaBackend): void => {
       }
       expect(await a.runs.readStream(s.runId)).to.have.length(3);
       expect(await env.planRow(startId)).to.equal(null);
+    });
+
+    it('R12.2 bad input writes nothing: a plan over the limit the store states (maxPlanBytes) is VALIDATION_FAILED naming the limit; a redaction contract with a field other than `fields` is refused when the saga is made', async () => {
+      const small = await backend.open({ ...TEST_PLANS, maxPlanBytes: 64 });
+      const onSmall = openExecution(small.authority, { execution: 'enabled' });
+      try {
+        const s = buildScenario();
+        for (const c of s.lifecycle) await small.authority.runs.handle(c);
+        const invocation = { input: { note: 'n'.repeat(64) } };
+        const base = planOf(s.startCommand());
+        const plan: StartPlan = { ...base, admission: { ...base.admission, planDigest: invocationPlanDigest(invocation) } };
+        const { adapter, calls } = counting(plan);
+        const e = await rejects(createToolStepSaga({ execution: onSmall, adapter }).drive(triggerOf(s), plan, invocation));
+        expect(e).to.be.instanceOf(ValidationError);
+        expect((e as ValidationError).issues[0]).to.include({ path: 'input', reason: 'too_large' });
+        expect((e as ValidationError).issues[0]!.message).to.contain('over the 64-byte plan limit');
+        expect(calls).to.deep.equal([]);
+        expect(await small.authority.runs.readStream(s.runId)).to.have.length(3);
+        expect(await small.planRow(attemptIdsOf(s.runId, s.stepRunId, 3).startId)).to.equal(null);
+        const { adapter: other } = counting(plan);
+        const bad = await rejects(Promise.resolve().then(() => createToolStepSaga({ execution: onSmall, adapter: other, redaction: { fields: ['note'], show: ['all'] } as never })));
+        expect(bad).to.be.instanceOf(ValidationError);
+        expect((bad as ValidationError).issues[0]).to.include({ path: 'redaction.show', reason: 'unknown_field' });
+      } finally {
+        await onSmall.close();
+        await small.close();
+      }
     });
 
     for (const [column, value] of [

@@ -1,7 +1,7 @@
 import type { Pool, PoolConfig } from 'pg';
 import { inspect } from 'node:util';
 import { connectTyped, createOwnedPool, secretsOf, type PoolErrorHandler } from './pool';
-import { StoreUnavailableError, decodeStartCommand, replayKeysOf, type DecodedStartCommand } from '../../domain';
+import { StoreUnavailableError, decodeStartAttempt, replayKeysOf, type DecodedStartCommand, type StartAttemptContext } from '../../domain';
 import { requireFunction, requireFunctions, requireKnownOptions, requireOneOf } from '../../application/openErrors';
 import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { stepRunRowOf } from '../../projections/rows';
@@ -200,9 +200,9 @@ class PostgresAuthority implements PostgresStartBarrier {
   }
 
   readonly barriers = {
-    prepare: async (command: unknown): Promise<PrepareResult> => {
+    prepare: async (command: unknown, context?: StartAttemptContext): Promise<PrepareResult> => {
       this.assertOpen();
-      const decoded = decodeStartCommand(command); // bad input: typed error, no transaction opened
+      const decoded = decodeStartAttempt(command, context); // bad input: typed error, no transaction opened
       const budget = this.tx.budget(); // one budget for every attempt of this start (R9.5)
       if (this.writeMode === 'batched') {
         // a turn still held: queue for it before beginning (transactions.ts)

@@ -4,6 +4,7 @@ import type {
   ExecutionClass,
   LifecycleCommandInput,
   ToolExecutionStartCommand,
+  StartAttemptContext,
   LookupValue,
   Ref,
   ReplayIdentity,
@@ -64,7 +65,12 @@ export interface RunsApi {
 
 export interface BarriersApi {
   /** R3: one transaction, fixed order; `existing` on an exact replay (R4.2). */
-  prepare(command: ToolExecutionStartCommand): Promise<PrepareResult>;
+  /**
+   * `context.w3cTraceId`: the trace this attempt runs in, recorded on a new start's trace anchor
+   * and never compared (a replay answers with the anchor as stored). `withTelemetry` passes the
+   * active OpenTelemetry context's.
+   */
+  prepare(command: ToolExecutionStartCommand, context?: StartAttemptContext): Promise<PrepareResult>;
   getByStartId(startId: string): Promise<StoredBarrier | null>;
   getByStepRunAttempt(runId: string, stepRunId: string, startedStepRunVersion: number): Promise<StoredBarrier | null>;
 }

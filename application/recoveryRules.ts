@@ -361,8 +361,10 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
    * whatever the number in doubt. What a page does not read it does not vouch for: when it is
    * short and no age cutoff is given it lists the whole scope, so a running StepRun beyond it
    * (its barrier or its index row gone) fails it closed; the unlimited listing and `verify`
-   * check the whole store. Keyed (R9.4), the Runs whose outcomes could hide a start before the
-   * page's last one have their seals checked, as the whole listing does for its scope.
+   * check the whole store. Keyed (R9.4), a page checks the MACs of what it reads (each listed
+   * barrier; no listed start has an outcome to check): an outcome appended without the key
+   * that took some other start off the index is found by the whole listing and `verify`,
+   * which read every Run with an outcome, never by a page (that read would cost the store).
    */
   const inDoubtPage = async (q: { readonly projectId?: string | undefined; readonly runId?: string | undefined; readonly olderThanMs?: number | undefined }, limit: number): Promise<readonly InDoubtStart[]> =>
     backend.snapshot(async (v) => {
@@ -397,15 +399,6 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
           if (listed.has(`${row.run_id}\u0000${row.step_run_id}`)) continue;
           const startId = await requireBarrierOfRunning(v, row, keys);
           throw new CorruptRecordError('in-doubt index', startId, 'its StepRun runs this start, which has no outcome, but the in-doubt index does not list it');
-        }
-      }
-      if (keys !== undefined) {
-        const last = out[out.length - 1];
-        const upTo = rows.length < limit ? cutoff : last === undefined ? cutoff : Math.min(last.committedAtMs, cutoff ?? Number.MAX_SAFE_INTEGER);
-        const runIds = q.runId !== undefined ? [q.runId] : await v.resolvedRunIds({ ...scope, ...(upTo === undefined ? {} : { committedAtOrBeforeMs: upTo }) });
-        for (const runId of runIds) {
-          const stream = streamNameOf(runId);
-          requireSealedSpan(keys, stream, await v.sealedSpan(stream, 1, Number.MAX_SAFE_INTEGER), 1, Number.MAX_SAFE_INTEGER);
         }
       }
       return out;

@@ -9,9 +9,12 @@ import { isModuleMissing } from './openErrors';
 // calls another service, HTTP or MCP, with that protocol's attributes), when the application
 // has `@opentelemetry/api` installed (an optional peer): without it, nothing here loads or runs.
 // Spans start as children of the caller's active context, so a start lands in the trace of the
-// request that asked for it (W3C traceparent propagation is the SDK's job). A start names its
-// W3C trace (`start_barrier.trace_id`: its anchor's traceparent's when it carries one, else the
-// active context's) and the barrier's own trace anchor (`start_barrier.trace_anchor_id`). A
+// request that asked for it (W3C traceparent propagation is the SDK's job). A new start records
+// the active context's W3C trace id on its trace anchor (`w3cTraceId`, not part of the command:
+// a replay from another trace stays `existing` and answers the stored one). A start's span names
+// its W3C trace (`start_barrier.trace_id`: its anchor's traceparent's, else the trace that
+// created it, else the active context's) and the barrier's own trace anchor
+// (`start_barrier.trace_anchor_id`). A
 // failure sets `error.type`, records an exception event and the ERROR status. Attributes are
 // ids, counts and outcomes only, never command content (admission, contracts, reasons) nor an
 // error's message: they leave the process for a collector with other retention rules.
@@ -88,7 +91,7 @@ const activeTraceId = (otel: Otel): string | undefined => {
 
 const prepareAttributes = (r: PrepareResult, callerTraceId: string | undefined): Attributes => {
   const b = r.barrier.record;
-  const w3c = traceIdOfTraceparent(b.trace.traceparent) ?? callerTraceId;
+  const w3c = traceIdOfTraceparent(b.trace.traceparent) ?? b.trace.w3cTraceId ?? callerTraceId;
   return {
     'start_barrier.outcome': r.outcome,
     'start_barrier.start_id': b.startId,
@@ -172,12 +175,22 @@ export const withTelemetry = <A extends StartBarrierAuthority>(authority: A, api
     };
 
   const { runs, barriers } = authority;
+  type PrepareArgs = Parameters<typeof barriers.prepare>;
+  const tracedPrepare = traced('start_barrier.prepare', (c: PrepareArgs[0], context?: PrepareArgs[1]) => barriers.prepare(c, context), prepareAttributes);
   Object.defineProperty(authority, 'runs', {
     value: { ...bindAll(runs), handle: traced('start_barrier.lifecycle', (c: Parameters<typeof runs.handle>[0]) => runs.handle(c), appendAttributes) },
     enumerable: true,
   });
   Object.defineProperty(authority, 'barriers', {
-    value: { ...bindAll(barriers), prepare: traced('start_barrier.prepare', (c: Parameters<typeof barriers.prepare>[0]) => barriers.prepare(c), prepareAttributes) },
+    value: {
+      ...bindAll(barriers),
+      // The caller's active trace (read before this span makes one) goes with the attempt, to
+      // be recorded on a new start's anchor; a context the caller gives is theirs.
+      prepare: (c: PrepareArgs[0], context?: PrepareArgs[1]) => {
+        const w3cTraceId = context === undefined ? activeTraceId(otel) : undefined;
+        return tracedPrepare(c, w3cTraceId === undefined ? context : { w3cTraceId });
+      },
+    },
     enumerable: true,
   });
   const recovery = (authority as Partial<RecoverableStartBarrierAuthority>).recovery;
@@ -204,6 +217,21 @@ export interface SagaTelemetry {
   invoke<R>(adapter: ToolAdapter, startId: string, body: () => Promise<R>): Promise<R>;
 }
 
+/** The tool invocation spans the saga has open: only these take what an adapter reports of its call. */
+const toolCallSpans = new WeakSet<OtelApi.Span>();
+let otelOfToolCalls: Otel | null | undefined;
+
+/**
+ * Attributes an adapter learns during its call (the HTTP response's status code), put on the
+ * tool invocation span when the call runs inside one; outside a saga's span (or without
+ * `@opentelemetry/api`) nothing is done, so a caller's own span is never written to.
+ */
+export const annotateToolCall = (attributes: Attributes): void => {
+  if (otelOfToolCalls === undefined) otelOfToolCalls = loadOtel() ?? null;
+  const span = otelOfToolCalls?.trace.getActiveSpan();
+  if (span !== undefined && toolCallSpans.has(span) && span.isRecording()) span.setAttributes(attributes);
+};
+
 const UNTRACED: SagaTelemetry = { drive: (_t, body) => body(), invoke: (_a, _s, body) => body() };
 
 /**
@@ -216,8 +244,9 @@ export const sagaTelemetry = (api?: Otel | null): SagaTelemetry => {
   const otel = api === undefined ? loadOtel() : api;
   if (otel === undefined || otel === null) return UNTRACED;
   const tracer = tracerOf(otel);
-  const run = <R>(name: string, options: OtelApi.SpanOptions, body: () => Promise<R>, after: (r: R) => Attributes): Promise<R> =>
+  const run = <R>(name: string, options: OtelApi.SpanOptions, body: () => Promise<R>, after: (r: R) => Attributes, toolCall = false): Promise<R> =>
     tracer.startActiveSpan(name, options, async (span) => {
+      if (toolCall) toolCallSpans.add(span);
       try {
         const r = await body();
         if (span.isRecording()) span.setAttributes(after(r));
@@ -247,6 +276,7 @@ export const sagaTelemetry = (api?: Otel | null): SagaTelemetry => {
           const outcome = (r as { outcome?: unknown } | null)?.outcome;
           return typeof outcome === 'string' ? { 'start_barrier.outcome': outcome } : {};
         },
+        true,
       );
     },
   };

@@ -13,7 +13,7 @@ import {
   oneOf,
   strictObject,
 } from './codecs';
-import { Traceparent } from './traceContext';
+import { Traceparent, W3cTraceId } from './traceContext';
 import { Admission, ApprovalBinding, ReviewedContracts, STARTABLE_STATUSES, commandDigestOf, type ToolExecutionStartCommand } from './command';
 import { CorruptRecordError, ValidationError, isStartBarrierError } from './errors';
 
@@ -49,7 +49,7 @@ const BARRIER_FIELDS = {
   }),
   mutation: strictObject('BarrierMutation', { mutationId: Identity, mutationDigest: Digest }),
   runEvent: strictObject('BarrierRunEvent', { runEventId: Identity, runEventSequence: Sequence }),
-  trace: strictObject('BarrierTrace', { traceId: Identity, spanId: Identity, traceDigest: Digest }, { traceparent: Traceparent }),
+  trace: strictObject('BarrierTrace', { traceId: Identity, spanId: Identity, traceDigest: Digest }, { traceparent: Traceparent, w3cTraceId: W3cTraceId }),
   audit: strictObject('BarrierAudit', {
     auditEventId: Identity,
     auditEventDigest: Digest,

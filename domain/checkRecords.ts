@@ -159,6 +159,7 @@ export const factsAgree = (sealed: SealedBarrier, facts: StartFacts, texts: Fact
     tr.spanId !== b.trace.spanId ||
     tr.traceDigest !== b.trace.traceDigest ||
     tr.traceparent !== b.trace.traceparent ||
+    tr.w3cTraceId !== b.trace.w3cTraceId ||
     tr.commandDigest !== b.commandDigest ||
     tr.startId !== b.startId
   ) {
@@ -259,6 +260,7 @@ export const impliedFacts = (sealed: SealedBarrier): { readonly payloads: FactPa
   // Set, not spread: its place (last) is its canonical one, and an object literal built on a
   // spread is a slow object to build and to print.
   if (b.trace.traceparent !== undefined) trace.traceparent = b.trace.traceparent;
+  if (b.trace.w3cTraceId !== undefined) trace.w3cTraceId = b.trace.w3cTraceId;
   const receipt: PayloadOf<'AuditReceiptIssued'> = {
     auditEventDigest: b.audit.auditEventDigest,
     auditEventId: b.audit.auditEventId,

@@ -1,5 +1,5 @@
 import * as t from 'io-ts';
-import { Traceparent } from './traceContext';
+import { Traceparent, W3cTraceId } from './traceContext';
 import { canonicalCopyOf, canonicalJson, digestCanonical, RECORD_TAGS, utf8Length } from './canonical';
 import {
   Digest,
@@ -8,6 +8,7 @@ import {
   Ref,
   TimeoutMs,
   Version,
+  decodeOrThrow,
   decodeSnapshotOrThrow,
   literal,
   plainCanonicalCopyOf,
@@ -106,6 +107,13 @@ export interface DecodedStartCommand {
   readonly command: ToolExecutionStartCommand;
   readonly canonical: string;
   readonly commandDigest: string;
+  /**
+   * The W3C trace id of the context this attempt runs in (`withTelemetry` reads it from the
+   * caller's active OpenTelemetry context): a new start records it on its trace anchor; it is
+   * not part of the command, so a replay from another trace is `existing` and returns the
+   * stored anchor with the trace that created it.
+   */
+  readonly w3cTraceId?: string;
 }
 
 /** R1.1: the canonical form, refused past MAX_COMMAND_BYTES of UTF-8. */
@@ -120,6 +128,21 @@ const withinCommandLimit = (canonical: string): string => {
 };
 
 /** Boundary for every start command: shape, R1.5 content rules, R1.1 size, then digest. */
+/** What a caller may say of the attempt itself, beside its command (never compared on replay). */
+export interface StartAttemptContext {
+  /** The W3C trace id of the caller's active trace (32 lowercase hex, not all zeros). */
+  readonly w3cTraceId?: string;
+}
+const StartAttemptContext = strictObject('StartAttemptContext', {}, { w3cTraceId: W3cTraceId }, false);
+
+/** decodeStartCommand, with the attempt's context (VALIDATION_FAILED naming its field, before anything is opened). */
+export const decodeStartAttempt = (input: unknown, context?: StartAttemptContext): DecodedStartCommand => {
+  const decoded = decodeStartCommand(input);
+  if (context === undefined) return decoded;
+  const { w3cTraceId } = decodeOrThrow(StartAttemptContext, 'start attempt context', context);
+  return w3cTraceId === undefined ? decoded : { ...decoded, w3cTraceId };
+};
+
 export const decodeStartCommand = (input: unknown): DecodedStartCommand => {
   // One walk proves plain JSON and copies it in canonical order; anything unusual is left to
   // plainJsonIssues, which names each problem by path, and to the copy made the long way.

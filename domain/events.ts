@@ -15,7 +15,7 @@ import {
 } from './codecs';
 import { ApprovalBinding, PolicyFence, STARTABLE_STATUSES } from './command';
 import { StoredStartBarrierRecord } from './barrier';
-import { Traceparent } from './traceContext';
+import { Traceparent, W3cTraceId } from './traceContext';
 import { CorruptRecordError, isStartBarrierError } from './errors';
 import { StoredResolution } from './resolution';
 
@@ -97,7 +97,7 @@ const payloads = {
       commandDigest: Digest,
       traceDigest: Digest,
     },
-    { traceparent: Traceparent },
+    { traceparent: Traceparent, w3cTraceId: W3cTraceId },
   ),
   AuditReceiptIssued: strictObject('AuditReceiptIssued', {
     auditReceiptId: Identity,

@@ -15,5 +15,5 @@ export * from './decider';
 export * from './recovery';
 export * from './saga';
 export * from './nextAttempt';
-export { Traceparent, traceparentProblem } from './traceContext';
+export { Traceparent, W3cTraceId, traceparentProblem } from './traceContext';
 export * from './adapter';

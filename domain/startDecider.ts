@@ -235,6 +235,8 @@ export const buildStartFactsWithJson = (decoded: DecodedStartCommand, state: Run
     traceId: c.evidence.traceId,
   };
   if (c.evidence.traceparent !== undefined) trace.traceparent = c.evidence.traceparent;
+  // The trace the creating attempt ran in: recorded, never compared (not in the command digest).
+  if (decoded.w3cTraceId !== undefined) trace.w3cTraceId = decoded.w3cTraceId;
   const traceSealed = withOwnDigest(RECORD_TAGS.traceAnchor, trace, 'traceDigest', traceDigestOf);
 
   const receipt: ReceiptData = {
@@ -272,6 +274,7 @@ export const buildStartFactsWithJson = (decoded: DecodedStartCommand, state: Run
 
   const barrierTrace: StartBarrierRecord['trace'] = { spanId: trace.spanId, traceDigest: trace.traceDigest, traceId: trace.traceId };
   if (trace.traceparent !== undefined) barrierTrace.traceparent = trace.traceparent;
+  if (trace.w3cTraceId !== undefined) barrierTrace.w3cTraceId = trace.w3cTraceId;
   const record = (c.approval ? { admission: c.admission, approval: c.approval } : { admission: c.admission }) as StartBarrierRecord;
   Object.assign(record, {
     attempt: {

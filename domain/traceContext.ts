@@ -15,6 +15,18 @@ export const traceparentProblem = (s: string): string | undefined => {
   return undefined;
 };
 
+/**
+ * A W3C trace id (32 lowercase hex, not all zeros): the trace the attempt that created a start
+ * ran in, as the caller's active OpenTelemetry context named it. Not part of the command.
+ */
+export const W3cTraceId = new t.Type<string, string, unknown>(
+  'W3cTraceId',
+  (u): u is string => typeof u === 'string' && /^[0-9a-f]{32}$/.test(u) && !/^0+$/.test(u),
+  (u, c) =>
+    typeof u === 'string' && /^[0-9a-f]{32}$/.test(u) && !/^0+$/.test(u) ? t.success(u) : t.failure(u, c, 'invalid_value|expected a W3C trace id: 32 lowercase hex, not all zeros'),
+  t.identity,
+);
+
 /** Reasons ride in the io-ts message as `reason|text`, as every codec of the domain does. */
 export const Traceparent = new t.Type<string, string, unknown>(
   'Traceparent',

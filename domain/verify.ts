@@ -58,6 +58,7 @@ export const verifyStartFacts = (sealed: SealedBarrier, facts: StartFacts): void
   if (traceDigestOf(tr) !== tr.traceDigest) bad('trace digest does not match its content');
   if (tr.traceId !== b.trace.traceId || tr.spanId !== b.trace.spanId || tr.traceDigest !== b.trace.traceDigest) bad('trace anchor does not match the barrier');
   if (tr.traceparent !== b.trace.traceparent) bad('trace anchor carries another traceparent than the barrier');
+  if (tr.w3cTraceId !== b.trace.w3cTraceId) bad('trace anchor names another W3C trace than the barrier');
   if (tr.commandDigest !== b.commandDigest || tr.startId !== b.startId) bad('trace anchor binds another start');
 
   const r = receipt.data;

@@ -2,6 +2,7 @@ import { Identity, decodeOrThrow, type Ref } from '../../domain/codecs';
 import { checkedHttpOptions } from './options';
 import { INSPECT_STATES, RETURNED_OUTPUT_BYTES, boundedText, outputDigestOf, type AdapterAnswer, type AdapterReport, type ExecutionTicket, type InspectAnswer, type InspectReport, type InvocationPlan, type ToolAdapter, type ToolCallTelemetry } from '../../domain';
 import { admitTicket } from '../../application/execution';
+import { annotateToolCall } from '../../application/telemetry';
 
 // The HTTP adapter (R11.4): POSTs the tool input with `Idempotency-Key: <startId>`, bounded by
 // the barrier's timeout. A tool that honours the key makes a repeated start harmless; a tool
@@ -98,6 +99,7 @@ export const httpAdapter = (input: HttpAdapterOptions): ToolAdapter => {
       await res.body?.cancel().catch(() => undefined);
       throw new Error(`HTTP ${res.status}: the tool redirected and a redirect is never followed; outcome unknown`);
     }
+    annotateToolCall({ 'http.response.status_code': res.status });
     const body = await readBounded(res, max);
     // A server error or a key still in flight (409) says nothing certain about the side effect.
     if (res.status >= 500 || res.status === 409 || res.status === 408 || res.status === 429) throw new Error(`HTTP ${res.status}: outcome unknown`);

@@ -25,3 +25,5 @@ export type {
   ClaimResult,
 } from '../../domain';
 export { invocationPlanDigest, outputDigestOf, ExecutionRefusedError } from '../../domain';
+/** One declaration of a runtime's adapters, made into adapters by the runtime and read by the CLI (`--adapters`). */
+export { defineAdapters, loadAdapters, type AdapterRegistry, type AdapterEntry, type AdapterRegistryDeclaration, type ProcessAdapterEntry, type HttpAdapterEntry, type McpAdapterEntry } from './registry';

@@ -8,7 +8,7 @@ import { ValidationError } from '../../domain/errors';
 // and the adapter would declare idempotent starts the tool does not have, so the saga could
 // invoke it again after an unknown outcome. Each error is VALIDATION_FAILED naming the option.
 
-const text = (name: string) =>
+export const text = (name: string) =>
   refinedString(name, (s) => (s.length > 0 && !s.includes('\u0000') ? undefined : { reason: 'invalid_value', text: `expected a non-empty string without NUL (${name})` }));
 
 const isHttpUrl = (u: string): boolean => {
@@ -19,11 +19,11 @@ const isHttpUrl = (u: string): boolean => {
     return false;
   }
 };
-const httpUrl = (name: string) => refinedString(name, (s) => (isHttpUrl(s) ? undefined : { reason: 'invalid_value', text: `expected an http: or https: URL (${name})` }));
+export const httpUrl = (name: string) => refinedString(name, (s) => (isHttpUrl(s) ? undefined : { reason: 'invalid_value', text: `expected an http: or https: URL (${name})` }));
 
-const Strings = t.readonlyArray(text('Argument'));
-const Env = t.record(text('Name'), t.string);
-const ByteBound = integer('ByteBound', 1, 2 ** 31);
+export const Strings = t.readonlyArray(text('Argument'));
+export const Env = t.record(text('Name'), t.string);
+export const ByteBound = integer('ByteBound', 1, 2 ** 31);
 
 const ProcessOptions = strictObject(
   'ProcessAdapterOptions',
@@ -44,7 +44,7 @@ const MCP_TRANSPORTS = {
   http: strictObject('McpHttpTransport', { kind: t.literal('http'), url: httpUrl('Url') }, {}, false),
 } as const;
 /** By its kind, so an error names the fields of the transport that was meant. */
-const McpTransport = new t.Type<unknown, unknown, unknown>(
+export const McpTransport = new t.Type<unknown, unknown, unknown>(
   'McpTransport',
   (u): u is unknown => Object.values(MCP_TRANSPORTS).some((c) => c.is(u)),
   (u, c) => {
@@ -66,7 +66,7 @@ const McpOptions = strictObject(
  * R12.3: a tool's environment is an allowlist written out in the configuration. The runtime's
  * whole environment (`env: process.env`) would hand the tool its database password and keys.
  */
-const refuseRuntimeEnv = (record: string, env: unknown, path: string): void => {
+export const refuseRuntimeEnv = (record: string, env: unknown, path: string): void => {
   if (env !== undefined && env === process.env) {
     throw new ValidationError(record, [{ path, reason: 'forbidden_value', message: "the runtime's whole environment is never passed to a tool: name each variable it needs" }]);
   }

@@ -16,7 +16,7 @@ import {
 import { Identity } from '../../domain/codecs';
 import { buildScenario } from '../../domain/scenario';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
-import { decodeAdapterRegistry, inspectEach, type AdapterRegistry } from './adapterRegistry';
+import { inspectEach, readAdapterRegistry, type AdapterRegistry } from './adapterRegistry';
 import { openBackend, type BackendAccess, type BackendOptions } from './backend';
 import { formatDuration, parseDuration } from './duration';
 import { EXIT, exitCodeOf, openRefusedAsDamage } from './exitCodes';
@@ -168,7 +168,7 @@ Sealed plans: --plan-keyring FILE or QINGLONG_BARRIER_PLAN_KEYRING_FILE (show, i
     .option('--project <id>', 'only this Project')
     .option('--run <id>', 'only this Run')
     .option('--limit <n>', 'at most this many, the oldest first (1..10000; default: all)')
-    .option('--adapters <file>', 'adapter registry (JSON): add what each adapter\'s inspect says')
+    .option('--adapters <file>', 'the runtime\'s adapter registry (defineAdapters in a .mjs/.cjs/.js module, or its JSON): add what each adapter\'s inspect says')
     .action(async (opts: { olderThan?: string; project?: string; run?: string; limit?: string; adapters?: string }) => {
       const query = {
         ...(opts.olderThan === undefined ? {} : { olderThanMs: parseDuration(opts.olderThan) }),
@@ -177,7 +177,7 @@ Sealed plans: --plan-keyring FILE or QINGLONG_BARRIER_PLAN_KEYRING_FILE (show, i
         // the recovery API bounds it (1..10000) with a typed error; here only the digits
         ...(opts.limit === undefined ? {} : { limit: positiveInt(opts.limit, '--limit') }),
       };
-      const registry = opts.adapters === undefined ? undefined : decodeAdapterRegistry(await readJsonInput(opts.adapters, 'adapter registry'));
+      const registry = opts.adapters === undefined ? undefined : await readAdapterRegistry(opts.adapters);
       await withAuthority(program, 'read', async (a) => {
         const listed = await withPlans(a, (await a.recovery.inDoubt(query)).map((s) => ({ ...s, age: formatDuration(s.ageMs) })));
         print(registry === undefined ? listed : (await inspectEach(a, registry, listed)).map((inspect, i) => ({ ...listed[i]!, inspect })));
@@ -188,9 +188,9 @@ Sealed plans: --plan-keyring FILE or QINGLONG_BARRIER_PLAN_KEYRING_FILE (show, i
     .command('inspect')
     .description("ask a start's adapter what its tool knows (not_started, running, succeeded, failed, unknown); records nothing")
     .argument('<startId>', 'the start to inspect')
-    .requiredOption('--adapters <file>', 'adapter registry (JSON): how to reach each reviewed adapter\'s inspect')
+    .requiredOption('--adapters <file>', 'the runtime\'s adapter registry (defineAdapters in a .mjs/.cjs/.js module, or its JSON): how to reach each reviewed adapter\'s inspect')
     .action(async (startId: string, opts: { adapters: string }) => {
-      const registry: AdapterRegistry = decodeAdapterRegistry(await readJsonInput(opts.adapters, 'adapter registry'));
+      const registry: AdapterRegistry = await readAdapterRegistry(opts.adapters);
       await withAuthority(program, 'read', async (a) => {
         const barrier = await a.barriers.getByStartId(startId);
         if (barrier === null) throw new PreconditionError('start_not_found', `no start barrier has startId ${startId}`);

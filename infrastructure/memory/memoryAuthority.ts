@@ -1,7 +1,7 @@
 import { requireFunction, requireFunctions, requireKnownOptions } from '../../application/openErrors';
 import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { randomUUID } from 'node:crypto';
-import { CompareAndSetLostError, CorruptRecordError, canonicalJson, decodeStartCommand, noReplayHits, streamNameOf, type DriverClaims, type ReplayIdentity, type RunState } from '../../domain';
+import { CompareAndSetLostError, CorruptRecordError, canonicalJson, decodeStartAttempt, noReplayHits, streamNameOf, type DriverClaims, type ReplayIdentity, type RunState, type StartAttemptContext } from '../../domain';
 import { attemptValue, naturalEventIdOf, runRowOf, replayValuesOf, stepRunRowOf } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import { startEventPositions } from '../../projections/verifyRows';
@@ -250,8 +250,8 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
   }
 
   readonly barriers = {
-    prepare: async (command: unknown): Promise<PrepareResult> => {
-      const decoded = decodeStartCommand(command);
+    prepare: async (command: unknown, context?: StartAttemptContext): Promise<PrepareResult> => {
+      const decoded = decodeStartAttempt(command, context);
       return this.transact((t) => runStartTransaction(this.startUow(t), decoded, this.hook));
     },
     getByStartId: async (startId: string) => this.readBarrier(this.tables, decodeStartIdArgs(startId)),

@@ -1,7 +1,7 @@
 import type { Pool, PoolConfig } from 'pg';
 import { inspect } from 'node:util';
 import { connectTyped, createOwnedPool, secretsOf, type PoolErrorHandler } from './pool';
-import { StoreUnavailableError, decodeStartCommand, replayKeysOf, type DecodedStartCommand } from '../../domain';
+import { StoreUnavailableError, decodeStartAttempt, replayKeysOf, type DecodedStartCommand, type StartAttemptContext } from '../../domain';
 import { requireFunction, requireFunctions, requireKnownOptions, requireOneOf } from '../../application/openErrors';
 import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { stepRunRowOf } from '../../projections/rows';
@@ -201,9 +201,9 @@ class PostgresAuthority implements PostgresStartBarrier {
   }
 
   readonly barriers = {
-    prepare: async (command: unknown): Promise<PrepareResult> => {
+    prepare: async (command: unknown, context?: StartAttemptContext): Promise<PrepareResult> => {
       this.assertOpen();
-      const decoded = decodeStartCommand(command); // bad input: typed error, no transaction opened
+      const decoded = decodeStartAttempt(command, context); // bad input: typed error, no transaction opened
       const budget = this.tx.budget(); // one budget for every attempt of this start (R9.5)
       // a turn still held: queue for it before beginning (transactions.ts)
       const underTurn = (d: DecodedStartCommand, b: AttemptBudget, busy: boolean) => this.prepareInTransaction(d, b, 'batched', busy);

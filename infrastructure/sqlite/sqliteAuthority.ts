@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import { isCallerOwned, openSqliteConnection } from './connection';
 import type { SqliteDatabase } from './database';
-import { decodeStartCommand, type DriverClaims } from '../../domain';
+import { decodeStartAttempt, type DriverClaims, type StartAttemptContext } from '../../domain';
 import { requireHeadIsItsLog } from '../../projections/readChecks';
 import { requireFunctions, requireKnownOptions, requireOneOf } from '../../application/openErrors';
 import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
@@ -247,8 +247,8 @@ class SqliteAuthority implements SqliteStartBarrier {
   // ---------------------------------------------------------------- the public surface
 
   readonly barriers = {
-    prepare: async (command: unknown): Promise<PrepareResult> => {
-      const decoded = decodeStartCommand(command); // bad input: typed error, nothing opened
+    prepare: async (command: unknown, context?: StartAttemptContext): Promise<PrepareResult> => {
+      const decoded = decodeStartAttempt(command, context); // bad input: typed error, nothing opened
       // A fresh unit of work per attempt: nothing an attempt rolled back is carried into the next.
       return this.start(() => runStartTransaction(startUnitOfWork(this.s, this.keys, this.seal, this.hook === undefined), decoded, this.hook), decoded.command.startId);
     },

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { expect } from 'chai';
 import { writeFileSync } from 'node:fs';
 import { outputDigestOf, type ToolAdapter } from '../../domain';
-import { buildOnce, json, runCli } from '../cli/cliSuite';
+import { ROOT, buildOnce, json, runCli } from '../cli/cliSuite';
 import { httpAdapter } from '../../infrastructure/adapters';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
 import { createToolStepSaga, openExecution, type ExecutionAuthority } from '../../application/saga';
@@ -205,12 +205,19 @@ export const adapterConformance = (backend: AdapterBackend): void => {
       const h = await driveOnce('http', 'lose_response', 5000, adapterFor(configOf('http', 'lose_response')));
       expect([p.result.status, h.result.status]).to.deep.equal(['in_doubt', 'in_doubt']);
       const registry = join(dir, 'adapters.json');
-      writeFileSync(registry, JSON.stringify({ [ADAPTER_REFS.process.id]: { kind: 'process', journalDir: join(dir, 'journal') }, [ADAPTER_REFS.http.id]: { kind: 'http', statusUrl: http.statusUrl } }));
+      const declared = { [ADAPTER_REFS.process.id]: { kind: 'process', journalDir: join(dir, 'journal') }, [ADAPTER_REFS.http.id]: { kind: 'http', statusUrl: http.statusUrl } };
+      writeFileSync(registry, JSON.stringify(declared));
+      // One registry: the runtime's module (defineAdapters from the package's adapters subpath) is what the CLI reads too
+      const runtimeModule = join(dir, 'adapters.mjs');
+      const subpath = join(ROOT, 'dist', 'infrastructure', 'adapters', 'index.js');
+      writeFileSync(runtimeModule, `import adapters from ${JSON.stringify(subpath)};\nexport default adapters.defineAdapters(${JSON.stringify(declared)});\n`);
 
-      const listed = json<{ startId: string; inspect: { state: string } }[]>(await runCli([...env.cliArgs, 'in-doubt', '--adapters', registry]));
-      const states = Object.fromEntries(listed.map((d) => [d.startId, d.inspect.state]));
-      expect(states[p.startId]).to.equal('succeeded');
-      expect(states[h.startId]).to.equal('succeeded');
+      for (const file of [registry, runtimeModule]) {
+        const listed = json<{ startId: string; inspect: { state: string } }[]>(await runCli([...env.cliArgs, 'in-doubt', '--adapters', file]));
+        const states = Object.fromEntries(listed.map((d) => [d.startId, d.inspect.state]));
+        expect(states[p.startId], file).to.equal('succeeded');
+        expect(states[h.startId], file).to.equal('succeeded');
+      }
       const asked = await runCli([...env.cliArgs, 'inspect', h.startId, '--adapters', registry]);
       const one = json<{ inDoubt: boolean; inspect: { state: string }; adapter: { id: string } }>(asked);
       expect(one).to.deep.include({ inDoubt: true, inspect: { state: 'succeeded' }, adapter: ADAPTER_REFS.http });

@@ -2,6 +2,7 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import * as otel from '@opentelemetry/api';
 import { expect } from 'chai';
 import { buildScenario } from '../../domain/scenario';
+import { ValidationError } from '../../domain';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
 import { openPostgresStartBarrier } from '../../infrastructure/postgres';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
@@ -206,7 +207,47 @@ describe('R6.1 OpenTelemetry spans (optional peer @opentelemetry/api)', function
     expect(recorded.filter((r) => r.name === 'start_barrier.prepare').pop()!.attributes).not.to.have.property('start_barrier.trace_id');
   });
 
-  it("R6.1 the saga's drive is a span, and its HTTP tool call a CLIENT span by the HTTP conventions (method, url.full without credentials or query, server.address/port)", async () => {
+  for (const [backend, open] of [
+    ['memory', async () => withTelemetry(await openMemoryStartBarrier(), otel)],
+    ['sqlite', () => openSqliteStartBarrier({ path: freshDbPath('otel-anchor') })],
+    ['postgres', () => openPostgresStartBarrier({ connectionString: pg.url })],
+  ] as const) {
+    it(`R6.1 R4.2 ${backend}: a new start records the active W3C trace id on its trace anchor; a replay from another trace is existing and answers the stored one`, async () => {
+      const authority: RecoverableStartBarrierAuthority = await open();
+      try {
+        const creating = '4bf92f3577b34da6a3ce929d0e0e4736';
+        const other = '5c0a3f4688c45eb7b4df03ae1f1f5847';
+        const inTrace = <T>(traceId: string, body: () => Promise<T>) =>
+          otel.context.with(otel.trace.setSpan(otel.context.active(), otel.trace.wrapSpanContext({ traceId, spanId: '00f067aa0ba902b7', traceFlags: 1 })), body);
+        const s = buildScenario();
+        for (const c of s.lifecycle) await authority.runs.handle(c);
+        const command = s.startCommand();
+        const created = await inTrace(creating, () => authority.barriers.prepare(command));
+        expect(created.outcome).to.equal('created');
+        expect(created.barrier.record.trace).to.include({ w3cTraceId: creating, traceId: command.evidence.traceId });
+        // not a field of the command: a replay from another trace (or none) is exact
+        for (const replay of [await inTrace(other, () => authority.barriers.prepare(command)), await authority.barriers.prepare(command)]) {
+          expect(replay.outcome).to.equal('existing');
+          expect(replay.barrier.barrierDigest).to.equal(created.barrier.barrierDigest);
+          expect(replay.barrier.record.trace.w3cTraceId).to.equal(creating);
+        }
+        expect(recorded.filter((r) => r.name === 'start_barrier.prepare').map((r) => r.attributes['start_barrier.trace_id'])).to.deep.equal([creating, creating, creating]);
+        expect((await authority.barriers.getByStartId(command.startId))?.record.trace.w3cTraceId).to.equal(creating);
+        expect((await authority.recovery.verify()).problems).to.deep.equal([]);
+        // a context given by hand is checked like any input: typed, naming the field, nothing written
+        const t = buildScenario();
+        for (const c of t.lifecycle) await authority.runs.handle(c);
+        const refused = await rejects(authority.barriers.prepare(t.startCommand(), { w3cTraceId: '0'.repeat(32) }));
+        expect(refused).to.be.instanceOf(ValidationError);
+        expect((refused as ValidationError).issues.map((i) => i.path)).to.deep.equal(['w3cTraceId']);
+        expect(await authority.barriers.getByStartId(t.startCommand().startId)).to.equal(null);
+      } finally {
+        await authority.close();
+      }
+    });
+  }
+
+  it("R6.1 the saga's drive is a span, and its HTTP tool call a CLIENT span by the HTTP conventions (method, url.full without credentials or query, server.address/port, response status code)", async () => {
     const dir = freshDir('otel-saga');
     const tool = await startHttpTool(dir);
     const authority = await openSqliteStartBarrier({ path: join(dir, 'barrier.db'), plans: TEST_PLANS });
@@ -225,7 +266,9 @@ describe('R6.1 OpenTelemetry spans (optional peer @opentelemetry/api)', function
       expect(drive.attributes).to.include({ 'start_barrier.outcome': 'completed', 'start_barrier.start_id': result.barrier.record.startId, 'start_barrier.run_id': call.trigger.runId });
       const post = recorded.find((r) => r.name === 'POST')!;
       expect(post.kind).to.equal(otel.SpanKind.CLIENT);
-      expect(post.attributes).to.include({ 'http.request.method': 'POST', 'url.full': `${url.protocol}//${url.host}${url.pathname}`, 'server.address': '127.0.0.1', 'server.port': Number(url.port), 'start_barrier.outcome': 'completed' });
+      expect(post.attributes).to.include({ 'http.request.method': 'POST', 'url.full': `${url.protocol}//${url.host}${url.pathname}`, 'server.address': '127.0.0.1', 'server.port': Number(url.port), 'http.response.status_code': 200, 'start_barrier.outcome': 'completed' });
+      // only the tool invocation's span takes the response status: the drive's does not
+      expect(drive.attributes).not.to.have.property('http.response.status_code');
       expect(JSON.stringify(post.attributes)).not.to.match(/secret|token/);
       // prepare, the in-doubt read and the outcome run inside the drive
       expect(recorded.filter((r) => r.name === 'start_barrier.prepare' || r.name === 'start_barrier.resolve').every((r) => r.parent !== undefined)).to.equal(true);

@@ -6,7 +6,8 @@ import { openPostgresStartBarrier, type RecoverablePostgresStartBarrier } from '
 import type { SqliteStartBarrier } from '../../infrastructure/sqlite';
 import { MigratedTemplate, type TestDatabase } from '../../testkit/postgresHarness';
 import { withTriggersDropped } from '../../testkit/damage';
-import { openFreshSqlite } from '../sqlite/support';
+import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
+import { migratedDbPath, openFreshSqlite } from '../sqlite/support';
 import { startedScenario } from './recoveryConformance';
 import { expectCorrupt } from './support';
 
@@ -72,6 +73,26 @@ describe('in-doubt index on SQLite (0092)', function () {
     expect(report.problems.find((p) => p.record === startId)?.problem).to.match(/in-doubt index does not list it/);
     // the unlimited listing starts from the barriers, not the index: the start is still there
     expect(ids(await a.recovery.inDoubt())).to.deep.equal([startId]);
+  });
+
+  it('R9.3 R9.4 a keyed page reads only what it lists: an outcome appended without the key on another Run fails the whole listing and verify, and leaves the page its rows', async () => {
+    const path = await migratedDbPath();
+    const keyed = await openSqliteStartBarrier({ path, evidenceKeys: { active: { id: 'k1', secret: Buffer.alloc(32, 0x3c) } } });
+    const forger = await openSqliteStartBarrier({ path });
+    try {
+      const listed = await startedScenario(keyed);
+      const hidden = await startedScenario(keyed);
+      // a legal outcome the database accepts, written with INSERT rights and no key: it takes
+      // the start off the index
+      await forger.runs.handle({ type: 'CompleteStepRun', data: { runId: hidden.s.runId, stepRunId: hidden.s.stepRunId, decidedBy: 'intruder', reason: 'tool_succeeded', requestedAtMs: 2 } });
+      expect(ids(await keyed.recovery.inDoubt({ limit: 10 }))).to.deep.equal([listed.startId]);
+      await expectCorrupt('the whole listing reads every Run with an outcome', keyed.recovery.inDoubt());
+      const report = await keyed.recovery.verify();
+      expect(report.problems.filter((p) => p.kind === 'event_seal' && p.record.startsWith(`run-${hidden.s.runId}@`))).to.have.length(1);
+    } finally {
+      await forger.close();
+      await keyed.close();
+    }
   });
 });
 

@@ -17,3 +17,4 @@ export * from './saga';
 export * from './nextAttempt';
 export { Traceparent, traceparentProblem } from './traceContext';
 export * from './adapter';
+export * from './retention';

@@ -29,6 +29,24 @@ export interface Tables {
   /** Keyed evidence over the Run stream: seals by stream and first position, origins by key id. */
   eventMacs: Map<string, EventMacRow>;
   sealOrigins: Map<string, SealOriginRow>;
+  /** R14.2: the compaction record of each compacted Run, by run id. */
+  compactions: Map<string, CompactionRow>;
+  /** R14.2: the identities of compacted starts, keyed as the replay index: they still refuse reuse. */
+  compactedIdentities: Map<string, CompactedIdentityRow>;
+}
+
+export interface CompactionRow {
+  readonly run_id: string;
+  readonly record_json: string;
+  readonly compaction_digest: string;
+}
+export interface CompactedIdentityRow {
+  readonly identity: string;
+  readonly value: string;
+  readonly start_id: string;
+  readonly run_id: string;
+  readonly command_digest: string;
+  readonly barrier_digest: string;
 }
 
 export const emptyTables = (): Tables => ({
@@ -47,6 +65,8 @@ export const emptyTables = (): Tables => ({
   macs: new Map(),
   eventMacs: new Map(),
   sealOrigins: new Map(),
+  compactions: new Map(),
+  compactedIdentities: new Map(),
 });
 
 export const copyTables = (t: Tables): Tables => ({
@@ -65,6 +85,8 @@ export const copyTables = (t: Tables): Tables => ({
   macs: new Map(t.macs),
   eventMacs: new Map(t.eventMacs),
   sealOrigins: new Map(t.sealOrigins),
+  compactions: new Map(t.compactions),
+  compactedIdentities: new Map(t.compactedIdentities),
 });
 
 

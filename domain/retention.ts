@@ -85,6 +85,42 @@ export const compactedLogDigestOf = (events: readonly CompactedEventRow[]): stri
     [...events].sort((a, b) => a.stream_position - b.stream_position).map((e) => [e.stream_position, e.event_id, e.event_type, e.data_json, Number(e.committed_at_ms)]),
   );
 
+/** The rows of one Run a store read under its write lock, to compact them. */
+export interface CompactionInput {
+  readonly runId: string;
+  readonly projectId: string;
+  readonly streamVersion: number;
+  readonly events: readonly (CompactedEventRow & { readonly global_position: number; readonly chain_digest?: string | null })[];
+  readonly barriers: readonly { readonly start_id: string; readonly step_run_id: string; readonly started_step_run_version: number; readonly command_digest: string; readonly barrier_digest: string }[];
+  readonly identities: readonly { readonly identity: ReplayIdentity; readonly value: string; readonly start_id: string }[];
+  readonly beforeMs: number;
+  readonly compactedAtMs: number;
+}
+
+const byText = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/** The record that binds every removed row of the Run (the same on every backend). */
+export const compactionRecordOf = (i: CompactionInput): CompactionRecord => {
+  const events = [...i.events].sort((a, b) => a.stream_position - b.stream_position);
+  return {
+    runId: i.runId,
+    projectId: i.projectId,
+    streamVersion: i.streamVersion,
+    logDigest: compactedLogDigestOf(events),
+    lastChainDigest: events.at(-1)?.chain_digest ?? null,
+    globalPositions: positionRanges(events.map((e) => Number(e.global_position))),
+    barriers: [...i.barriers]
+      .sort((a, b) => byText(a.start_id, b.start_id))
+      .map((b) => ({ startId: b.start_id, stepRunId: b.step_run_id, attempt: Number(b.started_step_run_version), commandDigest: b.command_digest, barrierDigest: b.barrier_digest })),
+    identities: [...i.identities]
+      .sort((a, b) => byText(a.identity, b.identity) || byText(a.value, b.value))
+      .map((r) => ({ identity: r.identity, value: r.value, startId: r.start_id })),
+    finishedAtMs: Math.max(...events.map((e) => Number(e.committed_at_ms))),
+    beforeMs: i.beforeMs,
+    compactedAtMs: i.compactedAtMs,
+  };
+};
+
 /** The record's digest: what a store keeps beside it and `verify` recomputes. */
 export const compactionDigestOf = (record: CompactionRecord): string => digestOf(RECORD_TAGS.runCompaction, record);
 

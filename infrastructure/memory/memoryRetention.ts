@@ -2,15 +2,12 @@ import {
   CorruptRecordError,
   noReplayHits,
   canonicalJson,
-  compactedLogDigestOf,
+  compactionRecordOf,
   compactionBlockerOf,
   compactionDigestOf,
-  compactionRecordProblem,
   decodeCompactOptions,
-  positionRanges,
   streamNameOf,
   type CompactReport,
-  type CompactionRecord,
   type ReplayHit,
   type ReplayHits,
   type ReplayIdentity,
@@ -18,6 +15,7 @@ import {
   type StepRunStatus,
 } from '../../domain';
 import type { VerifyProblem } from '../../application/authority';
+import { compactionProblems } from '../../application/retentionRules';
 import type { Tables } from './tables';
 import { replayValuesOf } from '../../projections/rows';
 
@@ -66,19 +64,7 @@ export const compactMemory = async (host: MemoryRetentionHost, options: unknown)
       }
       const starts = new Set(barriers.map((b) => b.start_id));
       const identities = [...t.identities.values()].filter((r) => starts.has(r.start_id));
-      const record: CompactionRecord = {
-        runId,
-        projectId: t.runs.get(runId)!.project_id,
-        streamVersion: t.streams.get(stream) ?? 0,
-        logDigest: compactedLogDigestOf(events),
-        lastChainDigest: null,
-        globalPositions: positionRanges(events.map((e) => e.global_position)),
-        barriers: barriers.map((b) => ({ startId: b.start_id, stepRunId: b.step_run_id, attempt: b.started_step_run_version, commandDigest: b.command_digest, barrierDigest: b.barrier_digest })),
-        identities: identities.map((r) => ({ identity: r.identity, value: r.value, startId: r.start_id })).sort((a, b) => byId(identityKey(a.identity, a.value), identityKey(b.identity, b.value))),
-        finishedAtMs: Math.max(...events.map((e) => e.committed_at_ms)),
-        beforeMs,
-        compactedAtMs: host.clock(),
-      };
+      const record = compactionRecordOf({ runId, projectId: t.runs.get(runId)!.project_id, streamVersion: t.streams.get(stream) ?? 0, events, barriers, identities, beforeMs, compactedAtMs: host.clock() });
       const digest = compactionDigestOf(record);
       t.compactions.set(runId, { run_id: runId, record_json: canonicalJson(record), compaction_digest: digest });
       for (const r of identities) {
@@ -137,28 +123,11 @@ export const compactedHit = (t: Tables, identity: string, value: string): Replay
   };
 };
 
-/** `verify`'s view of compaction: each record matches its digest, binds the identities kept for it, and no row of its Run is left. */
-export const memoryCompactionProblems = (t: Tables): VerifyProblem[] => {
-  const problems: VerifyProblem[] = [];
-  const bound = new Map<string, string>();
-  for (const c of t.compactions.values()) {
-    const record = `run_compactions ${c.run_id}`;
-    const problem = compactionRecordProblem(c.run_id, c.record_json, c.compaction_digest);
-    if (problem !== undefined) {
-      problems.push({ kind: 'compaction', record, problem });
-      continue;
-    }
-    const r = JSON.parse(c.record_json) as CompactionRecord;
-    const commands = new Map(r.barriers.map((b) => [b.startId, b]));
-    for (const i of r.identities) bound.set(identityKey(i.identity, i.value), `${i.startId}\u0000${commands.get(i.startId)?.commandDigest}\u0000${commands.get(i.startId)?.barrierDigest}`);
-    if (t.runs.has(c.run_id) || t.streams.has(streamNameOf(c.run_id))) problems.push({ kind: 'compaction', record, problem: 'its Run still holds rows: compacted only in part' });
-  }
-  for (const [k, row] of t.compactedIdentities) {
-    if (bound.get(k) !== `${row.start_id}\u0000${row.command_digest}\u0000${row.barrier_digest}` || t.compactions.get(row.run_id) === undefined) {
-      problems.push({ kind: 'compaction', record: `compacted_identities ${row.identity} ${row.value}`, problem: 'no compaction record binds this identity as stored' });
-    }
-    if (t.identities.has(k)) problems.push({ kind: 'duplicate_identity', record: `compacted_identities ${row.identity} ${row.value}`, problem: 'bound both live and compacted' });
-  }
-  for (const k of bound.keys()) if (!t.compactedIdentities.has(k)) problems.push({ kind: 'compaction', record: `compacted_identities ${k.replace('\u0000', ' ')}`, problem: 'an identity its compaction record binds is missing' });
-  return problems;
-};
+/** `verify`'s view of compaction on the in-memory tables. */
+export const memoryCompactionProblems = (t: Tables): VerifyProblem[] =>
+  compactionProblems({
+    records: [...t.compactions.values()],
+    identities: [...t.compactedIdentities.values()],
+    isLive: (identity, value) => t.identities.has(identityKey(identity, value)),
+    runHasRows: (runId) => t.runs.has(runId) || t.streams.has(streamNameOf(runId)),
+  });

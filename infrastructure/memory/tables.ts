@@ -6,6 +6,7 @@ import { requireFollowsStepRunLog, type StreamHeads } from '../../projections/re
 import { STEP_RUN_EVENT_TYPES } from '../../projections/stepRunMoves';
 import type { EvidenceMacRow } from '../../application/evidenceKeys';
 import type { EventMacRow, SealOriginRow } from '../../application/eventSeals';
+import type { CompactedIdentityRow, CompactionRow } from '../../application/retentionRules';
 
 // The in-memory tables: the same rows as the SQL tables, keyed as their unique indexes are.
 
@@ -35,19 +36,6 @@ export interface Tables {
   compactedIdentities: Map<string, CompactedIdentityRow>;
 }
 
-export interface CompactionRow {
-  readonly run_id: string;
-  readonly record_json: string;
-  readonly compaction_digest: string;
-}
-export interface CompactedIdentityRow {
-  readonly identity: string;
-  readonly value: string;
-  readonly start_id: string;
-  readonly run_id: string;
-  readonly command_digest: string;
-  readonly barrier_digest: string;
-}
 
 export const emptyTables = (): Tables => ({
   streams: new Map(),

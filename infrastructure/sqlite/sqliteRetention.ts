@@ -56,8 +56,9 @@ const DELETES = [
 
 const fileBytes = (path: string): number => [path, `${path}-wal`].reduce((n, p) => n + (statSync(p, { throwIfNoEntry: false })?.size ?? 0), 0);
 
-/** Where a crash-test hook may stop a compaction: inside a Run's transaction, after a step. */
-export type CompactionStep = 'record' | `delete:${string}` | 'beforeCommit' | 'vacuum';
+/** Where a crash-test hook may stop a compaction: inside a Run's transaction after each step, then before the vacuum. */
+export const COMPACTION_STEPS = ['record', ...DELETES.map((sql) => `delete:${sql.split(' ')[2]}`), 'beforeCommit', 'vacuum'] as const;
+export type CompactionStep = (typeof COMPACTION_STEPS)[number];
 
 export const openSqliteRetention = async (options: SqliteStartBarrierOptions & { readonly onCompactionStep?: (step: CompactionStep) => void }): Promise<SqliteRetention> => {
   const { onCompactionStep, ...open } = options;
@@ -100,7 +101,7 @@ export const openSqliteRetention = async (options: SqliteStartBarrierOptions & {
     step('record');
     for (const [sql, statement] of deletes) {
       statement.run({ starts, run: runId, stream });
-      step(`delete:${sql.split(' ')[2]}`);
+      step(`delete:${sql.split(' ')[2]}` as CompactionStep);
     }
     step('beforeCommit');
     return { runId, compactionDigest: digest, starts: barriers.length, events: events.length };

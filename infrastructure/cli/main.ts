@@ -26,6 +26,7 @@ import { planRetry } from './retry';
 import { PROGRESS_MODES, createVerifyProgressOutput } from './verifyBar';
 import { addShowCommand, planShown } from './showCommand';
 import { addMigrateCommand } from './migrateCommand';
+import { addCompactCommand } from './compactCommand';
 import { refuseRepeatsAndExtras } from './oneMeaning';
 import { describeError, secretsOfArgv } from './describeError';
 
@@ -238,6 +239,7 @@ Keyed evidence: QINGLONG_BARRIER_KEYRING_FILE names the deployment key file (nev
     });
 
   addMigrateCommand(program);
+  addCompactCommand(program);
 
   program
     .command('retry')

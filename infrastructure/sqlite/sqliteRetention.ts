@@ -62,7 +62,11 @@ export type CompactionStep = (typeof COMPACTION_STEPS)[number];
 
 export const openSqliteRetention = async (options: SqliteStartBarrierOptions & { readonly onCompactionStep?: (step: CompactionStep) => void }): Promise<SqliteRetention> => {
   const { onCompactionStep, ...open } = options;
-  const authority = await openSqliteStartBarrier(open);
+  return retentionOn(await openSqliteStartBarrier(open), onCompactionStep);
+};
+
+/** The retention path on an authority this process opened (its connection gets the gate): for tools that already hold one. */
+export const retentionOn = (authority: SqliteStartBarrier, onCompactionStep?: (step: CompactionStep) => void): SqliteRetention => {
   const db = authority.db as Database.Database;
   db.function('ql3_retention_gate', { deterministic: false }, () => 1);
   // a trigger may call an application function only on a connection that trusts its schema: this one

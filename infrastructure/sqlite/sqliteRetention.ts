@@ -28,7 +28,7 @@ export interface SqliteRetention {
 const Q = {
   runs: 'SELECT run_id, project_id FROM runs ORDER BY run_id',
   stepRunStatuses: 'SELECT status FROM step_runs WHERE run_id = ?',
-  barriers: `SELECT start_id, step_run_id, started_step_run_version, command_digest, barrier_digest,
+  barriers: `SELECT start_id, step_run_id, started_step_run_version, command_digest, barrier_digest, audit_event_id, trace_id, audit_receipt_id,
     EXISTS (SELECT 1 FROM start_outcomes o WHERE o.start_id = b.start_id) AS has_outcome
     FROM tool_execution_start_barriers b WHERE run_id = ? ORDER BY start_id`,
   claims: 'SELECT * FROM adapter_driver_claims WHERE start_id IN (SELECT value FROM json_each(?)) ORDER BY start_id, generation, kind',
@@ -40,13 +40,21 @@ const Q = {
 
 const STARTS = '(SELECT value FROM json_each(@starts))';
 /** Children before parents, as the foreign keys need. */
-/** The tables keyed by start id, children before parents. */
+/** The tables whose key (or an index) leads with the start id, children before parents. */
 const BY_START = [
   'start_whole_at_commit', 'start_outcomes', 'adapter_driver_claims', 'start_evidence_macs', 'start_replay_identities', 'in_doubt_starts', 'invocation_plans',
-  'resolution_notes', 'tool_execution_start_barriers', 'audit_receipts', 'trace_anchors', 'security_audit_events', 'step_run_mutations',
+  'resolution_notes', 'tool_execution_start_barriers',
+] as const;
+/** The fact tables, by their own keys (their start_id column has no index). */
+const BY_KEY = [
+  ['audit_receipts', 'audit_receipt_id', 'receipts'],
+  ['trace_anchors', 'trace_id', 'traces'],
+  ['security_audit_events', 'audit_event_id', 'audits'],
 ] as const;
 const DELETES = [
   ...BY_START.map((table) => `DELETE FROM ${table} WHERE start_id IN ${STARTS}`),
+  ...BY_KEY.map(([table, key, list]) => `DELETE FROM ${table} WHERE ${key} IN (SELECT value FROM json_each(@${list}))`),
+  `DELETE FROM step_run_mutations WHERE start_id IN ${STARTS}`,
   'DELETE FROM step_runs WHERE run_id = @run',
   'DELETE FROM runs WHERE run_id = @run',
   'DELETE FROM events WHERE stream_id = @stream',
@@ -80,7 +88,9 @@ export const retentionOn = (authority: SqliteStartBarrier, onCompactionStep?: (s
   const compactRun = (runId: string, projectId: string, beforeMs: number): CompactReport['compacted'][number] | CompactReport['kept'][number] => {
     const stream = streamNameOf(runId);
     const now = (q.now.get() as { now_ms: number }).now_ms;
-    const barriers = q.barriers.all(runId) as { start_id: string; step_run_id: string; started_step_run_version: number; command_digest: string; barrier_digest: string; has_outcome: number }[];
+    const barriers = q.barriers.all(runId) as {
+      start_id: string; step_run_id: string; started_step_run_version: number; command_digest: string; barrier_digest: string; audit_event_id: string; trace_id: string; audit_receipt_id: string; has_outcome: number;
+    }[];
     const starts = JSON.stringify(barriers.map((b) => b.start_id));
     const claims = q.claims.all(starts) as ClaimRow[];
     const events = q.events.all(stream) as { global_position: number; stream_position: number; event_id: string; event_type: string; data_json: string; committed_at_ms: number; chain_digest: string | null }[];
@@ -103,8 +113,10 @@ export const retentionOn = (authority: SqliteStartBarrier, onCompactionStep?: (s
     const byStart = new Map(barriers.map((b) => [b.start_id, b]));
     for (const i of identities) insertIdentity.run(i.identity, i.value, i.start_id, runId, byStart.get(i.start_id)!.command_digest, byStart.get(i.start_id)!.barrier_digest);
     step('record');
+    const list = (column: 'audit_receipt_id' | 'trace_id' | 'audit_event_id') => JSON.stringify(barriers.map((b) => b[column]));
+    const keys = { receipts: list('audit_receipt_id'), traces: list('trace_id'), audits: list('audit_event_id') };
     for (const [sql, statement] of deletes) {
-      statement.run({ starts, run: runId, stream });
+      statement.run({ starts, run: runId, stream, ...keys });
       step(`delete:${sql.split(' ')[2]}` as CompactionStep);
     }
     step('beforeCommit');
@@ -118,10 +130,19 @@ export const retentionOn = (authority: SqliteStartBarrier, onCompactionStep?: (s
       const before = fileBytes(db.name);
       const compacted: CompactReport['compacted'][number][] = [];
       const kept: CompactReport['kept'][number][] = [];
-      for (const { run_id, project_id } of q.runs.all() as { run_id: string; project_id: string }[]) {
-        const done = db.transaction(() => compactRun(run_id, project_id, beforeMs)).immediate();
-        if ('reason' in done) kept.push(done);
-        else compacted.push(done);
+      // Children go before parents in each Run's transaction; with foreign keys on, SQLite would
+      // also scan every child table whose reference has no index for each parent row deleted
+      // (O(store) per Run). verify's foreign_key_check covers what compaction leaves.
+      const foreignKeys = db.pragma('foreign_keys', { simple: true });
+      db.pragma('foreign_keys = OFF');
+      try {
+        for (const { run_id, project_id } of q.runs.all() as { run_id: string; project_id: string }[]) {
+          const done = db.transaction(() => compactRun(run_id, project_id, beforeMs)).immediate();
+          if ('reason' in done) kept.push(done);
+          else compacted.push(done);
+        }
+      } finally {
+        db.pragma(`foreign_keys = ${foreignKeys === 1 ? 'ON' : 'OFF'}`);
       }
       if (compacted.length > 0) {
         step('vacuum');

@@ -1,4 +1,4 @@
-import type { DriverClaims } from '../domain';
+import type { CompactReport, DriverClaims } from '../domain';
 import type { EventStore, EventStoreSessionFactory, ReadEventMetadataWithGlobalPosition } from '@event-driven-io/emmett';
 import type {
   ExecutionClass,
@@ -192,6 +192,8 @@ export type VerifyProblemKind =
   | 'driver_claim'
   /** A sealed invocation plan that does not open as what its barrier binds (R12.2). */
   | 'plan'
+  /** A compaction record that does not match its digest, an identity it does not bind, or a Run compacted only in part (R14.2). */
+  | 'compaction'
   /** A warning, never a problem: a note with text that no outcome binds (R10.2). */
   | 'orphan_note';
 
@@ -265,6 +267,15 @@ export interface RecoverableStartBarrierAuthority extends StartBarrierAuthority 
   driverClaims(): DriverClaims;
   /** Sealed invocation plans (R12.2): what operators see of a tool input, and shredding. */
   readonly plans: PlansApi;
+}
+
+/**
+ * R14.2 retention, for the operator (never the runtime): compact every Run whose StepRuns are all
+ * completed or failed, with no attempt in doubt and no live driver claim, whose last event was
+ * committed before `before` (ISO 8601 date or epoch ms). docs/retention.md says what is kept.
+ */
+export interface RetentionApi {
+  compact(options: { readonly before: string | number }): Promise<CompactReport>;
 }
 
 /** The operator's side of sealed invocation plans; no key is needed for either. */

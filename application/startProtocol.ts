@@ -61,8 +61,10 @@ const identityValue = (keys: ReplayKeys, identity: ReplayIdentity): string => {
  * otherwise the index is damaged (a stray or a changed row), which is not the caller's conflict.
  * Only on the refusal path: one barrier read.
  */
-export const confirmedConflict = async (holders: Pick<StartUnitOfWork, 'readBarrier'>, decoded: DecodedStartCommand, refusal: unknown): Promise<never> => {
+export const confirmedConflict = async (holders: Pick<StartUnitOfWork, 'readBarrier'>, decoded: DecodedStartCommand, refusal: unknown, hits?: ReplayHits): Promise<never> => {
   if (!(refusal instanceof SemanticConflictError) || refusal.existingStartId === undefined) throw refusal;
+  // A compacted start has no barrier left to confirm it: its compaction record binds the identity (R14.2).
+  if (hits?.[refusal.identity][0]?.compacted !== undefined) throw refusal;
   const holder = await holders.readBarrier(refusal.existingStartId);
   const where = `${refusal.identity} ${refusal.value}`;
   if (holder === null) throw new CorruptRecordError('replay index', where, `names start ${refusal.existingStartId}, which has no barrier`);
@@ -87,7 +89,7 @@ export const existingBarrierOf = async (
   try {
     decision = classifyReplay(decoded, hits);
   } catch (e) {
-    return confirmedConflict(holders, decoded, e);
+    return confirmedConflict(holders, decoded, e, hits);
   }
   if (decision.kind === 'new') return null;
   const barrier = await uow.readBarrier(decoded.command.startId);

@@ -136,6 +136,8 @@ export const RECORD_TAGS = {
   auditEvent: 'qinglong/security-audit-event@v1',
   auditReceipt: 'qinglong/audit-receipt@v1',
   resolutionNote: 'qinglong/resolution-note@v1',
+  runCompaction: 'qinglong/run-compaction@v1',
+  compactedLog: 'qinglong/compacted-log@v1',
 } as const;
 export type RecordTag = (typeof RECORD_TAGS)[keyof typeof RECORD_TAGS];
 

@@ -9,7 +9,8 @@ export type StartBarrierErrorCode =
   | 'TRANSACTION_TIMEOUT'
   | 'CORRUPT_RECORD'
   | 'STORE_UNAVAILABLE'
-  | 'EXECUTION_REFUSED';
+  | 'EXECUTION_REFUSED'
+  | 'START_COMPACTED';
 
 export abstract class StartBarrierError extends Error {
   abstract readonly code: StartBarrierErrorCode;
@@ -81,6 +82,8 @@ export type PreconditionReason =
   | 'invalid_transition'
   /** Recovery: the outcome of this start binds no resolution note (R10.2). */
   | 'note_not_found'
+  /** R14.2: the Run was compacted; it takes no new event and its id is never used again. */
+  | 'run_compacted'
   /** Recovery: no barrier has this startId. */
   | 'start_not_found'
   /** A start was claimed by drivers as many times as a start may be (R12.3): it is left to recovery. */
@@ -236,6 +239,23 @@ export class ExecutionRefusedError extends StartBarrierError {
     message: string,
   ) {
     super(`${reason}: ${message}`);
+  }
+}
+
+/**
+ * R14.2: the start was committed and its Run later compacted (retention). An exact replay of it
+ * answers this, never `created`: its identities stay bound, its barrier is kept only as the
+ * digest the Run's compaction record binds. Nothing was written.
+ */
+export class StartCompactedError extends StartBarrierError {
+  readonly code = 'START_COMPACTED' as const;
+  constructor(
+    readonly startId: string,
+    readonly runId: string,
+    readonly barrierDigest: string,
+    readonly compactionDigest: string,
+  ) {
+    super(`start ${startId} was committed and its Run ${runId} compacted; its barrier digest ${barrierDigest} is bound by compaction record ${compactionDigest} (R14.2)`);
   }
 }
 

@@ -17,3 +17,4 @@ export * from './saga';
 export * from './nextAttempt';
 export { Traceparent, W3cTraceId, traceparentProblem } from './traceContext';
 export * from './adapter';
+export * from './retention';

@@ -7,6 +7,7 @@ import {
   PreconditionError,
   REPLAY_IDENTITIES,
   SemanticConflictError,
+  StartCompactedError,
   type ReplayIdentity,
 } from './errors';
 import { event, type PayloadOf, type StartFacts } from './events';
@@ -19,6 +20,8 @@ import { stepRunDigest, stepRunDigestAt, type RunState, type StepRunState } from
 export interface ReplayHit {
   readonly startId: string;
   readonly commandDigest: string;
+  /** R14.2: the start's Run was compacted; only its compaction record holds it now. */
+  readonly compacted?: { readonly runId: string; readonly barrierDigest: string; readonly compactionDigest: string };
 }
 export type ReplayHits = { readonly [K in ReplayIdentity]: readonly ReplayHit[] };
 
@@ -97,7 +100,16 @@ export const classifyReplay = (decoded: DecodedStartCommand, hits: ReplayHits): 
   }
   const bound = REPLAY_IDENTITIES.filter((identity) => hits[identity].length > 0);
   if (bound.length === 0) return { kind: 'new' };
-  if (bound.length === REPLAY_IDENTITIES.length) return { kind: 'existing', startId: decoded.command.startId };
+  if (bound.length === REPLAY_IDENTITIES.length) {
+    // R14.2: an exact replay of a compacted start is answered as such, never `created`.
+    const compacted = REPLAY_IDENTITIES.map((identity) => hits[identity][0]?.compacted);
+    const first = compacted[0];
+    if (first !== undefined && compacted.every((c) => c?.compactionDigest === first.compactionDigest)) {
+      throw new StartCompactedError(decoded.command.startId, first.runId, first.barrierDigest, first.compactionDigest);
+    }
+    if (compacted.some((c) => c !== undefined)) throw new CorruptRecordError('replay index', decoded.command.startId, 'start is indexed both live and compacted');
+    return { kind: 'existing', startId: decoded.command.startId };
+  }
   const missing = REPLAY_IDENTITIES.filter((identity) => hits[identity].length === 0);
   throw new CorruptRecordError('replay index', decoded.command.startId, `start is indexed under ${bound.join(', ')} but not under ${missing.join(', ')}`);
 };

@@ -88,7 +88,7 @@ const appendEvents = async (target: ForgeryTarget, s: Scenario, events: readonly
   });
 };
 
-const insertRow = (raw: RawSql, table: string, row: Row): Statement => {
+export const insertRow = (raw: RawSql, table: string, row: Row): Statement => {
   const cols = Object.keys(row);
   return { sql: `INSERT INTO ${raw.t(table)} (${cols.join(', ')}) VALUES (${cols.map(() => '?').join(', ')})`, params: cols.map((c) => row[c]) };
 };
@@ -141,7 +141,7 @@ const currentStepRun = async (target: ForgeryTarget, s: Scenario): Promise<StepR
  * problem naming this scenario's records: every id of a scenario carries its prefix), or
  * accepted.
  */
-const judge = async (target: ForgeryTarget, s: Scenario, statements: readonly Statement[]): Promise<Judgement> => {
+export const judge = async (target: ForgeryTarget, s: Scenario, statements: readonly Statement[]): Promise<Judgement> => {
   try {
     await target.forge(statements);
   } catch (e) {

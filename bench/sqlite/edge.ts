@@ -1,9 +1,9 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, rmdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type Database from 'better-sqlite3';
 import { buildScenario } from '../../domain/scenario';
-import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
+import { openSqliteRetention, openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { benchScript } from '../lib/compiled';
 import type { BenchContext } from '../lib/context';
 import { SqliteWriter } from './bulk';
@@ -30,12 +30,22 @@ const FSYNC_RATIO = 1;
 const BYTES_RATIO = 1.1;
 
 /**
- * Compaction of the product's file after the starts, for "bytes per start after compaction".
- * Compaction is not built yet: when it is, make this open `path`, finish the Runs it holds
- * (compaction takes only Runs whose every StepRun is terminal), compact them, and return the
- * file + WAL bytes per start left. While it answers undefined the table says "n/a: compaction not built".
+ * Compaction of the product's file after the starts, for "bytes per start after compaction"
+ * (R14.2): the operator's retention path opens it, finishes every start still in doubt (an
+ * outcome: compaction takes only Runs whose every StepRun is terminal), compacts every finished
+ * Run and vacuums. The answer is the file + WAL bytes left per start (the schema's pages included).
  */
-export const compactForEdge = (_path: string, _starts: number): Promise<number | undefined> => Promise.resolve(undefined);
+export const compactForEdge = async (path: string, starts: number): Promise<number | undefined> => {
+  const retention = await openSqliteRetention({ path });
+  try {
+    const a = retention.authority;
+    for (const s of await a.recovery.inDoubt()) await a.recovery.resolve(s.startId, 'completed', { decidedBy: 'edge-bench', reason: 'tool_succeeded' });
+    await retention.compact({ before: Date.now() + 60_000 });
+  } finally {
+    await retention.close();
+  }
+  return [path, `${path}-wal`].reduce((n, p) => n + (statSync(p, { throwIfNoEntry: false })?.size ?? 0), 0) / starts;
+};
 
 interface Applied {
   readonly applied: boolean;

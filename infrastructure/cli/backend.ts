@@ -32,9 +32,9 @@ export class NoDatabaseError extends Error {
   }
 }
 
-const usage = (message: string) => new ValidationError('command line', [{ path: '(options)', reason: 'invalid_value', message }]);
+export const usage = (message: string) => new ValidationError('command line', [{ path: '(options)', reason: 'invalid_value', message }]);
 
-const lockTimeoutOf = (text: string | undefined): number | undefined => {
+export const lockTimeoutOf = (text: string | undefined): number | undefined => {
   if (text === undefined) return undefined;
   if (!/^[1-9][0-9]{0,6}$/.test(text)) throw usage(`--lock-timeout must be a whole number of milliseconds (1..9999999), got "${text}"`);
   return Number(text);
@@ -47,7 +47,7 @@ const lockTimeoutOf = (text: string | undefined): number | undefined => {
  */
 export type BackendAccess = 'create' | 'write' | 'read';
 
-const targetOf = (options: BackendOptions): { db: string | undefined; postgres: string | undefined } => {
+export const targetOf = (options: BackendOptions): { db: string | undefined; postgres: string | undefined } => {
   const db = options.db ?? (options.postgres === undefined ? process.env.QINGLONG_BARRIER_DB : undefined);
   const postgres = options.postgres ?? (options.db === undefined ? process.env.QINGLONG_BARRIER_POSTGRES : undefined);
   if (db !== undefined && postgres !== undefined) throw usage('give either --db PATH or --postgres URL, not both');

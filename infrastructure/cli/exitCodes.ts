@@ -35,6 +35,7 @@ export const exitCodeOf = (e: unknown): ExitCode => {
       return EXIT.validation;
     case 'PRECONDITION_FAILED':
     case 'EXECUTION_REFUSED':
+    case 'START_COMPACTED':
       return EXIT.precondition;
     case 'SEMANTIC_CONFLICT':
       return EXIT.conflict;

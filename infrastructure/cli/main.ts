@@ -26,6 +26,7 @@ import { planRetry } from './retry';
 import { PROGRESS_MODES, createVerifyProgressOutput } from './verifyBar';
 import { addShowCommand, planShown, withPlans } from './showCommand';
 import { addMigrateCommand } from './migrateCommand';
+import { addCompactCommand } from './compactCommand';
 import { refuseRepeatsAndExtras } from './oneMeaning';
 import { describeError, secretsOfArgv } from './describeError';
 
@@ -240,6 +241,7 @@ Sealed plans: --plan-keyring FILE or QINGLONG_BARRIER_PLAN_KEYRING_FILE (show, i
     });
 
   addMigrateCommand(program);
+  addCompactCommand(program);
 
   program
     .command('retry')

@@ -1,13 +1,14 @@
 import { requireFunction, requireFunctions, requireKnownOptions } from '../../application/openErrors';
 import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { randomUUID } from 'node:crypto';
-import { CompareAndSetLostError, CorruptRecordError, canonicalJson, decodeStartAttempt, noReplayHits, streamNameOf, type DriverClaims, type ReplayIdentity, type RunState, type StartAttemptContext } from '../../domain';
+import { CompareAndSetLostError, CorruptRecordError, PreconditionError, canonicalJson, decodeStartAttempt, noReplayHits, streamNameOf, type DriverClaims, type ReplayIdentity, type RunState, type StartAttemptContext } from '../../domain';
 import { attemptValue, naturalEventIdOf, runRowOf, replayValuesOf, stepRunRowOf } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import { startEventPositions } from '../../projections/verifyRows';
 import { checkStartRows } from '../../projections/checkRows';
 import { outcomeRowOf } from '../../projections/outcomeRows';
-import type { AppendOutcome, PlansApi, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../../application/authority';
+import type { AppendOutcome, PlansApi, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, RetentionApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../../application/authority';
+import { compactMemory, memoryReplayHits } from './memoryRetention';
 import { createRecoveryApi } from '../../application/recoveryRules';
 import { checkedPlanOptions, createInvocationPlans, plansApiOf, type InvocationPlans, type PlanStoreOptions } from '../../application/invocationPlans';
 import { registerAuthority } from '../../application/execution';
@@ -46,7 +47,7 @@ export interface MemoryStartBarrierOptions {
   readonly plans?: PlanStoreOptions;
 }
 
-export const openMemoryStartBarrier = async (options: MemoryStartBarrierOptions = {}): Promise<RecoverableStartBarrierAuthority> => {
+export const openMemoryStartBarrier = async (options: MemoryStartBarrierOptions = {}): Promise<RecoverableStartBarrierAuthority & { readonly retention: RetentionApi }> => {
   requireKnownOptions('in-memory options', options, ['hooks', 'clock', 'evidenceKeys', 'plans']);
   requireFunctions('hooks', options.hooks, ['onStartStep']);
   requireFunction('clock', options.clock);
@@ -84,6 +85,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
 
   private loadRunState(t: Tables, runId: string, stepRunIds: readonly string[]): RunState {
     const row = t.runs.get(runId);
+    if (t.compactions.has(runId)) throw new PreconditionError('run_compacted', `Run ${runId} was compacted (R14.2)`);
     if (row === undefined) {
       // A Run is absent only if no stream of it is either (as the SQL stores read it).
       if (t.streams.has(streamNameOf(runId)) || streamHeadsOf(t, runId).starts > 0) throw new CorruptRecordError('run', runId, 'its stream or a start barrier exists but its run head is missing');
@@ -142,18 +144,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
 
   private startUow(t: Tables): StartUnitOfWork {
     return {
-      lookupReplay: async (keys) => {
-        const hits = noReplayHits() as Record<ReplayIdentity, { startId: string; commandDigest: string }[]>;
-        for (const [identity, value] of Object.entries(replayValuesOf(keys)) as [ReplayIdentity, string][]) {
-          const row = t.identities.get(identityKey(identity, value));
-          if (row) {
-            const named = t.barriers.get(row.start_id);
-            if (named === undefined) throw new CorruptRecordError('replay index', value, `names start ${row.start_id}, which has no barrier`);
-            hits[identity] = [{ startId: row.start_id, commandDigest: named.command_digest }];
-          }
-        }
-        return hits;
-      },
+      lookupReplay: async (keys) => memoryReplayHits(t, keys),
       lockForStart: async (runId, stepRunId) => this.loadRunState(t, runId, [stepRunId]),
       readBarrier: async (startId) => this.readBarrier(t, startId),
       clockMs: async () => this.clock(),
@@ -313,6 +304,11 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     plans: () => this.planStore,
   });
 
+  /** R14.2: memory has no roles, so whoever holds the authority is its operator. */
+  readonly retention: RetentionApi = {
+    compact: (options) => compactMemory({ transact: (body) => this.transact(body), clock: () => this.clock(), forget: async (ids) => ids.forEach((id) => this.planRows.rows.delete(id)),
+      liveClaim: async (id) => (await this.driverClaims().history(id)).some((c) => !c.released && c.leaseUntilMs > this.clock()) }, options),
+  };
   async close(): Promise<void> {
     this.closed = true;
   }

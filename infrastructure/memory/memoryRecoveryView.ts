@@ -5,6 +5,7 @@ import { evidenceProblemOf, type RecoveryView } from '../../application/recovery
 import { IDENTITY_STORAGE, barrierHolds, factStartIds } from './identities';
 import { streamEventsOfType, streamHeadsOf, type Tables } from './tables';
 import { memorySealedSpan } from './memorySeals';
+import { memoryCompactionProblems } from './memoryRetention';
 
 // The in-memory side of the recovery read models: the same view as SQLite's, over the
 // tables of one committed state (a transaction swaps in a new state, so this one is stable).
@@ -148,7 +149,7 @@ export const createMemoryRecoveryView = (t: Tables, host: MemoryRecoveryHost): R
         const n = perStream.get(stream) ?? 0;
         if (n !== version) problems.push({ kind: 'stream_head', record: stream, problem: `stream head is at version ${version} but holds ${n} events` });
       }
-      return problems;
+      return [...problems, ...memoryCompactionProblems(t)];
     },
   };
 };

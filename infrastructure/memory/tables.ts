@@ -6,6 +6,7 @@ import { requireFollowsStepRunLog, type StreamHeads } from '../../projections/re
 import { STEP_RUN_EVENT_TYPES } from '../../projections/stepRunMoves';
 import type { EvidenceMacRow } from '../../application/evidenceKeys';
 import type { EventMacRow, SealOriginRow } from '../../application/eventSeals';
+import type { CompactedIdentityRow, CompactionRow } from '../../application/retentionRules';
 
 // The in-memory tables: the same rows as the SQL tables, keyed as their unique indexes are.
 
@@ -29,7 +30,12 @@ export interface Tables {
   /** Keyed evidence over the Run stream: seals by stream and first position, origins by key id. */
   eventMacs: Map<string, EventMacRow>;
   sealOrigins: Map<string, SealOriginRow>;
+  /** R14.2: the compaction record of each compacted Run, by run id. */
+  compactions: Map<string, CompactionRow>;
+  /** R14.2: the identities of compacted starts, keyed as the replay index: they still refuse reuse. */
+  compactedIdentities: Map<string, CompactedIdentityRow>;
 }
+
 
 export const emptyTables = (): Tables => ({
   streams: new Map(),
@@ -47,6 +53,8 @@ export const emptyTables = (): Tables => ({
   macs: new Map(),
   eventMacs: new Map(),
   sealOrigins: new Map(),
+  compactions: new Map(),
+  compactedIdentities: new Map(),
 });
 
 export const copyTables = (t: Tables): Tables => ({
@@ -65,6 +73,8 @@ export const copyTables = (t: Tables): Tables => ({
   macs: new Map(t.macs),
   eventMacs: new Map(t.eventMacs),
   sealOrigins: new Map(t.sealOrigins),
+  compactions: new Map(t.compactions),
+  compactedIdentities: new Map(t.compactedIdentities),
 });
 
 

@@ -25,3 +25,4 @@ export type {
   VerifyReport,
 } from '../../application/authority';
 export type { EvidenceKey, EvidenceKeyringOptions } from '../../application/evidenceKeys';
+export { openSqliteRetention, type SqliteRetention, type SqliteCompactReport, type CompactionStep, COMPACTION_STEPS } from './sqliteRetention';

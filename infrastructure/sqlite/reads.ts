@@ -1,5 +1,6 @@
 import {
   CorruptRecordError,
+  PreconditionError,
   REPLAY_IDENTITIES,
   noReplayHits,
   streamNameOf,
@@ -63,6 +64,7 @@ export const loadStartHead = (s: Statements, runId: string, stepRunId: string): 
 /** Each StepRun asked for, with its head row if it has one. */
 const runStateFrom = (s: Statements, runId: string, head: HeadRow | undefined, stepRunRows: readonly (readonly [string, StepRunRow | undefined])[]): RunState => {
   if (head === undefined) {
+    if (s.runCompacted.get(runId) !== undefined) throw new PreconditionError('run_compacted', `Run ${runId} was compacted (R14.2)`);
     // No Run is an answer only if nothing else says it exists: its stream, its log, a StepRun (R9.3).
     const other = streamHeadsOf(s, runId);
     if (other.stream !== null || other.logEnd !== null || other.stepRunEvents > 0 || other.starts > 0) {
@@ -127,8 +129,18 @@ export const lookupReplay = (s: Statements, keys: ReplayKeys, probed?: { current
     if (r.command_digest === null) throw new CorruptRecordError('replay index', r.value, `names start ${r.start_id}, which has no barrier`);
     hits[r.identity] = [...hits[r.identity], { startId: r.start_id, commandDigest: r.command_digest }];
   }
+  compactedHits(s, keys, hits);
   if (probed !== undefined) probed.current = { values, rows: rows as ProbedIdentities['rows'] };
   return hits;
+};
+
+/** R14.2: an identity of a compacted start is a hit too (its record's digests stand in for the barrier). */
+const compactedHits = (s: Statements, keys: ReplayKeys, hits: Record<ReplayIdentity, ReplayHit[]>): void => {
+  const values = replayValuesOf(keys);
+  const probe = JSON.stringify(REPLAY_IDENTITIES.map((identity) => [identity, values[identity]]));
+  for (const r of s.lookupCompacted.all(probe) as { identity: ReplayIdentity; value: string; start_id: string; run_id: string; command_digest: string; barrier_digest: string; compaction_digest: string | null }[]) {
+    hits[r.identity] = [...hits[r.identity], { startId: r.start_id, commandDigest: r.command_digest, compacted: { runId: r.run_id, barrierDigest: r.barrier_digest, compactionDigest: r.compaction_digest ?? '' } }];
+  }
 };
 
 /** The index rows under the barrier's own identity values: the lookup's when it probed exactly these values, else probed now. */

@@ -117,6 +117,12 @@ export const STREAM_HEADS = `SELECT * FROM (SELECT s.stream_id, s.stream_type, s
  * AUTOINCREMENT key whose rolled-back inserts give their numbers back, and no event row is ever
  * deleted), so a moved position leaves a gap, a doubled one or a count that disagrees.
  */
+/** R14.2: the compaction records and the identities kept for them, for verify. */
+export const COMPACTION_RECORDS = 'SELECT run_id, record_json, compaction_digest FROM run_compactions ORDER BY run_id';
+export const COMPACTED_IDENTITIES = 'SELECT identity, value, start_id, run_id, command_digest, barrier_digest FROM compacted_identities ORDER BY identity, value';
+export const EVENTS_BETWEEN = 'SELECT count(*) AS n FROM events WHERE global_position BETWEEN ? AND ?';
+export const LIVE_IDENTITY = 'SELECT 1 FROM start_replay_identities WHERE identity = ? AND value = ?';
+export const RUN_HAS_ROWS = 'SELECT 1 FROM runs WHERE run_id = ? UNION ALL SELECT 1 FROM streams WHERE stream_id = ?';
 export const GLOBAL_ORDER = 'SELECT count(*) AS n, min(global_position) AS lo, max(global_position) AS hi FROM events';
 /** Within each stream the global order follows the stream positions. */
 export const GLOBAL_ORDER_AGAINST_STREAMS = `SELECT stream_id, stream_position, global_position FROM (

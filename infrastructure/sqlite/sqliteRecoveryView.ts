@@ -9,6 +9,7 @@ import { evidenceProblemOf, type InDoubtIndexRow, type RecoveryView } from '../.
 import type { SealedSpan } from '../../application/eventSeals';
 import { claimHistoryProblems, type StoredClaimRow } from '../../application/driverClaimRules';
 import { schemaProblems } from '../migrations';
+import { compactedPositionRanges, compactionProblems, type CompactedIdentityRow, type CompactionRow } from '../../application/retentionRules';
 import { readLedger, requireLedgerReachesHeader, schemaObjectProblems } from './fileIdentity';
 import * as RSQL from './recoverySql';
 import * as SQL from './sql';
@@ -139,7 +140,22 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
         problems.push({ kind: 'stream_head', record: r.stream_id, problem: `stream head is at version ${r.version} but holds ${r.n} events (last position ${r.top ?? 'none'})` });
       }
       const order = p(RSQL.GLOBAL_ORDER).get() as { n: number; lo: number | null; hi: number | null };
-      if (order.n > 0 && (order.lo !== 1 || order.hi !== order.n)) problems.push({ kind: 'event', record: 'events', problem: `${order.n} events hold global positions ${order.lo}..${order.hi}, not 1..${order.n}` });
+      // R14.2: the positions compaction removed are the log's too; an event never holds one of them
+      const records = p(RSQL.COMPACTION_RECORDS).all() as CompactionRow[];
+      const removed = compactedPositionRanges(records);
+      const compacted = removed.reduce((n, [from, to]) => n + to - from + 1, 0);
+      const inRemoved = removed.reduce((n, [from, to]) => n + (p(RSQL.EVENTS_BETWEEN).get(from, to) as { n: number }).n, 0);
+      if (order.n > 0 && (order.hi !== order.n + compacted || inRemoved > 0 || (compacted === 0 && order.lo !== 1))) {
+        problems.push({ kind: 'event', record: 'events', problem: `${order.n} events hold global positions ${order.lo}..${order.hi}, not 1..${order.n + compacted} with ${compacted} compacted` });
+      }
+      problems.push(
+        ...compactionProblems({
+          records,
+          identities: p(RSQL.COMPACTED_IDENTITIES).all() as CompactedIdentityRow[],
+          isLive: (identity, value) => p(RSQL.LIVE_IDENTITY).get(identity, value) !== undefined,
+          runHasRows: (runId) => p(RSQL.RUN_HAS_ROWS).get(runId, streamNameOf(runId)) !== undefined,
+        }),
+      );
       for (const r of p(RSQL.GLOBAL_ORDER_AGAINST_STREAMS).all() as { stream_id: string; stream_position: number; global_position: number }[]) {
         problems.push({ kind: 'event', record: `${r.stream_id}@${r.stream_position}`, problem: `global position ${r.global_position} is not after the one of the event before it in its stream` });
       }

@@ -5,6 +5,8 @@ import * as SQL from './sql';
 const STATEMENTS = {
   now: SQL.NOW_MS,
   lookup: SQL.LOOKUP_REPLAY,
+  lookupCompacted: SQL.LOOKUP_COMPACTED,
+  runCompacted: SQL.SELECT_RUN_COMPACTED,
   identitiesOfStart: SQL.IDENTITIES_OF_START,
   commandDigest: SQL.SELECT_COMMAND_DIGEST,
   runHead: SQL.SELECT_RUN_HEAD,

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { expect } from 'chai';
 import { buildScenario } from '../../domain/scenario';
-import { START_STEPS, type StartBarrierAuthority } from '../../application/authority';
+import { START_STEPS, type RecoverableStartBarrierAuthority, type StartBarrierAuthority } from '../../application/authority';
 import { checkStore, describeProblems } from '../../testkit/invariants';
 import type { RawSql } from '../../testkit/rawSql';
 import { spawnTsxWorker } from '../../testkit/workerProcess';
@@ -124,6 +124,66 @@ export const crashSuite = (backend: CrashBackend): void => {
         } finally {
           await a.close();
         }
+      }
+    });
+  });
+};
+
+const COMPACTION_WORKER = join(__dirname, 'compactionCrashWorker.ts');
+
+export interface CompactionCrashBackend {
+  readonly name: string;
+  /** The steps a compaction passes (each a point the worker dies after). */
+  readonly steps: readonly string[];
+  /** A fresh store: its target for the worker and the runtime authority that sets it up. */
+  open(): Promise<{ readonly target: string; readonly authority: StartBarrierAuthority & Pick<RecoverableStartBarrierAuthority, 'recovery'> }>;
+  /** The store reopened after the crash, as the operator's retention path opens it. */
+  reopen(target: string): Promise<{ readonly authority: RecoverableStartBarrierAuthority; compact(): Promise<unknown>; close(): Promise<void> }>;
+}
+
+/**
+ * R14.2 with a real crash: a compaction SIGKILLed after each of its steps leaves every Run whole
+ * (its start reads back, replays `existing`) or compacted (its start reads absent, replays
+ * START_COMPACTED), never half; `verify` is green; a compaction run again finishes the job.
+ */
+export const compactionCrashSuite = (backend: CompactionCrashBackend): void => {
+  describe(`crash inside compaction (R14.2): ${backend.name}`, function () {
+    this.timeout(600_000);
+    it('R14.2 SIGKILL after each compaction step: each Run is whole or compacted, verify is green, and compaction then finishes', async () => {
+      for (const step of backend.steps) {
+        const { target, authority: a } = await backend.open();
+        const commands = [];
+        for (let i = 0; i < 2; i += 1) {
+          const s = buildScenario();
+          for (const l of s.lifecycle) await a.runs.handle(l);
+          const c = s.startCommand();
+          await a.barriers.prepare(c);
+          await a.recovery.resolve(c.startId, 'completed', { decidedBy: 'crash-suite', reason: 'tool_succeeded' });
+          commands.push(c);
+        }
+        await a.close();
+        const r = await new Promise<{ signal: NodeJS.Signals | null; out: string }>((resolve) => {
+          const p = spawn(process.execPath, ['--require', 'tsx/cjs', COMPACTION_WORKER, target, step], { stdio: ['ignore', 'pipe', 'pipe'] });
+          let out = '';
+          p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+          p.stderr.on('data', (d: Buffer) => (out += d.toString()));
+          p.on('exit', (_code, signal) => resolve({ signal, out }));
+        });
+        expect(r.signal, `${step}: ${r.out}`).to.equal('SIGKILL');
+        const after = await backend.reopen(target);
+        for (const c of commands) {
+          const barrier = await after.authority.barriers.getByStartId(c.startId);
+          const replay = await after.authority.barriers.prepare(c).then((v) => v.outcome, (e: unknown) => (e as { code?: string }).code);
+          expect(replay, `${step} ${c.startId}`).to.equal(barrier === null ? 'START_COMPACTED' : 'existing');
+          // inside a Run's transaction the kill rolls it back: every Run is whole
+          if (step !== 'vacuum') expect(barrier, `${step}: the Run is whole`).to.not.equal(null);
+        }
+        const v = await after.authority.recovery.verify();
+        expect(v.problems, `${step}: ${JSON.stringify(v.problems)}`).to.deep.equal([]);
+        await after.compact();
+        for (const c of commands) expect(await after.authority.barriers.getByStartId(c.startId), `${step}: compacted at last`).to.equal(null);
+        expect((await after.authority.recovery.verify()).ok, step).to.equal(true);
+        await after.close();
       }
     });
   });

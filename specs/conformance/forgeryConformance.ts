@@ -3,6 +3,7 @@ import { FORGERIES, type ForgeryTarget } from '../../testkit/forgery';
 import type { OpenTarget } from '../../testkit/forgeryTargets';
 import { KEYED_FORGERIES, type OpenKeyedTarget } from '../../testkit/keyedForgery';
 import { keyingWindowForgeries } from '../../testkit/keyingWindow';
+import { COMPACTION_FORGERIES } from '../../testkit/compactionForgery';
 import type { BackendName } from '../../testkit/rawSql';
 
 // R9.1 / R9.2: every forgery of testkit/forgery.ts, tried with the runtime's own credentials
@@ -11,6 +12,8 @@ import type { BackendName } from '../../testkit/rawSql';
 // deferred check at commit), never a slip of the forger's SQL.
 
 const OWN_REFUSAL = /illegal history refused|permission denied|FOREIGN KEY constraint failed/;
+/** R14.2: the delete guards' own words, or the retention gate the runtime's connection lacks. */
+const COMPACTION_REFUSAL = /illegal history refused|permission denied|append-only|immutable|are facts|never deleted|no such function: ql3_retention_gate/;
 
 export const forgerySuite = (open: () => Promise<OpenTarget>, expected: Readonly<Record<string, 'refused' | 'detected'>> = {}): void => {
   let opened: OpenTarget;
@@ -67,6 +70,27 @@ export const keyingWindowSuite = (backend: BackendName, fresh: () => Promise<str
       const { outcome, reason } = await f.attempt(await fresh());
       expect(outcome, reason).to.equal(f.expected);
       if (f.refusedBy !== undefined) expect(reason).to.match(f.refusedBy);
+    });
+  }
+};
+
+/**
+ * R14.2: the compaction forgeries of testkit/compactionForgery.ts, with the runtime's
+ * credentials: compacting a Run, forging a compaction record or a compacted identity. Each is
+ * refused by the database (the delete guards, the retention gate): accepted 0.
+ */
+export const compactionForgerySuite = (open: () => Promise<OpenTarget>): void => {
+  let opened: OpenTarget;
+  before(async () => {
+    opened = await open();
+  });
+  after(async () => opened?.close());
+
+  for (const f of COMPACTION_FORGERIES) {
+    it(`R14.2 ${f.name}: refused by the database, never accepted`, async () => {
+      const { outcome, reason } = await f.attempt(opened.target);
+      expect(outcome, reason).to.equal('refused');
+      expect(reason).to.match(COMPACTION_REFUSAL);
     });
   }
 };

@@ -5,7 +5,7 @@ import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { mapSqliteError } from '../../infrastructure/sqlite/errors';
 import { FORGERIES } from '../../testkit/forgery';
 import { sqliteForgeryTarget } from '../../testkit/forgeryTargets';
-import { forgerySuite, keyedForgerySuite, keyingWindowSuite } from '../conformance/forgeryConformance';
+import { compactionForgerySuite, forgerySuite, keyedForgerySuite, keyingWindowSuite } from '../conformance/forgeryConformance';
 import { openKeyedForgeryTarget } from '../../testkit/keyedForgery';
 import { freshDbPath } from '../support/tmp';
 
@@ -60,4 +60,9 @@ describe('R9.1 a history refusal on the runtime\'s own path is typed (SQLite)', 
       await a.close();
     }
   });
+});
+
+describe('R14.2 compaction forgeries by another process on SQLite: refused by the delete guards and the retention gate', function () {
+  this.timeout(120_000);
+  compactionForgerySuite(() => sqliteForgeryTarget(freshDbPath('compaction-forgery'), freshDbPath('compaction-forgery-source')));
 });

@@ -14,8 +14,27 @@ import { DROP_START_TABLES, REPLAY_INDEX_INDEXES_BEFORE_COMPACT, REPLAY_INDEX_TA
 // triggers and the running StepRuns' index.
 // What 0083 changes, taken back: start_whole_at_commit as the rowid table 0063 made.
 // And what 0091 adds (run again after them): the position trigger and the origin's free positions.
+// What 0094 adds: the compaction tables and the retention gate on each delete guard (the guards as they were).
 export const UNDO_WHOLE_START_KEYED = `
   BEGIN;
+  DROP TABLE compacted_identities;
+  DROP TABLE run_compactions;
+  DROP TRIGGER streams_not_compacted;
+  DROP TRIGGER events_no_delete; CREATE TRIGGER events_no_delete BEFORE DELETE ON events BEGIN SELECT RAISE(ABORT, 'events are append-only'); END;
+  DROP TRIGGER start_outcomes_no_delete; CREATE TRIGGER start_outcomes_no_delete BEFORE DELETE ON start_outcomes BEGIN SELECT RAISE(ABORT, 'start outcomes are facts: append a new event instead'); END;
+  DROP TRIGGER resolution_notes_no_delete; CREATE TRIGGER resolution_notes_no_delete BEFORE DELETE ON resolution_notes BEGIN SELECT RAISE(ABORT, 'a resolution note is purged, never deleted: its digest stays bound'); END;
+  DROP TRIGGER adapter_driver_claims_no_delete; CREATE TRIGGER adapter_driver_claims_no_delete BEFORE DELETE ON adapter_driver_claims BEGIN SELECT RAISE(ABORT, 'driver claims are facts: append a new generation instead'); END;
+  DROP TRIGGER streams_no_delete; CREATE TRIGGER streams_no_delete BEFORE DELETE ON streams BEGIN SELECT RAISE(ABORT, 'illegal history refused: a stream head is never deleted (R9.1)'); END;
+  DROP TRIGGER runs_no_delete; CREATE TRIGGER runs_no_delete BEFORE DELETE ON runs BEGIN SELECT RAISE(ABORT, 'illegal history refused: a Run head is never deleted (R9.1)'); END;
+  DROP TRIGGER step_runs_no_delete; CREATE TRIGGER step_runs_no_delete BEFORE DELETE ON step_runs BEGIN SELECT RAISE(ABORT, 'illegal history refused: a StepRun is never deleted (R9.1)'); END;
+  DROP TRIGGER start_evidence_macs_no_delete; CREATE TRIGGER start_evidence_macs_no_delete BEFORE DELETE ON start_evidence_macs BEGIN SELECT RAISE(ABORT, 'evidence MACs are immutable'); END;
+  DROP TRIGGER run_event_macs_no_delete; CREATE TRIGGER run_event_macs_no_delete BEFORE DELETE ON run_event_macs BEGIN SELECT RAISE(ABORT, 'event seals are immutable'); END;
+  DROP TRIGGER security_audit_events_no_delete; CREATE TRIGGER security_audit_events_no_delete BEFORE DELETE ON security_audit_events BEGIN SELECT RAISE(ABORT, 'security audit events are append-only'); END;
+  DROP TRIGGER trace_anchors_no_delete; CREATE TRIGGER trace_anchors_no_delete BEFORE DELETE ON trace_anchors BEGIN SELECT RAISE(ABORT, 'trace anchors are append-only'); END;
+  DROP TRIGGER audit_receipts_no_delete; CREATE TRIGGER audit_receipts_no_delete BEFORE DELETE ON audit_receipts BEGIN SELECT RAISE(ABORT, 'audit receipts are append-only'); END;
+  DROP TRIGGER step_run_mutations_no_delete; CREATE TRIGGER step_run_mutations_no_delete BEFORE DELETE ON step_run_mutations BEGIN SELECT RAISE(ABORT, 'the mutation ledger is append-only'); END;
+  DROP TRIGGER tool_execution_start_barriers_no_delete; CREATE TRIGGER tool_execution_start_barriers_no_delete BEFORE DELETE ON tool_execution_start_barriers BEGIN SELECT RAISE(ABORT, 'start barriers are immutable'); END;
+  DROP TRIGGER start_replay_identities_no_delete; CREATE TRIGGER start_replay_identities_no_delete BEFORE DELETE ON start_replay_identities BEGIN SELECT RAISE(ABORT, 'replay identities are immutable'); END;
   DROP TABLE invocation_plans;
   DROP TABLE in_doubt_starts;
   DROP INDEX step_runs_running;

@@ -1,6 +1,6 @@
 import { CorruptRecordError, canonicalJson } from '../domain';
 import { eventChainDigest, type ChainedCells } from '../projections/eventChain';
-import type { StoredEvent } from './authority';
+import type { StoredEvent } from '../domain/records';
 import { printableKeyId, type EvidenceKeyring, type MacCheck } from './evidenceKeys';
 import type { StartWrite } from './startWrite';
 

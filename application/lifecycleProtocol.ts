@@ -16,7 +16,7 @@ import {
   type RunState,
   type RunStreamEvent,
 } from '../domain';
-import type { StoredBarrier } from './authority';
+import type { StoredBarrier } from '../domain/records';
 import type { EventRow } from '../projections/verifyRows';
 import { requireHeadIsItsLog } from '../projections/readChecks';
 

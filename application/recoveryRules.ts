@@ -31,17 +31,8 @@ import type { EventRow } from '../projections/verifyRows';
 import type { EvidenceKeyring } from './evidenceKeys';
 import { checkSealedSpan, requireSealedSpan, type SealedSpan } from './eventSeals';
 import { LogDerivation, compareStreamHeads, type FinishedStream, type LoggedEventRow } from '../projections/logDerivation';
-import type {
-  AppendOutcome,
-  AttemptHistoryEntry,
-  InDoubtStart,
-  RecoveryApi,
-  ResolveResult,
-  ResolutionNote,
-  StartOutcome,
-  StoredBarrier,
-  VerifyProblem,
-} from './authority';
+import type { RecoveryApi } from './authority';
+import type { AppendOutcome, AttemptHistoryEntry, InDoubtStart, ResolveResult, ResolutionNote, StartOutcome, StoredBarrier, VerifyProblem } from '../domain/records';
 
 // The recovery read models and operator resolutions, written once over a small
 // per-backend view. A backend supplies reads inside one snapshot (SQLite: a deferred

@@ -24,7 +24,7 @@ import {
   ValidationError,
 } from '../domain';
 import { Identity, decodeOrThrow, integer } from '../domain/codecs';
-import type { StartOutcome, StoredBarrier } from './authority';
+import type { StartOutcome, StoredBarrier } from '../domain/records';
 import { CLAIM_LEASE_GRACE_MS } from './driverClaimRules';
 import { ExecutionAuthority, refuseUnknown, type ExecutionPort } from './execution';
 import type { RedactionContract } from './invocationPlans';
@@ -43,7 +43,8 @@ export { ExecutionAuthority, openExecution, type ExecutionOptions } from './exec
 export type { RedactionContract, PlanPreview, PlanStatus, PlanKeyringOptions, PlanStoreOptions } from './invocationPlans';
 // What a saga's caller types its arguments with, from the subpath that makes the saga.
 export type { ToolStepTrigger, StartPlan, InvocationPlan, ToolAdapter, AdapterReport, InspectReport, ToolCallTelemetry } from '../domain';
-export type { RecoverableStartBarrierAuthority, StartOutcome, StoredBarrier } from './authority';
+export type { RecoverableStartBarrierAuthority } from './authority';
+export type { StartOutcome, StoredBarrier } from '../domain/records';
 
 export interface ToolStepSagaOptions {
   readonly execution: ExecutionAuthority;

@@ -12,7 +12,8 @@ import {
   type ReplayKeys,
   type RunState,
 } from '../domain';
-import type { StartStepHook, StoredBarrier } from './authority';
+import type { StartStepHook } from './authority';
+import type { StoredBarrier } from '../domain/records';
 import { START_WRITE_STEPS, planStartWrite, type StartWrite, type StartWriteStep } from './startWrite';
 
 // The start transaction every backend shares (R3.1 .. R3.8). A backend supplies a unit of work

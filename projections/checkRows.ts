@@ -1,6 +1,6 @@
 import { START_FACT_TYPES, isRunEventType, streamNameOf, type RunStreamEvent, type SealedBarrier, type StartFacts } from '../domain';
 import { barrierEventJsonOf, factsAgree, impliedFacts, impliedFactsHold, provenBarrier, provenPayload } from '../domain/checkRecords';
-import type { StoredBarrier, StoredEvent } from '../application/authority';
+import type { StoredBarrier, StoredEvent } from '../domain/records';
 import { naturalEventIdOf, startRowsOf } from './rows';
 import { decodeEventRow, startEventPositions, verifyStartRows, type EventRow, type StoredStartRows } from './verifyRows';
 

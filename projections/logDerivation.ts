@@ -1,5 +1,5 @@
 import { CorruptRecordError, evolve, initialRunState, type RunState, type RunStreamEvent } from '../domain';
-import type { VerifyProblem } from '../application/authority';
+import type { VerifyProblem } from '../domain/records';
 import { eventChainDigest } from './eventChain';
 import { runRowOf, stepRunRowOf, type RunRow, type StepRunRow } from './rows';
 import { decodeEventRow, type EventRow } from './verifyRows';

@@ -8,7 +8,7 @@ import {
   type RunStreamEvent,
   type StartOutcomeKind,
 } from '../domain';
-import type { InDoubtStart, StartOutcome, StoredBarrier } from '../application/authority';
+import type { InDoubtStart, StartOutcome, StoredBarrier } from '../domain/records';
 import type { EventRow } from './verifyRows';
 import { checkEventRow as decodeEventRow } from './checkRows';
 

@@ -10,7 +10,7 @@ import {
   type RunStreamEvent,
   type StartFacts,
 } from '../domain';
-import type { StoredBarrier, StoredEvent } from '../application/authority';
+import type { StoredBarrier, StoredEvent } from '../domain/records';
 import { naturalEventIdOf, startRowsOf, type AuditEventRow, type AuditReceiptRow, type BarrierRow, type MutationRow, type ReplayIdentityRow, type TraceAnchorRow } from './rows';
 
 // R5.3 on every read, for both backends: re-derive every projected row from the event log

@@ -7,7 +7,8 @@ import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/ru
 import { startEventPositions } from '../../projections/verifyRows';
 import { checkStartRows } from '../../projections/checkRows';
 import { outcomeRowOf } from '../../projections/outcomeRows';
-import type { AppendOutcome, PlansApi, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../../application/authority';
+import type { PlansApi, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook } from '../../application/authority';
+import type { AppendOutcome, PrepareResult, StepRunView, StoredBarrier, StoredEvent } from '../../domain/records';
 import { createRecoveryApi } from '../../application/recoveryRules';
 import { checkedPlanOptions, createInvocationPlans, plansApiOf, type InvocationPlans, type PlanStoreOptions } from '../../application/invocationPlans';
 import { registerAuthority } from '../../application/execution';
@@ -28,7 +29,6 @@ import { claimsOnVerifiedStarts, memoryDriverClaims } from '../../application/dr
 // An in-memory authority with the same rows, the same protocol and the same verification as
 // the SQL backends, for specs and for embedding in tests of callers. Atomic by construction:
 // a transaction works on a copy of the tables and swaps it in only on success.
-
 export type { Tables } from './tables';
 const identityKey = (identity: string, value: string) => `${identity}\u0000${value}`;
 const stepKey = (runId: string, stepRunId: string) => `${runId}\u0000${stepRunId}`;

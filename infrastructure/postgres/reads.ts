@@ -5,7 +5,7 @@ import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/ru
 import { checkStartRows } from '../../projections/checkRows';
 import { agreedAttemptStart, requireAttemptNotInLog, requireHeadAtLogEnd, requireHeadIsItsLog, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream, type StreamHeads } from '../../projections/readChecks';
 import type { EventRow } from '../../projections/verifyRows';
-import type { StoredBarrier, StoredEvent } from '../../application/authority';
+import type { StoredBarrier, StoredEvent } from '../../domain/records';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { requireSealedSpan } from '../../application/eventSeals';
 import { paramOf } from './identities';

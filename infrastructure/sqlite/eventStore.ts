@@ -12,7 +12,8 @@ import {
 import { CorruptRecordError, ValidationError, type RunStreamEvent } from '../../domain';
 import { agreedStreamVersion, checkedChain, checkedGlobalOrder, type ReadEventRow } from '../../projections/readChecks';
 import { checkedStoredEventOf } from '../../projections/checkRows';
-import type { RunEventStore, StoredEvent } from '../../application/authority';
+import type { RunEventStore } from '../../application/authority';
+import type { StoredEvent } from '../../domain/records';
 import { runAppendTransaction } from '../../application/lifecycleProtocol';
 import type { Statements } from './statements';
 import { streamHeadsOf } from './reads';

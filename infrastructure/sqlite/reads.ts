@@ -15,7 +15,7 @@ import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/ru
 import type { EventRow } from '../../projections/verifyRows';
 import { checkStartRows } from '../../projections/checkRows';
 import { agreedAttemptStart, requireAttemptNotInLog, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream, type StreamHeads } from '../../projections/readChecks';
-import type { StoredBarrier, StoredEvent } from '../../application/authority';
+import type { StoredBarrier, StoredEvent } from '../../domain/records';
 import type { EvidenceKeyring, EvidenceMacRow } from '../../application/evidenceKeys';
 import { requireSealedSpan } from '../../application/eventSeals';
 import { IDENTITY_STORAGE } from './identities';

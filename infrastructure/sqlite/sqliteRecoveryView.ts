@@ -4,7 +4,7 @@ import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { RunRow, StepRunRow } from '../../projections/rows';
 import type { EventRow } from '../../projections/verifyRows';
 import type { StreamHeads } from '../../projections/readChecks';
-import type { StoredBarrier, VerifyProblem } from '../../application/authority';
+import type { StoredBarrier, VerifyProblem } from '../../domain/records';
 import { evidenceProblemOf, type InDoubtIndexRow, type RecoveryView } from '../../application/recoveryRules';
 import type { SealedSpan } from '../../application/eventSeals';
 import { claimHistoryProblems, type StoredClaimRow } from '../../application/driverClaimRules';

@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto';
 import { CompareAndSetLostError, canonicalJson, evolve, streamNameOf, type RunState, type RunStreamEvent } from '../../domain';
 import { eventChainDigest } from '../../projections/eventChain';
 import { naturalEventIdOf, runRowOf, stepRunRowOf } from '../../projections/rows';
-import type { StoredEvent } from '../../application/authority';
+import type { StoredEvent } from '../../domain/records';
 import type { LifecycleUnitOfWork } from '../../application/lifecycleProtocol';
 import type { StartUnitOfWork } from '../../application/startProtocol';
 import type { StartEventRow, StartWrite, StartWriteStep } from '../../application/startWrite';

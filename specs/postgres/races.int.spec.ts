@@ -12,7 +12,8 @@ import {
   type ToolExecutionStartCommand,
 } from '../../domain';
 import { buildScenario, type Scenario } from '../../domain/scenario';
-import type { PrepareResult, StartStepHook } from '../../application/authority';
+import type { StartStepHook } from '../../application/authority';
+import type { PrepareResult } from '../../domain/records';
 import type { PostgresStartBarrier, PostgresStartBarrierOptions } from '../../infrastructure/postgres';
 import { countOf, countRows, createDatabase, openOn, openRacers, rejects, waitForLockWaiters, type TestDatabase } from '../../testkit/postgresHarness';
 

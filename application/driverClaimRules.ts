@@ -1,6 +1,6 @@
 import { EpochMillis, Identity, decodeOrThrow, integer, strictObject } from '../domain/codecs';
 import { CorruptRecordError, PreconditionError, ValidationError, type ClaimResult, type DriverClaim, type DriverClaims } from '../domain';
-import { CLAIM_DIGEST_TAG, fieldsDigest } from '../projections/eventChain';
+import { CLAIM_DIGEST_TAG, fieldsDigest } from '../domain/eventChain';
 import type { StoredBarrier, VerifyProblem } from '../domain/records';
 
 // One driver per attempt (R11.2), as a lease recorded in the store beside the barrier

@@ -22,7 +22,7 @@ import {
 } from '../domain';
 import { EpochMillis, Identity, decodeOrThrow, integer, strictObject } from '../domain/codecs';
 import { attemptValue, replayValuesOf, type RunRow, type StepRunRow } from '../projections/rows';
-import { NOTE_PURGE_DIGEST_TAG, fieldsDigest } from '../projections/eventChain';
+import { NOTE_PURGE_DIGEST_TAG, fieldsDigest } from '../domain/eventChain';
 import { decodeEventRow, inDoubtStartOf, verifyOutcomeRow, type StartOutcomeRow } from '../projections/outcomeRows';
 import { decodeRunRow, decodeStepRunRow } from '../projections/runState';
 import { agreedStreamVersion, checkedChain, requireAttemptNotInLog, startsInLog, type StreamHeads } from '../projections/readChecks';

@@ -1,6 +1,6 @@
 import { CorruptRecordError, evolve, initialRunState, type RunState, type RunStreamEvent } from '../domain';
 import type { VerifyProblem } from '../domain/records';
-import { eventChainDigest } from './eventChain';
+import { eventChainDigest } from '../domain/eventChain';
 import { runRowOf, stepRunRowOf, type RunRow, type StepRunRow } from './rows';
 import { decodeEventRow, type EventRow } from './verifyRows';
 import { MOVES_FROM, OUTCOME_EVENTS } from './stepRunMoves';

@@ -2,7 +2,7 @@ import { canonicalJsonOf, CorruptRecordError, evolve, initialRunState, stepRunDi
 import { MOVES_FROM, OUTCOME_EVENTS, STATUS_AFTER } from './stepRunMoves';
 import type { EventRow } from './verifyRows';
 import { checkEventRow, checkedStoredEventOf } from './checkRows';
-import { eventChainDigest } from './eventChain';
+import { eventChainDigest } from '../domain/eventChain';
 import type { StoredEvent } from '../domain/records';
 
 // Checks every backend's read paths share (R9.3): a stream must be whole, and the two indexes

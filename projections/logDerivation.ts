@@ -3,7 +3,7 @@ import type { VerifyProblem } from '../domain/records';
 import { eventChainDigest } from '../domain/eventChain';
 import { runRowOf, stepRunRowOf, type RunRow, type StepRunRow } from './rows';
 import { decodeEventRow, type EventRow } from './verifyRows';
-import { MOVES_FROM, OUTCOME_EVENTS } from './stepRunMoves';
+import { MOVES_FROM, OUTCOME_EVENTS } from '../domain/stepRunMoves';
 
 // R9.2 `verify`: everything derived, derived again from the event log alone, one event at a
 // time, then compared with what is stored: the chain link of every event row, stream positions

@@ -1,5 +1,5 @@
 import { canonicalJsonOf, CorruptRecordError, evolve, initialRunState, stepRunDigest, type RunState, type StepRunState } from '../domain';
-import { MOVES_FROM, OUTCOME_EVENTS, STATUS_AFTER } from './stepRunMoves';
+import { MOVES_FROM, OUTCOME_EVENTS, STATUS_AFTER } from '../domain/stepRunMoves';
 import type { EventRow } from './verifyRows';
 import { checkEventRow, checkedStoredEventOf } from './checkRows';
 import { eventChainDigest } from '../domain/eventChain';

@@ -3,7 +3,7 @@ import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { AuditEventRow, AuditReceiptRow, BarrierRow, MutationRow, ReplayIdentityRow, RunRow, StepRunRow, TraceAnchorRow } from '../../projections/rows';
 import type { EventRow } from '../../projections/verifyRows';
 import { requireFollowsStepRunLog, type StreamHeads } from '../../projections/readChecks';
-import { STEP_RUN_EVENT_TYPES } from '../../projections/stepRunMoves';
+import { STEP_RUN_EVENT_TYPES } from '../../domain/stepRunMoves';
 import type { EvidenceMacRow } from '../../application/evidenceKeys';
 import type { EventMacRow, SealOriginRow } from '../../application/eventSeals';
 

@@ -17,7 +17,7 @@ import {
   type RunStreamEvent,
 } from '../domain';
 import type { StoredBarrier } from '../domain/records';
-import type { EventRow } from '../projections/verifyRows';
+import type { EventRow } from '../domain/eventRows';
 import { requireHeadIsItsLog } from '../projections/readChecks';
 
 // The lifecycle protocol every backend shares: orchestration's commands (decided here) and

@@ -23,11 +23,10 @@ import {
 import { EpochMillis, Identity, decodeOrThrow, integer, strictObject } from '../domain/codecs';
 import { attemptValue, replayValuesOf, type RunRow, type StepRunRow } from '../projections/rows';
 import { NOTE_PURGE_DIGEST_TAG, fieldsDigest } from '../domain/eventChain';
-import { decodeEventRow, inDoubtStartOf, verifyOutcomeRow, type StartOutcomeRow } from '../projections/outcomeRows';
+import { inDoubtStartOf, verifyOutcomeRow, type StartOutcomeRow } from '../projections/outcomeRows';
 import { decodeRunRow, decodeStepRunRow } from '../projections/runState';
 import { agreedStreamVersion, checkedChain, requireAttemptNotInLog, startsInLog, type StreamHeads } from '../projections/readChecks';
-import { checkEventRow } from '../projections/checkRows';
-import type { EventRow } from '../projections/verifyRows';
+import { checkEventRow, type EventRow } from '../domain/eventRows';
 import type { EvidenceKeyring } from './evidenceKeys';
 import { checkSealedSpan, requireSealedSpan, type SealedSpan } from './eventSeals';
 import { LogDerivation, compareStreamHeads, type FinishedStream, type LoggedEventRow } from '../projections/logDerivation';
@@ -796,9 +795,9 @@ export const createRecoveryApi = (backend: RecoveryBackend): RecoveryApi => {
           const rows = await walkSnapshot(async (v) => {
             const page = await v.eventRowsByStreamAfter(after, PAGE);
             for (const row of page) {
-              let e: ReturnType<typeof decodeEventRow> | null = null;
+              let e: ReturnType<typeof checkEventRow> | null = null;
               try {
-                e = decodeEventRow(row);
+                e = checkEventRow(row);
                 // R10.2: a note an outcome binds must be there, as text that matches, or purged
                 if (isOutcomeEventType(e.type) && 'resolution' in e.data && e.data.resolution.noteDigest !== undefined) {
                   const { startId, resolution } = e.data as { startId: string; resolution: { noteDigest: string } };

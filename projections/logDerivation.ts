@@ -2,7 +2,7 @@ import { CorruptRecordError, evolve, initialRunState, type RunState, type RunStr
 import type { VerifyProblem } from '../domain/records';
 import { eventChainDigest } from '../domain/eventChain';
 import { runRowOf, stepRunRowOf, type RunRow, type StepRunRow } from './rows';
-import { decodeEventRow, type EventRow } from './verifyRows';
+import { decodeEventRow, type EventRow } from '../domain/eventRows';
 import { MOVES_FROM, OUTCOME_EVENTS } from '../domain/stepRunMoves';
 
 // R9.2 `verify`: everything derived, derived again from the event log alone, one event at a

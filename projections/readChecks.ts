@@ -1,7 +1,6 @@
 import { canonicalJsonOf, CorruptRecordError, evolve, initialRunState, stepRunDigest, type RunState, type StepRunState } from '../domain';
 import { MOVES_FROM, OUTCOME_EVENTS, STATUS_AFTER } from '../domain/stepRunMoves';
-import type { EventRow } from './verifyRows';
-import { checkEventRow, checkedStoredEventOf } from './checkRows';
+import { type EventRow, checkEventRow, checkedStoredEventOf } from '../domain/eventRows';
 import { eventChainDigest } from '../domain/eventChain';
 import type { StoredEvent } from '../domain/records';
 

@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { CompareAndSetLostError, CorruptRecordError, canonicalJson, decodeStartCommand, noReplayHits, streamNameOf, type DriverClaims, type ReplayIdentity, type RunState } from '../../domain';
 import { attemptValue, naturalEventIdOf, runRowOf, replayValuesOf, stepRunRowOf } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
-import { startEventPositions } from '../../projections/verifyRows';
+import { startEventPositions } from '../../domain/eventRows';
 import { checkStartRows } from '../../projections/checkRows';
 import { outcomeRowOf } from '../../projections/outcomeRows';
 import type { PlansApi, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook } from '../../application/authority';

@@ -1,7 +1,7 @@
 import { CorruptRecordError, canonicalJson, streamNameOf, type StartBarrierRecord } from '../../domain';
 import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { AuditEventRow, AuditReceiptRow, BarrierRow, MutationRow, ReplayIdentityRow, RunRow, StepRunRow, TraceAnchorRow } from '../../projections/rows';
-import type { EventRow } from '../../projections/verifyRows';
+import type { EventRow } from '../../domain/eventRows';
 import { requireFollowsStepRunLog, type StreamHeads } from '../../projections/readChecks';
 import { STEP_RUN_EVENT_TYPES } from '../../domain/stepRunMoves';
 import type { EvidenceMacRow } from '../../application/evidenceKeys';

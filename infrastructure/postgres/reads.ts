@@ -4,7 +4,7 @@ import { attemptValue, replayValuesOf, type ReplayIdentityRow } from '../../proj
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import { checkStartRows } from '../../projections/checkRows';
 import { agreedAttemptStart, requireAttemptNotInLog, requireHeadAtLogEnd, requireHeadIsItsLog, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream, type StreamHeads } from '../../projections/readChecks';
-import type { EventRow } from '../../projections/verifyRows';
+import type { EventRow } from '../../domain/eventRows';
 import type { StoredBarrier, StoredEvent } from '../../domain/records';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { requireSealedSpan } from '../../application/eventSeals';

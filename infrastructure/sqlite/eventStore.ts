@@ -11,7 +11,7 @@ import {
 } from '@event-driven-io/emmett';
 import { CorruptRecordError, ValidationError, type RunStreamEvent } from '../../domain';
 import { agreedStreamVersion, checkedChain, checkedGlobalOrder, type ReadEventRow } from '../../projections/readChecks';
-import { checkedStoredEventOf } from '../../projections/checkRows';
+import { checkedStoredEventOf } from '../../domain/eventRows';
 import type { RunEventStore } from '../../application/authority';
 import type { StoredEvent } from '../../domain/records';
 import { runAppendTransaction } from '../../application/lifecycleProtocol';

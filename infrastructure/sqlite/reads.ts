@@ -12,7 +12,7 @@ import {
 } from '../../domain';
 import { attemptValue, replayKeysOfBarrierRow, replayValuesOf, type BarrierRow, type ReplayIdentityRow, type RunRow, type StepRunRow } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
-import type { EventRow } from '../../projections/verifyRows';
+import type { EventRow } from '../../domain/eventRows';
 import { checkStartRows } from '../../projections/checkRows';
 import { agreedAttemptStart, requireAttemptNotInLog, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream, type StreamHeads } from '../../projections/readChecks';
 import type { StoredBarrier, StoredEvent } from '../../domain/records';

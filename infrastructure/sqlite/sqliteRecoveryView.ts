@@ -2,7 +2,7 @@ import { streamNameOf } from '../../domain';
 import type Database from 'better-sqlite3';
 import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { RunRow, StepRunRow } from '../../projections/rows';
-import type { EventRow } from '../../projections/verifyRows';
+import type { EventRow } from '../../domain/eventRows';
 import type { StreamHeads } from '../../projections/readChecks';
 import type { StoredBarrier, VerifyProblem } from '../../domain/records';
 import { evidenceProblemOf, type InDoubtIndexRow, type RecoveryView } from '../../application/recoveryRules';

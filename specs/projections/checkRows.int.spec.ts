@@ -10,8 +10,9 @@ import { naturalEventIdOf, startEventJsonOf, startRowsOf } from '../../projectio
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { buildScenario } from '../../domain/scenario';
 import { impliedFacts, provenBarrier } from '../../domain/checkRecords';
-import { checkEventRow, checkStartRows, provenEventRow, provenStartRows } from '../../projections/checkRows';
-import { decodeEventRow, verifyStartRows, type EventRow, type StoredStartRows } from '../../projections/verifyRows';
+import { checkStartRows, provenStartRows } from '../../projections/checkRows';
+import { checkEventRow, provenEventRow, decodeEventRow, type EventRow } from '../../domain/eventRows';
+import { verifyStartRows, type StoredStartRows } from '../../projections/verifyRows';
 import { recordCases } from '../../reliability/fuzz/recordCases';
 import { mutateCell, reformatJson } from '../../testkit/damage';
 import { sqliteRaw } from '../../testkit/rawSql';

@@ -3,7 +3,7 @@ import { barrierEventJsonOf, factsAgree, impliedFacts, impliedFactsHold, provenB
 import { startEventPositions, type EventRow } from '../domain/eventRows';
 import type { StoredBarrier } from '../domain/records';
 import { naturalEventIdOf, startRowsOf } from './rows';
-import { verifyStartRows, type StoredStartRows } from './verifyRows';
+import { verifyStartRows, type StoredStartRows } from '../application/checks/verifyRows';
 
 // The verified reads of every backend (R5.3), at the cost of one pass: each check of
 // verifyStartRows and decodeEventRow asked once of the stored rows (checkRecords.ts says how).

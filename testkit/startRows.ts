@@ -1,4 +1,4 @@
-import type { StoredStartRows } from '../projections/verifyRows';
+import type { StoredStartRows } from '../application/checks/verifyRows';
 import { startEventPositions } from '../domain/eventRows';
 import type { RawSql } from './rawSql';
 

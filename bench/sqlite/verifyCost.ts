@@ -4,7 +4,7 @@ import type Database from 'better-sqlite3';
 import { buildScenario } from '../../domain/scenario';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { checkStartRows } from '../../projections/checkRows';
-import { verifyStartRows, type StoredStartRows } from '../../projections/verifyRows';
+import { verifyStartRows, type StoredStartRows } from '../../application/checks/verifyRows';
 import { sqliteRaw } from '../../testkit/rawSql';
 import { readStartRows } from '../../testkit/startRows';
 import type { BenchContext } from '../lib/context';

@@ -15,7 +15,7 @@ import {
   type ValidationReason,
 } from '../../domain';
 import { buildScenario } from '../../domain/scenario';
-import { verifyStartRows, type StoredStartRows } from '../../projections/verifyRows';
+import { verifyStartRows, type StoredStartRows } from '../../application/checks/verifyRows';
 import { checkStartRows } from '../../projections/checkRows';
 import { countChanges, tableCounts, type BackendName } from '../../testkit/rawSql';
 import { readStartRows } from '../../testkit/startRows';

@@ -12,7 +12,7 @@ import { buildScenario } from '../../domain/scenario';
 import { impliedFacts, provenBarrier } from '../../domain/checkRecords';
 import { checkStartRows, provenStartRows } from '../../projections/checkRows';
 import { checkEventRow, provenEventRow, decodeEventRow, type EventRow } from '../../domain/eventRows';
-import { verifyStartRows, type StoredStartRows } from '../../projections/verifyRows';
+import { verifyStartRows, type StoredStartRows } from '../../application/checks/verifyRows';
 import { recordCases } from '../../reliability/fuzz/recordCases';
 import { mutateCell, reformatJson } from '../../testkit/damage';
 import { sqliteRaw } from '../../testkit/rawSql';
@@ -21,7 +21,7 @@ import { openFreshSqlite } from '../sqlite/support';
 import { freshDbPath } from '../support/tmp';
 
 // R5.3 at the cost of one pass (projections/checkRows.ts, domain/checkRecords.ts) held to the
-// verifier it replaces on the read paths, the oracle (projections/verifyRows.ts): on real stored
+// verifier it replaces on the read paths, the oracle (application/checks/verifyRows.ts): on real stored
 // rows of a SQLite file, valid and damaged the ways the reliability record fuzzer and the damage
 // suites damage them, the one pass gives the same verdict, the same value and the same error
 // (class, code, message, problem). Its proof alone must never accept what the oracle refuses,

@@ -1,8 +1,8 @@
 import { isDeepStrictEqual } from 'node:util';
-import { CorruptRecordError, START_FACT_TYPES, canonicalJson, streamNameOf, verifyStartFacts, verifyStoredBarrier, type StartFacts } from '../domain';
-import { decodeEventRow, startEventPositions, type EventRow } from '../domain/eventRows';
-import type { StoredBarrier } from '../domain/records';
-import { naturalEventIdOf, startRowsOf, type AuditEventRow, type AuditReceiptRow, type BarrierRow, type MutationRow, type ReplayIdentityRow, type TraceAnchorRow } from './rows';
+import { CorruptRecordError, START_FACT_TYPES, canonicalJson, streamNameOf, verifyStartFacts, verifyStoredBarrier, type StartFacts } from '../../domain';
+import { decodeEventRow, startEventPositions, type EventRow } from '../../domain/eventRows';
+import type { StoredBarrier } from '../../domain/records';
+import { naturalEventIdOf, startRowsOf, type AuditEventRow, type AuditReceiptRow, type BarrierRow, type MutationRow, type ReplayIdentityRow, type TraceAnchorRow } from '../../projections/rows';
 
 // R5.3 on every read, for both backends: re-derive every projected row from the event log
 // and demand equality with what is stored. Mirror columns, fact tables, digests, the shared

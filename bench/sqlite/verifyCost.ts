@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import type Database from 'better-sqlite3';
 import { buildScenario } from '../../domain/scenario';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
-import { checkStartRows } from '../../projections/checkRows';
+import { checkStartRows } from '../../application/checks/checkRows';
 import { verifyStartRows, type StoredStartRows } from '../../application/checks/verifyRows';
 import { sqliteRaw } from '../../testkit/rawSql';
 import { readStartRows } from '../../testkit/startRows';

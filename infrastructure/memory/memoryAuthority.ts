@@ -5,7 +5,7 @@ import { CompareAndSetLostError, CorruptRecordError, canonicalJson, decodeStartC
 import { attemptValue, naturalEventIdOf, runRowOf, replayValuesOf, stepRunRowOf } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import { startEventPositions } from '../../domain/eventRows';
-import { checkStartRows } from '../../projections/checkRows';
+import { checkStartRows } from '../../application/checks/checkRows';
 import { outcomeRowOf } from '../../projections/outcomeRows';
 import type { PlansApi, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook } from '../../application/authority';
 import type { AppendOutcome, PrepareResult, StepRunView, StoredBarrier, StoredEvent } from '../../domain/records';

@@ -13,7 +13,7 @@ import {
 import { attemptValue, replayKeysOfBarrierRow, replayValuesOf, type BarrierRow, type ReplayIdentityRow, type RunRow, type StepRunRow } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import type { EventRow } from '../../domain/eventRows';
-import { checkStartRows } from '../../projections/checkRows';
+import { checkStartRows } from '../../application/checks/checkRows';
 import { agreedAttemptStart, requireAttemptNotInLog, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream, type StreamHeads } from '../../projections/readChecks';
 import type { StoredBarrier, StoredEvent } from '../../domain/records';
 import type { EvidenceKeyring, EvidenceMacRow } from '../../application/evidenceKeys';

@@ -10,7 +10,7 @@ import { naturalEventIdOf, startEventJsonOf, startRowsOf } from '../../projectio
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { buildScenario } from '../../domain/scenario';
 import { impliedFacts, provenBarrier } from '../../domain/checkRecords';
-import { checkStartRows, provenStartRows } from '../../projections/checkRows';
+import { checkStartRows, provenStartRows } from '../../application/checks/checkRows';
 import { checkEventRow, provenEventRow, decodeEventRow, type EventRow } from '../../domain/eventRows';
 import { verifyStartRows, type StoredStartRows } from '../../application/checks/verifyRows';
 import { recordCases } from '../../reliability/fuzz/recordCases';
@@ -20,7 +20,7 @@ import { readStartRows } from '../../testkit/startRows';
 import { openFreshSqlite } from '../sqlite/support';
 import { freshDbPath } from '../support/tmp';
 
-// R5.3 at the cost of one pass (projections/checkRows.ts, domain/checkRecords.ts) held to the
+// R5.3 at the cost of one pass (application/checks/checkRows.ts, domain/checkRecords.ts) held to the
 // verifier it replaces on the read paths, the oracle (application/checks/verifyRows.ts): on real stored
 // rows of a SQLite file, valid and damaged the ways the reliability record fuzzer and the damage
 // suites damage them, the one pass gives the same verdict, the same value and the same error
@@ -60,7 +60,7 @@ const sameRowsAsOracle = (label: string, rows: StoredStartRows) =>
 const sameEventAsOracle = (label: string, row: EventRow) =>
   expectSameAsOracle(label, () => decodeEventRow(row), () => checkEventRow(row), () => provenEventRow(row));
 
-describe('R5.3 the one-pass verifier against the oracle (projections/checkRows.ts vs verifyRows.ts)', function () {
+describe('R5.3 the one-pass verifier against the oracle (application/checks/checkRows.ts vs verifyRows.ts)', function () {
   this.timeout(600_000);
   let starts: StoredStartRows[] = [];
   let streamRows: EventRow[] = [];

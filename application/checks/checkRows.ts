@@ -1,9 +1,9 @@
-import { START_FACT_TYPES, streamNameOf, type SealedBarrier, type StartFacts } from '../domain';
-import { barrierEventJsonOf, factsAgree, impliedFacts, impliedFactsHold, provenBarrier, provenPayload } from '../domain/checkRecords';
-import { startEventPositions, type EventRow } from '../domain/eventRows';
-import type { StoredBarrier } from '../domain/records';
-import { naturalEventIdOf, startRowsOf } from './rows';
-import { verifyStartRows, type StoredStartRows } from '../application/checks/verifyRows';
+import { START_FACT_TYPES, streamNameOf, type SealedBarrier, type StartFacts } from '../../domain';
+import { barrierEventJsonOf, factsAgree, impliedFacts, impliedFactsHold, provenBarrier, provenPayload } from '../../domain/checkRecords';
+import { startEventPositions, type EventRow } from '../../domain/eventRows';
+import type { StoredBarrier } from '../../domain/records';
+import { naturalEventIdOf, startRowsOf } from '../../projections/rows';
+import { verifyStartRows, type StoredStartRows } from './verifyRows';
 
 // The verified reads of every backend (R5.3), at the cost of one pass: each check of
 // verifyStartRows and decodeEventRow asked once of the stored rows (checkRecords.ts says how).

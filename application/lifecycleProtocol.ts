@@ -18,7 +18,7 @@ import {
 } from '../domain';
 import type { StoredBarrier } from '../domain/records';
 import type { EventRow } from '../domain/eventRows';
-import { requireHeadIsItsLog } from '../projections/readChecks';
+import { requireHeadIsItsLog } from './checks/readChecks';
 
 // The lifecycle protocol every backend shares: orchestration's commands (decided here) and
 // emmett's appendToStream (decided by the caller, re-checked here). A backend supplies a unit of

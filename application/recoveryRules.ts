@@ -25,7 +25,7 @@ import { attemptValue, replayValuesOf, type RunRow, type StepRunRow } from '../p
 import { NOTE_PURGE_DIGEST_TAG, fieldsDigest } from '../domain/eventChain';
 import { inDoubtStartOf, verifyOutcomeRow, type StartOutcomeRow } from '../projections/outcomeRows';
 import { decodeRunRow, decodeStepRunRow } from '../projections/runState';
-import { agreedStreamVersion, checkedChain, requireAttemptNotInLog, startsInLog, type StreamHeads } from '../projections/readChecks';
+import { agreedStreamVersion, checkedChain, requireAttemptNotInLog, startsInLog, type StreamHeads } from './checks/readChecks';
 import { checkEventRow, type EventRow } from '../domain/eventRows';
 import type { EvidenceKeyring } from './evidenceKeys';
 import { checkSealedSpan, requireSealedSpan, type SealedSpan } from './eventSeals';

@@ -14,7 +14,7 @@ import { checkedPlanOptions, createInvocationPlans, plansApiOf, type InvocationP
 import { registerAuthority } from '../../application/execution';
 import { memoryPlanRows } from './memoryPlans';
 import { createEvidenceKeyring, type EvidenceKeyring, type EvidenceKeyringOptions } from '../../application/evidenceKeys';
-import { agreedAttemptStart, requireAttemptNotInLog, requireHeadIsItsLog, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream } from '../../projections/readChecks';
+import { agreedAttemptStart, requireAttemptNotInLog, requireHeadIsItsLog, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream } from '../../application/checks/readChecks';
 import { createMemoryRecoveryView } from './memoryRecoveryView';
 import { memorySealedSpan, sealMemoryEvents } from './memorySeals';
 import { appendedEventCells, requireSealedSpan, startEventCells } from '../../application/eventSeals';

@@ -2,7 +2,7 @@ import { CorruptRecordError, canonicalJson, streamNameOf, type StartBarrierRecor
 import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { AuditEventRow, AuditReceiptRow, BarrierRow, MutationRow, ReplayIdentityRow, RunRow, StepRunRow, TraceAnchorRow } from '../../projections/rows';
 import type { EventRow } from '../../domain/eventRows';
-import { requireFollowsStepRunLog, type StreamHeads } from '../../projections/readChecks';
+import { requireFollowsStepRunLog, type StreamHeads } from '../../application/checks/readChecks';
 import { STEP_RUN_EVENT_TYPES } from '../../domain/stepRunMoves';
 import type { EvidenceMacRow } from '../../application/evidenceKeys';
 import type { EventMacRow, SealOriginRow } from '../../application/eventSeals';

@@ -3,7 +3,7 @@ import { CorruptRecordError, noReplayHits, streamNameOf, type ReplayHit, type Re
 import { attemptValue, replayValuesOf, type ReplayIdentityRow } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import { checkStartRows } from '../../application/checks/checkRows';
-import { agreedAttemptStart, requireAttemptNotInLog, requireHeadAtLogEnd, requireHeadIsItsLog, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream, type StreamHeads } from '../../projections/readChecks';
+import { agreedAttemptStart, requireAttemptNotInLog, requireHeadAtLogEnd, requireHeadIsItsLog, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream, type StreamHeads } from '../../application/checks/readChecks';
 import type { EventRow } from '../../domain/eventRows';
 import type { StoredBarrier, StoredEvent } from '../../domain/records';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';

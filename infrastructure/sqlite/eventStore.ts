@@ -10,7 +10,7 @@ import {
   type ReadStreamResult,
 } from '@event-driven-io/emmett';
 import { CorruptRecordError, ValidationError, type RunStreamEvent } from '../../domain';
-import { agreedStreamVersion, checkedChain, checkedGlobalOrder, type ReadEventRow } from '../../projections/readChecks';
+import { agreedStreamVersion, checkedChain, checkedGlobalOrder, type ReadEventRow } from '../../application/checks/readChecks';
 import { checkedStoredEventOf } from '../../domain/eventRows';
 import type { RunEventStore } from '../../application/authority';
 import type { StoredEvent } from '../../domain/records';

@@ -14,7 +14,7 @@ import { attemptValue, replayKeysOfBarrierRow, replayValuesOf, type BarrierRow, 
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import type { EventRow } from '../../domain/eventRows';
 import { checkStartRows } from '../../application/checks/checkRows';
-import { agreedAttemptStart, requireAttemptNotInLog, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream, type StreamHeads } from '../../projections/readChecks';
+import { agreedAttemptStart, requireAttemptNotInLog, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream, type StreamHeads } from '../../application/checks/readChecks';
 import type { StoredBarrier, StoredEvent } from '../../domain/records';
 import type { EvidenceKeyring, EvidenceMacRow } from '../../application/evidenceKeys';
 import { requireSealedSpan } from '../../application/eventSeals';

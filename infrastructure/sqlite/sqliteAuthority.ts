@@ -2,7 +2,7 @@ import type Database from 'better-sqlite3';
 import { isCallerOwned, openSqliteConnection } from './connection';
 import type { SqliteDatabase } from './database';
 import { decodeStartCommand, type DriverClaims } from '../../domain';
-import { requireHeadIsItsLog } from '../../projections/readChecks';
+import { requireHeadIsItsLog } from '../../application/checks/readChecks';
 import { requireFunctions, requireKnownOptions, requireOneOf } from '../../application/openErrors';
 import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { stepRunRowOf } from '../../projections/rows';

@@ -3,7 +3,7 @@ import type Database from 'better-sqlite3';
 import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { RunRow, StepRunRow } from '../../projections/rows';
 import type { EventRow } from '../../domain/eventRows';
-import type { StreamHeads } from '../../projections/readChecks';
+import type { StreamHeads } from '../../application/checks/readChecks';
 import type { StoredBarrier, VerifyProblem } from '../../domain/records';
 import { evidenceProblemOf, type InDoubtIndexRow, type RecoveryView } from '../../application/recoveryRules';
 import type { SealedSpan } from '../../application/eventSeals';

@@ -29,7 +29,7 @@ import { agreedStreamVersion, checkedChain, requireAttemptNotInLog, startsInLog,
 import { checkEventRow, type EventRow } from '../domain/eventRows';
 import type { EvidenceKeyring } from './evidenceKeys';
 import { checkSealedSpan, requireSealedSpan, type SealedSpan } from './eventSeals';
-import { LogDerivation, compareStreamHeads, type FinishedStream, type LoggedEventRow } from '../projections/logDerivation';
+import { LogDerivation, compareStreamHeads, type FinishedStream, type LoggedEventRow } from './checks/logDerivation';
 import type { RecoveryApi } from './authority';
 import type { AppendOutcome, AttemptHistoryEntry, InDoubtStart, ResolveResult, ResolutionNote, StartOutcome, StoredBarrier, VerifyProblem } from '../domain/records';
 

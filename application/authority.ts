@@ -1,6 +1,5 @@
-import type { DriverClaims } from '../domain';
+import type { DriverClaims, LifecycleCommandInput, ToolExecutionStartCommand, LookupValue, ReplayIdentity, ResolveOptions, StartOutcomeKind } from '../domain';
 import type { EventStore, EventStoreSessionFactory, ReadEventMetadataWithGlobalPosition } from '@event-driven-io/emmett';
-import type { LifecycleCommandInput, ToolExecutionStartCommand, LookupValue, ReplayIdentity, ResolveOptions, StartOutcomeKind } from '../domain';
 import type {
   AppendOutcome,
   AttemptHistoryEntry,
@@ -14,7 +13,7 @@ import type {
   StoredEvent,
   VerifyReport,
 } from '../domain/records';
-import { START_WRITE_STEPS } from './startWrite';
+import { START_WRITE_STEPS } from './startWritePlan';
 import type { PlanStatus } from './invocationPlans';
 import type { VerifyProgressListener } from './verifyProgress';
 

@@ -2,7 +2,7 @@ import { CorruptRecordError, canonicalJson } from '../domain';
 import { eventChainDigest, type ChainedCells } from '../domain/eventChain';
 import type { StoredEvent } from '../domain/records';
 import { printableKeyId, type EvidenceKeyring, type MacCheck } from './evidenceKeys';
-import type { StartWrite } from './startWrite';
+import type { StartWrite } from './startWritePlan';
 
 // Keyed evidence over the whole Run stream (R9.4). With a deployment keyring, every
 // transaction that appends Run events (a start, a lifecycle command, a resolution) stores one

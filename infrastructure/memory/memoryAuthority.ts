@@ -22,7 +22,7 @@ import { copyTables, emptyTables, lastStepRunEventRow, stepRunLogRows, requireFo
 import { SerialExecutor } from '../../application/serialExecutor';
 import { decodeLifecycle, runLifecycleTransaction, type LifecycleUnitOfWork } from '../../application/lifecycleProtocol';
 import { runStartTransaction, type StartUnitOfWork } from '../../application/startProtocol';
-import type { StartEventRow, StartWrite, StartWriteStep } from '../../application/startWrite';
+import type { StartEventRow, StartWrite, StartWriteStep } from '../../application/startWritePlan';
 import { createMemoryNoteStore } from './memoryNotes';
 import { claimsOnVerifiedStarts, memoryDriverClaims } from '../../application/driverClaimRules';
 

@@ -4,7 +4,7 @@ import type { StartStepHook } from '../../application/authority';
 import type { PrepareResult, StoredBarrier } from '../../domain/records';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { existingBarrierOf, refuseUnknownStart } from '../../application/startProtocol';
-import { START_WRITE_STEPS, planStartWrite, type StartWrite } from '../../application/startWrite';
+import { START_WRITE_STEPS, planStartWrite, type StartWrite } from '../../application/startWritePlan';
 import { replayValuesOf, type ReplayIdentityRow } from '../../projections/rows';
 import { SQLSTATE, isRetryable, isUniqueViolation, mapPgError, sqlStateOf, unavailableReasonOf } from './errors';
 import { paramOf } from './identities';

@@ -8,7 +8,7 @@ import { naturalEventIdOf, runRowOf, stepRunRowOf } from '../../projections/rows
 import type { StoredEvent } from '../../domain/records';
 import type { LifecycleUnitOfWork } from '../../application/lifecycleProtocol';
 import type { StartUnitOfWork } from '../../application/startProtocol';
-import type { StartEventRow, StartWrite, StartWriteStep } from '../../application/startWrite';
+import type { StartEventRow, StartWrite, StartWriteStep } from '../../application/startWritePlan';
 import { loadRunState, loadStartHead, lookupReplay, readBarrier, stepRunLogOf, type ProbedIdentities } from './reads';
 import { nowMsOf, type Statements } from './statements';
 

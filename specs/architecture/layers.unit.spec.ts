@@ -45,7 +45,7 @@ describe('Layers as folders (no behaviour: the shape of the source tree)', () =>
 
   it('no two production files share a name, so a file says what it is for', () => {
     const names = ['application', 'infrastructure', 'projections'].flatMap(sources).map((f) => f.split('/').pop()!);
-    const shared = ['index.ts', 'sql.ts', 'identities.ts', 'errors.ts', 'reads.ts', 'migrate.ts', 'startWrite.ts'];
+    const shared = ['index.ts', 'sql.ts', 'identities.ts', 'errors.ts', 'reads.ts', 'migrate.ts'];
     const repeated = names.filter((n, i) => names.indexOf(n) !== i && !shared.includes(n));
     expect([...new Set(repeated)]).to.deep.equal([]);
   });

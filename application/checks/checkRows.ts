@@ -1,4 +1,4 @@
-import { START_FACT_TYPES, streamNameOf, type SealedBarrier, type StartFacts } from '../../domain';
+import { START_FACT_TYPES, streamNameOf, type DigestedBarrier, type StartFacts } from '../../domain';
 import { barrierEventJsonOf, factsAgree, impliedFacts, impliedFactsHold, provenBarrier, provenPayload } from '../../domain/checkRecords';
 import { startEventPositions, type EventRow } from '../../domain/eventRows';
 import type { StoredBarrier } from '../../domain/records';
@@ -29,7 +29,7 @@ const barrierTextIn = (data: unknown, digest: unknown): string | undefined => {
   return data.startsWith(head) && data.endsWith(tail) && data.length > head.length + tail.length ? data.slice(head.length, data.length - tail.length) : undefined;
 };
 
-const startFacts = (payloads: readonly unknown[], sealed: SealedBarrier): StartFacts =>
+const startFacts = (payloads: readonly unknown[], sealed: DigestedBarrier): StartFacts =>
   [
     ...payloads.map((data, i) => ({ type: START_FACT_TYPES[i]!, data })),
     { type: 'ToolExecutionStartBarrierCommitted', data: { barrier: sealed.record, barrierDigest: sealed.barrierDigest } },
@@ -40,7 +40,7 @@ const startFacts = (payloads: readonly unknown[], sealed: SealedBarrier): StartF
  * the ones the barrier implies (no parse, no decode); otherwise each parsed, decoded and
  * compared with the barrier field by field. Undefined when neither proves them.
  */
-const proveFacts = (sealed: SealedBarrier, audit: string, trace: string, receipt: string, mutation: string): StartFacts | undefined => {
+const proveFacts = (sealed: DigestedBarrier, audit: string, trace: string, receipt: string, mutation: string): StartFacts | undefined => {
   const implied = impliedFacts(sealed);
   const t = implied.texts;
   if (audit === t.audit && trace === t.trace && receipt === t.receipt && mutation === t.mutation) {

@@ -5,7 +5,7 @@ import { isLeft } from 'fp-ts/lib/Either';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
-import { CorruptRecordError, PAYLOAD_CODECS, StoredStartBarrierRecord, canonicalJson, isRunEventType, receiptDigestOf, sealBarrier, traceDigestOf, verifyStoredBarrier, type StartFacts } from '../../domain';
+import { CorruptRecordError, PAYLOAD_CODECS, StoredStartBarrierRecord, canonicalJson, isRunEventType, receiptDigestOf, digestedBarrierOf, traceDigestOf, verifyStoredBarrier, type StartFacts } from '../../domain';
 import { naturalEventIdOf, startEventJsonOf, startRowsOf } from '../../projections/rows';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { buildScenario } from '../../domain/scenario';
@@ -119,7 +119,7 @@ describe('R5.3 the one-pass verifier against the oracle (application/checks/chec
     const record = structuredClone(facts[4].data.barrier);
     record.trace.traceDigest = trace.traceDigest;
     record.audit.auditReceiptDigest = receipt.receiptDigest;
-    const sealed = sealBarrier(record);
+    const sealed = digestedBarrierOf(record);
     const next = [facts[0], { ...facts[1], data: trace }, { ...facts[2], data: receipt }, facts[3], { ...facts[4], data: { barrier: record, barrierDigest: sealed.barrierDigest } }] as unknown as StartFacts;
     const committedAtMs = Number(base.barrier.committed_at_ms);
     const want = startRowsOf(next, committedAtMs);

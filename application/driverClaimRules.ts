@@ -1,7 +1,7 @@
 import { EpochMillis, Identity, decodeOrThrow, integer, strictObject } from '../domain/codecs';
 import { CorruptRecordError, PreconditionError, ValidationError, type ClaimResult, type DriverClaim, type DriverClaims } from '../domain';
-import { CLAIM_DIGEST_TAG, fieldsDigest } from '../projections/eventChain';
-import type { StoredBarrier, VerifyProblem } from './authority';
+import { CLAIM_DIGEST_TAG, fieldsDigest } from '../domain/eventChain';
+import type { StoredBarrier, VerifyProblem } from '../domain/records';
 
 // One driver per attempt (R11.2), as a lease recorded in the store beside the barrier
 // (migrations 0060 / pg-0034). A claim is one insert-only row per generation; a generation

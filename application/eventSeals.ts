@@ -1,13 +1,13 @@
 import { CorruptRecordError, canonicalJson } from '../domain';
-import { eventChainDigest, type ChainedCells } from '../projections/eventChain';
-import type { StoredEvent } from './authority';
+import { eventChainDigest, type ChainedCells } from '../domain/eventChain';
+import type { StoredEvent } from '../domain/records';
 import { printableKeyId, type EvidenceKeyring, type MacCheck } from './evidenceKeys';
-import type { StartWrite } from './startWrite';
+import type { StartWrite } from './startWritePlan';
 
 // Keyed evidence over the whole Run stream (R9.4). With a deployment keyring, every
 // transaction that appends Run events (a start, a lifecycle command, a resolution) stores one
 // seal: HMAC-SHA-256, under the active key, over the positions it appended and every cell of
-// those events (folded the way the chain folds them, projections/eventChain.ts). A writer
+// those events (folded the way the chain folds them, domain/eventChain.ts). A writer
 // with INSERT rights but without the key can still append a legal event, but not its seal, so
 // every verified read that depends on it and `verify` find it unsealed.
 //

@@ -1,6 +1,6 @@
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { CorruptRecordError } from '../domain';
-import type { StoredBarrier } from './authority';
+import type { StoredBarrier } from '../domain/records';
 
 // Keyed evidence (R9.4). With a deployment keyring, every new barrier is sealed with
 // HMAC-SHA-256 over its digests under the active key, and the key id is stored beside the

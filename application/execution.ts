@@ -1,5 +1,6 @@
 import { ExecutionRefusedError, PreconditionError, ValidationError, type DriverClaims, type ExecutionTicket, type InvocationPlan, type Ref } from '../domain';
-import type { RecoverableStartBarrierAuthority, StartOutcome, StoredBarrier } from './authority';
+import type { RecoverableStartBarrierAuthority } from './authority';
+import type { StartOutcome, StoredBarrier } from '../domain/records';
 import { openedPlanOf, type InvocationPlans, type OpenedPlan } from './invocationPlans';
 
 // Execution is minted, not asserted (R12.1, R12.4). An authority's backend registers, when it

@@ -16,9 +16,9 @@ import {
   type RunState,
   type RunStreamEvent,
 } from '../domain';
-import type { StoredBarrier } from './authority';
-import type { EventRow } from '../projections/verifyRows';
-import { requireHeadIsItsLog } from '../projections/readChecks';
+import type { StoredBarrier } from '../domain/records';
+import type { EventRow } from '../domain/eventRows';
+import { requireHeadIsItsLog } from './checks/readChecks';
 
 // The lifecycle protocol every backend shares: orchestration's commands (decided here) and
 // emmett's appendToStream (decided by the caller, re-checked here). A backend supplies a unit of

@@ -26,7 +26,7 @@ import {
   ValidationError,
 } from '../domain';
 import { Identity, decodeOrThrow, integer } from '../domain/codecs';
-import type { StartOutcome, StoredBarrier } from './authority';
+import type { StartOutcome, StoredBarrier } from '../domain/records';
 import { CLAIM_LEASE_GRACE_MS } from './driverClaimRules';
 import { ExecutionAuthority, refuseUnknown, type ExecutionPort } from './execution';
 import type { RedactionContract } from './invocationPlans';
@@ -46,7 +46,8 @@ export type { RedactionContract, PlanPreview, PlanStatus, PlanKeyringOptions, Pl
 // What a saga's caller types its arguments with, from the subpath that makes the saga.
 export type { ToolStepTrigger, StartPlan, InvocationPlan, ToolAdapter, AdapterReport, AdapterAnswer, InspectReport, InspectAnswer, ToolOutput, ToolCallTelemetry, DriverClaim } from '../domain';
 export { runTool, recover, type Tool, type RunToolCall, type RunToolOptions, type RunToolResult, type RecoverOptions, type RecoverReport, type RecoveredStart } from './runTool';
-export type { RecoverableStartBarrierAuthority, StartOutcome, StoredBarrier } from './authority';
+export type { RecoverableStartBarrierAuthority } from './authority';
+export type { StartOutcome, StoredBarrier } from '../domain/records';
 
 export interface ToolStepSagaOptions {
   readonly execution: ExecutionAuthority;

@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ConcurrencyExhaustedError, StoreUnavailableError, TransactionTimeoutError } from '../domain';
-import type { PrepareResult, StartBarrierAuthority } from './authority';
+import type { StartBarrierAuthority } from './authority';
+import type { PrepareResult } from '../domain/records';
 
 // R13.3: a start whose answer was lost (a switch, a dropped connection, a read-only standby)
 // may or may not have committed. Replaying the same command is the one way to know (R4.2): an

@@ -12,8 +12,9 @@ import {
   type ReplayKeys,
   type RunState,
 } from '../domain';
-import type { StartStepHook, StoredBarrier } from './authority';
-import { START_WRITE_STEPS, planStartWrite, type StartWrite, type StartWriteStep } from './startWrite';
+import type { StartStepHook } from './authority';
+import type { StoredBarrier } from '../domain/records';
+import { START_WRITE_STEPS, planStartWrite, type StartWrite, type StartWriteStep } from './startWritePlan';
 
 // The start transaction every backend shares (R3.1 .. R3.8). A backend supplies a unit of work
 // bound to one open transaction; this module fixes what happens in which order: the replay is

@@ -1,6 +1,7 @@
 import type * as OtelApi from '@opentelemetry/api';
 import { isStartBarrierError, type ToolAdapter } from '../domain';
-import type { AppendOutcome, InDoubtStart, PrepareResult, RecoverableStartBarrierAuthority, ResolveResult, StartBarrierAuthority, VerifyReport } from './authority';
+import type { RecoverableStartBarrierAuthority, StartBarrierAuthority } from './authority';
+import type { AppendOutcome, InDoubtStart, PrepareResult, ResolveResult, VerifyReport } from '../domain/records';
 import { isModuleMissing } from './openErrors';
 
 // OpenTelemetry spans for prepare, lifecycle commands, the in-doubt listing, resolutions and

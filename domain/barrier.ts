@@ -67,14 +67,17 @@ export const StartBarrierRecord = strictObject('StartBarrierRecord', BARRIER_FIE
 export const StoredStartBarrierRecord = strictObject('StartBarrierRecord', BARRIER_FIELDS, { approval: ApprovalBinding, annotations: Annotations });
 export type StartBarrierRecord = t.TypeOf<typeof StoredStartBarrierRecord>;
 
-export interface SealedBarrier {
+/** A barrier record with its canonical JSON and its digest (a digest, not a keyed seal: that is R9.4's MAC). */
+export interface DigestedBarrier {
   readonly record: StartBarrierRecord;
   readonly canonical: string;
   readonly barrierDigest: string;
 }
+/** @deprecated the old name of DigestedBarrier. */
+export type SealedBarrier = DigestedBarrier;
 
 /** Canonicalise, enforce R1.2's byte limit, and digest under the barrier's own tag (R1.3). */
-export const sealBarrier = (record: StartBarrierRecord): SealedBarrier => {
+export const digestedBarrierOf = (record: StartBarrierRecord): DigestedBarrier => {
   const canonical = canonicalJsonOf(record);
   const bytes = utf8Length(canonical);
   if (bytes > MAX_BARRIER_BYTES) {
@@ -84,20 +87,22 @@ export const sealBarrier = (record: StartBarrierRecord): SealedBarrier => {
   }
   return { record, canonical, barrierDigest: digestCanonical(RECORD_TAGS.barrier, canonical) };
 };
+/** @deprecated the old name of digestedBarrierOf: it computes a digest; "seal" is the keyed MAC of R9.4. */
+export const sealBarrier = digestedBarrierOf;
 
-export const decodeBarrierRecord = (input: unknown): SealedBarrier =>
-  sealBarrier(decodeOrThrow(StartBarrierRecord, 'start barrier', input));
+export const decodeBarrierRecord = (input: unknown): DigestedBarrier =>
+  digestedBarrierOf(decodeOrThrow(StartBarrierRecord, 'start barrier', input));
 
 /** The read side: legacy barriers with annotations included (see StoredStartBarrierRecord). */
-export const decodeStoredBarrierRecord = (input: unknown): SealedBarrier =>
-  sealBarrier(decodeOrThrow(StoredStartBarrierRecord, 'start barrier', input));
+export const decodeStoredBarrierRecord = (input: unknown): DigestedBarrier =>
+  digestedBarrierOf(decodeOrThrow(StoredStartBarrierRecord, 'start barrier', input));
 
 /**
  * R5.3 on read: the stored text must parse, decode, be byte-for-byte canonical, and hash to
  * the stored digest. Any failure is corruption, reported closed.
  */
-export const verifyStoredBarrier = (startId: string, storedJson: string, storedDigest: string): SealedBarrier => {
-  let sealed: SealedBarrier;
+export const verifyStoredBarrier = (startId: string, storedJson: string, storedDigest: string): DigestedBarrier => {
+  let sealed: DigestedBarrier;
   try {
     sealed = decodeStoredBarrierRecord(JSON.parse(storedJson));
   } catch (e) {

@@ -1,5 +1,5 @@
 import type * as t from 'io-ts';
-import { MAX_BARRIER_BYTES, StoredStartBarrierRecord, barrierMatchesItsCommand, type SealedBarrier, type StartBarrierRecord } from './barrier';
+import { MAX_BARRIER_BYTES, StoredStartBarrierRecord, barrierMatchesItsCommand, type DigestedBarrier, type StartBarrierRecord } from './barrier';
 import { canonicalJson, canonicalWithout, digestCanonical, isCanonicalTextOf, RECORD_TAGS, type RecordTag } from './canonical';
 import { PAYLOAD_CODECS, type PayloadOf, type RunEventType, type StartFacts } from './events';
 
@@ -90,7 +90,7 @@ const startedStepRunDigestOfProven = (b: StartBarrierRecord): string => {
 };
 
 /** The barrier text proven as verifyStoredBarrier would: codec, R1.2 size, canonical, digest, startId, command digest. */
-export const provenBarrier = (startId: string, text: unknown, storedDigest: unknown): SealedBarrier | undefined => {
+export const provenBarrier = (startId: string, text: unknown, storedDigest: unknown): DigestedBarrier | undefined => {
   if (typeof text !== 'string' || text.length > MAX_BARRIER_BYTES || Buffer.byteLength(text, 'utf8') > MAX_BARRIER_BYTES) return undefined;
   // As stored: legacy barriers with annotations read and verify, as verifyStoredBarrier lets them.
   const record = provenJson(StoredStartBarrierRecord, text);
@@ -127,7 +127,7 @@ export interface FactTexts {
  * by field and every digest recomputes. `facts` hold payloads proven from `texts`, and the
  * barrier event's data is `{ barrier: sealed.record, barrierDigest }` (compared by bytes).
  */
-export const factsAgree = (sealed: SealedBarrier, facts: StartFacts, texts: FactTexts): boolean => {
+export const factsAgree = (sealed: DigestedBarrier, facts: StartFacts, texts: FactTexts): boolean => {
   const b = sealed.record;
   const [audit, trace, receipt, started, committed] = facts;
   const a = audit.data;
@@ -230,7 +230,7 @@ export type FactPayloads = readonly [
  * each field agrees with the barrier by construction. Stored texts that differ are not refused
  * here: the caller proves them the long way, or the oracle judges them.
  */
-export const impliedFacts = (sealed: SealedBarrier): { readonly payloads: FactPayloads; readonly texts: FactTexts } => {
+export const impliedFacts = (sealed: DigestedBarrier): { readonly payloads: FactPayloads; readonly texts: FactTexts } => {
   const b = sealed.record;
   const audit: PayloadOf<'SecurityAuditEventRecorded'> = {
     action: 'tool_execution.start',
@@ -295,8 +295,8 @@ export const impliedFacts = (sealed: SealedBarrier): { readonly payloads: FactPa
 };
 
 /** The digests of the facts a proven barrier implies (impliedFacts' texts) recompute, and so does its started StepRun's. */
-export const impliedFactsHold = (sealed: SealedBarrier, implied: { readonly payloads: FactPayloads; readonly texts: FactTexts }): boolean =>
+export const impliedFactsHold = (sealed: DigestedBarrier, implied: { readonly payloads: FactPayloads; readonly texts: FactTexts }): boolean =>
   digestsRecompute(sealed.record, implied.payloads, implied.texts);
 
 /** The bytes of the barrier event's data for a proven barrier: the only canonical text of `{ barrier, barrierDigest }`. */
-export const barrierEventJsonOf = (sealed: SealedBarrier): string => `{"barrier":${sealed.canonical},"barrierDigest":${JSON.stringify(sealed.barrierDigest)}}`;
+export const barrierEventJsonOf = (sealed: DigestedBarrier): string => `{"barrier":${sealed.canonical},"barrierDigest":${JSON.stringify(sealed.barrierDigest)}}`;

@@ -1,7 +1,7 @@
 import type { Command } from '@event-driven-io/emmett';
 import { canonicalJson, canonicalJsonOf, canonicalWithout, digestCanonical, digestOf, inCanonicalOrder, RECORD_TAGS, type RecordTag } from './canonical';
 import { decodeStartCommand, startedVersionOf, type DecodedStartCommand, type ToolExecutionStartCommand } from './command';
-import { sealBarrier, type StartBarrierRecord } from './barrier';
+import { digestedBarrierOf, type StartBarrierRecord } from './barrier';
 import {
   CorruptRecordError,
   PreconditionError,
@@ -318,7 +318,7 @@ export const buildStartFactsWithJson = (decoded: DecodedStartCommand, state: Run
     toolDefinition: c.toolDefinition,
     trace: barrierTrace,
   } satisfies Omit<StartBarrierRecord, 'admission' | 'approval'>);
-  const sealed = sealBarrier(record);
+  const sealed = digestedBarrierOf(record);
 
   const facts: StartFacts = [
     event('SecurityAuditEventRecorded', audit),

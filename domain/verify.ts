@@ -1,5 +1,5 @@
 import { isDeepStrictEqual } from 'node:util';
-import type { SealedBarrier, StartBarrierRecord } from './barrier';
+import type { DigestedBarrier, StartBarrierRecord } from './barrier';
 import { CorruptRecordError } from './errors';
 import type { EventOf, StartFacts } from './events';
 import { auditEventDigestOf, mutationDigestOf, receiptDigestOf, traceDigestOf } from './startDecider';
@@ -23,7 +23,7 @@ export const startedStepRunDigestOf = (b: StartBarrierRecord): string =>
  * digest must recompute from the content it covers. Stores call this on every read; any
  * disagreement is corruption, reported closed with what disagreed.
  */
-export const verifyStartFacts = (sealed: SealedBarrier, facts: StartFacts): void => {
+export const verifyStartFacts = (sealed: DigestedBarrier, facts: StartFacts): void => {
   const b = sealed.record;
   const bad = (problem: string): never => {
     throw new CorruptRecordError('start barrier', b.startId, problem);

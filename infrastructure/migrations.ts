@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { EMBEDDED_MIGRATIONS } from './migrationsSql.generated';
-import { LEDGER_DIGEST_TAG, fieldsDigest } from '../projections/eventChain';
+import { LEDGER_DIGEST_TAG, fieldsDigest } from '../domain/eventChain';
 import { CorruptRecordError } from '../domain';
 
 // Forward-only, checksummed migrations, shared by both backends. No runner on npm does both

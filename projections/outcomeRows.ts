@@ -8,11 +8,8 @@ import {
   type RunStreamEvent,
   type StartOutcomeKind,
 } from '../domain';
-import type { InDoubtStart, StartOutcome, StoredBarrier } from '../application/authority';
-import type { EventRow } from './verifyRows';
-import { checkEventRow as decodeEventRow } from './checkRows';
-
-export { decodeEventRow };
+import type { InDoubtStart, StartOutcome, StoredBarrier } from '../domain/records';
+import { checkEventRow, type EventRow } from '../domain/eventRows';
 
 // Recovery read model as pure row derivations shared by every backend. The stores
 // write `start_outcomes` rows in the transaction that appends the outcome event; reads
@@ -71,7 +68,7 @@ export const verifyOutcomeRow = (row: StartOutcomeRow, event: EventRow | undefin
   };
   if (event === undefined) return bad(`its event ${row.event_id} is missing from the log`);
   if (event.stream_id !== streamNameOf(row.run_id)) bad(`its event ${row.event_id} is in stream ${event.stream_id}, not run-${row.run_id}`);
-  const decoded = decodeEventRow(event);
+  const decoded = checkEventRow(event);
   const expected = outcomeRowOf({
     eventId: event.event_id,
     streamPosition: Number(event.stream_position),
@@ -138,7 +135,7 @@ export const rebuildOutcomeRows = (events: readonly EventRow[]): StartOutcomeRow
       eventId: row.event_id,
       streamPosition: Number(row.stream_position),
       committedAtMs: Number(row.committed_at_ms),
-      event: decodeEventRow(row),
+      event: checkEventRow(row),
     });
     return r === undefined ? [] : [r];
   });

@@ -7,8 +7,7 @@ import {
   type StartFacts,
 } from '../domain';
 import { runRowOf, startRowsOf, stepRunRowOf, type StartRows, type RunRow, type StepRunRow, type ReplayIdentityRow } from './rows';
-import type { EventRow } from './verifyRows';
-import { checkEventRow } from './checkRows';
+import { type EventRow, checkEventRow } from '../domain/eventRows';
 
 // Rebuild every inline projection from the event log alone. Specs compare the result with the
 // stored tables (the projections are exactly a function of the log); operators can use it to

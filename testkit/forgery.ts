@@ -2,7 +2,7 @@ import { canonicalJson, digestOf, RECORD_TAGS, type StepRunState } from '../doma
 import { buildScenario, type Scenario } from '../domain/scenario';
 import type { RecoverableStartBarrierAuthority, StartBarrierAuthority } from '../application/authority';
 import { claimRowOf } from '../application/driverClaimRules';
-import { eventChainDigest } from '../projections/eventChain';
+import { eventChainDigest } from '../domain/eventChain';
 import { stepRunRowOf } from '../projections/rows';
 import type { BackendName, RawSql } from './rawSql';
 

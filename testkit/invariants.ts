@@ -1,5 +1,5 @@
 import { START_FACT_TYPES, isStartBarrierError } from '../domain';
-import type { StoredBarrier } from '../application/authority';
+import type { StoredBarrier } from '../domain/records';
 import type { RawSql } from './rawSql';
 
 // What must hold in any store at any moment, read straight from the tables (the harness does

@@ -5,7 +5,7 @@ import { buildScenario, type Scenario } from '../domain/scenario';
 import type { RecoverableStartBarrierAuthority } from '../application/authority';
 import { openPostgresStartBarrier } from '../infrastructure/postgres';
 import { openSqliteStartBarrier } from '../infrastructure/sqlite';
-import { eventChainDigest } from '../projections/eventChain';
+import { eventChainDigest } from '../domain/eventChain';
 import { tallyOf, type ForgeryTally, type Judgement } from './forgery';
 import { FORGERY_KEYRING } from './keyedForgery';
 import type { BackendName } from './rawSql';

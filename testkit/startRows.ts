@@ -1,5 +1,5 @@
-import type { StoredStartRows } from '../projections/verifyRows';
-import { startEventPositions } from '../projections/verifyRows';
+import type { StoredStartRows } from '../application/checks/verifyRows';
+import { startEventPositions } from '../domain/eventRows';
 import type { RawSql } from './rawSql';
 
 /** Every stored row of one start, read raw (as `verifyStartRows` takes them). */

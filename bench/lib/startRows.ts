@@ -15,7 +15,7 @@ import {
   type ToolExecutionStartCommand,
 } from '../../domain';
 import type { Scenario } from '../../domain/scenario';
-import { eventChainDigest } from '../../projections/eventChain';
+import { eventChainDigest } from '../../domain/eventChain';
 import { naturalEventIdOf, runRowOf, startEventJsonOf, startRowsOf, stepRunRowOf, type RunRow, type StartRows, type StepRunRow } from '../../projections/rows';
 
 // The exact rows a Run and its start put in the database, derived with the domain itself (the

@@ -54,7 +54,7 @@ const indexRowOf = ({ command_digest: _, ...row }: StartWrite['rows']['identitie
 /**
  * The replay index as it was before pg-0051 (each row repeating the command digest, and an index
  * on start_id), for the bare baseline on the schema before each fact was stored once: run after
- * testkit/beforeStoredOnce.ts's statements on a fresh database.
+ * testkit/legacyStartTables.ts's statements on a fresh database.
  */
 export const PG_INDEX_BEFORE_COMPACT = `
   ALTER TABLE ql3.start_replay_identities ADD COLUMN command_digest TEXT NOT NULL;

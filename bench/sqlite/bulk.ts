@@ -6,7 +6,7 @@ import { eventRowsOf, lifecycleOf, type EventRowIn, type StartWrite } from '../l
 import type { LongRun } from '../lib/longRun';
 import { FIELD_SEPARATOR, SEED_ROW_KINDS, STREAM } from './seedRows';
 import * as SQL from './sql';
-import * as BEFORE from '../../testkit/beforeStoredOnce';
+import * as BEFORE from '../../testkit/legacyStartTables';
 
 const HEAD_CHECK = 'events_step_run_from_head';
 

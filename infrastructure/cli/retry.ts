@@ -1,5 +1,6 @@
 import { PreconditionError, nextStartCommand, planOfBarrier, type ToolExecutionStartCommand } from '../../domain';
-import type { RecoverableStartBarrierAuthority, StepRunView } from '../../application/authority';
+import type { RecoverableStartBarrierAuthority } from '../../application/authority';
+import type { StepRunView } from '../../domain/records';
 
 // `qinglong-barrier retry RUN STEP`: the manual retry of a lost attempt without editing seven
 // ids and a digest by hand. A lost StepRun is marked ready (a lifecycle fact, as `apply` would

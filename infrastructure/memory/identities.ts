@@ -1,6 +1,6 @@
 import type { AttemptKey, ReplayIdentity } from '../../domain';
 import type { BarrierRow } from '../../projections/rows';
-import { checkEventRow } from '../../projections/checkRows';
+import { checkEventRow } from '../../domain/eventRows';
 import type { Tables } from './tables';
 
 // Where the in-memory tables keep each R4.1 identity besides the replay index: the barrier's

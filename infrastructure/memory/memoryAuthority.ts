@@ -4,17 +4,18 @@ import { randomUUID } from 'node:crypto';
 import { CompareAndSetLostError, CorruptRecordError, PreconditionError, canonicalJson, decodeStartAttempt, noReplayHits, streamNameOf, type DriverClaims, type ReplayIdentity, type RunState, type StartAttemptContext } from '../../domain';
 import { attemptValue, naturalEventIdOf, runRowOf, replayValuesOf, stepRunRowOf } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
-import { startEventPositions } from '../../projections/verifyRows';
-import { checkStartRows } from '../../projections/checkRows';
+import { startEventPositions } from '../../domain/eventRows';
+import { checkStartRows } from '../../application/checks/checkRows';
 import { outcomeRowOf } from '../../projections/outcomeRows';
-import type { AppendOutcome, PlansApi, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, RetentionApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../../application/authority';
+import type { PlansApi, RecoverableStartBarrierAuthority, RecoveryApi, RetentionApi, StartStepHook } from '../../application/authority';
+import type { AppendOutcome, PrepareResult, StepRunView, StoredBarrier, StoredEvent } from '../../domain/records';
 import { compactMemory, memoryReplayHits } from './memoryRetention';
 import { createRecoveryApi } from '../../application/recoveryRules';
 import { checkedPlanOptions, createInvocationPlans, plansApiOf, type InvocationPlans, type PlanStoreOptions } from '../../application/invocationPlans';
 import { registerAuthority } from '../../application/execution';
 import { memoryPlanRows } from './memoryPlans';
 import { createEvidenceKeyring, type EvidenceKeyring, type EvidenceKeyringOptions } from '../../application/evidenceKeys';
-import { agreedAttemptStart, requireAttemptNotInLog, requireHeadIsItsLog, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream } from '../../projections/readChecks';
+import { agreedAttemptStart, requireAttemptNotInLog, requireHeadIsItsLog, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream } from '../../application/checks/readChecks';
 import { createMemoryRecoveryView } from './memoryRecoveryView';
 import { memorySealedSpan, sealMemoryEvents } from './memorySeals';
 import { appendedEventCells, requireSealedSpan, startEventCells } from '../../application/eventSeals';
@@ -22,14 +23,13 @@ import { copyTables, emptyTables, lastStepRunEventRow, stepRunLogRows, requireFo
 import { SerialExecutor } from '../../application/serialExecutor';
 import { decodeLifecycle, runLifecycleTransaction, type LifecycleUnitOfWork } from '../../application/lifecycleProtocol';
 import { runStartTransaction, type StartUnitOfWork } from '../../application/startProtocol';
-import type { StartEventRow, StartWrite, StartWriteStep } from '../../application/startWrite';
+import type { StartEventRow, StartWrite, StartWriteStep } from '../../application/startWritePlan';
 import { createMemoryNoteStore } from './memoryNotes';
 import { claimsOnVerifiedStarts, memoryDriverClaims } from '../../application/driverClaimRules';
 
 // An in-memory authority with the same rows, the same protocol and the same verification as
 // the SQL backends, for specs and for embedding in tests of callers. Atomic by construction:
 // a transaction works on a copy of the tables and swaps it in only on success.
-
 export type { Tables } from './tables';
 const identityKey = (identity: string, value: string) => `${identity}\u0000${value}`;
 const stepKey = (runId: string, stepRunId: string) => `${runId}\u0000${stepRunId}`;

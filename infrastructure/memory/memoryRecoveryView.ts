@@ -1,6 +1,6 @@
 import { streamNameOf } from '../../domain';
 import { type StepRunRow } from '../../projections/rows';
-import type { StoredBarrier, VerifyProblem } from '../../application/authority';
+import type { StoredBarrier, VerifyProblem } from '../../domain/records';
 import { evidenceProblemOf, type RecoveryView } from '../../application/recoveryRules';
 import { IDENTITY_STORAGE, barrierHolds, factStartIds } from './identities';
 import { streamEventsOfType, streamHeadsOf, type Tables } from './tables';

@@ -1,6 +1,6 @@
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { headBefore, originToWrite, requireSealedHead, sealEvents, type SealedSpan } from '../../application/eventSeals';
-import type { ChainedCells } from '../../projections/eventChain';
+import type { ChainedCells } from '../../domain/eventChain';
 import type { Tables } from './tables';
 
 // Keyed evidence over the Run stream in memory (R9.4, application/eventSeals.ts): the same

@@ -1,9 +1,9 @@
 import { CorruptRecordError, canonicalJson, streamNameOf, type StartBarrierRecord } from '../../domain';
 import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { AuditEventRow, AuditReceiptRow, BarrierRow, MutationRow, ReplayIdentityRow, RunRow, StepRunRow, TraceAnchorRow } from '../../projections/rows';
-import type { EventRow } from '../../projections/verifyRows';
-import { requireFollowsStepRunLog, type StreamHeads } from '../../projections/readChecks';
-import { STEP_RUN_EVENT_TYPES } from '../../projections/stepRunMoves';
+import type { EventRow } from '../../domain/eventRows';
+import { requireFollowsStepRunLog, type StreamHeads } from '../../application/checks/readChecks';
+import { STEP_RUN_EVENT_TYPES } from '../../domain/stepRunMoves';
 import type { EvidenceMacRow } from '../../application/evidenceKeys';
 import type { EventMacRow, SealOriginRow } from '../../application/eventSeals';
 import type { CompactedIdentityRow, CompactionRow } from '../../application/retentionRules';

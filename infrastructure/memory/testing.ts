@@ -6,18 +6,8 @@ export { buildScenario, type Scenario, type ScenarioOptions } from '../../domain
 export type {
   RecoverableStartBarrierAuthority,
   StartBarrierAuthority,
-  PrepareResult,
-  StoredBarrier,
-  StepRunView,
-  StoredEvent,
-  AppendOutcome,
   RecoveryApi,
   InDoubtQuery,
-  InDoubtStart,
-  AttemptHistoryEntry,
-  StartOutcome,
-  ResolveResult,
   VerifyOptions,
-  VerifyProblem,
-  VerifyReport,
 } from '../../application/authority';
+export type { PrepareResult, StoredBarrier, StepRunView, StoredEvent, AppendOutcome, InDoubtStart, AttemptHistoryEntry, StartOutcome, ResolveResult, VerifyProblem, VerifyReport } from '../../domain/records';

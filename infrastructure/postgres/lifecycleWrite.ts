@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { canonicalJson, streamNameOf, type RunStreamEvent } from '../../domain';
 import { naturalEventIdOf } from '../../projections/rows';
-import type { StoredEvent } from '../../application/authority';
+import type { StoredEvent } from '../../domain/records';
 import type { LifecycleUnitOfWork } from '../../application/lifecycleProtocol';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { run } from './query';

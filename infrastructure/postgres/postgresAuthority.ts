@@ -5,7 +5,8 @@ import { StoreUnavailableError, decodeStartAttempt, replayKeysOf, type DecodedSt
 import { requireFunction, requireFunctions, requireKnownOptions, requireOneOf } from '../../application/openErrors';
 import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { stepRunRowOf } from '../../projections/rows';
-import type { PlansApi, AppendOutcome, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent } from '../../application/authority';
+import type { PlansApi, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook } from '../../application/authority';
+import type { AppendOutcome, PrepareResult, StepRunView, StoredBarrier, StoredEvent } from '../../domain/records';
 import { decodeLifecycle, runLifecycleTransaction } from '../../application/lifecycleProtocol';
 import { runStartTransaction } from '../../application/startProtocol';
 import { claimsOnVerifiedStarts } from '../../application/driverClaimRules';

@@ -1,10 +1,11 @@
 import * as t from 'io-ts';
 import type { InvocationPlans } from '../../application/invocationPlans';
-import type { PoolClient } from 'pg';
+import type { Pool, PoolClient } from 'pg';
 import { CorruptRecordError, START_OUTCOME_KINDS, type LifecycleCommand, type ReplayIdentity } from '../../domain';
 import { oneOf } from '../../domain/codecs';
 import type { StartOutcomeRow } from '../../projections/outcomeRows';
-import type { RecoveryApi, VerifyProblem } from '../../application/authority';
+import type { BarriersApi, RecoveryApi, RunsApi } from '../../application/authority';
+import type { VerifyProblem } from '../../domain/records';
 import { createRecoveryApi, evidenceProblemOf, type RecoveryView } from '../../application/recoveryRules';
 import { claimHistoryProblems, type StoredClaimRow } from '../../application/driverClaimRules';
 import { schemaProblems } from '../migrations';
@@ -18,10 +19,10 @@ import { readSealedSpan } from './postgresSeals';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { bind, named, type NamedSql, type Params } from './named';
 import { EventRowCodec, PgInt, RunRowCodec, StepRunRowCodec, decodeRow } from './rowCodecs';
-import type { PostgresStartBarrier } from './postgresAuthority';
+import type { PostgresTimeouts } from './transactions';
 
-/** What the recovery view needs of its authority: the pool, its timeouts, its verified reads and lifecycle. */
-type RecoveryHost = Pick<PostgresStartBarrier, 'pool' | 'timeouts' | 'barriers' | 'runs'>;
+/** What the recovery view needs of its authority: the pool, its timeouts, its verified reads and lifecycle (named here, so postgresAuthority.ts is not imported back). */
+type RecoveryHost = { readonly pool: Pool; readonly timeouts: PostgresTimeouts; readonly barriers: BarriersApi; readonly runs: RunsApi };
 
 // The PostgreSQL side of the recovery read models. The outcome rows are written by the
 // projection trigger (a migration) in the transaction that appends the outcome event; this

@@ -1,7 +1,7 @@
 import * as t from 'io-ts';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { headBefore, originToWrite, requireSealedHead, sealEvents, type EventMacRow, type SealedSpan } from '../../application/eventSeals';
-import type { ChainedCells } from '../../projections/eventChain';
+import type { ChainedCells } from '../../domain/eventChain';
 import { named, prefixed, type Params } from './named';
 import { run, type Queryable } from './query';
 import { EventRowCodec, PgInt, decodeRow } from './rowCodecs';

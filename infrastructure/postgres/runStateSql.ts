@@ -1,5 +1,5 @@
 import { named } from './named';
-import { STEP_RUN_EVENT_TYPES_SQL } from '../../projections/stepRunMoves';
+import { STEP_RUN_EVENT_TYPES_SQL } from '../../domain/stepRunMoves';
 
 // The PostgreSQL reads of a Run's state (its heads and one StepRun) and of what its log says of
 // them (R3.2, R9.3). The start's own first read (sql.ts) is built from the same parts.

@@ -1,4 +1,4 @@
-import type { StartWrite, StartWriteStep } from '../../application/startWrite';
+import type { StartWrite, StartWriteStep } from '../../application/startWritePlan';
 import { lookupReplaySql } from './identities';
 import { AUDIT_COLUMNS, BARRIER_COLUMNS, MUTATION_COLUMNS, RECEIPT_COLUMNS, TRACE_COLUMNS } from './rowColumns';
 import { BARRIER_READ_COLUMNS, barrierCtes } from './barrierReadSql';
@@ -82,7 +82,7 @@ const eventParams = (prefix: string, count: number, events: StartWrite['events']
   return params;
 };
 
-/** The events each step appends (application/startWrite.ts): the three evidence facts, the RunEvent, the barrier event. */
+/** The events each step appends (application/startWritePlan.ts): the three evidence facts, the RunEvent, the barrier event. */
 const EVIDENCE_EVENTS = 3;
 const RUN_EVENT_EVENTS = 1;
 const BARRIER_EVENTS = 1;

@@ -1,9 +1,10 @@
 import type { Pool, PoolClient } from 'pg';
 import { PreconditionError, REPLAY_IDENTITIES, buildStartFactsWithJson, replayKeysOf, streamNameOf, type DecodedStartCommand, type ReplayHit, type ReplayHits, type ReplayIdentity, noReplayHits, type RunState } from '../../domain';
-import type { PrepareResult, StartStepHook, StoredBarrier } from '../../application/authority';
+import type { StartStepHook } from '../../application/authority';
+import type { PrepareResult, StoredBarrier } from '../../domain/records';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { existingBarrierOf, refuseUnknownStart } from '../../application/startProtocol';
-import { START_WRITE_STEPS, planStartWrite, type StartWrite } from '../../application/startWrite';
+import { START_WRITE_STEPS, planStartWrite, type StartWrite } from '../../application/startWritePlan';
 import { replayValuesOf, type ReplayIdentityRow } from '../../projections/rows';
 import { SQLSTATE, isRetryable, isUniqueViolation, mapPgError, sqlStateOf, unavailableReasonOf } from './errors';
 import { paramOf } from './identities';

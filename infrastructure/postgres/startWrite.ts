@@ -6,7 +6,7 @@ import { PgInt, ReplayIdentityRowCodec, decodeRow } from './rowCodecs';
 import { paramOf } from './identities';
 import { replayValuesOf } from '../../projections/rows';
 import { existingBarrierOf, type StartTransactionResult, type StartUnitOfWork } from '../../application/startProtocol';
-import type { StartWrite, StartWriteStep } from '../../application/startWrite';
+import type { StartWrite, StartWriteStep } from '../../application/startWritePlan';
 import { SQLSTATE } from './errors';
 import { identityOfViolation } from './identities';
 import { run, type Queryable } from './query';

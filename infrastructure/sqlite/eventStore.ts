@@ -10,9 +10,10 @@ import {
   type ReadStreamResult,
 } from '@event-driven-io/emmett';
 import { CorruptRecordError, ValidationError, type RunStreamEvent } from '../../domain';
-import { agreedStreamVersion, checkedChain, checkedGlobalOrder, type ReadEventRow } from '../../projections/readChecks';
-import { checkedStoredEventOf } from '../../projections/checkRows';
-import type { RunEventStore, StoredEvent } from '../../application/authority';
+import { agreedStreamVersion, checkedChain, checkedGlobalOrder, type ReadEventRow } from '../../application/checks/readChecks';
+import { checkedStoredEventOf } from '../../domain/eventRows';
+import type { RunEventStore } from '../../application/authority';
+import type { StoredEvent } from '../../domain/records';
 import { runAppendTransaction } from '../../application/lifecycleProtocol';
 import type { Statements } from './statements';
 import { streamHeadsOf } from './reads';

@@ -3,7 +3,7 @@ import type Database from 'better-sqlite3';
 import { isSqliteError, loadBetterSqlite3 } from './connection';
 import { CorruptRecordError, ValidationError } from '../../domain';
 import { loadMigrations, MigrationError, planMigrations, requireLedgerAsWritten, type AppliedMigration, type LedgerRow } from '../migrations';
-import { LEDGER_DIGEST_TAG, eventChainDigest, fieldsDigest } from '../../projections/eventChain';
+import { LEDGER_DIGEST_TAG, eventChainDigest, fieldsDigest } from '../../domain/eventChain';
 import * as SQL from './sql';
 
 // R10.3: a barrier SQLite file says what it is in its header (`PRAGMA application_id` and

@@ -13,10 +13,10 @@ import {
 } from '../../domain';
 import { attemptValue, replayKeysOfBarrierRow, replayValuesOf, type BarrierRow, type ReplayIdentityRow, type RunRow, type StepRunRow } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
-import type { EventRow } from '../../projections/verifyRows';
-import { checkStartRows } from '../../projections/checkRows';
-import { agreedAttemptStart, requireAttemptNotInLog, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream, type StreamHeads } from '../../projections/readChecks';
-import type { StoredBarrier, StoredEvent } from '../../application/authority';
+import type { EventRow } from '../../domain/eventRows';
+import { checkStartRows } from '../../application/checks/checkRows';
+import { agreedAttemptStart, requireAttemptNotInLog, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream, type StreamHeads } from '../../application/checks/readChecks';
+import type { StoredBarrier, StoredEvent } from '../../domain/records';
 import type { EvidenceKeyring, EvidenceMacRow } from '../../application/evidenceKeys';
 import { requireSealedSpan } from '../../application/eventSeals';
 import { IDENTITY_STORAGE } from './identities';

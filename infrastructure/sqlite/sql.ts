@@ -1,6 +1,6 @@
 // SQL owned by the SQLite backend. Every value is a bound parameter.
 import { commandDigestOfStartSql, identitiesOfStartSql, indexNamesStartSql, lookupReplaySql } from './identities';
-import { STEP_RUN_EVENT_TYPES_SQL } from '../../projections/stepRunMoves';
+import { STEP_RUN_EVENT_TYPES_SQL } from '../../domain/stepRunMoves';
 
 export const PRAGMAS = (synchronous: 'FULL' | 'NORMAL', busyTimeoutMs: number): string[] => [
   'journal_mode = WAL',

@@ -2,11 +2,12 @@ import type Database from 'better-sqlite3';
 import { isCallerOwned, openSqliteConnection } from './connection';
 import type { SqliteDatabase } from './database';
 import { decodeStartAttempt, type DriverClaims, type StartAttemptContext } from '../../domain';
-import { requireHeadIsItsLog } from '../../projections/readChecks';
+import { requireHeadIsItsLog } from '../../application/checks/readChecks';
 import { requireFunctions, requireKnownOptions, requireOneOf } from '../../application/openErrors';
 import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { stepRunRowOf } from '../../projections/rows';
-import type { AppendOutcome, PlansApi, PrepareResult, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, StepRunView, StoredBarrier, StoredEvent, RunEventStore } from '../../application/authority';
+import type { PlansApi, RecoverableStartBarrierAuthority, RecoveryApi, StartStepHook, RunEventStore } from '../../application/authority';
+import type { AppendOutcome, PrepareResult, StepRunView, StoredBarrier, StoredEvent } from '../../domain/records';
 import { SerialExecutor } from '../../application/serialExecutor';
 import { decodeLifecycle, runLifecycleTransaction } from '../../application/lifecycleProtocol';
 import { runStartTransaction } from '../../application/startProtocol';
@@ -27,7 +28,6 @@ import { sqliteDriverClaims } from './sqliteDriverClaims';
 import { sqlitePlanRows } from './sqlitePlans';
 import { checkedPlanOptions, createInvocationPlans, plansApiOf, type InvocationPlans, type PlanStoreOptions } from '../../application/invocationPlans';
 import { registerAuthority } from '../../application/execution';
-
 export type { RunEventStore } from '../../application/authority';
 
 export type SqliteStartBarrierOptions = SqliteStartBarrierSettings &

@@ -1,6 +1,6 @@
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { headBefore, originToWrite, requireSealedHead, sealEvents, type EventMacRow, type SealOriginRow, type SealedEventRow, type SealedSpan } from '../../application/eventSeals';
-import type { ChainedCells } from '../../projections/eventChain';
+import type { ChainedCells } from '../../domain/eventChain';
 import { nowMsOf, type Statements } from './statements';
 
 // Keyed evidence over the Run stream on SQLite (R9.4, application/eventSeals.ts): the seal

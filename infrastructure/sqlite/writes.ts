@@ -1,14 +1,14 @@
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { appendedEventCells, startEventCells } from '../../application/eventSeals';
-import type { ChainedCells } from '../../projections/eventChain';
+import type { ChainedCells } from '../../domain/eventChain';
 import { randomUUID } from 'node:crypto';
 import { CompareAndSetLostError, canonicalJson, evolve, streamNameOf, type RunState, type RunStreamEvent } from '../../domain';
-import { eventChainDigest } from '../../projections/eventChain';
+import { eventChainDigest } from '../../domain/eventChain';
 import { naturalEventIdOf, runRowOf, stepRunRowOf } from '../../projections/rows';
-import type { StoredEvent } from '../../application/authority';
+import type { StoredEvent } from '../../domain/records';
 import type { LifecycleUnitOfWork } from '../../application/lifecycleProtocol';
 import type { StartUnitOfWork } from '../../application/startProtocol';
-import type { StartEventRow, StartWrite, StartWriteStep } from '../../application/startWrite';
+import type { StartEventRow, StartWrite, StartWriteStep } from '../../application/startWritePlan';
 import { loadRunState, loadStartHead, lookupReplay, readBarrier, stepRunLogOf, type ProbedIdentities } from './reads';
 import { nowMsOf, type Statements } from './statements';
 

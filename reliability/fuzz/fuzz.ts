@@ -15,8 +15,8 @@ import {
   type ValidationReason,
 } from '../../domain';
 import { buildScenario } from '../../domain/scenario';
-import { verifyStartRows, type StoredStartRows } from '../../projections/verifyRows';
-import { checkStartRows } from '../../projections/checkRows';
+import { verifyStartRows, type StoredStartRows } from '../../application/checks/verifyRows';
+import { checkStartRows } from '../../application/checks/checkRows';
 import { countChanges, tableCounts, type BackendName } from '../../testkit/rawSql';
 import { readStartRows } from '../../testkit/startRows';
 import { freshStore, withRaw, type AnyAuthority, type Store } from '../lib/stores';

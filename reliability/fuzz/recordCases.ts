@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import canonicalize from 'canonicalize';
-import type { StoredStartRows } from '../../projections/verifyRows';
+import type { StoredStartRows } from '../../application/checks/verifyRows';
 import { FORBIDDEN_TEXT } from './corpus';
 
 // Rows read back, fuzzed the way commands are: one change per case to one cell of a stored

@@ -13,7 +13,7 @@
 import { readFileSync } from 'node:fs';
 import { isStartBarrierError, type ToolExecutionStartCommand } from '../../domain';
 import { buildScenario, type Scenario } from '../../domain/scenario';
-import type { StepRunView } from '../../application/authority';
+import type { StepRunView } from '../../domain/records';
 import type { BackendName } from '../../testkit/rawSql';
 import { seededRng, pick, weighted, sleep } from '../lib/random';
 import { openAuthority, type AnyAuthority } from '../lib/stores';

@@ -1,35 +1,108 @@
 import { expect } from 'chai';
-import { readFileSync, readdirSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
+import ts from 'typescript';
 
-// The layers as folders (design card, version two): domain (pure) -> application (API types,
-// protocols, recovery rules, saga) -> infrastructure (adapters and the CLI only); projections
-// depend on domain and application only.
+// The layers as folders, in a strict order: domain (pure) <- projections (rows derived from the
+// log) <- application (API types, protocols, checks, recovery rules, saga) <- infrastructure
+// (adapters and the CLI only). A file imports its own layer or one below it, never above, and
+// no production file reaches itself through its imports (type-only imports count: they are
+// what made projections import upward).
 
 const ROOT = join(__dirname, '..', '..');
+const LAYERS = ['domain', 'projections', 'application', 'infrastructure'] as const;
 const sources = (dir: string): string[] =>
   readdirSync(join(ROOT, dir), { withFileTypes: true, recursive: true })
     .filter((f) => f.isFile() && f.name.endsWith('.ts'))
     .map((f) => join(f.parentPath ?? (f as unknown as { path: string }).path, f.name));
-const importsOf = (file: string): string[] => [...readFileSync(file, 'utf8').matchAll(/from '([^']+)'/g)].map((m) => m[1]!);
-/** The top-level folder a relative import of `file` lands in, or the package name. */
-const targetOf = (file: string, spec: string): string => (spec.startsWith('.') ? relative(ROOT, join(file, '..', spec)).split('/')[0]! : spec);
+const production = LAYERS.flatMap(sources).filter((f) => !f.endsWith('.generated.ts'));
+const rel = (file: string) => relative(ROOT, file);
+/** Every module a file names (imports, re-exports, `import()` types), as written. */
+const importsOf = (file: string): string[] => ts.preProcessFile(readFileSync(file, 'utf8'), true, true).importedFiles.map((f) => f.fileName);
+/** The file a relative import resolves to, or undefined (a package). */
+const resolved = (file: string, spec: string): string | undefined => {
+  if (!spec.startsWith('.')) return undefined;
+  const base = join(dirname(file), spec);
+  return [`${base}.ts`, join(base, 'index.ts'), base].find((c) => c.endsWith('.ts') && existsSync(c));
+};
+const layerOf = (file: string): number => LAYERS.indexOf(rel(file).split('/')[0] as (typeof LAYERS)[number]);
+
+/** Function-like nodes of a file longer than `max` lines (a closure's nested functions count within it too). */
+const longFunctions = (file: string, max: number): { where: string; lines: number }[] => {
+  const sf = ts.createSourceFile(file, readFileSync(file, 'utf8'), ts.ScriptTarget.ES2022, true);
+  const found: { where: string; lines: number }[] = [];
+  const visit = (node: ts.Node): void => {
+    if (ts.isFunctionLike(node) && (node as ts.FunctionLikeDeclaration).body !== undefined) {
+      const first = sf.getLineAndCharacterOfPosition(node.getStart(sf)).line;
+      const lines = sf.getLineAndCharacterOfPosition(node.end).line - first + 1;
+      if (lines > max) found.push({ where: `${rel(file)}:${first + 1}`, lines });
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(sf);
+  return found;
+};
+
+/**
+ * Functions over the limit in files other branches are changing as this is written, each held at
+ * its length (a ratchet: it may shrink, never grow). Split them, then drop them from here.
+ */
+const LONG_FOR_NOW: Readonly<Record<string, number>> = {
+  'application/saga.ts:133': 139, // createToolStepSaga
+  'application/saga.ts:156': 81, // its run
+  'application/invocationPlans.ts:193': 108,
+};
+const LONG_FILES_FOR_NOW: Readonly<Record<string, number>> = { 'application/invocationPlans.ts': 307, 'projections/rows.ts': 343 };
 
 describe('Layers as folders (no behaviour: the shape of the source tree)', () => {
-  it('R6.1 application/ imports domain/, projections/ and libraries, never infrastructure/ or a driver', () => {
-    for (const file of sources('application')) {
+  it('R6.1 each layer imports only itself and the layers below it: domain <- projections <- application <- infrastructure', () => {
+    const upward: string[] = [];
+    for (const file of production) {
       for (const spec of importsOf(file)) {
-        expect(['infrastructure', 'pg', 'better-sqlite3'], `${relative(ROOT, file)} imports ${spec}`).to.not.include(targetOf(file, spec));
+        const target = resolved(file, spec);
+        if (target !== undefined && layerOf(target) > layerOf(file)) upward.push(`${rel(file)} imports ${spec}`);
       }
+    }
+    expect(upward).to.deep.equal([]);
+  });
+
+  it('R6.1 only infrastructure/ reaches a driver (pg, better-sqlite3, the MCP SDK)', () => {
+    const drivers = /^(pg|better-sqlite3|@modelcontextprotocol\/sdk)(\/|$)/;
+    for (const file of production.filter((f) => layerOf(f) < LAYERS.indexOf('infrastructure'))) {
+      for (const spec of importsOf(file)) expect(spec, `${rel(file)} imports ${spec}`).to.not.match(drivers);
+      for (const spec of importsOf(file)) expect(spec, `${rel(file)} imports ${spec}`).to.not.match(/^\.\.?\/.*(specs|testkit|reliability|bench)\//);
     }
   });
 
-  it('R6.1 projections/ depend on domain/ and application/ only (and pure libraries)', () => {
-    for (const file of sources('projections')) {
-      for (const spec of importsOf(file)) {
-        const target = targetOf(file, spec);
-        expect(['infrastructure', 'pg', 'better-sqlite3', 'specs', 'reliability'], `${relative(ROOT, file)} imports ${spec}`).to.not.include(target);
+  it('R6.1 no import cycle among the production files', () => {
+    const graph = new Map(production.map((f) => [f, importsOf(f).map((s) => resolved(f, s)).filter((t): t is string => t !== undefined)]));
+    const cycles: string[] = [];
+    const state = new Map<string, 'open' | 'done'>();
+    const path: string[] = [];
+    const visit = (f: string): void => {
+      state.set(f, 'open');
+      path.push(f);
+      for (const next of graph.get(f) ?? []) {
+        if (state.get(next) === 'open') cycles.push([...path.slice(path.indexOf(next)), next].map(rel).join(' -> '));
+        else if (!state.has(next)) visit(next);
       }
+      path.pop();
+      state.set(f, 'done');
+    };
+    for (const f of production) if (!state.has(f)) visit(f);
+    expect(cycles).to.deep.equal([]);
+  });
+
+  it('projections/ holds the projections only (rows derived from the log; checks live in application/checks)', () => {
+    const files = sources('projections').map((f) => relative(join(ROOT, 'projections'), f)).sort();
+    expect(files).to.deep.equal(['outcomeRows.ts', 'rebuild.ts', 'rows.ts', 'runState.ts']);
+  });
+
+  it('no file in application/ or projections/ is over 300 lines, and no function there over 80', () => {
+    for (const file of [...sources('application'), ...sources('projections')]) {
+      const lines = readFileSync(file, 'utf8').split('\n').length;
+      expect(lines, rel(file)).to.be.at.most(LONG_FILES_FOR_NOW[rel(file)] ?? 300);
+      for (const f of longFunctions(file, 80)) expect(f.lines, `the function at ${f.where}`).to.be.at.most(LONG_FOR_NOW[f.where] ?? 80);
     }
   });
 
@@ -39,20 +112,20 @@ describe('Layers as folders (no behaviour: the shape of the source tree)', () =>
     // schemaObjects.made.ts is data a script writes (one line per catalog object), not code
     for (const file of sources('infrastructure').filter((f) => !f.endsWith('.made.ts'))) {
       const lines = readFileSync(file, 'utf8').split('\n').length;
-      expect(lines, relative(ROOT, file)).to.be.at.most(320);
+      expect(lines, rel(file)).to.be.at.most(320);
     }
   });
 
   it('no two production files share a name, so a file says what it is for', () => {
     const names = ['application', 'infrastructure', 'projections'].flatMap(sources).map((f) => f.split('/').pop()!);
-    const shared = ['index.ts', 'sql.ts', 'identities.ts', 'errors.ts', 'reads.ts', 'migrate.ts', 'startWrite.ts'];
+    const shared = ['index.ts', 'sql.ts', 'identities.ts', 'errors.ts', 'reads.ts', 'migrate.ts'];
     const repeated = names.filter((n, i) => names.indexOf(n) !== i && !shared.includes(n));
     expect([...new Set(repeated)]).to.deep.equal([]);
   });
 
   it('comments in the storage code say why, not when: no issue numbers', () => {
     for (const file of [...sources('application'), ...sources('projections'), ...sources('infrastructure/memory'), ...sources('infrastructure/sqlite'), ...sources('infrastructure/postgres')]) {
-      expect(readFileSync(file, 'utf8'), relative(ROOT, file)).to.not.match(/\bissue \d+/i);
+      expect(readFileSync(file, 'utf8'), rel(file)).to.not.match(/\bissue \d+/i);
     }
   });
 });

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { rebuildProjections, type RebuiltProjections } from '../../projections/rebuild';
-import type { EventRow } from '../../projections/verifyRows';
+import type { EventRow } from '../../domain/eventRows';
 import type { StartBarrierAuthority } from '../../application/authority';
 import { setUp } from './startBarrierConformance';
 

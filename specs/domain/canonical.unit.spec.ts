@@ -14,7 +14,7 @@ import {
   digestCanonical,
   digestOf,
   isCanonicalTextOf,
-  sealBarrier,
+  digestedBarrierOf,
   startToolExecution,
   utf8Length,
   type EventOf,
@@ -78,7 +78,7 @@ describe('R1 canonical JSON and domain-separated digests', () => {
     const committed = decided[4] as EventOf<'ToolExecutionStartBarrierCommitted'>;
     expect(committed.type).to.equal('ToolExecutionStartBarrierCommitted');
     expect(committed.data.barrierDigest).to.equal(GOLDEN.barrierDigest);
-    const sealed = sealBarrier(committed.data.barrier);
+    const sealed = digestedBarrierOf(committed.data.barrier);
     expect(utf8Length(sealed.canonical)).to.equal(GOLDEN.barrierBytes);
     expect(sealed.barrierDigest).to.equal(GOLDEN.barrierDigest);
     expect(committed.data.barrier.commandDigest).to.equal(GOLDEN.commandDigest);

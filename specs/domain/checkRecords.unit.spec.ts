@@ -8,11 +8,11 @@ import {
   digestOf,
   mutationDigestOf,
   receiptDigestOf,
-  sealBarrier,
+  digestedBarrierOf,
   startToolExecution,
   traceDigestOf,
   verifyStartFacts,
-  type SealedBarrier,
+  type DigestedBarrier,
   type StartFacts,
 } from '../../domain';
 import { factsAgree, impliedFacts, impliedFactsHold, type FactTexts } from '../../domain/checkRecords';
@@ -40,7 +40,7 @@ const decided = (withApproval: boolean): StartFacts => {
 };
 
 /** The facts as a verified read holds them: the barrier event's record is the sealed one. */
-const asRead = (facts: StartFacts, sealed: SealedBarrier): StartFacts =>
+const asRead = (facts: StartFacts, sealed: DigestedBarrier): StartFacts =>
   [...facts.slice(0, 4), { ...facts[4], data: { barrier: sealed.record, barrierDigest: sealed.barrierDigest } }] as unknown as StartFacts;
 const textsOf = (facts: StartFacts): FactTexts => ({
   audit: canonicalJson(facts[0].data),
@@ -63,7 +63,7 @@ const redigest = (facts: StartFacts, i: number): StartFacts => {
  * updated and re-sealed: the damage then hides from every digest, and only the field-by-field
  * agreement between the facts and the barrier is left to find it.
  */
-const rebound = (facts: StartFacts, i: number): [SealedBarrier, StartFacts] => {
+const rebound = (facts: StartFacts, i: number): [DigestedBarrier, StartFacts] => {
   const f = redigest(facts, i) as unknown as { data: Record<string, unknown> }[];
   const d = (k: number) => f[k]!.data;
   if (i < 2) {
@@ -76,11 +76,11 @@ const rebound = (facts: StartFacts, i: number): [SealedBarrier, StartFacts] => {
   b.trace.traceDigest = d(1).traceDigest as string;
   b.audit.auditReceiptDigest = d(2).receiptDigest as string;
   b.mutation.mutationDigest = d(3).mutationDigest as string;
-  const sealed = sealBarrier(b);
+  const sealed = digestedBarrierOf(b);
   return [sealed, asRead(f as unknown as StartFacts, sealed)];
 };
 
-const oracleAccepts = (sealed: SealedBarrier, facts: StartFacts): boolean => {
+const oracleAccepts = (sealed: DigestedBarrier, facts: StartFacts): boolean => {
   try {
     verifyStartFacts(sealed, facts);
     return true;
@@ -93,7 +93,7 @@ describe('R5.3 factsAgree answers as verifyStartFacts (domain/checkRecords.ts ag
   for (const withApproval of [false, true]) {
     it(`R5.3 on the decider's own facts and on every single fact field damaged, with its digest recomputed, and hidden from every digest${withApproval ? ' (from waiting_approval, with a traceparent)' : ''}`, () => {
       const facts = decided(withApproval);
-      const sealed = sealBarrier(facts[4].data.barrier);
+      const sealed = digestedBarrierOf(facts[4].data.barrier);
       const valid = asRead(facts, sealed);
       expect(factsAgree(sealed, valid, textsOf(valid))).to.equal(true);
       let cases = 0;
@@ -115,7 +115,7 @@ describe('R5.3 factsAgree answers as verifyStartFacts (domain/checkRecords.ts ag
       const facts = decided(withApproval);
       const record = facts[4].data.barrier;
       for (const path of leafPaths(record)) {
-        const resealed = sealBarrier(withPath(record, path, tamper(getPath(record, path))));
+        const resealed = digestedBarrierOf(withPath(record, path, tamper(getPath(record, path))));
         const read = asRead(facts, resealed);
         expect(factsAgree(resealed, read, textsOf(read)), `barrier.${path.join('.')}`).to.equal(oracleAccepts(resealed, read));
       }
@@ -124,7 +124,7 @@ describe('R5.3 factsAgree answers as verifyStartFacts (domain/checkRecords.ts ag
 });
 
 /** The implied texts read back as the oracle reads stored facts: parsed, decoded, canonical, beside the barrier's event. */
-const readImplied = (sealed: SealedBarrier, texts: FactTexts): StartFacts => {
+const readImplied = (sealed: DigestedBarrier, texts: FactTexts): StartFacts => {
   const data = [texts.audit, texts.trace, texts.receipt, texts.mutation].map((text, i) => {
     const e = decodeRunEvent(START_FACT_TYPES[i]!, JSON.parse(text), `fact ${i}`);
     expect(canonicalJson(e.data), `fact ${i} canonical`).to.equal(text);
@@ -138,7 +138,7 @@ describe('R5.3 impliedFacts: the facts a barrier implies are the decided ones, a
     const variant = withApproval ? ' (from waiting_approval, with a traceparent)' : '';
     it(`R5.3 on the decider's own facts the implied texts are their canonical JSON, byte for byte, and their digests recompute${variant}`, () => {
       const facts = decided(withApproval);
-      const sealed = sealBarrier(facts[4].data.barrier);
+      const sealed = digestedBarrierOf(facts[4].data.barrier);
       const implied = impliedFacts(sealed);
       expect(implied.texts).to.deep.equal(textsOf(facts));
       expect(implied.payloads).to.deep.equal(facts.slice(0, 4).map((f) => f.data));
@@ -150,7 +150,7 @@ describe('R5.3 impliedFacts: the facts a barrier implies are the decided ones, a
       const record = decided(withApproval)[4].data.barrier;
       let held = 0;
       for (const path of leafPaths(record)) {
-        const resealed = sealBarrier(withPath(record, path, tamper(getPath(record, path))));
+        const resealed = digestedBarrierOf(withPath(record, path, tamper(getPath(record, path))));
         const implied = impliedFacts(resealed);
         if (!impliedFactsHold(resealed, implied)) continue;
         held++;
@@ -162,7 +162,7 @@ describe('R5.3 impliedFacts: the facts a barrier implies are the decided ones, a
 
     it(`R5.3 on every single fact field damaged and hidden from every digest: stored texts equal to the implied ones only where the oracle accepts${variant}`, () => {
       const facts = decided(withApproval);
-      const valid = asRead(facts, sealBarrier(facts[4].data.barrier));
+      const valid = asRead(facts, digestedBarrierOf(facts[4].data.barrier));
       let differ = 0;
       for (let i = 0; i < 4; i++) {
         for (const path of leafPaths(valid[i]!.data)) {

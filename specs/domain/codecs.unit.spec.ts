@@ -12,7 +12,7 @@ import {
   decodeLifecycleCommand,
   decodeStartCommand,
   parseJsonBytes,
-  sealBarrier,
+  digestedBarrierOf,
   startToolExecution,
   utf8Length,
   type EventOf,
@@ -82,7 +82,7 @@ describe('R1 command and barrier records', () => {
     expectIssue(() => decodeStartCommand(twoE), '(root)', 'too_large');
   });
 
-  it('R1.2 a stored (legacy) barrier of exactly 16,384 bytes decodes and 16,385 is rejected (decodeStoredBarrierRecord and sealBarrier)', () => {
+  it('R1.2 a stored (legacy) barrier of exactly 16,384 bytes decodes and 16,385 is rejected (decodeStoredBarrierRecord and digestedBarrierOf)', () => {
     expect(MAX_BARRIER_BYTES).to.equal(16_384);
     const barrier = legacyBarrierOfBytes(16_384);
     expect(canonicalBytes(barrier)).to.equal(16_384);
@@ -97,7 +97,7 @@ describe('R1 command and barrier records', () => {
     expect(canonicalBytes(over)).to.equal(16_385);
     const error = expectIssue(() => decodeStoredBarrierRecord(over), '(root)', 'too_large');
     expect(error.record).to.equal('start barrier');
-    expectIssue(() => sealBarrier(over), '(root)', 'too_large');
+    expectIssue(() => digestedBarrierOf(over), '(root)', 'too_large');
   });
 
   it('R1.2 with no free text left in the command (R10.2), the largest valid command (every id 128 characters) decides a barrier within 16 KiB', () => {

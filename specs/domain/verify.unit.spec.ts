@@ -6,7 +6,7 @@ import {
   canonicalJson,
   decodeRunEvent,
   digestOf,
-  sealBarrier,
+  digestedBarrierOf,
   startToolExecution,
   verifyStartFacts,
   verifyStoredBarrier,
@@ -50,17 +50,17 @@ describe('R5.3 a stored start re-verifies against its facts', () => {
   it('R5.3 verifyStartFacts accepts the decider own output, from ready and from waiting_approval', () => {
     for (const withApproval of [false, true]) {
       const facts = decided(withApproval);
-      expect(() => verifyStartFacts(sealBarrier(barrierRecord(facts)), facts)).not.to.throw();
+      expect(() => verifyStartFacts(digestedBarrierOf(barrierRecord(facts)), facts)).not.to.throw();
       // and after a JSON round trip, as a store reads it back
       const readBack = JSON.parse(JSON.stringify(facts)) as StartFacts;
-      expect(() => verifyStartFacts(sealBarrier(barrierRecord(readBack)), readBack)).not.to.throw();
+      expect(() => verifyStartFacts(digestedBarrierOf(barrierRecord(readBack)), readBack)).not.to.throw();
     }
   });
 
   it('R5.3 verifyStartFacts rejects every single tampered field of every fact', () => {
     for (const withApproval of [false, true]) {
       const facts = decided(withApproval);
-      const sealed = sealBarrier(barrierRecord(facts));
+      const sealed = digestedBarrierOf(barrierRecord(facts));
       let checked = 0;
       facts.forEach((fact, i) => {
         for (const path of leafPaths(fact.data)) {
@@ -77,7 +77,7 @@ describe('R5.3 a stored start re-verifies against its facts', () => {
     const facts = decided(true);
     for (const path of leafPaths(barrierRecord(facts))) {
       const damaged = withPath(barrierRecord(facts), path, tamper(getPath(barrierRecord(facts), path)));
-      expectCorrupt(() => verifyStartFacts(sealBarrier(damaged), facts), `barrier.${path.join('.')}`);
+      expectCorrupt(() => verifyStartFacts(digestedBarrierOf(damaged), facts), `barrier.${path.join('.')}`);
     }
   });
 
@@ -97,7 +97,7 @@ describe('R5.3 a stored start re-verifies against its facts', () => {
     ];
     for (const path of paths) {
       const record = withPath(barrierRecord(facts), path, tamper(getPath(barrierRecord(facts), path)));
-      const resealed = sealBarrier(record);
+      const resealed = digestedBarrierOf(record);
       const consistent = [...facts.slice(0, 4), { ...facts[4], data: { barrier: record, barrierDigest: resealed.barrierDigest } }] as unknown as StartFacts;
       expectCorrupt(() => verifyStartFacts(resealed, consistent), `re-sealed barrier.${path.join('.')}`);
     }
@@ -108,21 +108,21 @@ describe('R5.3 a stored start re-verifies against its facts', () => {
     const audit = withPath(facts[0], ['data', 'actionDigest'], otherDigest) as EventOf<'SecurityAuditEventRecorded'>;
     const redigested = { ...audit, data: { ...audit.data, auditEventDigest: auditEventDigestOf(audit.data) } };
     const damaged = [redigested, ...facts.slice(1)] as unknown as StartFacts;
-    expectCorrupt(() => verifyStartFacts(sealBarrier(barrierRecord(facts)), damaged), 're-digested audit event');
+    expectCorrupt(() => verifyStartFacts(digestedBarrierOf(barrierRecord(facts)), damaged), 're-digested audit event');
   });
 
   it('R5.3 facts out of order or of the wrong type are rejected', () => {
     const facts = decided();
     const swapped = [facts[1], facts[0], ...facts.slice(2)] as unknown as StartFacts;
-    expectCorrupt(() => verifyStartFacts(sealBarrier(barrierRecord(facts)), swapped), 'swapped facts');
+    expectCorrupt(() => verifyStartFacts(digestedBarrierOf(barrierRecord(facts)), swapped), 'swapped facts');
     const otherStart = decided(true);
     const mixed = [...facts.slice(0, 4), otherStart[4]] as unknown as StartFacts;
-    expectCorrupt(() => verifyStartFacts(sealBarrier(barrierRecord(facts)), mixed), 'barrier event of another start');
+    expectCorrupt(() => verifyStartFacts(digestedBarrierOf(barrierRecord(facts)), mixed), 'barrier event of another start');
   });
 
   it('R5.3 verifyStoredBarrier accepts canonical text with its digest and fails closed on any damage', () => {
     const record = barrierRecord(decided());
-    const sealed = sealBarrier(record);
+    const sealed = digestedBarrierOf(record);
     expect(verifyStoredBarrier(record.startId, sealed.canonical, sealed.barrierDigest).record).to.deep.equal(record);
 
     expectCorrupt(() => verifyStoredBarrier(record.startId, JSON.stringify(record, null, 2), sealed.barrierDigest), 'non-canonical text');

@@ -1,4 +1,4 @@
-import { PG_ADD_JSON_COPIES, PG_FILL_JSON_COPIES, PG_RESTORE_REPEATED_KEYS } from '../../testkit/beforeStoredOnce';
+import { PG_ADD_JSON_COPIES, PG_FILL_JSON_COPIES, PG_RESTORE_REPEATED_KEYS } from '../../testkit/legacyStartTables';
 import { loadMigrations } from '../../infrastructure/migrations';
 
 /** A function as the migration that created it defined it, to put back what a later one replaced. */
@@ -61,7 +61,7 @@ export const UNDO_GATE_AND_HEADS = `
   DELETE FROM ql3.schema_migrations WHERE name >= 'pg-0052';
 `;
 
-// What pg-0050 changes, taken back (testkit/beforeStoredOnce.ts): the JSON copies, filled again
+// What pg-0050 changes, taken back (testkit/legacyStartTables.ts): the JSON copies, filled again
 // from the events (the one place pg-0050 keeps them), and the repeated unique constraints. Run as
 // a superuser (replica role skips the append-only triggers while the copies are written back).
 // What pg-0051 changes, taken back: the replay index's command digest (filled again from the

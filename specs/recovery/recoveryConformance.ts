@@ -11,9 +11,10 @@ import {
 } from '../../domain';
 import { buildScenario, type Scenario } from '../../domain/scenario';
 import { noteDigestOf } from '../../domain/resolution';
-import type { RecoverableStartBarrierAuthority, StoredBarrier } from '../../application/authority';
+import type { RecoverableStartBarrierAuthority } from '../../application/authority';
+import type { StoredBarrier } from '../../domain/records';
 import { normaliseOutcomeRow, outcomeRowOf, rebuildOutcomeRows, startOutcomeOf, type StartOutcomeRow } from '../../projections/outcomeRows';
-import type { EventRow } from '../../projections/verifyRows';
+import type { EventRow } from '../../domain/eventRows';
 import { rejects } from '../../testkit/rejects';
 export { rejects };
 

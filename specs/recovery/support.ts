@@ -4,7 +4,7 @@ import { rejects } from '../../testkit/rejects';
 import type { RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
 import type { SqliteStartBarrier } from '../../infrastructure/sqlite';
 import type { StartOutcomeRow } from '../../projections/outcomeRows';
-import type { EventRow } from '../../projections/verifyRows';
+import type { EventRow } from '../../domain/eventRows';
 
 // Raw rows for the rebuild comparisons: the event log in global order and the stored outcomes.
 

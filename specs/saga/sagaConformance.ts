@@ -20,7 +20,8 @@ import {
   type ToolStepTrigger,
 } from '../../domain';
 import { buildScenario, type Scenario } from '../../domain/scenario';
-import type { RecoverableStartBarrierAuthority, StoredBarrier } from '../../application/authority';
+import type { RecoverableStartBarrierAuthority } from '../../application/authority';
+import type { StoredBarrier } from '../../domain/records';
 import { createToolStepSaga, openExecution, type ExecutionAuthority, type ToolStepSagaOptions } from '../../application/saga';
 import { rejects } from '../../testkit/rejects';
 import { openedPlanOf, type PlanStoreOptions } from '../../application/invocationPlans';

@@ -1,8 +1,8 @@
-import { DROP_START_TABLES, REPLAY_INDEX_INDEXES_BEFORE_COMPACT, REPLAY_INDEX_TABLE_BEFORE_COMPACT, START_TABLES_BEFORE_STORED_ONCE } from '../../testkit/beforeStoredOnce';
+import { DROP_START_TABLES, REPLAY_INDEX_INDEXES_BEFORE_COMPACT, REPLAY_INDEX_TABLE_BEFORE_COMPACT, START_TABLES_BEFORE_STORED_ONCE } from '../../testkit/legacyStartTables';
 
 // What 0080 changes, taken back: the five start tables with their JSON copies (filled again from
 // the events, the one place 0080 keeps it), their repeated unique constraints, and every trigger
-// and index 0003, 0055, 0057 and 0063 put on them (testkit/beforeStoredOnce.ts). Foreign keys are
+// and index 0003, 0055, 0057 and 0063 put on them (testkit/legacyStartTables.ts). Foreign keys are
 // deferred while they are rebuilt.
 // What 0084 changes, taken back: the StepRun version index and the trigger that reads it.
 // What 0085 .. 0090 change, taken back: the driver claim rules' trigger, the outcome row's, the

@@ -1,9 +1,9 @@
-import { CorruptRecordError, evolve, initialRunState, type RunState, type RunStreamEvent } from '../domain';
-import type { VerifyProblem } from '../application/authority';
-import { eventChainDigest } from './eventChain';
-import { runRowOf, stepRunRowOf, type RunRow, type StepRunRow } from './rows';
-import { decodeEventRow, type EventRow } from './verifyRows';
-import { MOVES_FROM, OUTCOME_EVENTS } from './stepRunMoves';
+import { CorruptRecordError, evolve, initialRunState, type RunState, type RunStreamEvent } from '../../domain';
+import type { VerifyProblem } from '../../domain/records';
+import { eventChainDigest } from '../../domain/eventChain';
+import { runRowOf, stepRunRowOf, type RunRow, type StepRunRow } from '../../projections/rows';
+import { decodeEventRow, type EventRow } from '../../domain/eventRows';
+import { MOVES_FROM, OUTCOME_EVENTS } from '../../domain/stepRunMoves';
 
 // R9.2 `verify`: everything derived, derived again from the event log alone, one event at a
 // time, then compared with what is stored: the chain link of every event row, stream positions

@@ -5,13 +5,14 @@ import { isLeft } from 'fp-ts/lib/Either';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
-import { CorruptRecordError, PAYLOAD_CODECS, StoredStartBarrierRecord, canonicalJson, isRunEventType, receiptDigestOf, sealBarrier, traceDigestOf, verifyStoredBarrier, type StartFacts } from '../../domain';
+import { CorruptRecordError, PAYLOAD_CODECS, StoredStartBarrierRecord, canonicalJson, isRunEventType, receiptDigestOf, digestedBarrierOf, traceDigestOf, verifyStoredBarrier, type StartFacts } from '../../domain';
 import { naturalEventIdOf, startEventJsonOf, startRowsOf } from '../../projections/rows';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { buildScenario } from '../../domain/scenario';
 import { impliedFacts, provenBarrier } from '../../domain/checkRecords';
-import { checkEventRow, checkStartRows, provenEventRow, provenStartRows } from '../../projections/checkRows';
-import { decodeEventRow, verifyStartRows, type EventRow, type StoredStartRows } from '../../projections/verifyRows';
+import { checkStartRows, provenStartRows } from '../../application/checks/checkRows';
+import { checkEventRow, provenEventRow, decodeEventRow, type EventRow } from '../../domain/eventRows';
+import { verifyStartRows, type StoredStartRows } from '../../application/checks/verifyRows';
 import { recordCases } from '../../reliability/fuzz/recordCases';
 import { mutateCell, reformatJson } from '../../testkit/damage';
 import { sqliteRaw } from '../../testkit/rawSql';
@@ -19,8 +20,8 @@ import { readStartRows } from '../../testkit/startRows';
 import { openFreshSqlite } from '../sqlite/support';
 import { freshDbPath } from '../support/tmp';
 
-// R5.3 at the cost of one pass (projections/checkRows.ts, domain/checkRecords.ts) held to the
-// verifier it replaces on the read paths, the oracle (projections/verifyRows.ts): on real stored
+// R5.3 at the cost of one pass (application/checks/checkRows.ts, domain/checkRecords.ts) held to the
+// verifier it replaces on the read paths, the oracle (application/checks/verifyRows.ts): on real stored
 // rows of a SQLite file, valid and damaged the ways the reliability record fuzzer and the damage
 // suites damage them, the one pass gives the same verdict, the same value and the same error
 // (class, code, message, problem). Its proof alone must never accept what the oracle refuses,
@@ -59,7 +60,7 @@ const sameRowsAsOracle = (label: string, rows: StoredStartRows) =>
 const sameEventAsOracle = (label: string, row: EventRow) =>
   expectSameAsOracle(label, () => decodeEventRow(row), () => checkEventRow(row), () => provenEventRow(row));
 
-describe('R5.3 the one-pass verifier against the oracle (projections/checkRows.ts vs verifyRows.ts)', function () {
+describe('R5.3 the one-pass verifier against the oracle (application/checks/checkRows.ts vs verifyRows.ts)', function () {
   this.timeout(600_000);
   let starts: StoredStartRows[] = [];
   let streamRows: EventRow[] = [];
@@ -118,7 +119,7 @@ describe('R5.3 the one-pass verifier against the oracle (projections/checkRows.t
     const record = structuredClone(facts[4].data.barrier);
     record.trace.traceDigest = trace.traceDigest;
     record.audit.auditReceiptDigest = receipt.receiptDigest;
-    const sealed = sealBarrier(record);
+    const sealed = digestedBarrierOf(record);
     const next = [facts[0], { ...facts[1], data: trace }, { ...facts[2], data: receipt }, facts[3], { ...facts[4], data: { barrier: record, barrierDigest: sealed.barrierDigest } }] as unknown as StartFacts;
     const committedAtMs = Number(base.barrier.committed_at_ms);
     const want = startRowsOf(next, committedAtMs);

@@ -1,9 +1,8 @@
-import { canonicalJsonOf, CorruptRecordError, evolve, initialRunState, stepRunDigest, type RunState, type StepRunState } from '../domain';
-import { MOVES_FROM, OUTCOME_EVENTS, STATUS_AFTER } from './stepRunMoves';
-import type { EventRow } from './verifyRows';
-import { checkEventRow, checkedStoredEventOf } from './checkRows';
-import { eventChainDigest } from './eventChain';
-import type { StoredEvent } from '../application/authority';
+import { canonicalJsonOf, CorruptRecordError, evolve, initialRunState, stepRunDigest, type RunState, type StepRunState } from '../../domain';
+import { MOVES_FROM, OUTCOME_EVENTS, STATUS_AFTER } from '../../domain/stepRunMoves';
+import { type EventRow, checkEventRow, checkedStoredEventOf } from '../../domain/eventRows';
+import { eventChainDigest } from '../../domain/eventChain';
+import type { StoredEvent } from '../../domain/records';
 
 // Checks every backend's read paths share (R9.3): a stream must be whole, and the two indexes
 // of an attempt (the replay index and the barrier's own attempt columns) must agree. Each

@@ -1,4 +1,4 @@
-import type { StepRunStatus } from '../domain';
+import type { StepRunStatus } from './events';
 
 // The StepRun lifecycle as the log records it, in one place for every check that reads the log
 // (the log derivation of `verify`, the read checks, the in-memory store's append check, the SQL

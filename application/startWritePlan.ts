@@ -1,6 +1,6 @@
 import { streamNameOf, type RunState, type StartFacts, type StartFactsJson } from '../domain';
 import { naturalEventIdOf, startEventJsonOf, startRowsOf, startedStepRunRowOf, type StartRows, type StepRunRow } from '../projections/rows';
-import type { StoredBarrier } from './authority';
+import type { StoredBarrier } from '../domain/records';
 
 // The write plan of one start: every row, every event row (with its stream position and id)
 // and every compare-and-set expectation, derived once from the decided facts and the locked

@@ -1,8 +1,9 @@
-import { START_FACT_TYPES, isRunEventType, streamNameOf, type RunStreamEvent, type SealedBarrier, type StartFacts } from '../domain';
-import { barrierEventJsonOf, factsAgree, impliedFacts, impliedFactsHold, provenBarrier, provenPayload } from '../domain/checkRecords';
-import type { StoredBarrier, StoredEvent } from '../application/authority';
-import { naturalEventIdOf, startRowsOf } from './rows';
-import { decodeEventRow, startEventPositions, verifyStartRows, type EventRow, type StoredStartRows } from './verifyRows';
+import { START_FACT_TYPES, streamNameOf, type DigestedBarrier, type StartFacts } from '../../domain';
+import { barrierEventJsonOf, factsAgree, impliedFacts, impliedFactsHold, provenBarrier, provenPayload } from '../../domain/checkRecords';
+import { startEventPositions, type EventRow } from '../../domain/eventRows';
+import type { StoredBarrier } from '../../domain/records';
+import { naturalEventIdOf, startRowsOf } from '../../projections/rows';
+import { verifyStartRows, type StoredStartRows } from './verifyRows';
 
 // The verified reads of every backend (R5.3), at the cost of one pass: each check of
 // verifyStartRows and decodeEventRow asked once of the stored rows (checkRecords.ts says how).
@@ -28,7 +29,7 @@ const barrierTextIn = (data: unknown, digest: unknown): string | undefined => {
   return data.startsWith(head) && data.endsWith(tail) && data.length > head.length + tail.length ? data.slice(head.length, data.length - tail.length) : undefined;
 };
 
-const startFacts = (payloads: readonly unknown[], sealed: SealedBarrier): StartFacts =>
+const startFacts = (payloads: readonly unknown[], sealed: DigestedBarrier): StartFacts =>
   [
     ...payloads.map((data, i) => ({ type: START_FACT_TYPES[i]!, data })),
     { type: 'ToolExecutionStartBarrierCommitted', data: { barrier: sealed.record, barrierDigest: sealed.barrierDigest } },
@@ -39,7 +40,7 @@ const startFacts = (payloads: readonly unknown[], sealed: SealedBarrier): StartF
  * the ones the barrier implies (no parse, no decode); otherwise each parsed, decoded and
  * compared with the barrier field by field. Undefined when neither proves them.
  */
-const proveFacts = (sealed: SealedBarrier, audit: string, trace: string, receipt: string, mutation: string): StartFacts | undefined => {
+const proveFacts = (sealed: DigestedBarrier, audit: string, trace: string, receipt: string, mutation: string): StartFacts | undefined => {
   const implied = impliedFacts(sealed);
   const t = implied.texts;
   if (audit === t.audit && trace === t.trace && receipt === t.receipt && mutation === t.mutation) {
@@ -109,22 +110,3 @@ const prove = (rows: StoredStartRows): StoredBarrier | undefined => {
 
 /** R5.3 on every read of a barrier: proven in one pass, or judged (and explained) by verifyStartRows. */
 export const checkStartRows = (rows: StoredStartRows): StoredBarrier => provenStartRows(rows) ?? verifyStartRows(rows);
-
-/** One stored event, proven in one pass, or undefined. */
-export const provenEventRow = (row: EventRow): RunStreamEvent | undefined => {
-  if (!isRunEventType(row.event_type)) return undefined;
-  const data = provenPayload(row.event_type, row.data_json);
-  return data === undefined ? undefined : ({ type: row.event_type, data } as RunStreamEvent);
-};
-
-/** Decode one stored event row strictly (R5.3): decodeEventRow's verdict and error, in one pass when it is good. */
-export const checkEventRow = (row: EventRow): RunStreamEvent => provenEventRow(row) ?? decodeEventRow(row);
-
-/** An event row read back as a `StoredEvent`, checked like any fact (R5.3). */
-export const checkedStoredEventOf = (row: EventRow & { global_position: number }): StoredEvent => ({
-  eventId: row.event_id,
-  streamPosition: Number(row.stream_position),
-  globalPosition: Number(row.global_position),
-  committedAtMs: Number(row.committed_at_ms),
-  event: checkEventRow(row),
-});

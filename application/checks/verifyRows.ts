@@ -1,31 +1,13 @@
 import { isDeepStrictEqual } from 'node:util';
-import {
-  CorruptRecordError,
-  START_FACT_TYPES,
-  canonicalJson,
-  decodeRunEvent,
-  streamNameOf,
-  verifyStartFacts,
-  verifyStoredBarrier,
-  type RunStreamEvent,
-  type StartFacts,
-} from '../domain';
-import type { StoredBarrier, StoredEvent } from '../application/authority';
-import { naturalEventIdOf, startRowsOf, type AuditEventRow, type AuditReceiptRow, type BarrierRow, type MutationRow, type ReplayIdentityRow, type TraceAnchorRow } from './rows';
+import { CorruptRecordError, START_FACT_TYPES, canonicalJson, streamNameOf, verifyStartFacts, verifyStoredBarrier, type StartFacts } from '../../domain';
+import { decodeEventRow, startEventPositions, type EventRow } from '../../domain/eventRows';
+import type { StoredBarrier } from '../../domain/records';
+import { naturalEventIdOf, startRowsOf, type AuditEventRow, type AuditReceiptRow, type BarrierRow, type MutationRow, type ReplayIdentityRow, type TraceAnchorRow } from '../../projections/rows';
 
 // R5.3 on every read, for both backends: re-derive every projected row from the event log
 // and demand equality with what is stored. Mirror columns, fact tables, digests, the shared
 // commit clock and the replay index are all checked by one comparison, so nothing can drift
 // between SQLite and PostgreSQL.
-
-export interface EventRow {
-  stream_id: string;
-  stream_position: number;
-  event_id: string;
-  event_type: string;
-  data_json: string;
-  committed_at_ms: number;
-}
 
 export interface StoredStartRows {
   barrier: BarrierRow;
@@ -38,32 +20,6 @@ export interface StoredStartRows {
   /** Every replay-index row naming this start. */
   identities: readonly ReplayIdentityRow[];
 }
-
-/** Decode one stored event row strictly (JSON, codec, canonical form), or fail closed. */
-export const decodeEventRow = (row: EventRow): RunStreamEvent => {
-  const where = `${row.stream_id}@${row.stream_position}`;
-  let data: unknown;
-  try {
-    data = JSON.parse(row.data_json);
-  } catch {
-    throw new CorruptRecordError('event', where, 'invalid JSON');
-  }
-  const event = decodeRunEvent(row.event_type, data, where);
-  if (canonicalJson(event.data) !== row.data_json) throw new CorruptRecordError('event', where, 'stored JSON is not in canonical form');
-  return event;
-};
-
-/** An event row read back as a `StoredEvent`: decoded and re-verified like any fact (R5.3). */
-export const storedEventOf = (row: EventRow & { global_position: number }): StoredEvent => ({
-  eventId: row.event_id,
-  streamPosition: Number(row.stream_position),
-  globalPosition: Number(row.global_position),
-  committedAtMs: Number(row.committed_at_ms),
-  event: decodeEventRow(row),
-});
-
-/** Positions of the five facts around the RunEvent sequence a barrier names. */
-export const startEventPositions = (runEventSequence: number): number[] => [-3, -2, -1, 0, 1].map((d) => runEventSequence + d);
 
 const sameRow = (stored: object, expected: object): string | undefined => {
   for (const [k, v] of Object.entries(expected)) {

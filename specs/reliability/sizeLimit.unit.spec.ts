@@ -3,7 +3,7 @@ import { MAX_COMMAND_BYTES, decodeStartCommand } from '../../domain';
 import { buildScenario } from '../../domain/scenario';
 import { expectIssue } from '../support/validation';
 
-// Found by the reliability fuzz (issue 7): the content checks ran over the whole input before
+// Found by the reliability fuzz: the content checks ran over the whole input before
 // the R1.1 size limit, so the cost of a refusal grew with the size of what was sent (a 400 KB
 // command took seconds). The limit is now the first gate; content is read only within it.
 

@@ -249,12 +249,15 @@ export const createToolStepSaga = (input: ToolStepSagaOptions): ToolStepSaga => 
         // The gate comes before prepare: a refused execution commits no start to be in doubt about.
         assertMayExecute(true, options.adapter, command, invocation);
         // So do the plan's own checks (size, redaction contract): bad input writes nothing.
-        port.plans.check(invocation, redaction, command.contracts.redaction, command.admission.planDigest);
+        const sealed = port.plans.sealRow(command.startId, command.admission.planDigest, command.contracts.redaction, invocation, redaction);
         clock(); // likewise a clock that cannot stamp the outcome
-        const prepared = await authority.barriers.prepare(command);
+        // The plan is written in the start's own transaction: a committed start always has its plan.
+        const prepared = await port.prepare(command, sealed);
         const barrier = prepared.barrier;
-        // Sealed before any claim or adapter: a restarted saga re-drives from the stored plan alone.
-        await port.plans.seal(barrier.record.startId, barrier.record.admission.planDigest, barrier.record.contracts.redaction, invocation, redaction);
+        // A replay of a start committed without the saga (a plain prepare) has none yet: sealed now, before any claim.
+        if (prepared.outcome === 'existing' && (await port.plans.status(barrier.record.startId)).status === 'absent') {
+          await port.plans.seal(barrier.record.startId, barrier.record.admission.planDigest, barrier.record.contracts.redaction, invocation, redaction);
+        }
         await options.hooks?.afterSeal?.(barrier.record.startId);
         return run(execution, prepared.outcome, barrier);
       });

@@ -1,6 +1,6 @@
 import type { Pool, PoolClient } from 'pg';
 import type { DecodedStartCommand } from '../../domain';
-import type { PrepareResult, StartStepHook } from '../../application/authority';
+import type { PrepareResult, StartStep, StartStepHook } from '../../application/authority';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import type { InvocationPlanRow } from '../../application/invocationPlans';
 import { runStartTransaction, type StartUnitOfWork } from '../../application/startProtocol';
@@ -79,7 +79,7 @@ interface Session {
 }
 
 /** The unit of work of one attempt: round trip 1 read by lookupReplay, round trip 2 sent by writeStart. */
-const roundTripUnitOfWork = (ctx: RoundTripContext, session: Session, decoded: DecodedStartCommand, budget: AttemptBudget): StartUnitOfWork => {
+const roundTripUnitOfWork = (ctx: RoundTripContext, session: Session, decoded: DecodedStartCommand, budget: AttemptBudget): StartUnitOfWork & { writes(): boolean } => {
   const { client } = session;
   const guard = ctx.requireSyncStandby ? [SQL.REQUIRE_SYNC_STANDBY] : [];
   let read: StartRead | undefined;
@@ -97,14 +97,16 @@ const roundTripUnitOfWork = (ctx: RoundTripContext, session: Session, decoded: D
   return {
     lookupReplay: async () => {
       read = await readStart(client, decoded, ctx.keys !== undefined);
+      // no hit: a new start, so a write transaction of the operation follows (R13.1); a replay or a conflict spends none
+      if (!readHasBarrierRows(read)) ctx.tx.spend(budget);
       return read.hits;
     },
+    writes: () => read !== undefined && !readHasBarrierRows(read),
     // The start's own barrier comes with round trip 1 when the lookup hit; any other read (the
     // holder of a conflict, a start the index does not name) is a statement of its own.
     readBarrier: async (startId) =>
       read !== undefined && startId === decoded.command.startId && readHasBarrierRows(read) ? barrierOfRead(read, startId, ctx.keys) : readBarrier(client, startId, ctx.keys),
     lockForStart: async (runId) => {
-      ctx.tx.spend(budget); // a write transaction of the operation begins (R13.1)
       const state = stateOfRead(read!, decoded);
       // no Run head: refused as run_not_found only if nothing else of the Run exists (R9.3)
       if (state.run === null) await requireNoTraceOfRun(client, runId);
@@ -163,7 +165,10 @@ export const prepareInRoundTrips = async (ctx: RoundTripContext, decoded: Decode
   try {
     for (;;) {
       try {
-        const result = await runStartTransaction(roundTripUnitOfWork(ctx, session, decoded, budget), decoded, ctx.hook, sealed);
+        const uow = roundTripUnitOfWork(ctx, session, decoded, budget);
+        // A replay is a read outside any transaction: no step of it for a hook to abort, so `lookup` fires only before a write.
+        const hook = ctx.hook && ((step: StartStep) => (step === 'lookup' && !uow.writes() ? undefined : ctx.hook!(step)));
+        const result = await runStartTransaction(uow, decoded, hook, sealed);
         if (session.open) {
           await client.query(SQL.COMMIT);
           session.open = false;

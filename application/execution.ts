@@ -1,7 +1,7 @@
 import { ExecutionRefusedError, PreconditionError, ValidationError, type DriverClaims, type ExecutionTicket, type InvocationPlan, type Ref } from '../domain';
 import type { RecoverableStartBarrierAuthority } from './authority';
-import type { StartOutcome, StoredBarrier } from '../domain/records';
-import { openedPlanOf, type InvocationPlans, type OpenedPlan } from './invocationPlans';
+import type { PrepareResult, StartOutcome, StoredBarrier } from '../domain/records';
+import { openedPlanOf, type InvocationPlanRow, type InvocationPlans, type OpenedPlan } from './invocationPlans';
 
 // Execution is minted, not asserted (R12.1, R12.4). An authority's backend registers, when it
 // is opened, what execution needs from it: its own verified barrier read, its open state, its
@@ -19,7 +19,12 @@ export interface ExecutionPort {
   /** Driver claims through the authority's own connection. */
   claims(): DriverClaims;
   readonly plans: InvocationPlans;
+  /** `barriers.prepare` with the start's sealed plan written in the start's own transaction (R12.2). */
+  prepare(command: unknown, sealed: InvocationPlanRow): Promise<PrepareResult>;
 }
+
+/** A backend's prepare that also writes the start's sealed plan, given to execution only (never on the public surface). */
+export type SealedPrepare = (command: unknown, sealed: InvocationPlanRow) => Promise<PrepareResult>;
 
 const ports = new WeakMap<object, ExecutionPort>();
 
@@ -32,11 +37,11 @@ export const registerExecutionPort = (authority: object, port: ExecutionPort): v
  * Register an authority its opener just made: its verified read, outcome read and claims are
  * captured now, so replacing them on the object later changes nothing execution sees.
  */
-export const registerAuthority = (authority: RecoverableStartBarrierAuthority, isOpen: () => boolean, plans: InvocationPlans): void => {
+export const registerAuthority = (authority: RecoverableStartBarrierAuthority, isOpen: () => boolean, plans: InvocationPlans, prepare: SealedPrepare): void => {
   const read = authority.barriers.getByStartId;
   const outcome = authority.recovery.outcome;
   const claims = authority.driverClaims;
-  registerExecutionPort(authority, { readBarrier: (id) => read(id), outcome: (id) => outcome(id), isOpen, claims: () => claims.call(authority), plans });
+  registerExecutionPort(authority, { readBarrier: (id) => read(id), outcome: (id) => outcome(id), isOpen, claims: () => claims.call(authority), plans, prepare });
 };
 
 export const executionPortOf = (authority: unknown): ExecutionPort | undefined => (typeof authority === 'object' && authority !== null ? ports.get(authority) : undefined);

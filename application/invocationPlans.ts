@@ -167,7 +167,9 @@ export interface InvocationPlans {
   readonly keyed: boolean;
   /** The checks of `seal` that need no store (size, redaction contract, key): a typed error, nothing written. */
   check(plan: InvocationPlan, contract: RedactionContract, redaction: Ref, planDigest: string): string;
-  /** Seal a tool input for a start (insert-or-keep: a replay finds the plan it sealed). */
+  /** The sealed row of a tool input for a start, stored by nothing yet: the start writes it in its own transaction. */
+  sealRow(startId: string, planDigest: string, redaction: Ref, plan: InvocationPlan, contract: RedactionContract): InvocationPlanRow;
+  /** Seal a tool input for a start already committed without one (insert-or-keep: a replay finds the plan it sealed). */
   seal(startId: string, planDigest: string, redaction: Ref, plan: InvocationPlan, contract: RedactionContract): Promise<PlanStatus>;
   /** Open the start's plan for its barrier's plan digest; fails closed on any change. */
   open(startId: string, planDigest: string): Promise<OpenedPlan>;
@@ -233,20 +235,22 @@ export const createInvocationPlans = (options: PlanStoreOptions | undefined, sto
     return canonicalJson(previewOf(plan.input, contract, redaction, planDigest));
   };
 
+  const sealRow = (startId: string, planDigest: string, redaction: Ref, plan: InvocationPlan, contract: RedactionContract): InvocationPlanRow => {
+    const preview = check(plan, contract, redaction, planDigest);
+    if (ring === undefined) throw new Error('unreachable: check refuses without a key');
+    const json = canonicalJson(plan.input);
+    const nonce = randomBytes(12);
+    const c = createCipheriv('aes-256-gcm', ring.keys.get(ring.current)!, nonce);
+    c.setAAD(aadOf(startId, planDigest, ring.current, preview));
+    const ciphertext = Buffer.concat([c.update(json, 'utf8'), c.final(), c.getAuthTag()]);
+    return { start_id: startId, plan_digest: planDigest, key_id: ring.current, nonce, ciphertext, preview_json: preview };
+  };
+
   return {
     keyed: ring !== undefined,
     check,
-    seal: async (startId, planDigest, redaction, plan, contract) => {
-      const preview = check(plan, contract, redaction, planDigest);
-      if (ring === undefined) throw new Error('unreachable: check refuses without a key');
-      const json = canonicalJson(plan.input);
-      const nonce = randomBytes(12);
-      const c = createCipheriv('aes-256-gcm', ring.keys.get(ring.current)!, nonce);
-      c.setAAD(aadOf(startId, planDigest, ring.current, preview));
-      const ciphertext = Buffer.concat([c.update(json, 'utf8'), c.final(), c.getAuthTag()]);
-      const stored = await store.insert({ start_id: startId, plan_digest: planDigest, key_id: ring.current, nonce, ciphertext, preview_json: preview });
-      return statusOf(stored, destroyed);
-    },
+    sealRow,
+    seal: async (startId, planDigest, redaction, plan, contract) => statusOf(await store.insert(sealRow(startId, planDigest, redaction, plan, contract)), destroyed),
     open: async (startId, planDigest) => {
       const row = await store.get(startId);
       if (row === null) throw new ExecutionRefusedError('plan_unavailable', `no sealed invocation plan for start ${startId}`);

@@ -2,7 +2,7 @@ import { PreconditionError, ValidationError, splitAnswer, type DriverClaim, type
 import { Identity, decodeOrThrow, integer } from '../domain/codecs';
 import type { InDoubtQuery, RecoverableStartBarrierAuthority, StartOutcome } from './authority';
 import { ExecutionAuthority, inspectionTicket, type ExecutionPort } from './execution';
-import { createToolStepSaga, type InDoubtWhy, type SagaResult, type ToolStepSaga } from './saga';
+import { createToolStepSaga, type InDoubtWhy, type SagaResult, type ToolStepSaga } from './toolStepSaga';
 import { checkedCall, conflictOn, differingFields, type CheckedCall, type RunToolCall, type Tool } from './runToolPlan';
 import { ExecutionRefusedError } from '../domain';
 

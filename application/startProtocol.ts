@@ -14,6 +14,7 @@ import {
 } from '../domain';
 import type { StartStepHook } from './authority';
 import type { StoredBarrier } from '../domain/records';
+import type { InvocationPlanRow } from './invocationPlans';
 import { START_WRITE_STEPS, planStartWrite, type StartWrite, type StartWriteStep } from './startWritePlan';
 
 // The start transaction every backend shares (R3.1 .. R3.8). A backend supplies a unit of work
@@ -27,13 +28,15 @@ export interface StartUnitOfWork {
   lookupReplay(keys: ReplayKeys): Promise<ReplayHits>;
   /** R3.2: lock the Run head and the StepRun row, and return them as a (partial) Run state. */
   lockForStart(runId: string, stepRunId: string): Promise<RunState>;
-  /** The database clock of this transaction (R3.10), read once. */
+  /** The database clock of this transaction (R3.10), read once; CLOCK_AT_WRITE when the write stamps it. */
   clockMs(): Promise<number>;
   /**
-   * Execute these steps of the plan, in order. A compare-and-set that matches no row must throw
+   * Execute these steps of the plan, in order; the barrier step also writes the plan's sealed
+   * invocation plan when it has one (R12.2). A compare-and-set that matches no row must throw
    * (CompareAndSetLostError); a unique index that refuses a row throws the driver's error.
+   * Returns the transaction's clock when the write stamped it (clockMs gave CLOCK_AT_WRITE).
    */
-  writeStart(plan: StartWrite, steps: readonly StartWriteStep[]): Promise<void>;
+  writeStart(plan: StartWrite, steps: readonly StartWriteStep[]): Promise<number | void>;
   /**
    * true: the backend writes the whole plan at once (one PostgreSQL statement), and the hook
    * then fires for each step after it; false: one step at a time, the hook between them.
@@ -114,13 +117,22 @@ export const refuseUnknownStart = async (uow: Pick<StartUnitOfWork, 'readBarrier
   throw refusal;
 };
 
-/** The body of one start transaction. The caller opens, commits or rolls back around it. */
+/**
+ * The body of one start transaction. The caller opens, commits or rolls back around it.
+ * `sealed`: the start's sealed invocation plan (R12.2), written with the barrier, so a new start
+ * commits barrier, facts and plan together; an exact replay writes nothing (its plan was
+ * written with it).
+ */
 export const runStartTransaction = async (
   uow: StartUnitOfWork,
   decoded: DecodedStartCommand,
   hook: StartStepHook = noHook,
+  sealed?: InvocationPlanRow,
 ): Promise<StartTransactionResult> => {
   const c = decoded.command;
+  if (sealed !== undefined && (sealed.start_id !== c.startId || sealed.plan_digest !== c.admission.planDigest)) {
+    throw new Error(`the sealed plan of start ${sealed.start_id} is not the plan of start ${c.startId}`);
+  }
   // Without a hook nothing is awaited between the steps: each await is a turn of the queue.
   const step = hook === noHook ? undefined : hook;
   const hits = await uow.lookupReplay(replayKeysOf(c));
@@ -139,9 +151,11 @@ export const runStartTransaction = async (
     return refuseUnknownStart(uow, c.startId, e);
   }
   const { facts, json } = decided;
-  const plan = planStartWrite(facts, state, await uow.clockMs(), json);
+  const planned = planStartWrite(facts, state, await uow.clockMs(), json);
+  const plan: StartWrite = sealed === undefined ? planned : { ...planned, invocationPlan: sealed };
+  let stamped: number | void = undefined;
   if (uow.writesAtOnce) {
-    await uow.writeStart(plan, START_WRITE_STEPS);
+    stamped = await uow.writeStart(plan, START_WRITE_STEPS);
     await uow.sealEvidence?.(plan);
     if (step !== undefined) for (const done of START_WRITE_STEPS) await step(done);
   } else {
@@ -152,5 +166,5 @@ export const runStartTransaction = async (
     }
   }
   if (step !== undefined) await step('beforeCommit');
-  return { outcome: 'created', barrier: plan.result };
+  return { outcome: 'created', barrier: stamped === undefined ? plan.result : { ...plan.result, committedAtMs: stamped } };
 };

@@ -1,11 +1,18 @@
 import { streamNameOf, type RunState, type StartFacts, type StartFactsJson } from '../domain';
 import { naturalEventIdOf, startEventJsonOf, startRowsOf, startedStepRunRowOf, type StartRows, type StepRunRow } from '../projections/rows';
 import type { StoredBarrier } from '../domain/records';
+import type { InvocationPlanRow } from './invocationPlans';
 
 // The write plan of one start: every row, every event row (with its stream position and id)
 // and every compare-and-set expectation, derived once from the decided facts and the locked
 // state. The backends only execute it, step by step, so the content and the order of R3.3 ..
 // R3.7 live here and nowhere else.
+
+/**
+ * The clock a backend gives when its write stamps the transaction's clock itself (R3.10): the
+ * rows carry this value until the server replaces it, and `writeStart` returns the real one.
+ */
+export const CLOCK_AT_WRITE = -1;
 
 /** R3.3 .. R3.7, in the order they are written; the fault-injection hook fires after each. */
 export const START_WRITE_STEPS = ['evidence', 'stepRunCas', 'runCas', 'runEvent', 'barrier'] as const;
@@ -36,6 +43,8 @@ export interface StartWrite {
   readonly runCas: { readonly expected: number; readonly next: number };
   /** What `prepare` returns once the plan has committed. */
   readonly result: StoredBarrier;
+  /** R12.2: the start's sealed invocation plan, written with the barrier step, in the same transaction. */
+  readonly invocationPlan?: InvocationPlanRow;
 }
 
 /** Builds the plan of a new start from its five facts and the Run state they were decided on. */

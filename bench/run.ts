@@ -14,6 +14,7 @@ import { sqliteEdge, type EdgeReport } from './sqlite/edge';
 import { postgresSections } from './postgres/sections';
 import { inDoubtSection } from './inDoubt';
 import { contentionSection } from './postgres/contention';
+import { driveSection } from './drive';
 
 // `npm run bench`: one run, this machine, every figure side by side with its limits.
 // Prints a markdown table and writes the figures as JSON. `--quick` is a CI smoke test with
@@ -23,7 +24,7 @@ const program = new Command()
   .name('bench')
   .option('--quick', 'tiny sizes: a smoke test of the harness, not a measurement')
   .option('--out <file>', 'where to write the JSON figures', 'bench-results/latest.json')
-  .option('--only <sections>', 'comma-separated subset: sqlite,scale,rss,edge,postgres,verify,in-doubt,contention')
+  .option('--only <sections>', 'comma-separated subset: sqlite,scale,rss,edge,postgres,verify,in-doubt,contention,drive')
   .option('--pg <url>', 'PostgreSQL admin URL (a fresh database is created and dropped per figure group)', process.env.SB_PG_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres')
   .option('--no-store-verify', 'skip recovery.verify() of the large seeded store (about 10 minutes at 10^6 barriers on 2 cores)')
   .option('--cache <dir>', 'where large seeded databases are kept between runs', 'bench-results/cache');
@@ -60,6 +61,7 @@ const main = async (): Promise<void> => {
     if (wants('edge')) edge = await sqliteEdge(ctx);
     if (wants('verify')) await verificationCost(ctx);
     if (wants('in-doubt')) await inDoubtSection(ctx, opts.pg, { sqlite: true, postgres: true });
+    if (wants('drive')) await driveSection(ctx, opts.pg);
     ctx.targets.push(...floorTargets(ctx));
   } finally {
     rmSync(tmp, { recursive: true, force: true });

@@ -3,7 +3,7 @@ import { createInterface } from 'node:readline';
 import type { Pool } from 'pg';
 import { buildScenario, type Scenario } from '../../domain/scenario';
 import { openPostgresStartBarrier, type PostgresStartBarrier } from '../../infrastructure/postgres';
-import { readStart } from '../../infrastructure/postgres/startRoundTrips';
+import { readStart } from '../../infrastructure/postgres/startRead';
 import { DEFAULT_TIMEOUTS } from '../../infrastructure/postgres';
 import { benchScript } from '../lib/compiled';
 import { pgOpsFor, type BenchContext } from '../lib/context';

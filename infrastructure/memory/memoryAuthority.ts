@@ -11,7 +11,7 @@ import type { PlansApi, RecoverableStartBarrierAuthority, RecoveryApi, Retention
 import type { AppendOutcome, PrepareResult, StepRunView, StoredBarrier, StoredEvent } from '../../domain/records';
 import { compactMemory, memoryReplayHits } from './memoryRetention';
 import { createRecoveryApi } from '../../application/recoveryRules';
-import { checkedPlanOptions, createInvocationPlans, plansApiOf, type InvocationPlans, type PlanStoreOptions } from '../../application/invocationPlans';
+import { checkedPlanOptions, createInvocationPlans, plansApiOf, type InvocationPlanRow, type InvocationPlans, type PlanStoreOptions } from '../../application/invocationPlans';
 import { registerAuthority } from '../../application/execution';
 import { memoryPlanRows } from './memoryPlans';
 import { createEvidenceKeyring, type EvidenceKeyring, type EvidenceKeyringOptions } from '../../application/evidenceKeys';
@@ -19,7 +19,7 @@ import { agreedAttemptStart, requireAttemptNotInLog, requireHeadIsItsLog, requir
 import { createMemoryRecoveryView } from './memoryRecoveryView';
 import { memorySealedSpan, sealMemoryEvents } from './memorySeals';
 import { appendedEventCells, requireSealedSpan, startEventCells } from '../../application/eventSeals';
-import { copyTables, emptyTables, lastStepRunEventRow, stepRunLogRows, requireFollowsLogIn, streamEventsOfType, streamHeadsOf, type Tables } from './tables';
+import { copyTables, emptyTables, insertUnique, lastStepRunEventRow, stepRunLogRows, requireFollowsLogIn, streamEventsOfType, streamHeadsOf, type Tables } from './tables';
 import { SerialExecutor } from '../../application/serialExecutor';
 import { decodeLifecycle, runLifecycleTransaction, type LifecycleUnitOfWork } from '../../application/lifecycleProtocol';
 import { runStartTransaction, type StartUnitOfWork } from '../../application/startProtocol';
@@ -33,10 +33,6 @@ import { claimsOnVerifiedStarts, memoryDriverClaims } from '../../application/dr
 export type { Tables } from './tables';
 const identityKey = (identity: string, value: string) => `${identity}\u0000${value}`;
 const stepKey = (runId: string, stepRunId: string) => `${runId}\u0000${stepRunId}`;
-const insertUnique = <V>(map: Map<string, V>, key: string, value: V, what: string): void => {
-  if (map.has(key)) throw new Error(`unique violation: ${what} ${key}`);
-  map.set(key, value);
-};
 
 export interface MemoryStartBarrierOptions {
   readonly hooks?: { readonly onStartStep?: StartStepHook };
@@ -51,11 +47,8 @@ export const openMemoryStartBarrier = async (options: MemoryStartBarrierOptions 
   requireKnownOptions('in-memory options', options, ['hooks', 'clock', 'evidenceKeys', 'plans']);
   requireFunctions('hooks', options.hooks, ['onStartStep']);
   requireFunction('clock', options.clock);
-  const rows = memoryPlanRows();
-  const plans = createInvocationPlans(checkedPlanOptions(options.plans), rows);
-  const authority = new MemoryAuthority(options.hooks?.onStartStep, options.clock ?? Date.now, options.evidenceKeys === undefined ? undefined : createEvidenceKeyring(options.evidenceKeys), rows, plans);
-  registerAuthority(authority, () => !authority.closed, authority.planStore);
-  return authority;
+  const rows = memoryPlanRows(), plans = createInvocationPlans(checkedPlanOptions(options.plans), rows);
+  return new MemoryAuthority(options.hooks?.onStartStep, options.clock ?? Date.now, options.evidenceKeys === undefined ? undefined : createEvidenceKeyring(options.evidenceKeys), rows, plans);
 };
 
 class MemoryAuthority implements RecoverableStartBarrierAuthority {
@@ -71,14 +64,18 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     /** Sealed plans, outside the evidence tables (a spec may damage a row here). */
     readonly planRows: ReturnType<typeof memoryPlanRows>,
     readonly planStore: InvocationPlans,
-  ) {}
+  ) {
+    registerAuthority(this, () => !this.closed, planStore, (command, sealed) => this.prepareStart(command, sealed));
+  }
   readonly plans: PlansApi = plansApiOf(() => this.planStore, decodeStartIdArgs);
 
-  private transact<T>(body: (t: Tables) => Promise<T>): Promise<T> {
+  /** `onCommit` runs in the same turn as the swap: no other operation sees one without the other. */
+  private transact<T>(body: (t: Tables) => Promise<T>, onCommit?: (result: T) => void): Promise<T> {
     return this.serial.run(async () => {
       const draft = copyTables(this.tables);
       const result = await body(draft);
       this.tables = draft;
+      onCommit?.(result);
       return result;
     });
   }
@@ -240,11 +237,14 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
     };
   }
 
+  /** The plan side table is outside the copied tables: a created start's plan is stored with the swap (R12.2). */
+  private async prepareStart(command: unknown, sealed?: InvocationPlanRow, context?: StartAttemptContext): Promise<PrepareResult> {
+    const decoded = decodeStartAttempt(command, context);
+    return this.transact((t) => runStartTransaction(this.startUow(t), decoded, this.hook, sealed), (r) => r.outcome === 'created' && sealed !== undefined && void this.planRows.insert(sealed));
+  }
+
   readonly barriers = {
-    prepare: async (command: unknown, context?: StartAttemptContext): Promise<PrepareResult> => {
-      const decoded = decodeStartAttempt(command, context);
-      return this.transact((t) => runStartTransaction(this.startUow(t), decoded, this.hook));
-    },
+    prepare: (command: unknown, context?: StartAttemptContext): Promise<PrepareResult> => this.prepareStart(command, undefined, context),
     getByStartId: async (startId: string) => this.readBarrier(this.tables, decodeStartIdArgs(startId)),
     getByStepRunAttempt: async (runIdArg: string, stepRunIdArg: string, version: number) => {
       const { runId, stepRunId, startedStepRunVersion: v } = decodeAttemptArgs(runIdArg, stepRunIdArg, version);

@@ -14,7 +14,7 @@ import {
   type ReplayKeys,
   type StepRunStatus,
 } from '../../domain';
-import type { VerifyProblem } from '../../application/authority';
+import type { VerifyProblem } from '../../domain/records';
 import { compactionProblems } from '../../application/retentionRules';
 import type { Tables } from './tables';
 import { replayValuesOf } from '../../projections/rows';

@@ -141,3 +141,9 @@ export const streamHeadsOf = (t: Tables, runId: string, stream = streamNameOf(ru
   starts: [...t.barriers.values()].filter((b) => b.run_id === runId).length,
   logEnd: t.events.reduce<number | null>((end, e) => (e.stream_id === stream && e.stream_position > (end ?? 0) ? e.stream_position : end), null),
 });
+
+/** A row under a unique key, refused as the SQL stores' unique indexes refuse it. */
+export const insertUnique = <V>(map: Map<string, V>, key: string, value: V, what: string): void => {
+  if (map.has(key)) throw new Error(`unique violation: ${what} ${key}`);
+  map.set(key, value);
+};

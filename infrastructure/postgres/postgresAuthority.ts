@@ -18,14 +18,15 @@ import { postgresRecoveryOf } from './postgresRecoveryView';
 import { loadStepRunFromLog, requireHeadsAtLogEnd, readBarrier, readBarrierOfAttempt, readStream } from './reads';
 import { postgresSealer, type PostgresSealer } from './postgresSeals';
 import * as SQL from './sql';
-import { existingOfRead, prepareInRoundTrips, readStart, stateOfRead } from './startRoundTrips';
+import { existingOfRead, readStart, stateOfRead } from './startRead';
+import { prepareInRoundTrips } from './roundTripStart';
 import { lookupBeforeBegin, resolveUniqueViolation, startUnitOfWork, type LookupBeforeBegin, type PostgresWriteMode } from './startWrite';
 import { answeredOnExhaustion, lifecycleRefusalOnPool, lifecycleRefusalOnRead, startAnswerBeforeBegin, startAnswerOnRead } from './readAnswers';
 import type { Queryable } from './query';
 import { PostgresTransactions, type AttemptBudget, type BeforeBegin, type PostgresTimeouts, type Tx } from './transactions';
 import { postgresDriverClaims } from './postgresDriverClaims';
 import { postgresPlanRows } from './postgresPlans';
-import { checkedPlanOptions, createInvocationPlans, plansApiOf, type InvocationPlans, type PlanStoreOptions } from '../../application/invocationPlans';
+import { checkedPlanOptions, createInvocationPlans, plansApiOf, type InvocationPlanRow, type InvocationPlans, type PlanStoreOptions } from '../../application/invocationPlans';
 import { registerAuthority } from '../../application/execution';
 import type { DriverClaims } from '../../domain';
 
@@ -149,9 +150,7 @@ export const openPostgresStartBarrier = async (options: PostgresStartBarrierOpti
     if (owned) await pool.end().catch(() => undefined);
     throw mapPgError(e);
   }
-  const authority = new PostgresAuthority(pool, owned, timeouts, maxRetries, options.writeMode ?? 'batched', options.hooks?.onStartStep, options.hooks?.onAttempt, keys, plans, options.requireSynchronousStandby ?? false);
-  registerAuthority(authority, () => !authority.closed, authority.planStore);
-  return authority;
+  return new PostgresAuthority(pool, owned, timeouts, maxRetries, options.writeMode ?? 'batched', options.hooks?.onStartStep, options.hooks?.onAttempt, keys, plans, options.requireSynchronousStandby ?? false);
 };
 
 class PostgresAuthority implements PostgresStartBarrier {
@@ -177,6 +176,7 @@ class PostgresAuthority implements PostgresStartBarrier {
     this.planStore = createInvocationPlans(plans, postgresPlanRows(() => this.pool));
     this.plans = plansApiOf(() => this.planStore, decodeStartIdArgs);
     this.sealer = keys === undefined ? undefined : postgresSealer(keys);
+    registerAuthority(this, () => !this.closed, this.planStore, (command, sealed) => this.prepareStart(command, sealed));
   }
 
   private readonly sealer: PostgresSealer | undefined;
@@ -201,20 +201,21 @@ class PostgresAuthority implements PostgresStartBarrier {
     return this.tx.read(body);
   }
 
+  /** `sealed`: the start's sealed plan, written in the start's own transaction (R12.2). */
+  private async prepareStart(command: unknown, sealed?: InvocationPlanRow, context?: StartAttemptContext): Promise<PrepareResult> {
+    this.assertOpen();
+    const decoded = decodeStartAttempt(command, context); // bad input: typed error, no transaction opened
+    const budget = this.tx.budget(); // one budget for every attempt of this start (R9.5)
+    // a turn still held: queue for it before beginning (transactions.ts)
+    const underTurn = (d: DecodedStartCommand, b: AttemptBudget, busy: boolean) => this.prepareInTransaction(d, b, 'batched', busy, sealed);
+    const ctx = { pool: this.pool, timeouts: this.timeouts, tx: this.tx, keys: this.keys, sealer: this.sealer, hook: this.hook, requireSyncStandby: this.requireSynchronousStandby, underTurn };
+    const started = this.writeMode === 'stepwise' ? this.prepareInTransaction(decoded, budget, 'stepwise', false, sealed) : prepareInRoundTrips(ctx, decoded, budget, sealed);
+    // out of write transactions: a racer of the writer that was first reads its answer (readAnswers.ts)
+    return answeredOnExhaustion(started, { pool: this.pool, runId: decoded.command.stepRun.runId, timeouts: this.timeouts, budget }, () => startAnswerOnRead(this.pool, decoded, this.keys));
+  }
+
   readonly barriers = {
-    prepare: async (command: unknown, context?: StartAttemptContext): Promise<PrepareResult> => {
-      this.assertOpen();
-      const decoded = decodeStartAttempt(command, context); // bad input: typed error, no transaction opened
-      const budget = this.tx.budget(); // one budget for every attempt of this start (R9.5)
-      // a turn still held: queue for it before beginning (transactions.ts)
-      const underTurn = (d: DecodedStartCommand, b: AttemptBudget, busy: boolean) => this.prepareInTransaction(d, b, 'batched', busy);
-      const started =
-        this.writeMode === 'batched'
-          ? prepareInRoundTrips({ pool: this.pool, timeouts: this.timeouts, tx: this.tx, keys: this.keys, sealer: this.sealer, hook: this.hook, requireSyncStandby: this.requireSynchronousStandby, underTurn }, decoded, budget)
-          : this.prepareInTransaction(decoded, budget, 'stepwise');
-      // out of write transactions: a racer of the writer that was first reads its answer (readAnswers.ts)
-      return answeredOnExhaustion(started, { pool: this.pool, runId: decoded.command.stepRun.runId, timeouts: this.timeouts, budget }, () => startAnswerOnRead(this.pool, decoded, this.keys));
-    },
+    prepare: (command: unknown, context?: StartAttemptContext): Promise<PrepareResult> => this.prepareStart(command, undefined, context),
     getByStartId: async (startId: string): Promise<StoredBarrier | null> => {
       const id = decodeStartIdArgs(startId);
       return this.read((q) => readBarrier(q, id, this.keys));
@@ -228,11 +229,11 @@ class PostgresAuthority implements PostgresStartBarrier {
   /**
    * A start in a transaction that takes the Run's turn first and decides under it: `stepwise`
    * (one statement per step, the fault hook between them), and a `batched` start that lost the
-   * turn in its two round trips (startRoundTrips.ts). Its first read is the two-round-trip
+   * turn in its two round trips (roundTripStart.ts). Its first read is the two-round-trip
    * path's, so an exact replay (R4.2) or drift (R4.3) is answered from it in one round trip,
    * without a transaction or the Run's turn.
    */
-  private async prepareInTransaction(decoded: DecodedStartCommand, budget: AttemptBudget, mode: PostgresWriteMode, turnBusy = false): Promise<PrepareResult> {
+  private async prepareInTransaction(decoded: DecodedStartCommand, budget: AttemptBudget, mode: PostgresWriteMode, turnBusy: boolean, sealed: InvocationPlanRow | undefined): Promise<PrepareResult> {
     const runId = decoded.command.stepRun.runId;
     try {
       const { first, existing } = await this.read(async (q) => {
@@ -251,7 +252,7 @@ class PostgresAuthority implements PostgresStartBarrier {
       };
       const start = async (tx: Tx) => {
         if (this.requireSynchronousStandby) await tx.client.query(SQL.REQUIRE_SYNC_STANDBY); // before any write (pg-0065)
-        return runStartTransaction(startUnitOfWork(tx, mode, this.keys, this.sealer), decoded, this.hook);
+        return runStartTransaction(startUnitOfWork(tx, mode, this.keys, this.sealer), decoded, this.hook, sealed);
       };
       return await this.transaction(runId, start, lookup, budget, turnBusy);
     } catch (e) {

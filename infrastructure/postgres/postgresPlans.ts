@@ -7,11 +7,18 @@ import { bind, named } from './named';
 // on the authority's pool. The runtime role inserts and reads; it shreds only through the
 // owner's function (it has no UPDATE of its own).
 
-const INSERT_PLAN = named(`INSERT INTO ql3.invocation_plans (start_id, plan_digest, key_id, nonce, ciphertext, preview_json)
+/** Also sent in a start's own write (roundTripStart.ts, startWrite.ts): the plan commits with its barrier (R12.2). */
+export const INSERT_PLAN = named(`INSERT INTO ql3.invocation_plans (start_id, plan_digest, key_id, nonce, ciphertext, preview_json)
   VALUES (:start_id, :plan_digest, :key_id, :nonce, :ciphertext, :preview_json) ON CONFLICT (start_id) DO NOTHING`);
 const PLAN_OF = named('SELECT start_id, plan_digest, key_id, nonce, ciphertext, preview_json FROM ql3.invocation_plans WHERE start_id = :start_id');
 const ALL_PLANS = named('SELECT start_id, plan_digest, key_id, nonce, ciphertext, preview_json FROM ql3.invocation_plans ORDER BY start_id');
 const SHRED_PLAN = named('SELECT ql3.shred_invocation_plan(:start_id) AS shredded');
+
+/** A row's parameters: bytes as a Buffer the driver binds as bytea, or (`asText`, for a literal of roundTripSql.ts) as bytea's hex text. */
+export const planParams = (row: InvocationPlanRow, asText = false): Record<string, unknown> => {
+  const bytes = (b: Uint8Array | null) => (b === null ? null : asText ? `\\x${Buffer.from(b).toString('hex')}` : Buffer.from(b));
+  return { ...row, nonce: bytes(row.nonce), ciphertext: bytes(row.ciphertext) };
+};
 
 /** `pool` is read on each call: the authority builds its surface before its pool field is set. */
 export const postgresPlanRows = (pool: () => Pool): PlanRowStore => {
@@ -25,7 +32,7 @@ export const postgresPlanRows = (pool: () => Pool): PlanRowStore => {
   const get = async (startId: string) => (await q<InvocationPlanRow>(PLAN_OF, { start_id: startId }))[0] ?? null;
   return {
     insert: async (row) => {
-      await q(INSERT_PLAN, { ...row, nonce: row.nonce === null ? null : Buffer.from(row.nonce), ciphertext: row.ciphertext === null ? null : Buffer.from(row.ciphertext) });
+      await q(INSERT_PLAN, planParams(row));
       return (await get(row.start_id))!;
     },
     get,

@@ -1,13 +1,13 @@
 import type { Pool, PoolClient } from 'pg';
 import { ConcurrencyExhaustedError, type DecodedStartCommand, type LifecycleCommand } from '../../domain';
-import type { PrepareResult } from '../../application/authority';
+import type { PrepareResult } from '../../domain/records';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { runLifecycleTransaction } from '../../application/lifecycleProtocol';
 import { existingBarrierOf } from '../../application/startProtocol';
 import { mapPgError, unavailableReasonOf } from './errors';
 import { run, type Queryable } from './query';
 import { loadRunState, readBarrier, stepRunLogOf } from './reads';
-import { existingOfRead, readStart } from './startRoundTrips';
+import { existingOfRead, readStart } from './startRead';
 import type { LookupBeforeBegin } from './startWrite';
 import * as SQL from './sql';
 import { AnsweredByRead, msLeft, type AttemptBudget, type PostgresTimeouts } from './transactions';

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { PoolClient } from 'pg';
 import { loadPg } from './pool';
 import type { NamedSql, Params } from './named';
+import { CLOCK_AT_WRITE } from '../../application/startWritePlan';
 
 // The write round trip of a start as text: several prepared statements sent as ONE
 // simple-protocol query. PostgreSQL runs the statements of one simple query as one implicit
@@ -18,7 +19,7 @@ import type { NamedSql, Params } from './named';
 // (or *_committed_at_ms) is the transaction clock of R3.10, computed by the server.
 
 /** What a write plan carries for committed_at_ms until the server stamps it (R3.10). */
-export const PENDING_CLOCK = -1;
+export const PENDING_CLOCK = CLOCK_AT_WRITE;
 const CLOCK_SQL = '(extract(epoch FROM transaction_timestamp()) * 1000)::bigint';
 const isClock = (name: string): boolean => name === 'committed_at_ms' || name.endsWith('_committed_at_ms');
 

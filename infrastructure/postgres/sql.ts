@@ -201,7 +201,7 @@ SELECT
 const KEYED_NEW_START = 'NOT EXISTS (SELECT 1 FROM lookup)';
 const HEAD = '(SELECT version FROM stream)';
 /**
- * The first round trip of a start (startRoundTrips.ts), one statement and one snapshot, no lock:
+ * The first round trip of a start (startRead.ts, roundTripStart.ts), one statement and one snapshot, no lock:
  * the replay lookup of R3.1; when it found nothing, the Run, its stream head and the StepRun
  * (what the decision of R3.2 needs); when it found a hit (a replay or a conflict, never a new
  * start), every row a read of this start's barrier re-verifies, with its MAC row (R5.3, R9.4),

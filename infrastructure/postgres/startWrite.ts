@@ -1,6 +1,7 @@
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { startEventCells } from '../../application/eventSeals';
 import { INSERT_START_SEALS, sealParams, type PostgresSealer } from './postgresSeals';
+import { INSERT_PLAN, planParams } from './postgresPlans';
 import { CompareAndSetLostError, SemanticConflictError, replayKeysOf, noReplayHits, type DecodedStartCommand, type ReplayHit, type ReplayHits, type ReplayIdentity, type ReplayKeys } from '../../domain';
 import { PgInt, ReplayIdentityRowCodec, decodeRow } from './rowCodecs';
 import { paramOf } from './identities';
@@ -38,8 +39,9 @@ export const checkCounts = (plan: StartWrite, rows: readonly Record<string, unkn
 const writeStart = async (q: Queryable, plan: StartWrite, steps: readonly StartWriteStep[]): Promise<void> => {
   const sql = steps.length === 1 ? SQL.START_STEP_STATEMENTS[steps[0]!] : SQL.START_BATCHED_STATEMENT;
   if (steps.length !== 1 && steps.length !== Object.keys(SQL.START_STEP_STATEMENTS).length) throw new Error(`a start writes one step or all of them, not ${steps.join(', ')}`);
-  if (sql === null) return; // a head move the event trigger makes (sql.ts)
-  checkCounts(plan, await run(q, sql, SQL.startParams(plan, steps)));
+  if (sql !== null) checkCounts(plan, await run(q, sql, SQL.startParams(plan, steps))); // null: a head move the event trigger makes (sql.ts)
+  // R12.2: the sealed plan with the barrier, in the start's transaction
+  if (plan.invocationPlan !== undefined && steps.includes('barrier')) await run(q, INSERT_PLAN, planParams(plan.invocationPlan));
 };
 
 /** The replay hits read before BEGIN, with the Run's version at that moment (null: no Run). */

@@ -26,7 +26,7 @@ import { lifecycleUnitOfWork, startUnitOfWork, type Sealer } from './writes';
 import { readSealedSpan, sqliteSealer } from './sqliteSeals';
 import { sqliteDriverClaims } from './sqliteDriverClaims';
 import { sqlitePlanRows } from './sqlitePlans';
-import { checkedPlanOptions, createInvocationPlans, plansApiOf, type InvocationPlans, type PlanStoreOptions } from '../../application/invocationPlans';
+import { checkedPlanOptions, createInvocationPlans, plansApiOf, type InvocationPlanRow, type InvocationPlans, type PlanStoreOptions } from '../../application/invocationPlans';
 import { registerAuthority } from '../../application/execution';
 export type { RunEventStore } from '../../application/authority';
 
@@ -84,8 +84,7 @@ const checkSqliteOptions = (options: SqliteStartBarrierOptions): void => {
 
 export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions): Promise<SqliteStartBarrier> => {
   checkSqliteOptions(options);
-  const keys = options.evidenceKeys === undefined ? undefined : createEvidenceKeyring(options.evidenceKeys);
-  const plans = checkedPlanOptions(options.plans);
+  const keys = options.evidenceKeys === undefined ? undefined : createEvidenceKeyring(options.evidenceKeys), plans = checkedPlanOptions(options.plans);
   // R10.3: a read-only authority never creates, migrates or changes the file.
   const readOnly = options.readOnly === true && options.path !== undefined;
   const open = () => (readOnly ? openReadOnlyBarrierFile(options.path!) : openSqliteConnection(options));
@@ -106,9 +105,7 @@ export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions)
     throw mapSqliteError(e);
   }
   try {
-    const authority = new SqliteAuthority(db, options.hooks?.onStartStep, keys, plans);
-    registerAuthority(authority, () => !authority.closed, authority.planStore);
-    return authority;
+    return new SqliteAuthority(db, options.hooks?.onStartStep, keys, plans);
   } catch (e) {
     // preparing its statements: a table or column they name is gone (mapped as damage)
     if (!isCallerOwned(db)) db.close();
@@ -131,21 +128,22 @@ class SqliteAuthority implements SqliteStartBarrier {
     private readonly keys: EvidenceKeyring | undefined,
     plans: PlanStoreOptions | undefined,
   ) {
-    this.planStore = createInvocationPlans(plans, sqlitePlanRows(() => this.db, { write: (body) => this.write(body), read: (body) => this.read(body) }));
+    this.planStore = createInvocationPlans(plans, this.planRows);
     this.plans = plansApiOf(() => this.planStore, decodeStartIdArgs);
     this.s = prepareStatements(db);
     this.tx = { deferred: db.prepare('BEGIN DEFERRED'), immediate: db.prepare('BEGIN IMMEDIATE'), commit: db.prepare('COMMIT'), rollback: db.prepare('ROLLBACK') };
     this.schemaAsOpened = schemaGuard(db);
     this.seal = keys === undefined ? undefined : sqliteSealer(this.s, keys);
     this.eventStore = createRunEventStore(this.s, { read: (body) => this.read(body), write: (body) => this.write(body) }, false, this.seal, keys);
+    registerAuthority(this, () => !this.closed, this.planStore, (command, sealed) => this.prepareStart(command, sealed));
   }
 
+  private readonly planRows = sqlitePlanRows(() => this.db, { write: (body) => this.write(body), read: (body) => this.read(body) });
   readonly eventStore: RunEventStore;
   readonly planStore: InvocationPlans;
   readonly plans: PlansApi;
 
   // ---------------------------------------------------------------- transactions
-
   /** One `BEGIN IMMEDIATE` per operation on the one connection (R5.1, R6.3). */
   private write<T>(body: () => Promise<T>, startId?: string): Promise<T> {
     return this.serial.run(async () => {
@@ -246,12 +244,14 @@ class SqliteAuthority implements SqliteStartBarrier {
 
   // ---------------------------------------------------------------- the public surface
 
+  /** `sealed`: the start's sealed plan, written in its transaction (R12.2). A fresh unit of work per attempt: nothing rolled back is carried on. */
+  private async prepareStart(command: unknown, sealed?: InvocationPlanRow, context?: StartAttemptContext): Promise<PrepareResult> {
+    const decoded = decodeStartAttempt(command, context); // bad input: typed error, nothing opened
+    return this.start(() => runStartTransaction(startUnitOfWork(this.s, this.keys, this.seal, this.hook === undefined, this.planRows.insertInStart), decoded, this.hook, sealed), decoded.command.startId);
+  }
+
   readonly barriers = {
-    prepare: async (command: unknown, context?: StartAttemptContext): Promise<PrepareResult> => {
-      const decoded = decodeStartAttempt(command, context); // bad input: typed error, nothing opened
-      // A fresh unit of work per attempt: nothing an attempt rolled back is carried into the next.
-      return this.start(() => runStartTransaction(startUnitOfWork(this.s, this.keys, this.seal, this.hook === undefined), decoded, this.hook), decoded.command.startId);
-    },
+    prepare: (command: unknown, context?: StartAttemptContext): Promise<PrepareResult> => this.prepareStart(command, undefined, context),
     getByStartId: async (startId: string): Promise<StoredBarrier | null> => {
       const id = decodeStartIdArgs(startId);
       return this.read(() => readBarrier(this.s, id, this.keys));

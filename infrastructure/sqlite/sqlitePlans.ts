@@ -17,14 +17,17 @@ export interface SqliteRunner {
   read<T>(body: () => T): Promise<T>;
 }
 
-export const sqlitePlanRows = (db: () => Database.Database, run: SqliteRunner): PlanRowStore => {
+/** The side table, and `insertInStart`: the insert run by a start's own transaction (R12.2), no transaction of its own. */
+export const sqlitePlanRows = (db: () => Database.Database, run: SqliteRunner): PlanRowStore & { insertInStart(row: InvocationPlanRow): void } => {
   let s: Record<keyof typeof SQL, Database.Statement> | undefined;
   const st = () => (s ??= { insert: db().prepare(SQL.insert), get: db().prepare(SQL.get), shred: db().prepare(SQL.shred), all: db().prepare(SQL.all) });
   const get = (startId: string) => (st().get.get(startId) as InvocationPlanRow | undefined) ?? null;
+  const insert = (row: InvocationPlanRow) => void st().insert.run(row.start_id, row.plan_digest, row.key_id, row.nonce, row.ciphertext, row.preview_json);
   return {
+    insertInStart: insert,
     insert: (row) =>
       run.write(async () => {
-        st().insert.run(row.start_id, row.plan_digest, row.key_id, row.nonce, row.ciphertext, row.preview_json);
+        insert(row);
         return get(row.start_id)!;
       }),
     get: (startId) => run.read(() => get(startId)),

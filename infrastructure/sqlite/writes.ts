@@ -9,6 +9,7 @@ import type { StoredEvent } from '../../domain/records';
 import type { LifecycleUnitOfWork } from '../../application/lifecycleProtocol';
 import type { StartUnitOfWork } from '../../application/startProtocol';
 import type { StartEventRow, StartWrite, StartWriteStep } from '../../application/startWritePlan';
+import type { InvocationPlanRow } from '../../application/invocationPlans';
 import { loadRunState, loadStartHead, lookupReplay, readBarrier, stepRunLogOf, type ProbedIdentities } from './reads';
 import { nowMsOf, type Statements } from './statements';
 
@@ -108,7 +109,7 @@ export type Sealer = (streamId: string, events: readonly ChainedCells[]) => void
  * (another connection's commits are not in this transaction's snapshot): false when a
  * fault-injection hook runs between them.
  */
-export const startUnitOfWork = (s: Statements, keys?: EvidenceKeyring, seal?: Sealer, reuseLookup = false): StartUnitOfWork => {
+export const startUnitOfWork = (s: Statements, keys?: EvidenceKeyring, seal?: Sealer, reuseLookup = false, insertPlan?: (row: InvocationPlanRow) => void): StartUnitOfWork => {
   const probed: { current?: ProbedIdentities } = {};
   const last: { current: LastLink } = { current: undefined };
   let clock: number | undefined;
@@ -126,6 +127,8 @@ export const startUnitOfWork = (s: Statements, keys?: EvidenceKeyring, seal?: Se
   writesAtOnce: false,
   writeStart: async (plan, steps) => {
     for (const step of steps) writeStep(s, plan, step, last);
+    // R12.2: the sealed plan with the barrier, in the start's transaction
+    if (plan.invocationPlan !== undefined && steps.includes('barrier')) insertPlan!(plan.invocationPlan);
   },
   ...(keys === undefined
     ? {}

@@ -3,9 +3,11 @@ import { join } from 'node:path';
 import { expect } from 'chai';
 import { buildScenario } from '../../domain/scenario';
 import { START_STEPS, type RecoverableStartBarrierAuthority, type StartBarrierAuthority } from '../../application/authority';
+import { attemptIdsOf } from '../../domain';
 import { checkStore, describeProblems } from '../../testkit/invariants';
 import type { RawSql } from '../../testkit/rawSql';
 import { spawnTsxWorker } from '../../testkit/workerProcess';
+import { planOf } from '../saga/sagaConformance';
 
 // R3.9 with a real crash, on every SQL backend from one source: a process is SIGKILLed inside
 // the start transaction after each step (in each write mode the backend has). The database
@@ -38,6 +40,17 @@ export interface CrashBackend {
 
 const WORKER = join(__dirname, 'crashWorker.ts');
 const START_WORKER = join(__dirname, 'startWorker.ts');
+const SAGA_WORKER = join(__dirname, 'sagaCrashWorker.ts');
+
+/** A worker process, run to its end: how it ended and what it printed. */
+const runWorker = (args: readonly string[]) =>
+  new Promise<{ signal: NodeJS.Signals | null; code: number | null; out: string }>((resolve) => {
+    const p = spawn(process.execPath, ['--require', 'tsx/cjs', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    p.stderr.on('data', (d: Buffer) => (out += d.toString()));
+    p.on('exit', (code, signal) => resolve({ signal, code, out }));
+  });
 
 /** The evidence, mutation and replay-index rows of one start (`t` spells a table for the dialect). */
 export const START_ROWS_SQL = (t: (table: string) => string, param: string): string =>
@@ -60,15 +73,7 @@ export const crashSuite = (backend: CrashBackend): void => {
       const a = store.authority;
       const cases = backend.modes.flatMap((mode) => START_STEPS.map((step) => ({ mode, step, scenario: buildScenario() })));
       for (const c of cases) for (const l of c.scenario.lifecycle) await a.runs.handle(l);
-      const crash = (c: (typeof cases)[number]) =>
-        new Promise<{ signal: NodeJS.Signals | null; code: number | null; out: string }>((resolve) => {
-          const args = [WORKER, backend.backend, store.target, JSON.stringify(c.scenario.startCommand()), c.step, c.mode];
-          const p = spawn(process.execPath, ['--require', 'tsx/cjs', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-          let out = '';
-          p.stdout.on('data', (d: Buffer) => (out += d.toString()));
-          p.stderr.on('data', (d: Buffer) => (out += d.toString()));
-          p.on('exit', (code, signal) => resolve({ signal, code, out }));
-        });
+      const crash = (c: (typeof cases)[number]) => runWorker([WORKER, backend.backend, store.target, JSON.stringify(c.scenario.startCommand()), c.step, c.mode]);
       const runs = [];
       if (backend.parallel) runs.push(...(await Promise.all(cases.map(crash))));
       else for (const c of cases) runs.push(await crash(c));
@@ -85,6 +90,30 @@ export const crashSuite = (backend: CrashBackend): void => {
         const replay = await a.barriers.prepare(command);
         expect(replay.outcome, where).to.equal('created');
         expect((await a.barriers.prepare(command)).outcome, where).to.equal('existing');
+      }
+    });
+
+    it(`R3.9 R12.2 a saga drive SIGKILLed inside its start transaction after each step${backend.modes.length > 1 ? ` (${backend.modes.join(' and ')})` : ''} leaves neither barrier nor sealed plan; killed once the start committed, both are there`, async () => {
+      const a = store.authority as RecoverableStartBarrierAuthority;
+      const steps = [...START_STEPS, 'adapter'] as const;
+      const cases = backend.modes.flatMap((mode) => steps.map((step) => ({ mode, step, scenario: buildScenario() })));
+      for (const c of cases) for (const l of c.scenario.lifecycle) await a.runs.handle(l);
+      const crash = (c: (typeof cases)[number]) => {
+        const s = c.scenario;
+        const command = s.startCommand();
+        const trigger = { kind: 'ready', runId: s.runId, stepRunId: s.stepRunId, stepRunVersion: 2, requestedAtMs: 1_790_000_000_000 };
+        return runWorker([SAGA_WORKER, backend.backend, store.target, JSON.stringify(trigger), JSON.stringify(planOf(command)), c.step, c.mode]);
+      };
+      const runs = [];
+      if (backend.parallel) runs.push(...(await Promise.all(cases.map(crash))));
+      else for (const c of cases) runs.push(await crash(c));
+      for (const [i, r] of runs.entries()) expect(r.signal, `${cases[i]!.mode}/${cases[i]!.step}: ${r.out}`).to.equal('SIGKILL');
+      for (const c of cases) {
+        const where = `${c.mode}/${c.step}`;
+        const { startId } = attemptIdsOf(c.scenario.runId, c.scenario.stepRunId, 3);
+        const committed = c.step === 'adapter';
+        expect((await a.barriers.getByStartId(startId)) !== null, `${where}: barrier`).to.equal(committed);
+        expect((await a.plans.status(startId)).status, `${where}: plan`).to.equal(committed ? 'sealed' : 'absent');
       }
     });
 

@@ -14,10 +14,10 @@ import { INVOCATION, contractAdapterFor, planOf } from '../saga/sagaConformance'
 // `verbose`), and in EXCLUSIVE locking mode: once it has written, no second connection to the
 // file could read or write it, so a second connection anywhere in the path would fail the drive.
 
-describe('R12.1/ADR §4 SQLite: one connection for the start, its sealed plan, its claims and its outcome', function () {
+describe('R12.1/R12.2/ADR §4 SQLite: one connection for the start, its sealed plan, its claims and its outcome', function () {
   this.timeout(60_000);
 
-  it('a saga drive runs on one traced connection (no other connection could use the file): the start in one transaction, each later write (plan, claim, release, outcome) one BEGIN IMMEDIATE', async () => {
+  it('R12.2/R12.4 a saga drive runs on one traced connection (no other connection could use the file): the start and its sealed plan in one transaction begun once, each later write (claim, release, outcome) one BEGIN IMMEDIATE; an exact replay writes nothing', async () => {
     const path = freshDbPath('one-connection');
     const trace: string[] = [];
     const db = new Database(path, { verbose: (sql) => void trace.push(String(sql)) });
@@ -52,14 +52,24 @@ describe('R12.1/ADR §4 SQLite: one connection for the start, its sealed plan, i
       };
       const writes = trace.filter((sql) => /^\s*(INSERT|UPDATE|DELETE)\b/i.test(sql));
       expect(writes.some((sql) => /INTO tool_execution_start_barriers/.test(sql)), 'the barrier').to.equal(true);
-      expect(transactionOf(/INTO invocation_plans/)).to.equal('BEGIN IMMEDIATE');
       expect(transactionOf(/INTO adapter_driver_claims/)).to.equal('BEGIN IMMEDIATE');
-      // the start itself: one transaction, begun once (no retry), holding every fact of the start
-      const startBegin = begins.filter(([, i]) => i < trace.findIndex((sql) => /INTO tool_execution_start_barriers/.test(sql))).at(-1)!;
+      // the start itself: one transaction, begun once (no retry), holding every fact of the start and its sealed plan
+      const barrierAt = trace.findIndex((sql) => /INTO tool_execution_start_barriers/.test(sql));
+      const startBegin = begins.filter(([, i]) => i < barrierAt).at(-1)!;
       const startCommit = trace.findIndex((sql, i) => i > startBegin[1] && sql === 'COMMIT');
       expect(trace.slice(startBegin[1], startCommit).filter((sql) => sql.startsWith('BEGIN'))).to.have.length(1);
-      expect(begins.map(([sql]) => sql).filter((sql) => sql === 'BEGIN IMMEDIATE')).to.have.length(4); // plan, claim, release, outcome
+      const planAt = trace.findIndex((sql) => /INTO invocation_plans/.test(sql));
+      expect(planAt, 'the plan is written inside the start transaction').to.be.greaterThan(barrierAt).and.lessThan(startCommit);
+      expect(trace.filter((sql) => /INTO invocation_plans/.test(sql)), 'the plan is written once').to.have.length(1);
+      expect(begins.map(([sql]) => sql).filter((sql) => sql === 'BEGIN IMMEDIATE')).to.have.length(3); // claim, release, outcome
       expect(await authority.plans.status(attemptIdsOf(s.runId, s.stepRunId, 3).startId)).to.include({ status: 'sealed' });
+
+      // an exact replay of the drive writes nothing: it finds the start and the plan committed with it
+      trace.length = 0;
+      const again = await saga.drive({ kind: 'ready', runId: s.runId, stepRunId: s.stepRunId, stepRunVersion: 2, requestedAtMs: 1_790_000_000_000 }, plan, INVOCATION);
+      expect(again).to.include({ status: 'already_resolved', prepared: 'existing' });
+      expect(trace.filter((sql) => /^\s*(INSERT|UPDATE|DELETE)\b/i.test(sql) || sql === 'BEGIN IMMEDIATE')).to.deep.equal([]);
+      expect(calls).to.equal(1);
     } finally {
       await execution.close();
       await authority.close();

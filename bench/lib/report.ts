@@ -112,7 +112,7 @@ export const targetTable = (targets: readonly Target[]): string => {
   const head = '| target | measured | ratio | required | met |\n|---|---|---:|---:|:---:|';
   const lines = targets.map(
     (t) =>
-      `| ${t.text} | ${t.detail} | ${fmt(t.ratio, t.digits ?? 2)}${t.unit ?? '×'} | ${t.lowerIsBetter ? '≤' : '≥'} ${fmt(t.required, t.digits ?? 1)}${t.unit ?? '×'} | ${t.met ? 'met' : `**missed**${missedBy(t)}${t.why ? `: ${t.why}` : ''}`} |`,
+      `| ${t.text} | ${t.detail} | ${fmt(t.ratio, t.digits ?? 2)}${t.unit ?? '×'} | ${t.lowerIsBetter ? '≤' : '≥'} ${fmt(t.required, t.digits ?? (Number.isInteger(t.required * 10) ? 1 : 2))}${t.unit ?? '×'} | ${t.met ? 'met' : `**missed**${missedBy(t)}${t.why ? `: ${t.why}` : ''}`} |`,
   );
   return [head, ...lines].join('\n');
 };

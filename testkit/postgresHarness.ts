@@ -45,7 +45,7 @@ const ident = (name: string): string => {
   return `"${name}"`;
 };
 
-/** This run's name: every database it makes starts sb_<run>, so whatever is left of it can be found. */
+/** This run's name: every database it makes is sb_<random><run>, so whatever is left of it can be found. */
 const SHARED = process.env.SB_TEST_RUN !== undefined && /^[0-9a-f]{8}$/.test(process.env.SB_TEST_RUN);
 const RUN = SHARED ? process.env.SB_TEST_RUN! : randomBytes(4).toString('hex');
 
@@ -59,7 +59,7 @@ export const runMarker = (run: string): string => join(tmpdir(), `sb-test-run-${
 export const dropRunDatabases = async (run: string): Promise<void> => {
   if (!/^[0-9a-f]{8}$/.test(run)) throw new Error(`refusing run name ${run}`);
   await withAdmin(async (c) => {
-    const { rows } = await c.query<{ name: string }>(`SELECT datname AS name FROM pg_database WHERE datname LIKE $1`, [`sb\\_${run}%`]);
+    const { rows } = await c.query<{ name: string }>(`SELECT datname AS name FROM pg_database WHERE datname ~ $1`, [`^sb_[0-9a-f]{8}${run}(_tpl)?$`]);
     for (const { name } of rows) await c.query(`DROP DATABASE IF EXISTS ${ident(name)} WITH (FORCE)`);
   });
 };
@@ -87,7 +87,7 @@ const make = (name: string): TestDatabase => ({
 
 /** A fresh, empty database (no schema: migrations are the spec's business). */
 export const createDatabase = async (template?: string): Promise<TestDatabase> => {
-  const name = `sb_${RUN}${randomBytes(4).toString('hex')}`;
+  const name = `sb_${randomBytes(4).toString('hex')}${RUN}`;
   markRunUsed();
   await withAdmin(async (c) => {
     for (let attempt = 1; ; attempt++) {
@@ -105,7 +105,7 @@ export const createDatabase = async (template?: string): Promise<TestDatabase> =
 
 // One migrated template per test run, made on first use. Under mocha the run is named by
 // testkit/mochaHooks.ts (SB_TEST_RUN, inherited by parallel workers and child processes): every
-// database of the run is named sb_<run>..., the template is made once by whichever process
+// database of the run is named sb_<random><run>, the template is made once by whichever process
 // asks first (under an advisory lock) and shared by all of them, and the parent drops the
 // run's databases after the last spec (dropRunDatabases). A process outside mocha has a run
 // of its own and drops what it made at runAfterRun. A clone a spec has finished with is emptied
@@ -155,7 +155,7 @@ const fingerprintOf = async (c: Client): Promise<string> => (await c.query<{ fin
  * a killed process is made again), the others find it so.
  */
 const sharedTemplate = async (): Promise<TestDatabase> => {
-  const db = make(`sb_${RUN}00000000_tpl`);
+  const db = make(`sb_00000000${RUN}_tpl`);
   markRunUsed();
   const ready = (c: Client) => c.query<{ ok: boolean }>(`SELECT NOT datallowconn AS ok FROM pg_database WHERE datname = $1`, [db.name]).then((r) => r.rows[0]?.ok);
   await withAdmin(async (c) => {

@@ -4,7 +4,7 @@ import { join, resolve } from 'node:path';
 import { Command } from 'commander';
 import { COMPILED } from './lib/compiled';
 import { DEFAULT, QUICK, type BenchContext } from './lib/context';
-import { bytesTable, figureTable, targetTable } from './lib/report';
+import { bytesTable, figureTable, inTargetOrder, targetTable } from './lib/report';
 import { floorTargets } from './lib/floorTargets';
 import { wakeCost, wakeCostText, type WakeCost } from './lib/wakeCost';
 import { verificationCost } from './sqlite/verifyCost';
@@ -63,6 +63,7 @@ const main = async (): Promise<void> => {
     if (wants('in-doubt')) await inDoubtSection(ctx, opts.pg, { sqlite: true, postgres: true });
     if (wants('drive')) await driveSection(ctx, opts.pg);
     ctx.targets.push(...floorTargets(ctx));
+    ctx.targets.splice(0, ctx.targets.length, ...inTargetOrder(ctx.targets));
   } finally {
     rmSync(tmp, { recursive: true, force: true });
   }

@@ -7,7 +7,7 @@
 // package and the bench smoke test all run what this one compile made (SB_PREBUILT=1 tells them
 // not to compile again).
 import { spawn, spawnSync } from 'node:child_process';
-import { cpSync, rmSync } from 'node:fs';
+import { cpSync, readdirSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -19,6 +19,36 @@ const TIERS = {
   unit: 'specs/**/*.unit.spec.ts',
   int: 'specs/**/*.int.spec.ts',
   soak: 'specs/**/*.soak.spec.ts',
+};
+// Spec files per tier run at once (mocha --parallel, one worker process per file at a time):
+// most of an int spec's time is waiting on PostgreSQL, fsyncs and child processes, not CPU.
+// SB_TEST_JOBS overrides; 1 runs the tier serially.
+const JOBS = { unit: 1, int: Number(process.env.SB_TEST_JOBS ?? 3), soak: 1 };
+// The slowest files go first, so no long one starts last and runs alone at the end.
+// (The CLI specs start a child process per command: about half of the int tier's time.)
+const SLOW_FIRST = [
+  'specs/cli/hostileInput.int.spec.ts',
+  'specs/cli/sqlite.int.spec.ts',
+  'specs/postgres/damage.int.spec.ts',
+  'specs/cli/postgres.int.spec.ts',
+  'specs/cli/cliPolish.int.spec.ts',
+  'specs/postgres/bounds.int.spec.ts',
+];
+
+/** A tier's spec files, the slowest first (mocha hands them to free workers in this order). */
+const filesOf = (tier) => {
+  const suffix = TIERS[tier].replace('specs/**/*', '');
+  const found = [];
+  const walk = (dir) => {
+    for (const e of readdirSync(join(root, dir), { withFileTypes: true })) {
+      const path = `${dir}/${e.name}`;
+      if (e.isDirectory()) walk(path);
+      else if (e.name.endsWith(suffix)) found.push(path);
+    }
+  };
+  walk('specs');
+  const rank = (f) => (SLOW_FIRST.includes(f) ? SLOW_FIRST.indexOf(f) : SLOW_FIRST.length);
+  return found.sort((a, b) => rank(a) - rank(b) || a.localeCompare(b));
 };
 const asked = process.argv.slice(2);
 for (const t of asked) {
@@ -53,7 +83,9 @@ const runTier = (tier) =>
   new Promise((resolve) => {
     const t0 = Date.now();
     // --exit: a spec that fails before it closes a server it opened must fail the run, not hang it.
-    const child = spawn(process.execPath, [require.resolve('mocha/bin/mocha.js'), '--exit', TIERS[tier]], {
+    const jobs = Number.isInteger(JOBS[tier]) && JOBS[tier] > 1 ? ['--parallel', '--jobs', String(JOBS[tier])] : [];
+    const files = jobs.length > 0 ? filesOf(tier) : [TIERS[tier]];
+    const child = spawn(process.execPath, [require.resolve('mocha/bin/mocha.js'), '--exit', ...jobs, ...files], {
       cwd: root,
       env: { ...process.env, SB_PREBUILT: '1' },
       stdio: ['ignore', 'pipe', 'inherit'],

@@ -1,6 +1,29 @@
+import { randomBytes } from 'node:crypto';
+import { existsSync, rmSync } from 'node:fs';
 import { runAfterRun } from './afterRun';
 
-// Root hooks (loaded by .mocharc.json): the run's shared resources go after the last spec.
+// Loaded by .mocharc.json. The run is named once, in mocha's own process, before any spec
+// file loads (SB_TEST_RUN): parallel workers and the child processes of specs inherit the name,
+// so the PostgreSQL harness shares one migrated template across them and every database the
+// run makes carries it (testkit/postgresHarness.ts).
+export const mochaGlobalSetup = (): void => {
+  process.env.SB_TEST_RUN ??= randomBytes(4).toString('hex');
+};
+
+// After the last spec of every worker: the run's databases, found by name, whatever made them.
+// The harness is loaded only when the run used the server, so the unit tier never connects.
+export const mochaGlobalTeardown = async (): Promise<void> => {
+  const run = process.env.SB_TEST_RUN;
+  if (run === undefined) return;
+  // required here, not imported above: a run that never used the server never loads pg
+  const { dropRunDatabases, runMarker } = require('./postgresHarness') as typeof import('./postgresHarness');
+  if (!existsSync(runMarker(run))) return;
+  await dropRunDatabases(run);
+  rmSync(runMarker(run), { force: true });
+};
+
+// Root hooks: a process's own clean-ups (SQLite templates and the like) after its specs; in
+// parallel mode mocha runs them after each file.
 export const mochaHooks = {
   afterAll: runAfterRun,
 };

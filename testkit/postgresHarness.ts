@@ -1,4 +1,7 @@
 import { randomBytes } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { Client, Pool, escapeIdentifier, escapeLiteral } from 'pg';
 import { openPostgresStartBarrier, type PostgresStartBarrier, type PostgresStartBarrierOptions } from '../infrastructure/postgres';
 export { rejects } from './rejects';
@@ -42,6 +45,25 @@ const ident = (name: string): string => {
   return `"${name}"`;
 };
 
+/** This run's name: every database it makes is sb_<random><run>, so whatever is left of it can be found. */
+const SHARED = process.env.SB_TEST_RUN !== undefined && /^[0-9a-f]{8}$/.test(process.env.SB_TEST_RUN);
+const RUN = SHARED ? process.env.SB_TEST_RUN! : randomBytes(4).toString('hex');
+
+/** Tells the run's teardown that this run made databases (the unit tier never touches the server). */
+const markRunUsed = (): void => {
+  if (SHARED) writeFileSync(runMarker(RUN), '');
+};
+export const runMarker = (run: string): string => join(tmpdir(), `sb-test-run-${run}.pg`);
+
+/** Drops every database of a run (after its last spec: the template, idle clones, anything a killed spec left). */
+export const dropRunDatabases = async (run: string): Promise<void> => {
+  if (!/^[0-9a-f]{8}$/.test(run)) throw new Error(`refusing run name ${run}`);
+  await withAdmin(async (c) => {
+    const { rows } = await c.query<{ name: string }>(`SELECT datname AS name FROM pg_database WHERE datname ~ $1`, [`^sb_[0-9a-f]{8}${run}(_tpl)?$`]);
+    for (const { name } of rows) await c.query(`DROP DATABASE IF EXISTS ${ident(name)} WITH (FORCE)`);
+  });
+};
+
 export const urlOf = (database: string): string => {
   const url = new URL(ADMIN_URL);
   url.pathname = `/${database}`;
@@ -65,16 +87,32 @@ const make = (name: string): TestDatabase => ({
 
 /** A fresh, empty database (no schema: migrations are the spec's business). */
 export const createDatabase = async (template?: string): Promise<TestDatabase> => {
-  const name = `sb_${randomBytes(8).toString('hex')}`;
-  await withAdmin((c) => c.query(`CREATE DATABASE ${ident(name)}${template ? ` TEMPLATE ${ident(template)}` : ''}`));
+  const name = `sb_${randomBytes(4).toString('hex')}${RUN}`;
+  markRunUsed();
+  await withAdmin(async (c) => {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await c.query(`CREATE DATABASE ${ident(name)}${template ? ` TEMPLATE ${ident(template)}` : ''}`);
+      } catch (e) {
+        // 55006: a session (autovacuum) is on the template for a moment; wait it out, then give up.
+        if ((e as { code?: string }).code !== '55006' || attempt >= 20) throw e;
+        await new Promise((r) => setTimeout(r, 100 * attempt));
+      }
+    }
+  });
   return make(name);
 };
 
-// One migrated template per test process, made on first use and dropped after the last spec
-// (testkit/mochaHooks.ts). A clone a spec has finished with is emptied and handed to the next
-// spec that asks, so a run migrates once and creates a handful of databases, not one per test.
-// Emptying is trusted only when the schema, grants and migration rows still read exactly as the
-// template's: a spec that damaged anything else leaves a database that is dropped, never reused.
+// One migrated template per test run, made on first use. Under mocha the run is named by
+// testkit/mochaHooks.ts (SB_TEST_RUN, inherited by parallel workers and child processes): every
+// database of the run is named sb_<random><run>, the template is made once by whichever process
+// asks first (under an advisory lock) and shared by all of them, and the parent drops the
+// run's databases after the last spec (dropRunDatabases). A process outside mocha has a run
+// of its own and drops what it made at runAfterRun. A clone a spec has finished with is emptied
+// and handed to the next spec of the same process that asks, so a run migrates once and
+// creates a handful of databases per process, not one per test. Emptying is trusted only when
+// the schema, grants and migration rows still read exactly as the template's: a spec that
+// damaged anything else leaves a database that is dropped, never reused.
 
 /** Everything a spec could change besides the rows of the tables a migration leaves empty. */
 const FINGERPRINT = `
@@ -111,24 +149,50 @@ interface Template {
 
 const fingerprintOf = async (c: Client): Promise<string> => (await c.query<{ fingerprint: string }>(FINGERPRINT)).rows[0]!.fingerprint;
 
+/**
+ * The run's migrated template, made once: the first process to take the run's advisory lock
+ * migrates it and closes it to connections (the mark that it is whole: a half-made one left by
+ * a killed process is made again), the others find it so.
+ */
+const sharedTemplate = async (): Promise<TestDatabase> => {
+  const db = make(`sb_00000000${RUN}_tpl`);
+  markRunUsed();
+  const ready = (c: Client) => c.query<{ ok: boolean }>(`SELECT NOT datallowconn AS ok FROM pg_database WHERE datname = $1`, [db.name]).then((r) => r.rows[0]?.ok);
+  await withAdmin(async (c) => {
+    await c.query(`SELECT pg_advisory_lock(hashtext($1))`, [db.name]);
+    try {
+      const state = await ready(c);
+      if (state === true) return;
+      if (state === false) await c.query(`DROP DATABASE ${ident(db.name)} WITH (FORCE)`);
+      await c.query(`CREATE DATABASE ${ident(db.name)}`);
+      await (await openPostgresStartBarrier({ connectionString: db.url })).close();
+      await c.query(`ALTER DATABASE ${ident(db.name)} WITH ALLOW_CONNECTIONS false`);
+    } finally {
+      await c.query(`SELECT pg_advisory_unlock(hashtext($1))`, [db.name]);
+    }
+  });
+  return db;
+};
+
 let template: Promise<Template> | undefined;
 const migratedTemplate = (): Promise<Template> =>
   (template ??= (async () => {
-    const name = `sb_${randomBytes(8).toString('hex')}_tpl`;
-    await withAdmin((c) => c.query(`CREATE DATABASE ${ident(name)}`));
-    const db = make(name);
-    afterRun(async () => {
-      template = undefined;
-      for (const clone of idle.splice(0)) await clone.drop();
-      await db.drop();
-    });
-    const a = await openPostgresStartBarrier({ connectionString: db.url });
-    await a.close();
-    return db.admin(async (c) => {
+    const db = await sharedTemplate();
+    if (!SHARED) {
+      afterRun(async () => {
+        template = undefined;
+        for (const clone of idle.splice(0)) await clone.drop();
+        await db.drop();
+      });
+    }
+    // The template takes no connections: its figures are read on a first clone, which reads as it does.
+    const first = await createDatabase(db.name);
+    const read = await first.admin(async (c) => {
       const counts = await countRows(c);
-      const emptied = Object.keys(counts).filter((t) => counts[t] === 0);
-      return { db, fingerprint: await fingerprintOf(c), emptied };
+      return { fingerprint: await fingerprintOf(c), emptied: Object.keys(counts).filter((t) => counts[t] === 0) };
     });
+    idle.push(first);
+    return { db, ...read };
   })());
 
 /** Clones handed back, emptied and checked, waiting for the next spec. */

@@ -103,8 +103,26 @@ const settled = async (execution: ExecutionAuthority, adapter: ToolAdapter, resu
   }
 };
 
-/** The Run and the StepRun, made ready if absent (decided on what is stored, so a re-call writes nothing); conflicts before any write. */
+/** What another call of the same call id racing this one makes a lifecycle move answer: the move is done, decide again from what is stored. */
+const RACED: ReadonlySet<string> = new Set(['run_exists', 'step_run_exists', 'version_mismatch']);
+
+/**
+ * The Run and the StepRun, made ready if absent. Each move is decided on what is stored, so a
+ * re-call writes nothing; a call racing this one (its first moves committed between our read and
+ * our write) makes the move a precondition that names it done, and the decision is taken again
+ * on a fresh read: each lost race is one move (of three) the other call made, so four rounds suffice.
+ */
 const readyStepRun = async (authority: RecoverableStartBarrierAuthority, c: CheckedCall): Promise<{ stepRunVersion: number; requestedAtMs: number }> => {
+  for (let round = 1; ; round += 1) {
+    try {
+      return await readyStepRunOnce(authority, c);
+    } catch (error) {
+      if (round >= 4 || !(error instanceof PreconditionError) || !RACED.has(error.reason)) throw error;
+    }
+  }
+};
+
+const readyStepRunOnce = async (authority: RecoverableStartBarrierAuthority, c: CheckedCall): Promise<{ stepRunVersion: number; requestedAtMs: number }> => {
   const { runId, callId, plan } = c;
   const created = (await authority.runs.readStream(runId)).find((e) => e.event.type === 'RunCreated')?.event;
   if (created?.type === 'RunCreated' && created.data.projectId !== plan.project.projectId) throw conflictOn(callId, undefined, ['projectId']);

@@ -77,6 +77,17 @@ describe('R11.2 R12.2 runTool and recover: one call per tool call (in-memory)', 
     expect(effects()).to.equal(1);
   });
 
+  it('R4.2 given two first calls of one call id racing, when both run, then each settles the same attempt: one side effect, no precondition error', async () => {
+    const { tool, effects } = echoTool();
+    const call = { runId: 'run-race', callId: 'call-1', tool, input: { query: 'orders' } };
+    const results = await Promise.all([runTool(execution, call, { waitForClaims: false }), runTool(execution, call, { waitForClaims: false })]);
+    expect(new Set(results.map((r) => r.startId)).size).to.equal(1);
+    for (const r of results) expect(['completed', 'in_doubt']).to.include(r.status);
+    expect(results.some((r) => r.status === 'completed' && r.invoked)).to.equal(true);
+    expect(effects()).to.equal(1);
+    expect((await authority.runs.getStepRun('run-race', 'call-1'))?.status).to.equal('completed');
+  });
+
   it('R11.2 given a lost response, when runTool is called again, then it inspects, records the outcome and returns the output without a second side effect', async () => {
     const { tool, effects } = echoTool({ loseFirstAnswer: true });
     const call = { runId: 'run-1', callId: 'call-1', tool, input: { n: 1 } };

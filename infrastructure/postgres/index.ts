@@ -60,3 +60,4 @@ export type {
 export type { PoolErrorHandler } from './pool';
 export type { EvidenceKey, EvidenceKeyringOptions } from '../../application/evidenceKeys';
 export { settleStart, isSettleable, DEFAULT_SETTLE_DEADLINE_MS, type SettleOptions } from '../../application/settle';
+export { openPostgresRetention, postgresRetentionOn, type PostgresRetention, type PostgresCompactReport, type PgCompactionStep, PG_COMPACTION_STEPS } from './postgresRetention';

@@ -17,6 +17,7 @@ import { postgresRecoveryOf } from './postgresRecoveryView';
 import { loadStepRunFromLog, requireHeadsAtLogEnd, readBarrier, readBarrierOfAttempt, readStream } from './reads';
 import { postgresSealer, type PostgresSealer } from './postgresSeals';
 import * as SQL from './sql';
+import { compactedStartAnswer, requireRunNotCompacted } from './compactedReads';
 import { existingOfRead, prepareInRoundTrips, readStart, stateOfRead } from './startRoundTrips';
 import { lookupBeforeBegin, resolveUniqueViolation, startUnitOfWork, type LookupBeforeBegin, type PostgresWriteMode } from './startWrite';
 import { answeredOnExhaustion, lifecycleRefusalOnPool, lifecycleRefusalOnRead, startAnswerBeforeBegin, startAnswerOnRead } from './readAnswers';
@@ -212,7 +213,8 @@ class PostgresAuthority implements PostgresStartBarrier {
           ? prepareInRoundTrips({ pool: this.pool, timeouts: this.timeouts, tx: this.tx, keys: this.keys, sealer: this.sealer, hook: this.hook, requireSyncStandby: this.requireSynchronousStandby, underTurn }, decoded, budget)
           : this.prepareInTransaction(decoded, budget, 'stepwise');
       // out of write transactions: a racer of the writer that was first reads its answer (readAnswers.ts)
-      return answeredOnExhaustion(started, { pool: this.pool, runId: decoded.command.stepRun.runId, timeouts: this.timeouts, budget }, () => startAnswerOnRead(this.pool, decoded, this.keys));
+      const answered = answeredOnExhaustion(started, { pool: this.pool, runId: decoded.command.stepRun.runId, timeouts: this.timeouts, budget }, () => startAnswerOnRead(this.pool, decoded, this.keys));
+      return answered.catch((e: unknown) => compactedStartAnswer(this.pool, decoded, e));
     },
     getByStartId: async (startId: string): Promise<StoredBarrier | null> => {
       const id = decodeStartIdArgs(startId);
@@ -282,7 +284,9 @@ class PostgresAuthority implements PostgresStartBarrier {
           throw again;
         });
       });
-      const decision = await answeredOnExhaustion(decided, { pool: this.pool, runId: decoded.data.runId, timeouts: this.timeouts, budget }, () => lifecycleRefusalOnPool(this.pool, decoded, this.keys, this.timeouts));
+      const decision = await answeredOnExhaustion(decided, { pool: this.pool, runId: decoded.data.runId, timeouts: this.timeouts, budget }, () => lifecycleRefusalOnPool(this.pool, decoded, this.keys, this.timeouts)).catch(
+        (e: unknown) => requireRunNotCompacted(this.pool, decoded.data.runId, e),
+      );
       return { runVersion: decision.after.run!.version, events };
     },
     getStepRun: async (runIdArg: string, stepRunIdArg: string): Promise<StepRunView | null> => {

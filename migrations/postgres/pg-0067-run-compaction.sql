@@ -112,12 +112,27 @@ CREATE FUNCTION ql3.stream_not_compacted() RETURNS trigger
 LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
   IF EXISTS (SELECT 1 FROM ql3.run_compactions c WHERE 'run-' || c.run_id = NEW.stream_id) THEN
-    RAISE EXCEPTION 'illegal history refused: a compacted Run is never written again (R14.2)' USING ERRCODE = 'integrity_constraint_violation';
+    RAISE EXCEPTION 'illegal history refused: a compacted Run is never written again (R14.2)' USING ERRCODE = 'Q3C01';
   END IF;
   RETURN NEW;
 END
 $fn$;
 CREATE TRIGGER streams_not_compacted BEFORE INSERT ON ql3.streams FOR EACH ROW EXECUTE FUNCTION ql3.stream_not_compacted();
+
+-- a compacted identity is never bound again: raised as the replay index's own unique violation,
+-- so the start path answers it as any taken identity (a conflict naming it)
+CREATE FUNCTION ql3.identity_not_compacted() RETURNS trigger
+LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+BEGIN
+  IF EXISTS (SELECT 1 FROM ql3.compacted_identities c WHERE c.identity = NEW.identity AND c.value = NEW.value) THEN
+    RAISE EXCEPTION 'duplicate key value violates unique constraint "start_replay_identities_key"'
+      USING ERRCODE = 'unique_violation', CONSTRAINT = 'start_replay_identities_key', TABLE = 'start_replay_identities', SCHEMA = 'ql3',
+            DETAIL = format('Key (identity, value)=(%s, %s) already exists (compacted, R14.2).', NEW.identity, NEW.value);
+  END IF;
+  RETURN NEW;
+END
+$fn$;
+CREATE TRIGGER start_replay_identities_not_compacted BEFORE INSERT ON ql3.start_replay_identities FOR EACH ROW EXECUTE FUNCTION ql3.identity_not_compacted();
 
 -- Compacts one Run, or raises: the record is the canonical JSON the caller computed (its digest
 -- is checked here), the identities are copied from the live index, then every row goes.

@@ -23,6 +23,8 @@ export const UNDO_GATE_AND_HEADS = `
   DROP FUNCTION ql3.compact_run(text, text);
   DROP TRIGGER streams_not_compacted ON ql3.streams;
   DROP FUNCTION ql3.stream_not_compacted();
+  DROP TRIGGER start_replay_identities_not_compacted ON ql3.start_replay_identities;
+  DROP FUNCTION ql3.identity_not_compacted();
   SET ROLE ql3_owner;
   ${functionAsCreatedBy('pg-0001', 'ql3.refuse_change()')}
   ${functionAsCreatedBy('pg-0033', 'ql3.resolution_notes_purge_only()', 'CREATE OR REPLACE FUNCTION', 'END $$;')}

@@ -1,7 +1,7 @@
 import type { PoolClient } from 'pg';
 import { canonicalJson, compactionBlockerOf, compactionDigestOf, compactionRecordOf, decodeCompactOptions, streamNameOf, type CompactReport, type ReplayIdentity, type StepRunStatus } from '../../domain';
 import { decide, type ClaimRow } from '../../application/driverClaimRules';
-import { openPostgresStartBarrier, type PostgresStartBarrier, type PostgresStartBarrierOptions } from './index';
+import { openPostgresStartBarrier, type PostgresStartBarrier, type PostgresStartBarrierOptions } from './postgresAuthority';
 
 // R14.2 on PostgreSQL: the operator's retention path. Its login must be a member of
 // ql3_retention, the one role that may execute ql3.compact_run (pg-0067), an owner function that

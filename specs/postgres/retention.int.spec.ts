@@ -3,6 +3,7 @@ import { openPostgresRetention, openPostgresStartBarrier } from '../../infrastru
 import { compactionDigestOf } from '../../domain';
 import { retentionSuite } from '../conformance/retentionConformance';
 import { setUp } from '../conformance/startBarrierConformance';
+import { buildOnce, json, runCli } from '../cli/cliSuite';
 import { MigratedTemplate, testPool, type TestDatabase } from '../../testkit/postgresHarness';
 
 const template = new MigratedTemplate();
@@ -131,5 +132,14 @@ describe('R14.2 retention on PostgreSQL: only ql3_retention compacts, the functi
     expect(v.ok).to.equal(false);
     expect(v.problems.map((p) => p.kind)).to.include('compaction');
     await r.close();
+  });
+
+  it('R14.2 given finished Runs on PostgreSQL, when the CLI runs compact --before DATE --postgres URL, then it prints the report and verify stays green', async function () {
+    buildOnce();
+    const { db, runIds } = await finishedStore(2);
+    const report = json<{ compacted: { runId: string }[]; tableBytes: { before: number; after: number } }>(await runCli(['compact', '--before', new Date(Date.now() + 3_600_000).toISOString(), '--postgres', db.url]));
+    expect(report.compacted.map((c) => c.runId).sort()).to.deep.equal([...runIds].sort());
+    const verify = await runCli(['verify', '--postgres', db.url]);
+    expect(verify.code, verify.stdout + verify.stderr).to.equal(0);
   });
 });

@@ -3,8 +3,9 @@ import { canonicalJson, compactionBlockerOf, compactionDigestOf, compactionRecor
 import { decide, type ClaimRow } from '../../application/driverClaimRules';
 import { openPostgresStartBarrier, type PostgresStartBarrier, type PostgresStartBarrierOptions } from './postgresAuthority';
 
-// R14.2 on PostgreSQL: the operator's retention path. Its login must be a member of
-// ql3_retention, the one role that may execute ql3.compact_run (pg-0067), an owner function that
+// R14.2 on PostgreSQL: the operator's retention path. Its login is a member of ql3_runtime (it
+// opens and reads the store as the runtime does) and of ql3_retention, the one role that may
+// execute ql3.compact_run (pg-0067), an owner function that
 // checks the rule again, writes the record and the identities and deletes the Run's rows; the
 // runtime (ql3_runtime) has neither that grant nor DELETE on any ql3 table. Each Run is compacted
 // in its own transaction, its Run head locked first: a crash leaves it whole or compacted. The
@@ -35,7 +36,9 @@ const EMPTIED = [
 
 const Q = {
   runs: 'SELECT run_id, project_id FROM ql3.runs ORDER BY run_id',
-  lock: 'SELECT project_id FROM ql3.runs WHERE run_id = $1 FOR UPDATE',
+  // the Run's turn, as a lifecycle writer takes it (pg-0037): no write of the Run runs beside the compaction
+  turn: 'SELECT ql3.await_run_turn($1, $2) AS found',
+  head: 'SELECT project_id FROM ql3.runs WHERE run_id = $1',
   stepRunStatuses: 'SELECT status FROM ql3.step_runs WHERE run_id = $1',
   barriers: `SELECT start_id, step_run_id, started_step_run_version::int8::float8 AS started_step_run_version, command_digest, barrier_digest,
     EXISTS (SELECT 1 FROM ql3.start_outcomes o WHERE o.start_id = b.start_id) AS has_outcome
@@ -60,8 +63,8 @@ export const postgresRetentionOn = (authority: PostgresStartBarrier, onCompactio
   const step = onCompactionStep ?? (() => undefined);
 
   const compactRun = async (c: PoolClient, runId: string, beforeMs: number): Promise<CompactReport['compacted'][number] | CompactReport['kept'][number] | undefined> => {
-    const head = (await c.query<{ project_id: string }>(Q.lock, [runId])).rows[0];
-    if (head === undefined) return undefined; // compacted meanwhile
+    if ((await c.query<{ found: boolean }>(Q.turn, [runId, authority.timeouts.lockMs])).rows[0]?.found !== true) return undefined; // compacted meanwhile
+    const head = (await c.query<{ project_id: string }>(Q.head, [runId])).rows[0]!;
     const stream = streamNameOf(runId);
     const now = (await c.query<{ now_ms: number }>(Q.now)).rows[0]!.now_ms;
     const barriers = (await c.query<{ start_id: string; step_run_id: string; started_step_run_version: number; command_digest: string; barrier_digest: string; has_outcome: boolean }>(Q.barriers, [runId])).rows;

@@ -142,4 +142,36 @@ describe('R14.2 retention on PostgreSQL: only ql3_retention compacts, the functi
     const verify = await runCli(['verify', '--postgres', db.url]);
     expect(verify.code, verify.stdout + verify.stderr).to.equal(0);
   });
+
+  describe('R14.2 with the operator\'s own login (not a superuser)', () => {
+    const login = `sb_retention_spec_${process.pid}`;
+    const urlAs = (url: string) => url.replace('postgres://postgres@', `postgres://${login}@`);
+    before(async () => {
+      const admin = testPool({ connectionString: (await template.clone().then((db) => (dbs.push(db), db))).url, max: 1 });
+      await admin.query(`CREATE ROLE ${login} LOGIN IN ROLE ql3_runtime, ql3_retention`);
+      await admin.end();
+    });
+    after(async () => {
+      for (const db of dbs.splice(0)) await db.drop();
+      const admin = testPool({ connectionString: (await template.clone().then((db) => (dbs.push(db), db))).url, max: 1 });
+      await admin.query(`DROP ROLE IF EXISTS ${login}`);
+      await admin.end();
+    });
+
+    it('R14.2 given a login in ql3_runtime and ql3_retention, when it compacts, then the finished Runs go and verify is green; without ql3_retention the same login is refused', async () => {
+      const { db, runIds } = await finishedStore(2);
+      const r = await openPostgresRetention({ connectionString: urlAs(db.url), migrate: false });
+      const report = await r.compact({ before: Date.now() + 3_600_000 });
+      expect(report.compacted.map((c) => c.runId).sort()).to.deep.equal([...runIds].sort());
+      const v = await r.authority.recovery.verify();
+      expect(v.problems, JSON.stringify(v.problems)).to.deep.equal([]);
+      await r.close();
+      const more = await finishedStore(1);
+      const runtimeOnly = await openPostgresRetention({ connectionString: more.db.url, migrate: false, poolConfig: { options: '-c role=ql3_runtime' } } as never);
+      const e = await runtimeOnly.compact({ before: Date.now() + 3_600_000 }).then(() => undefined, (x: unknown) => x);
+      expect(String(e)).to.match(/permission denied for function compact_run/);
+      expect(await runtimeOnly.authority.barriers.getByStartId(more.startIds[0]!)).to.not.equal(null);
+      await runtimeOnly.close();
+    });
+  });
 });

@@ -1,12 +1,15 @@
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
 import { openSqliteRetention } from '../sqlite';
+import { openPostgresRetention } from '../postgres/postgresRetention';
 import { NoDatabaseError, lockTimeoutOf, targetOf, usage, type BackendOptions } from './backend';
 import { keyringFromEnvironment } from './keyring';
 
 // `compact --before DATE` (R14.2): the operator's retention path. On SQLite it opens the file
 // with the retention gate (the runtime never does), compacts every finished Run whose last event
-// is before DATE, one transaction per Run, then shrinks the file. docs/retention.md.
+// is before DATE, one transaction per Run, then shrinks the file. On PostgreSQL the login must be
+// a member of ql3_retention (the one role that may run ql3.compact_run); each Run is compacted in
+// its own transaction, then the emptied tables are vacuumed. docs/retention.md.
 
 export const addCompactCommand = (program: Command): void => {
   program
@@ -16,12 +19,15 @@ export const addCompactCommand = (program: Command): void => {
     .action(async (opts: { before: string }) => {
       const options = program.opts<BackendOptions>();
       const { db, postgres } = targetOf(options);
-      if (postgres !== undefined) throw usage('compact runs on a SQLite file (--db PATH); PostgreSQL retention is not built yet');
-      if (db === undefined) throw usage('which database? give --db PATH (SQLite)');
-      if (!existsSync(db)) throw new NoDatabaseError(db);
+      if (postgres === undefined && db === undefined) throw usage('which database? give --db PATH (SQLite) or --postgres URL');
+      if (db !== undefined && !existsSync(db)) throw new NoDatabaseError(db);
       const lockMs = lockTimeoutOf(options.lockTimeout);
       const keys = keyringFromEnvironment();
-      const retention = await openSqliteRetention({ path: db, ...(lockMs === undefined ? {} : { busyTimeoutMs: lockMs }), ...(keys === undefined ? {} : { evidenceKeys: keys }) });
+      const keyed = keys === undefined ? {} : { evidenceKeys: keys };
+      const retention =
+        postgres !== undefined
+          ? await openPostgresRetention({ connectionString: postgres, migrate: options.migrate ?? true, ...(lockMs === undefined ? {} : { timeouts: { lockMs } }), ...keyed })
+          : await openSqliteRetention({ path: db!, ...(lockMs === undefined ? {} : { busyTimeoutMs: lockMs }), ...keyed });
       try {
         process.stdout.write(`${JSON.stringify(await retention.compact({ before: opts.before }), null, 2)}\n`);
       } finally {

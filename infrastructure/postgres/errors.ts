@@ -1,5 +1,5 @@
 import type { DatabaseError } from 'pg';
-import { CorruptRecordError, StoreUnavailableError, TransactionTimeoutError, type UnavailableReason } from '../../domain';
+import { CorruptRecordError, PreconditionError, StoreUnavailableError, TransactionTimeoutError, type UnavailableReason } from '../../domain';
 import { redactSecrets } from '../../domain/redact';
 
 // pg error codes are mapped here and never leave the adapter raw for the cases the protocol
@@ -27,6 +27,8 @@ export const SQLSTATE = {
   historyRefused: 'Q3H01',
   /** Raised by ql3.take_start_turn (pg-0045) before any write: another writer of the Run was first. */
   turnLost: 'Q3T01',
+  /** Raised by the streams guard (pg-0067): the Run was compacted and is never written again (R14.2). */
+  runCompacted: 'Q3C01',
 } as const;
 
 /** Node socket errors that mean the server cannot be reached or went away. */
@@ -119,6 +121,8 @@ export const mapTimeout = (e: unknown): unknown => {
       return new TransactionTimeoutError('lock', `lock_timeout expired waiting for a row lock; the transaction rolled back (${message})`);
     case SQLSTATE.queryCanceled:
       return new TransactionTimeoutError('statement', `statement_timeout expired; the transaction rolled back (${message})`);
+    case SQLSTATE.runCompacted:
+      return new PreconditionError('run_compacted', message);
     case SQLSTATE.historyRefused:
       // The decider planned on heads the log does not back: the store is not what it claims.
       return new CorruptRecordError('run history', 'ql3.events', message);

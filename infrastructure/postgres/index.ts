@@ -51,3 +51,4 @@ export type { InDoubtStart, AttemptHistoryEntry, StartOutcome, ResolveResult, Ve
 export type { PoolErrorHandler } from './pool';
 export type { EvidenceKey, EvidenceKeyringOptions } from '../../application/evidenceKeys';
 export { settleStart, isSettleable, DEFAULT_SETTLE_DEADLINE_MS, type SettleOptions } from '../../application/settle';
+export { openPostgresRetention, postgresRetentionOn, type PostgresRetention, type PostgresCompactReport, type PgCompactionStep, PG_COMPACTION_STEPS } from './postgresRetention';

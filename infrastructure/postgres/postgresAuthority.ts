@@ -18,6 +18,7 @@ import { postgresRecoveryOf } from './postgresRecoveryView';
 import { loadStepRunFromLog, requireHeadsAtLogEnd, readBarrier, readBarrierOfAttempt, readStream } from './reads';
 import { postgresSealer, type PostgresSealer } from './postgresSeals';
 import * as SQL from './sql';
+import { compactedStartAnswer, requireRunNotCompacted } from './compactedReads';
 import { existingOfRead, readStart, stateOfRead } from './startRead';
 import { prepareInRoundTrips } from './roundTripStart';
 import { lookupBeforeBegin, resolveUniqueViolation, startUnitOfWork, type LookupBeforeBegin, type PostgresWriteMode } from './startWrite';
@@ -206,12 +207,11 @@ class PostgresAuthority implements PostgresStartBarrier {
     this.assertOpen();
     const decoded = decodeStartAttempt(command, context); // bad input: typed error, no transaction opened
     const budget = this.tx.budget(); // one budget for every attempt of this start (R9.5)
-    // a turn still held: queue for it before beginning (transactions.ts)
-    const underTurn = (d: DecodedStartCommand, b: AttemptBudget, busy: boolean) => this.prepareInTransaction(d, b, 'batched', busy, sealed);
+    const underTurn = (d: DecodedStartCommand, b: AttemptBudget, busy: boolean) => this.prepareInTransaction(d, b, 'batched', busy, sealed); // a turn still held: queue for it before beginning
     const ctx = { pool: this.pool, timeouts: this.timeouts, tx: this.tx, keys: this.keys, sealer: this.sealer, hook: this.hook, requireSyncStandby: this.requireSynchronousStandby, underTurn };
     const started = this.writeMode === 'stepwise' ? this.prepareInTransaction(decoded, budget, 'stepwise', false, sealed) : prepareInRoundTrips(ctx, decoded, budget, sealed);
-    // out of write transactions: a racer of the writer that was first reads its answer (readAnswers.ts)
-    return answeredOnExhaustion(started, { pool: this.pool, runId: decoded.command.stepRun.runId, timeouts: this.timeouts, budget }, () => startAnswerOnRead(this.pool, decoded, this.keys));
+    // out of write transactions: a racer of the writer that was first reads its answer (readAnswers.ts); a compacted start answers typed
+    return answeredOnExhaustion(started, { pool: this.pool, runId: decoded.command.stepRun.runId, timeouts: this.timeouts, budget }, () => startAnswerOnRead(this.pool, decoded, this.keys)).catch((e: unknown) => compactedStartAnswer(this.pool, decoded, e));
   }
 
   readonly barriers = {
@@ -284,7 +284,9 @@ class PostgresAuthority implements PostgresStartBarrier {
           throw again;
         });
       });
-      const decision = await answeredOnExhaustion(decided, { pool: this.pool, runId: decoded.data.runId, timeouts: this.timeouts, budget }, () => lifecycleRefusalOnPool(this.pool, decoded, this.keys, this.timeouts));
+      const decision = await answeredOnExhaustion(decided, { pool: this.pool, runId: decoded.data.runId, timeouts: this.timeouts, budget }, () => lifecycleRefusalOnPool(this.pool, decoded, this.keys, this.timeouts)).catch(
+        (e: unknown) => requireRunNotCompacted(this.pool, decoded.data.runId, e),
+      );
       return { runVersion: decision.after.run!.version, events };
     },
     getStepRun: async (runIdArg: string, stepRunIdArg: string): Promise<StepRunView | null> => {

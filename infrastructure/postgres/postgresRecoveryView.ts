@@ -1,4 +1,5 @@
 import * as t from 'io-ts';
+import { compactionProblemsOn } from './compactionVerify';
 import type { InvocationPlans } from '../../application/invocationPlans';
 import type { Pool, PoolClient } from 'pg';
 import { CorruptRecordError, START_OUTCOME_KINDS, type LifecycleCommand, type ReplayIdentity } from '../../domain';
@@ -270,6 +271,7 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
       }
       const claims = await rowsOf(client, CLAIM_ROWS, {}, t.type({ start_id: t.string, generation: PgInt, kind: t.string, driver_id: t.string, at_ms: PgInt, lease_until_ms: PgInt, claim_digest: t.union([t.string, t.null]), barrier_timeout_ms: t.union([PgInt, t.null]) }), 'driver claim', 'rows');
       problems.push(...claimHistoryProblems(claims as StoredClaimRow[]));
+      problems.push(...(await compactionProblemsOn(client)));
       const { ledger, capabilities } = await readLedger(client);
       for (const problem of schemaProblems('postgres', ledger, capabilities)) problems.push({ kind: 'schema', record: 'schema', problem });
       for (const problem of schemaObjectProblems(await readSchemaObjects(client))) problems.push({ kind: 'schema', record: 'schema', problem });

@@ -33,7 +33,7 @@ export const startAnswerBeforeBegin = async (q: Queryable, decoded: DecodedStart
   return existing === null ? lookup : new AnsweredByRead<PrepareResult>({ outcome: 'existing', barrier: existing });
 };
 
-/** The start's answer on a read alone (round trip 1 of startRoundTrips.ts): `existing`, a thrown conflict, or null (it would write). */
+/** The start's answer on a read alone (the first round trip of roundTripStart.ts): `existing`, a thrown conflict, or null (it would write). */
 export const startAnswerOnRead = async (pool: Pool, decoded: DecodedStartCommand, keys: EvidenceKeyring | undefined): Promise<PrepareResult | null> => {
   const read = await readStart(pool, decoded, keys !== undefined);
   const existing = await existingOfRead(read, decoded, keys, pool);

@@ -10,6 +10,8 @@ import { mutateCell, postgresDamageSession, reformatJson, sqliteDamageSession, t
 import { openAuthority, withStore, type AnyAuthority, type Store } from '../lib/stores';
 import { retentionOn } from '../../infrastructure/sqlite/sqliteRetention';
 import type { SqliteStartBarrier } from '../../infrastructure/sqlite';
+import { postgresRetentionOn } from '../../infrastructure/postgres/postgresRetention';
+import type { PostgresStartBarrier } from '../../infrastructure/postgres';
 
 // Corruption sweep (R5.3, R9.2): a store holding many starts (ready, approval, retried at a new
 // version, with outcomes, sibling StepRuns); for a few target starts, change one stored cell at
@@ -75,7 +77,7 @@ const SWEEP_INPUT = { input: { query: 'sealed by the sweep', secret: 'never in a
 const populate = async (a: AnyAuthority, n: number): Promise<{ ids: string[]; preferred: string[] }> => {
   const ids: string[] = [];
   const preferred: string[] = [];
-  if (a.backend === 'sqlite') {
+  {
     // R14.2: a Run compacted before every other was written, so its record and kept identities are swept too
     const s = buildScenario({ prefix: 'sweep-compacted' });
     for (const c of s.lifecycle) await a.runs.handle(c);
@@ -83,7 +85,8 @@ const populate = async (a: AnyAuthority, n: number): Promise<{ ids: string[]; pr
     await a.barriers.prepare(command);
     await a.recovery.resolve(command.startId, 'completed', { decidedBy: 'sweep', reason: 'tool_succeeded' });
     await new Promise((resolve) => setTimeout(resolve, 5));
-    await retentionOn(a as SqliteStartBarrier).compact({ before: Date.now() });
+    const retention = a.backend === 'sqlite' ? retentionOn(a as SqliteStartBarrier) : postgresRetentionOn(a as PostgresStartBarrier);
+    await retention.compact({ before: Date.now() });
     await new Promise((resolve) => setTimeout(resolve, 5));
   }
   {
@@ -285,9 +288,8 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
         byVerify('run_event_seal_origins', '1 = 1 ORDER BY key_id', [], true),
         byVerify('schema_migrations', '1 = 1 ORDER BY name', [], true),
         byVerify('capabilities', '1 = 1 ORDER BY name', [], true),
-        ...(options.backend === 'sqlite'
-          ? [byVerify('run_compactions', '1 = 1 ORDER BY run_id', [], true), byVerify('compacted_identities', '1 = 1 ORDER BY identity, value', [], true)]
-          : []),
+        byVerify('run_compactions', '1 = 1 ORDER BY run_id', [], true),
+        byVerify('compacted_identities', '1 = 1 ORDER BY identity, value', [], true),
       ];
     };
     const schema = await session.schema();

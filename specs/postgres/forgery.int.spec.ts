@@ -8,7 +8,7 @@ import { mapTimeout } from '../../infrastructure/postgres/errors';
 import { FORGERIES } from '../../testkit/forgery';
 import { postgresForgeryTarget } from '../../testkit/forgeryTargets';
 import { createDatabase, type TestDatabase } from '../../testkit/postgresHarness';
-import { forgerySuite, keyedForgerySuite, keyingWindowSuite } from '../conformance/forgeryConformance';
+import { compactionForgerySuite, forgerySuite, keyedForgerySuite, keyingWindowSuite } from '../conformance/forgeryConformance';
 import { openKeyedForgeryTarget } from '../../testkit/keyedForgery';
 
 // R9.1: as ql3_runtime (the credentials a runtime replica holds, migrate: false), the database
@@ -27,6 +27,19 @@ describe('R9.1 forgeries with the runtime role on PostgreSQL: every one refused 
     },
     Object.fromEntries(FORGERIES.map((f) => [f.name, 'refused'])),
   );
+});
+
+describe('R14.2 compaction forgeries with the runtime role on PostgreSQL: refused by the grants and the delete guards (accepted 0)', function () {
+  this.timeout(120_000);
+  const dbs: TestDatabase[] = [];
+  after(async () => {
+    for (const db of dbs) await db.drop();
+  });
+  compactionForgerySuite(async () => {
+    const [target, source] = [await createDatabase(), await createDatabase()];
+    dbs.push(target, source);
+    return postgresForgeryTarget(target.url, source.url);
+  });
 });
 
 describe('R9.4 keyed forgeries with the runtime role on PostgreSQL (no key): accepted by the database, detected by every keyed read and by verify', function () {

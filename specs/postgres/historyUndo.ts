@@ -2,12 +2,12 @@ import { PG_ADD_JSON_COPIES, PG_FILL_JSON_COPIES, PG_RESTORE_REPEATED_KEYS } fro
 import { loadMigrations } from '../../infrastructure/migrations';
 
 /** A function as the migration that created it defined it, to put back what a later one replaced. */
-const functionAsCreatedBy = (migration: string, signature: string): string => {
+const functionAsCreatedBy = (migration: string, signature: string, create = 'CREATE FUNCTION', end = '$fn$;'): string => {
   const sql = loadMigrations('postgres').find((m) => m.name.startsWith(migration))?.sql ?? '';
-  const from = sql.indexOf(`CREATE FUNCTION ${signature}`);
-  const to = sql.indexOf('$fn$;', from);
+  const from = sql.indexOf(`${create} ${signature}`);
+  const to = sql.indexOf(end, from);
   if (from < 0 || to < 0) throw new Error(`${migration} does not create ${signature}`);
-  return `${sql.slice(from, to + '$fn$;'.length).replace('CREATE FUNCTION', 'CREATE OR REPLACE FUNCTION')}`;
+  return `${sql.slice(from, to + end.length).replace(create, 'CREATE OR REPLACE FUNCTION')}`;
 };
 
 // What pg-0052 (the last attempt alone) and pg-0053 (the heads moved once per statement) change,
@@ -17,8 +17,21 @@ const functionAsCreatedBy = (migration: string, signature: string): string => {
 // rows, each beside its event; and pg-0061's start, which follows the log; and pg-0062's claim
 // lease bound; and pg-0063's free positions of the seal origin and the runtime's column-wise
 // INSERT on events; and pg-0064's in-doubt index with its triggers and the running StepRuns'
-// index; and pg-0065's synchronous standby guard; and pg-0066's invocation plans.
+// index; and pg-0065's synchronous standby guard; and pg-0066's invocation plans; and pg-0067's
+// compaction: its tables, its function, its stream guard and the delete guards it widened.
 export const UNDO_GATE_AND_HEADS = `
+  DROP FUNCTION ql3.compact_run(text, text);
+  DROP TRIGGER streams_not_compacted ON ql3.streams;
+  DROP FUNCTION ql3.stream_not_compacted();
+  DROP TRIGGER start_replay_identities_not_compacted ON ql3.start_replay_identities;
+  DROP FUNCTION ql3.identity_not_compacted();
+  SET ROLE ql3_owner;
+  ${functionAsCreatedBy('pg-0001', 'ql3.refuse_change()')}
+  ${functionAsCreatedBy('pg-0033', 'ql3.resolution_notes_purge_only()', 'CREATE OR REPLACE FUNCTION', 'END $$;')}
+  RESET ROLE;
+  DROP FUNCTION ql3.compacted_row(jsonb);
+  DROP TABLE ql3.compacted_identities, ql3.run_compactions;
+  REVOKE USAGE ON SCHEMA ql3 FROM ql3_retention;
   DROP TABLE ql3.invocation_plans;
   DROP FUNCTION ql3.require_sync_standby();
   DROP FUNCTION ql3.invocation_plans_shred_only();

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import { PreconditionError, ValidationError, splitAnswer, type DriverClaim, type ToolAdapter, type ToolOutput } from '../domain';
 import { Identity, decodeOrThrow, integer } from '../domain/codecs';
 import type { InDoubtQuery, RecoverableStartBarrierAuthority, StartOutcome } from './authority';
@@ -46,7 +47,6 @@ export interface RunToolResult {
 
 const GraceMs = integer('LeaseGraceMs', 0, 300_000);
 const MAX_CLAIM_WAITS = 5;
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
 const gateOf = (execution: unknown): { execution: ExecutionAuthority; port: ExecutionPort } => {
   const port = ExecutionAuthority.portOf(execution);

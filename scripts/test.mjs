@@ -23,7 +23,7 @@ const TIERS = {
 // Spec files per tier run at once (mocha --parallel, one worker process per file at a time):
 // most of an int spec's time is waiting on PostgreSQL, fsyncs and child processes, not CPU.
 // SB_TEST_JOBS overrides; 1 runs the tier serially.
-const JOBS = { unit: 1, int: Number(process.env.SB_TEST_JOBS ?? 3), soak: 1 };
+const JOBS = { unit: 1, int: Number(process.env.SB_TEST_JOBS ?? 2), soak: 1 };
 // The slowest files go first, so no long one starts last and runs alone at the end.
 // (The CLI specs start a child process per command: about half of the int tier's time.)
 const SLOW_FIRST = [

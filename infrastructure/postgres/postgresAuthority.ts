@@ -306,7 +306,7 @@ class PostgresAuthority implements PostgresStartBarrier {
 
   /** Recovery read models and operator resolutions, in REPEATABLE READ snapshots. */
   driverClaims(): DriverClaims {
-    return claimsOnVerifiedStarts(postgresDriverClaims(this.pool), (id) => this.barriers.getByStartId(id));
+    return claimsOnVerifiedStarts(postgresDriverClaims(this.pool, this.timeouts), (id) => this.barriers.getByStartId(id));
   }
 
   readonly recovery: RecoveryApi = postgresRecoveryOf(this, () => this.keys, () => this.planStore);

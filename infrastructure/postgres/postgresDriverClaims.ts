@@ -2,6 +2,7 @@ import type { Pool, PoolClient } from 'pg';
 import { CorruptRecordError, TransactionTimeoutError, type ClaimResult, type DriverClaims } from '../../domain';
 import { checked, checkedClaim, checkedClaimRows, noBarrierToClaim, claimRowOf, claimValuesOf, claimedStartIdOf, decide, historyOf, releasable, type ClaimRow } from '../../application/driverClaimRules';
 import { SQLSTATE, isUniqueViolation, mapPgError, sqlStateOf, unavailableReasonOf } from './errors';
+import type { PostgresTimeouts } from './transactions';
 
 // Driver claims (R11.2) in schema ql3 (migration pg-0034), on the authority's pool.
 
@@ -14,9 +15,11 @@ const PG = {
 /**
  * Claims on the authority's pool. Each claim is one short transaction; two drivers that both
  * read "free" race on the primary key (start, generation): the loser re-reads and finds the
- * winner's live lease.
+ * winner's live lease. The authority's timeouts bound each statement, each lock wait and the
+ * whole claim (R13.1), as they bound a start.
  */
-export const postgresDriverClaims = (pool: Pool): DriverClaims => {
+export const postgresDriverClaims = (pool: Pool, timeouts: Pick<PostgresTimeouts, 'statementMs' | 'lockMs' | 'deadlineMs'>): DriverClaims => {
+  const settings = `BEGIN; SET LOCAL statement_timeout = ${Math.trunc(timeouts.statementMs)}; SET LOCAL lock_timeout = ${Math.trunc(timeouts.lockMs)}`;
   const tx = async <T>(startId: string, body: (q: (text: string, values: unknown[]) => Promise<unknown[]>) => Promise<T>): Promise<T> => {
     let client: PoolClient;
     try {
@@ -26,7 +29,7 @@ export const postgresDriverClaims = (pool: Pool): DriverClaims => {
     }
     let broken = false;
     try {
-      await client.query("BEGIN; SET LOCAL statement_timeout = '5s'; SET LOCAL lock_timeout = '2s'");
+      await client.query(settings);
       const result = await body(async (text, values) => (await client.query(text, values)).rows);
       await client.query('COMMIT');
       return result;
@@ -55,8 +58,10 @@ export const postgresDriverClaims = (pool: Pool): DriverClaims => {
   return {
     claim: async (startId, driverId, leaseMs) => {
       const c = checked(startId, driverId, leaseMs);
-      // Bounded: a lost primary-key race is re-read once per racer that beat us.
+      const deadlineAt = Date.now() + timeouts.deadlineMs;
+      // Bounded: a lost primary-key race is re-read once per racer that beat us, within the deadline.
       for (let i = 0; i < 4; i++) {
+        if (Date.now() >= deadlineAt) throw new TransactionTimeoutError('deadline', `driver claim on ${c.startId} did not finish within its deadline of ${timeouts.deadlineMs} ms (timeouts.deadlineMs); nothing more was written`);
         try {
           return await attempt(c);
         } catch (e) {

@@ -150,6 +150,25 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
       expect(results.filter((r) => r === 'held'), results.join(', ')).to.have.length(WRITERS - 1);
     });
 
+    it('R13.1 driver claims take the authority\'s timeouts: a claim waiting on a lock ends by the caller\'s statement timeout (its lock timeout set longer), typed, nothing written', async () => {
+      const s = await setUp();
+      const [command] = await stepRunsOfOneRun(s, 1, 't');
+      await main.barriers.prepare(command!);
+      const [a] = await racers(1, { timeouts: { statementMs: 1_500, lockMs: 60_000 } });
+      await db.admin(async (holder) => {
+        await holder.query('BEGIN');
+        await holder.query('LOCK TABLE ql3.adapter_driver_claims IN ACCESS EXCLUSIVE MODE');
+        try {
+          const error = await rejects(a!.driverClaims().claim(command!.startId, 'driver-t', 60_000));
+          expect(error, error.message).to.be.instanceOf(TransactionTimeoutError);
+          expect((error as TransactionTimeoutError).timeout).to.equal('statement');
+        } finally {
+          await holder.query('ROLLBACK');
+        }
+      });
+      expect((await main.driverClaims().history(command!.startId)).length).to.equal(0);
+    });
+
     it('R13.1 CLI migrate and verify while 16 writers start on one Run: both exit 0, each start created or typed within 1 + 3 write transactions', async () => {
       const s = await setUp();
       const commands = await stepRunsOfOneRun(s, WRITERS, 'm');

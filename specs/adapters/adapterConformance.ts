@@ -86,7 +86,7 @@ export const adapterConformance = (backend: AdapterBackend): void => {
 
     for (const name of ['process', 'http', 'mcp-http', 'mcp-stdio'] as const) {
       describe(name, () => {
-        it(`R11.1/R11.4: one tool call through barrier, ${name} adapter and outcome: the tool acts once, keyed by the start id; the outcome fact holds a code and a digest, never the input or output`, async () => {
+        it(`R11.1/R11.4: one tool call through barrier, ${name} adapter and outcome: the tool acts once, keyed by the start id; the outcome fact holds a code and a digest, never the input or output; the output goes back to the caller`, async () => {
           const { call, result, startId } = await driveOnce(name, 'ok');
           expect(result).to.include({ status: 'completed', prepared: 'created', invoked: true, via: 'start' });
           if (result.status !== 'completed') throw new Error('unreachable');
@@ -96,6 +96,11 @@ export const adapterConformance = (backend: AdapterBackend): void => {
           const report = result.report as { outputDigest: string; outputBytes: number };
           expect(report.outputBytes).to.be.greaterThan(0);
           expect(result.outcome).to.include({ outcome: 'completed', reason: 'tool_succeeded', outcomeDigest: report.outputDigest, decidedBy: 'adapter-spec' });
+          // R11.2 the output itself goes back to the caller (bounded), the digest it was recorded by is its own
+          expect(result.output, 'the adapter returns the tool output').to.not.equal(undefined);
+          expect(result.output!.truncated).to.equal(false);
+          expect(result.output!.bytes).to.equal(report.outputBytes);
+          expect(outputDigestOf(result.output!.text).outputDigest).to.equal(report.outputDigest);
           const durable = JSON.stringify([await env.authority.runs.readStream(call.scenario.runId), await execution.claims.history(startId), await env.authority.recovery.history(call.scenario.runId, call.scenario.stepRunId)]);
           expect(durable).to.not.contain(INPUT.marker);
           expect((await execution.claims.history(startId)).map((c) => [c.generation, c.released])).to.deep.equal([[1, true]]);

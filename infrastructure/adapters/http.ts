@@ -99,7 +99,8 @@ export const httpAdapter = (input: HttpAdapterOptions): ToolAdapter => {
       await res.body?.cancel().catch(() => undefined);
       throw new Error(`HTTP ${res.status}: the tool redirected and a redirect is never followed; outcome unknown`);
     }
-    annotateToolCall({ 'http.response.status_code': res.status });
+    // By the HTTP conventions a 4xx or 5xx answer is an error whose type is its status code.
+    annotateToolCall({ 'http.response.status_code': res.status, ...(res.status >= 400 ? { 'error.type': String(res.status) } : {}) });
     const body = await readBounded(res, max);
     // A server error or a key still in flight (409) says nothing certain about the side effect.
     if (res.status >= 500 || res.status === 409 || res.status === 408 || res.status === 429) throw new Error(`HTTP ${res.status}: outcome unknown`);

@@ -274,6 +274,14 @@ describe('R6.1 OpenTelemetry spans (optional peer @opentelemetry/api)', function
       expect(recorded.filter((r) => r.name === 'start_barrier.prepare' || r.name === 'start_barrier.resolve').every((r) => r.parent !== undefined)).to.equal(true);
       expect(recorded.every((r) => r.ended)).to.equal(true);
 
+      // a tool that answers 422: a failed outcome, and the CLIENT span's error.type is the status code (the HTTP conventions)
+      tool.mode = 'fail';
+      const refusedCall = await readyToolCall(authority, 'http', { n: 3 }, 10_000);
+      recorded.length = 0;
+      expect((await createToolStepSaga({ execution, adapter }).drive(refusedCall.trigger, refusedCall.plan, refusedCall.invocation)).status).to.equal('failed');
+      expect(recorded.find((r) => r.name === 'POST')!.attributes).to.include({ 'http.response.status_code': 422, 'error.type': '422' });
+      tool.mode = 'ok';
+
       // a tool call that fails at the transport: the CLIENT span has error.type and an exception; the drive ends in doubt
       await tool.close();
       const next = await readyToolCall(authority, 'http', { n: 2 }, 2_000);

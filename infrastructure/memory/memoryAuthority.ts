@@ -240,7 +240,7 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
   /** The plan side table is outside the copied tables: a created start's plan is stored with the swap (R12.2). */
   private async prepareStart(command: unknown, sealed?: InvocationPlanRow, context?: StartAttemptContext): Promise<PrepareResult> {
     const decoded = decodeStartAttempt(command, context);
-    return this.transact((t) => runStartTransaction(this.startUow(t), decoded, this.hook, sealed), (r) => r.outcome === 'created' && sealed !== undefined && void this.planRows.insert(sealed));
+    return this.transact((t) => runStartTransaction(this.startUow(t), decoded, this.hook, sealed), (r) => void (r.outcome === 'created' && sealed !== undefined && !this.planRows.rows.has(sealed.start_id) && this.planRows.rows.set(sealed.start_id, sealed)));
   }
 
   readonly barriers = {

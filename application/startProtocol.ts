@@ -118,6 +118,27 @@ export const refuseUnknownStart = async (uow: Pick<StartUnitOfWork, 'readBarrier
 };
 
 /**
+ * R3.1 and R4.2, the first step of every start: the sealed plan checked against the command,
+ * the replay index read and classified once. The stored barrier of an exact replay; null for a
+ * new start; drift throws the typed conflict. Writes nothing and takes no lock, so a backend may
+ * run it alone, before its write transaction (SQLite: an exact replay never takes the write lock).
+ */
+export const replayOf = async (
+  uow: Pick<StartUnitOfWork, 'lookupReplay' | 'readBarrier'>,
+  decoded: DecodedStartCommand,
+  hook: StartStepHook = noHook,
+  sealed?: InvocationPlanRow,
+): Promise<StoredBarrier | null> => {
+  const c = decoded.command;
+  if (sealed !== undefined && (sealed.start_id !== c.startId || sealed.plan_digest !== c.admission.planDigest)) {
+    throw new Error(`the sealed plan of start ${sealed.start_id} is not the plan of start ${c.startId}`);
+  }
+  const hits = await uow.lookupReplay(replayKeysOf(c));
+  if (hook !== noHook) await hook('lookup');
+  return existingBarrierOf(uow, decoded, hits);
+};
+
+/**
  * The body of one start transaction. The caller opens, commits or rolls back around it.
  * `sealed`: the start's sealed invocation plan (R12.2), written with the barrier, so a new start
  * commits barrier, facts and plan together; an exact replay writes nothing (its plan was
@@ -130,17 +151,12 @@ export const runStartTransaction = async (
   sealed?: InvocationPlanRow,
 ): Promise<StartTransactionResult> => {
   const c = decoded.command;
-  if (sealed !== undefined && (sealed.start_id !== c.startId || sealed.plan_digest !== c.admission.planDigest)) {
-    throw new Error(`the sealed plan of start ${sealed.start_id} is not the plan of start ${c.startId}`);
-  }
   // Without a hook nothing is awaited between the steps: each await is a turn of the queue.
   const step = hook === noHook ? undefined : hook;
-  const hits = await uow.lookupReplay(replayKeysOf(c));
-  if (step !== undefined) await step('lookup');
   // R3.1 first: the replay is classified once, by the index alone. A replay writes nothing, so
   // it takes no lock: the barrier it returns is immutable (R6.4), and locking the Run and
   // StepRun would only make a read a writing transaction.
-  const existing = await existingBarrierOf(uow, decoded, hits);
+  const existing = await replayOf(uow, decoded, hook, sealed);
   if (existing !== null) return { outcome: 'existing', barrier: existing };
   const state = await uow.lockForStart(c.stepRun.runId, c.stepRun.stepRunId);
   if (step !== undefined) await step('lock');

@@ -7,13 +7,6 @@ import { identityOfUniqueColumn } from './identities';
 const primary = (code: string): string => /^SQLITE_[A-Z]+/.exec(code)?.[0] ?? code;
 
 /**
- * A read transaction's first write refused: another connection holds the write lock
- * (SQLITE_BUSY, returned at once: SQLite never waits to upgrade a snapshot) or committed since
- * the snapshot was taken (SQLITE_BUSY_SNAPSHOT). Nothing was written; the transaction is still open.
- */
-export const isUpgradeRefused = (e: unknown): boolean => isSqliteError(e) && (e.code === 'SQLITE_BUSY' || e.code === 'SQLITE_BUSY_SNAPSHOT');
-
-/**
  * Driver errors never leave the adapter raw: busy is a timeout, a unique hit is a conflict, a
  * full disk or read-only storage is STORE_UNAVAILABLE (nothing was written), a file SQLite
  * itself finds malformed is CORRUPT_RECORD (R9.5), and so is a history trigger's refusal (0062,

@@ -10,12 +10,12 @@ import type { PlansApi, RecoverableStartBarrierAuthority, RecoveryApi, StartStep
 import type { AppendOutcome, PrepareResult, StepRunView, StoredBarrier, StoredEvent } from '../../domain/records';
 import { SerialExecutor } from '../../application/serialExecutor';
 import { decodeLifecycle, runLifecycleTransaction } from '../../application/lifecycleProtocol';
-import { runStartTransaction } from '../../application/startProtocol';
+import { replayOf, runStartTransaction } from '../../application/startProtocol';
 import { createRecoveryApi } from '../../application/recoveryRules';
 import { claimsOnVerifiedStarts } from '../../application/driverClaimRules';
 import { createEvidenceKeyring, type EvidenceKeyring, type EvidenceKeyringOptions } from '../../application/evidenceKeys';
 import * as SQL from './sql';
-import { isUpgradeRefused, mapSqliteError } from './errors';
+import { mapSqliteError } from './errors';
 import { createRunEventStore } from './eventStore';
 import { openReadOnlyBarrierFile, openWritable, schemaGuard } from './fileIdentity';
 import { createSqliteNoteStore } from './sqliteNotes';
@@ -157,24 +157,17 @@ class SqliteAuthority implements SqliteStartBarrier {
   }
 
   /**
-   * A start reads first (R3.1, R5.1): its lookup runs in a deferred transaction, a WAL read
-   * snapshot, so an exact replay verifies and returns without ever taking the write lock. A new
-   * start writes on in the same transaction: SQLite upgrades the snapshot to the write lock only
-   * if no other connection committed since it was taken, and otherwise refuses at once
-   * (SQLITE_BUSY_SNAPSHOT; SQLITE_BUSY while another connection holds the lock, without waiting).
-   * Nothing was written then: the attempt rolls back and the whole start is decided again under
-   * `BEGIN IMMEDIATE`, which waits its turn (busy_timeout) and decides on the latest commit.
+   * A start reads first (R3.1, R5.1): the replay lookup in a read transaction (a WAL snapshot),
+   * so an exact replay or drift is answered without the write lock. A new start is then decided
+   * again, from the lookup on, in one `BEGIN IMMEDIATE` that waits its turn (busy_timeout) and
+   * holds the write lock from its first read: a racing writer's commit is seen, and no deferred
+   * upgrade can be refused (SQLITE_BUSY_SNAPSHOT).
    */
-  private start<T>(body: () => Promise<T>, startId: string): Promise<T> {
+  private start<T>(replay: () => Promise<T | null>, body: () => Promise<T>, startId: string): Promise<T> {
     return this.serial.run(async () => {
       this.assertOpen();
       try {
-        return await this.transaction(this.tx.deferred, body);
-      } catch (e) {
-        if (!isUpgradeRefused(e)) throw mapSqliteError(e, startId);
-      }
-      try {
-        return await this.transaction(this.tx.immediate, body);
+        return (await this.transaction(this.tx.deferred, replay)) ?? (await this.transaction(this.tx.immediate, body));
       } catch (e) {
         throw mapSqliteError(e, startId);
       }
@@ -247,7 +240,12 @@ class SqliteAuthority implements SqliteStartBarrier {
   /** `sealed`: the start's sealed plan, written in its transaction (R12.2). A fresh unit of work per attempt: nothing rolled back is carried on. */
   private async prepareStart(command: unknown, sealed?: InvocationPlanRow, context?: StartAttemptContext): Promise<PrepareResult> {
     const decoded = decodeStartAttempt(command, context); // bad input: typed error, nothing opened
-    return this.start(() => runStartTransaction(startUnitOfWork(this.s, this.keys, this.seal, this.hook === undefined, this.planRows.insertInStart), decoded, this.hook, sealed), decoded.command.startId);
+    const uow = (reuseLookup: boolean) => startUnitOfWork(this.s, this.keys, this.seal, reuseLookup, this.planRows.insertInStart);
+    const replay = async (): Promise<PrepareResult | null> => {
+      const existing = await replayOf(uow(true), decoded, this.hook, sealed);
+      return existing === null ? null : { outcome: 'existing', barrier: existing };
+    };
+    return this.start(replay, () => runStartTransaction(uow(this.hook === undefined), decoded, this.hook, sealed), decoded.command.startId);
   }
 
   readonly barriers = {

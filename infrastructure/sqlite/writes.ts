@@ -14,8 +14,8 @@ import { loadRunState, loadStartHead, lookupReplay, readBarrier, stepRunLogOf, t
 import { nowMsOf, type Statements } from './statements';
 
 // The SQLite writes: the start's write plan executed step by step, and lifecycle appends. Both
-// run in one transaction of the authority's one connection holding the write lock (a
-// lifecycle's `BEGIN IMMEDIATE`; a start's read snapshot, upgraded by its first write). Each
+// run in one `BEGIN IMMEDIATE` of the authority's one connection, holding the write lock from
+// its first read (a start's exact replay is answered before, in a read transaction). Each
 // move appends its events first (each with its chain link, R9.2) and then moves the heads, so
 // the database's triggers (0062) can check that every head move is the image of the event
 // just appended.

@@ -8,14 +8,14 @@ import { setUp } from '../conformance/startBarrierConformance';
 import { freshDbPath } from '../support/tmp';
 import { sqliteCounts } from './support';
 
-// A start reads first: its lookup runs in a WAL read snapshot, an exact replay returns from it
-// without the write lock, and a new start upgrades to the write lock in the same transaction.
-// When another connection committed between the read and the write, SQLite refuses the
-// upgrade and the start is decided again under BEGIN IMMEDIATE. Two connections on one file.
+// A start reads first: its lookup runs in a WAL read snapshot, and an exact replay (or drift)
+// is answered from it without the write lock. A new start is then decided again, from the lookup
+// on, in one BEGIN IMMEDIATE: whatever another connection committed between the read and the
+// write is seen there, and nothing can commit while it decides. Two connections on one file.
 
 type Interleave = (attempt: number, step: StartStep) => Promise<void> | void;
 
-/** Authority A on `path`, whose hook runs `interleave` with the attempt number (1, then 2 after a refused upgrade). */
+/** Authority A on `path`, whose hook runs `interleave` with the pass number (1: the read-only lookup, 2: the BEGIN IMMEDIATE). */
 const openInterleaved = async (path: string, interleave: Interleave): Promise<{ a: SqliteStartBarrier; attempts: () => number }> => {
   let attempt = 0;
   const hook: StartStepHook = async (step) => {
@@ -33,7 +33,7 @@ const secondStepRun = async (a: SqliteStartBarrier, s: Awaited<ReturnType<typeof
   await a.runs.handle({ type: 'MarkStepRunReady', data: { runId, stepRunId: 'second-step', requestedAtMs: 1 } });
 };
 
-describe('R3.1/R5.1 a SQLite start reads first, and a refused upgrade redoes it under the write lock', function () {
+describe('R3.1/R5.1 a SQLite start reads first, and a new start is decided again under BEGIN IMMEDIATE', function () {
   this.timeout(60_000);
   const opened: { close(): unknown }[] = [];
   afterEach(async () => {
@@ -96,17 +96,52 @@ describe('R3.1/R5.1 a SQLite start reads first, and a refused upgrade redoes it 
     expect((e as StoreUnavailableError).reason).to.equal('read_only');
   });
 
+  it('R4.2 an exact replay is one read (its lookup only); a new start is that read, then one BEGIN IMMEDIATE from the lookup on', async () => {
+    const steps: StartStep[] = [];
+    const path = freshDbPath();
+    const a = await openSqliteStartBarrier({ path, hooks: { onStartStep: (step) => void steps.push(step) } });
+    opened.push(a);
+    const s = await setUp(a);
+    expect((await a.barriers.prepare(s.startCommand())).outcome).to.equal('created');
+    expect(steps).to.deep.equal(['lookup', ...START_STEPS]);
+    steps.length = 0;
+    expect((await a.barriers.prepare(s.startCommand())).outcome).to.equal('existing');
+    expect(steps).to.deep.equal(['lookup']);
+  });
+
+  for (const step of START_STEPS) {
+    it(`R5.1 from its lookup on, a new start holds the write lock: another connection cannot write after ${step}`, async () => {
+      const path = freshDbPath();
+      let refused: unknown;
+      const { a } = await openInterleaved(path, (attempt, at) => {
+        if (attempt !== 2 || at !== step) return;
+        const other = new Database(path, { timeout: 0 });
+        try {
+          other.exec('BEGIN IMMEDIATE');
+          other.exec('ROLLBACK');
+        } catch (e) {
+          refused = e;
+        } finally {
+          other.close();
+        }
+      });
+      opened.push(a);
+      const s = await setUp(a);
+      expect((await a.barriers.prepare(s.startCommand())).outcome).to.equal('created');
+      expect(String(refused)).to.match(/locked|busy/i);
+    });
+  }
+
   describe('R4.2 another connection commits between the read and the write', () => {
     const race = async (
       winner: (b: SqliteStartBarrier, command: ToolExecutionStartCommand, s: Awaited<ReturnType<typeof setUp>>) => Promise<unknown>,
-      at: StartStep = 'lock',
     ) => {
       const path = freshDbPath();
       let b!: SqliteStartBarrier;
       let command!: ToolExecutionStartCommand;
       let s!: Awaited<ReturnType<typeof setUp>>;
       const { a, attempts } = await openInterleaved(path, async (attempt, step) => {
-        if (attempt === 1 && step === at) await winner(b, command, s);
+        if (attempt === 1 && step === 'lookup') await winner(b, command, s);
       });
       opened.push(a);
       b = await openSqliteStartBarrier({ path });
@@ -117,18 +152,16 @@ describe('R3.1/R5.1 a SQLite start reads first, and a refused upgrade redoes it 
       return { a, b, s, command, attempts };
     };
 
-    for (const at of ['lookup', 'lock'] as const) {
-      it(`R4.2 the same start committed by the other after ${at}: this one is redone and returns existing, the one barrier`, async () => {
-        let won: unknown;
-        const { a, command, attempts, s } = await race(async (b, c) => void (won = await b.barriers.prepare(c)), at);
-        const result = await a.barriers.prepare(command);
-        expect(attempts()).to.equal(2);
-        expect(result.outcome).to.equal('existing');
-        expect(result.barrier).to.deep.equal((won as { barrier: unknown }).barrier);
-        expect((await a.runs.readStream(s.runId)).filter((e) => e.event.type === 'ToolExecutionStartBarrierCommitted')).to.have.length(1);
-        expect(sqliteCounts(a)['tool_execution_start_barriers']).to.equal(1);
-      });
-    }
+    it('R4.2 the same start committed by the other after the read: this one is decided again under BEGIN IMMEDIATE and returns existing, the one barrier', async () => {
+      let won: unknown;
+      const { a, command, attempts, s } = await race(async (b, c) => void (won = await b.barriers.prepare(c)));
+      const result = await a.barriers.prepare(command);
+      expect(attempts()).to.equal(2);
+      expect(result.outcome).to.equal('existing');
+      expect(result.barrier).to.deep.equal((won as { barrier: unknown }).barrier);
+      expect((await a.runs.readStream(s.runId)).filter((e) => e.event.type === 'ToolExecutionStartBarrierCommitted')).to.have.length(1);
+      expect(sqliteCounts(a)['tool_execution_start_barriers']).to.equal(1);
+    });
 
     it('R4.2 the same startId with other content committed by the other: this one is the typed conflict, nothing of it written', async () => {
       const { a, command, attempts } = await race((b, c) => b.barriers.prepare({ ...c, admission: { ...c.admission, timeoutMs: 31_000 } }));
@@ -163,13 +196,13 @@ describe('R3.1/R5.1 a SQLite start reads first, and a refused upgrade redoes it 
     });
 
     for (const step of START_STEPS) {
-      it(`R3.9 on the redone start, a failure after ${step} rolls back every fact (the other's start stays)`, async () => {
+      it(`R3.9 on the start decided again, a failure after ${step} rolls back every fact (the other's start stays)`, async () => {
         let failOnRetry = true;
         const path = freshDbPath();
         let b!: SqliteStartBarrier;
         let s!: Awaited<ReturnType<typeof setUp>>;
         const { a, attempts } = await openInterleaved(path, async (attempt, at) => {
-          if (attempt === 1 && at === 'lock') {
+          if (attempt === 1 && at === 'lookup') {
             const second = (await b.runs.getStepRun(s.runId, 'second-step'))!;
             const c2 = s.startCommand(second, 'second');
             await b.barriers.prepare({ ...c2, stepRun: { ...c2.stepRun, stepRunId: 'second-step' } });

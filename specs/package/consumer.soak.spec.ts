@@ -5,7 +5,7 @@ import { expect } from 'chai';
 import { build } from 'esbuild';
 import { createDatabase, type TestDatabase } from '../../testkit/postgresHarness';
 import { freshDir } from '../support/tmp';
-import { allExamples, uncheckedSnippets, userDocs } from './docExamples';
+import { allExamples, readmeExamples, uncheckedSnippets, userDocs } from './docExamples';
 
 // R6.1: the package as a user gets it. `npm pack` (which runs `prepack`: a clean build), then
 // consumer projects that install the tarball the way an application does, type-check the
@@ -42,7 +42,7 @@ const ok = (r: SpawnSyncReturns<string>, what: string): string => {
 const npm = (args: readonly string[], cwd: string): string => ok(sh('npm', args, cwd), `npm ${args.join(' ')}`);
 
 /** The examples the three README runs below check by their output. */
-const OUTPUT_CHECKED = ['run-tool.mjs', 'sqlite.mts', 'postgres.cts', 'saga.mts'];
+const OUTPUT_CHECKED = ['run-tool.mjs', 'crash-recover.mjs', 'sqlite.mts', 'postgres.cts', 'saga.mts'];
 
 const tsconfig = (compilerOptions: Record<string, unknown>, files: readonly string[]) =>
   JSON.stringify({ compilerOptions: { strict: true, target: 'ES2022', skipLibCheck: false, noEmit: true, ...compilerOptions }, files }, null, 2);
@@ -109,8 +109,9 @@ describe('R6.1 the packed package in consumer projects (npm pack, CommonJS, ESM,
     console.log(`      timings: ${timings.join('; ')}`);
   });
 
-  it('R6.1 the README has a complete example per backend and the saga, ESM and CommonJS', () => {
-    expect([...examples.keys()]).to.include.members(['run-tool.mjs', 'sqlite.mts', 'postgres.cts', 'saga.mts']);
+  it('R6.1 R12.2 the README has a complete example per backend, the saga, and a tool call crashed and recovered from its sealed plan; ESM and CommonJS', () => {
+    expect([...examples.keys()]).to.include.members(['run-tool.mjs', 'crash-recover.mjs', 'sqlite.mts', 'postgres.cts', 'saga.mts']);
+    expect([...readmeExamples(readFileSync(join(ROOT, 'README.md'), 'utf8')).keys()]).to.include.members(['run-tool.mjs', 'crash-recover.mjs', 'postgres.cts']);
     expect(readFileSync(join(ROOT, 'README.md'), 'utf8').match(/^```\S+ example=(\S+)/m)?.[1], "the README's first example is the runTool call").to.equal('run-tool.mjs');
   });
 
@@ -170,6 +171,10 @@ describe('R6.1 the packed package in consumer projects (npm pack, CommonJS, ESM,
     // The README's first example, as written: plain ESM JavaScript that Node runs without a build.
     const runTool = ok(sh(process.execPath, ['run-tool.mjs'], consumer, env), 'run-tool.mjs');
     expect(runTool).to.equal('completed {"day":"2026-12-07","orders":3}\ncompleted false\n0\n');
+    // R12.2: killed after the start and its sealed plan committed, before the tool acted; the
+    // redacted preview; recover() re-drives it from the stored plan: one side effect
+    const crash = ok(sh(process.execPath, ['crash-recover.mjs'], consumer, env), 'crash-recover.mjs');
+    expect(crash).to.equal('crashed: SIGKILL\nsealed redaction.none.v1 {}\ncompleted in doubt 0 side effects 1\n');
     const sqlite = ok(sh(process.execPath, ['out/sqlite.mjs'], consumer, env), 'sqlite.mjs');
     expect(sqlite).to.match(/^created start-\S+\nexisting\n$/);
     const postgres = ok(sh(process.execPath, ['out/postgres.cjs'], consumer, env), 'postgres.cjs');

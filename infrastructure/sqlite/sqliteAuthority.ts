@@ -240,12 +240,12 @@ class SqliteAuthority implements SqliteStartBarrier {
   /** `sealed`: the start's sealed plan, written in its transaction (R12.2). A fresh unit of work per attempt: nothing rolled back is carried on. */
   private async prepareStart(command: unknown, sealed?: InvocationPlanRow, context?: StartAttemptContext): Promise<PrepareResult> {
     const decoded = decodeStartAttempt(command, context); // bad input: typed error, nothing opened
-    const uow = (reuseLookup: boolean) => startUnitOfWork(this.s, this.keys, this.seal, reuseLookup, this.planRows.insertInStart);
+    const uow = () => startUnitOfWork(this.s, this.keys, this.seal, this.hook === undefined, this.planRows.insertInStart);
     const replay = async (): Promise<PrepareResult | null> => {
-      const existing = await replayOf(uow(true), decoded, this.hook, sealed);
+      const existing = await replayOf(uow(), decoded, this.hook, sealed);
       return existing === null ? null : { outcome: 'existing', barrier: existing };
     };
-    return this.start(replay, () => runStartTransaction(uow(this.hook === undefined), decoded, this.hook, sealed), decoded.command.startId);
+    return this.start(replay, () => runStartTransaction(uow(), decoded, this.hook, sealed), decoded.command.startId);
   }
 
   readonly barriers = {

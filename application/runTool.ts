@@ -6,6 +6,7 @@ import { ExecutionAuthority, inspectionTicket, type ExecutionPort } from './exec
 import { createToolStepSaga, type InDoubtWhy, type SagaResult, type ToolStepSaga } from './toolStepSaga';
 import { checkedCall, conflictOn, differingFields, type CheckedCall, type RunToolCall, type Tool } from './runToolPlan';
 import { ExecutionRefusedError } from '../domain';
+import type { RedactionContract } from './invocationPlans';
 
 // One call for one tool call (R11, R12): the Run and the StepRun made if absent, the start
 // derived, prepared and sealed, the adapter driven through the saga, the outcome recorded and
@@ -26,6 +27,12 @@ export interface RunToolOptions {
   readonly waitForClaims?: boolean;
   /** Added to the barrier's timeout for a claim's lease (default 30 s). */
   readonly leaseGraceMs?: number;
+  /**
+   * What operators may see of the input (R12.2): the input fields its sealed plan's preview
+   * shows, e.g. `{ fields: ['day'] }`; every other field is never shown (default: none). Part
+   * of the command: the same call id with another allowlist is SEMANTIC_CONFLICT.
+   */
+  readonly redaction?: RedactionContract;
 }
 
 export interface RunToolResult {
@@ -55,8 +62,15 @@ const gateOf = (execution: unknown): { execution: ExecutionAuthority; port: Exec
   return { execution: execution as ExecutionAuthority, port };
 };
 
-const sagaOf = (execution: ExecutionAuthority, adapter: ToolAdapter, options: RunToolOptions): ToolStepSaga =>
-  createToolStepSaga({ execution, adapter, sagaId: decodeOrThrow(Identity, 'sagaId', options.sagaId ?? 'run-tool'), leaseGraceMs: decodeOrThrow(GraceMs, 'leaseGraceMs', options.leaseGraceMs ?? 30_000) });
+/** `redaction` only where a plan is sealed (runTool): a re-drive opens the stored plan, whose preview was fixed when it was sealed. */
+const sagaOf = (execution: ExecutionAuthority, adapter: ToolAdapter, options: Pick<RunToolOptions, 'sagaId' | 'leaseGraceMs'>, redaction?: RedactionContract): ToolStepSaga =>
+  createToolStepSaga({
+    execution,
+    adapter,
+    sagaId: decodeOrThrow(Identity, 'sagaId', options.sagaId ?? 'run-tool'),
+    leaseGraceMs: decodeOrThrow(GraceMs, 'leaseGraceMs', options.leaseGraceMs ?? 30_000),
+    ...(redaction === undefined ? {} : { redaction }),
+  });
 
 /** Resume while another driver's lease lives, if asked: a lease is never renewed, so each wait ends. */
 const waitingOutClaims = async (saga: ToolStepSaga, first: SagaResult, wait: boolean): Promise<SagaResult> => {
@@ -159,8 +173,8 @@ const readyStepRunOnce = async (authority: RecoverableStartBarrierAuthority, c: 
  */
 export const runTool = async (execution: ExecutionAuthority, call: RunToolCall, options: RunToolOptions = {}): Promise<RunToolResult> => {
   const { execution: gated, port } = gateOf(execution);
-  const c = checkedCall(call, port);
-  const saga = sagaOf(gated, c.adapter, options);
+  const c = checkedCall(call, port, options.redaction);
+  const saga = sagaOf(gated, c.adapter, options, c.redaction);
   const ready = await readyStepRun(gated.authority, c);
   const trigger = { kind: 'ready' as const, runId: c.runId, stepRunId: c.callId, ...ready };
   const result = await waitingOutClaims(saga, await saga.drive(trigger, c.plan, c.invocation), options.waitForClaims ?? true);

@@ -46,6 +46,9 @@ export const RUN_TOOL_DEFAULTS = {
   audit: 'audit.run-tool.v1',
 } as const;
 
+/** The redaction contract's id when `redaction.fields` names some input fields (its digest binds which). */
+export const REDACTION_ALLOWLIST = 'redaction.allowlist.v1';
+
 const TAG = 'qinglong/run-tool@v1';
 const tagged = (kind: string, value: unknown): string =>
   'sha256:' + createHash('sha256').update(TAG).update('\u0000').update(kind).update('\u0000').update(canonicalJson(value), 'utf8').digest('hex');
@@ -67,6 +70,35 @@ const idOf = (path: string, value: unknown): string => {
   return value;
 };
 
+/**
+ * The `redaction` option (R12.2): the allowlist of input fields the sealed plan's preview shows,
+ * every other field never shown. Its shape is checked here (each field a path, named once);
+ * that the input holds each field is the plan store's check, the saga's own error. The contract
+ * is part of the command: its digest binds the fields as a set, so their order changes nothing.
+ */
+export const checkedRedaction = (value: unknown): { readonly contract: RedactionContract; readonly ref: Ref } => {
+  const bad = (path: string, message: string, reason: 'invalid_value' | 'unknown_field' = 'invalid_value'): never => {
+    throw new ValidationError('runTool options', [{ path, reason, message }]);
+  };
+  const given = value === undefined ? { fields: [] } : value;
+  if (typeof given !== 'object' || given === null || Array.isArray(given)) return bad('redaction', "must be { fields: [...] }, the input fields the preview shows, e.g. { fields: ['day'] }");
+  const extra = Object.keys(given).find((k) => k !== 'fields');
+  if (extra !== undefined) bad(`redaction.${extra}`, 'unknown field (known: fields)', 'unknown_field');
+  const fields: unknown = (given as { fields?: unknown }).fields;
+  if (!Array.isArray(fields)) return bad('redaction.fields', `must be an array of input field paths (a.b.c), got ${fields === null ? 'null' : typeof fields}`);
+  const seen = new Map<string, number>();
+  for (let i = 0; i < fields.length; i++) {
+    const field: unknown = fields[i];
+    if (typeof field !== 'string' || field.length === 0 || field.length > 200) bad(`redaction.fields[${i}]`, 'must be a field path (a.b.c)');
+    const first = seen.get(field as string);
+    if (first !== undefined) bad(`redaction.fields[${i}]`, `names ${JSON.stringify(field)} again (redaction.fields[${first}]): name each field once`);
+    seen.set(field as string, i);
+  }
+  const contract: RedactionContract = { fields: [...seen.keys()] };
+  const id = contract.fields.length === 0 ? RUN_TOOL_DEFAULTS.redaction : REDACTION_ALLOWLIST;
+  return { contract, ref: { id, digest: tagged('redaction', { fields: [...contract.fields].sort() }) } };
+};
+
 export interface CheckedCall {
   readonly runId: string;
   readonly callId: string;
@@ -77,7 +109,7 @@ export interface CheckedCall {
 }
 
 /** The call checked and its start plan derived, before anything is written (VALIDATION_FAILED, EXECUTION_REFUSED). */
-export const checkedCall = (call: RunToolCall, port: ExecutionPort): CheckedCall => {
+export const checkedCall = (call: RunToolCall, port: ExecutionPort, redactionOption?: unknown): CheckedCall => {
   if (typeof call !== 'object' || call === null) return refuse('', 'runTool takes { runId, callId, tool, input }');
   const runId = idOf('runId', call.runId);
   const callId = idOf('callId', call.callId);
@@ -100,8 +132,7 @@ export const checkedCall = (call: RunToolCall, port: ExecutionPort): CheckedCall
   const adapterRef: Ref = declared?.ref ?? { id: 'adapter.undeclared', digest: tagged('adapter', null) };
   const toolDefinition: Ref = { id: name, digest: definition };
   const invocation: InvocationPlan = { input: call.input };
-  const redaction: RedactionContract = { fields: [] };
-  const redactionRef: Ref = { id: RUN_TOOL_DEFAULTS.redaction, digest: tagged('redaction', redaction) };
+  const { contract: redaction, ref: redactionRef } = checkedRedaction(redactionOption);
   let planDigest: string;
   try {
     planDigest = invocationPlanDigest(invocation);
@@ -137,6 +168,7 @@ export const differingFields = (plan: StartPlan, committed: Pick<StartBarrierRec
   if (canonicalJson(committed.contracts.adapter) !== canonicalJson(plan.contracts.adapter)) fields.push('tool.adapter');
   if (committed.admission.timeoutMs !== plan.admission.timeoutMs) fields.push('tool.timeoutMs');
   if (committed.admission.planDigest !== plan.admission.planDigest) fields.push('input');
+  if (canonicalJson(committed.contracts.redaction) !== canonicalJson(plan.contracts.redaction)) fields.push('redaction');
   return fields;
 };
 

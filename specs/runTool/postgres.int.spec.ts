@@ -2,6 +2,7 @@ import { openPostgresStartBarrier } from '../../infrastructure/postgres';
 import { MigratedTemplate } from '../../testkit/postgresHarness';
 import { TEST_PLANS } from '../../testkit/planKeys';
 import { runToolCrashConformance } from './crashTool';
+import { runToolRedactionConformance } from './redactionConformance';
 
 describe('PostgreSQL runTool', function () {
   const template = new MigratedTemplate();
@@ -15,6 +16,21 @@ describe('PostgreSQL runTool', function () {
         authority,
         kind: 'postgres',
         location: db.url,
+        close: async () => {
+          await authority.close();
+          await db.drop();
+        },
+      };
+    },
+  });
+  runToolRedactionConformance({
+    name: 'PostgreSQL, the CLI on the same database',
+    open: async () => {
+      const db = await template.clone();
+      const authority = await openPostgresStartBarrier({ connectionString: db.url, plans: TEST_PLANS });
+      return {
+        authority,
+        cli: ['--postgres', db.url],
         close: async () => {
           await authority.close();
           await db.drop();

@@ -2,6 +2,7 @@ import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { freshDbPath } from '../support/tmp';
 import { TEST_PLANS } from '../../testkit/planKeys';
 import { runToolCrashConformance } from './crashTool';
+import { runToolRedactionConformance } from './redactionConformance';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { expect } from 'chai';
@@ -16,6 +17,15 @@ runToolCrashConformance({
     const path = freshDbPath('run-tool');
     const authority = await openSqliteStartBarrier({ path, plans: TEST_PLANS });
     return { authority, kind: 'sqlite', location: path, close: () => authority.close() };
+  },
+});
+
+runToolRedactionConformance({
+  name: 'SQLite, the CLI on the same file',
+  open: async () => {
+    const path = freshDbPath('run-tool-redaction');
+    const authority = await openSqliteStartBarrier({ path, plans: TEST_PLANS });
+    return { authority, cli: ['--db', path], close: () => authority.close() };
   },
 });
 

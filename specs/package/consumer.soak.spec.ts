@@ -172,9 +172,11 @@ describe('R6.1 the packed package in consumer projects (npm pack, CommonJS, ESM,
     const runTool = ok(sh(process.execPath, ['run-tool.mjs'], consumer, env), 'run-tool.mjs');
     expect(runTool).to.equal('completed {"day":"2026-12-07","orders":3}\ncompleted false\n0\n');
     // R12.2: killed after the start and its sealed plan committed, before the tool acted; the
-    // redacted preview; recover() re-drives it from the stored plan: one side effect
+    // redacted preview shows the allowlisted day, never the token; recover() re-drives it from
+    // the stored plan: one side effect
     const crash = ok(sh(process.execPath, ['crash-recover.mjs'], consumer, env), 'crash-recover.mjs');
-    expect(crash).to.equal('crashed: SIGKILL\nsealed redaction.none.v1 {}\ncompleted in doubt 0 side effects 1\n');
+    expect(crash).to.equal('crashed: SIGKILL\nsealed redaction.allowlist.v1 {"day":"2026-12-07"}\ncompleted in doubt 0 side effects 1\n');
+    expect(crash).to.not.contain('kept-in-the-sealed-plan');
     const sqlite = ok(sh(process.execPath, ['out/sqlite.mjs'], consumer, env), 'sqlite.mjs');
     expect(sqlite).to.match(/^created start-\S+\nexisting\n$/);
     const postgres = ok(sh(process.execPath, ['out/postgres.cjs'], consumer, env), 'postgres.cjs');

@@ -1,10 +1,11 @@
 import { expect } from 'chai';
 import { Client } from 'pg';
-import { ConcurrencyExhaustedError, StoreUnavailableError, TransactionTimeoutError, type ToolExecutionStartCommand } from '../../domain';
+import { ConcurrencyExhaustedError, StoreUnavailableError, TransactionTimeoutError } from '../../domain';
 import { ConnectionError, openPostgresStartBarrier, type PostgresStartBarrier, type PostgresStartBarrierOptions } from '../../infrastructure/postgres';
 import { buildScenario, type Scenario } from '../../domain/scenario';
 import { startFreezableProxy, type FreezableProxy } from '../../testkit/freezableProxy';
 import { countRows, createDatabase, openOn, rejects, type TestDatabase } from '../../testkit/postgresHarness';
+import { holdingAdvisoryLocks, sharedStore, withStranger } from './sharedStore';
 import { buildOnce, runCli } from '../cli/cliSuite';
 
 // R13.1 on the real server: every public PostgreSQL operation ends within its bound, at most
@@ -30,53 +31,22 @@ const ending = async (p: Promise<unknown>): Promise<string> => {
 
 describe('PostgreSQL bounded operations (R13.1)', function () {
   this.timeout(180_000);
+  const store = sharedStore({ onError: () => undefined });
   let db: TestDatabase;
   let main: PostgresStartBarrier;
-  const opened: PostgresStartBarrier[] = [];
+  before(() => {
+    ({ db, main } = store);
+  });
+  const { ready: setUp, stepRunsOfOneRun } = store;
   /** The highest write-transaction count any one operation of the racers reached. */
   let most = 0;
-
-  before(async () => {
-    db = await createDatabase();
-    main = await openOn(db, { onError: () => undefined });
-  });
-  after(async () => {
-    for (const a of opened.splice(0)) await a.close();
-    await main?.close();
-    await db?.drop();
-  });
   beforeEach(() => {
     most = 0;
   });
 
   /** `n` authorities, each with its own pool, counting every BEGIN of each operation. */
-  const racers = async (n: number, options: Partial<PostgresStartBarrierOptions> = {}): Promise<PostgresStartBarrier[]> => {
-    const list = await Promise.all(
-      Array.from({ length: n }, () => openOn(db, { migrate: false, onError: () => undefined, hooks: { onAttempt: (k) => void (most = Math.max(most, k)) }, ...options })),
-    );
-    await Promise.all(list.map((a) => a.runs.getStepRun('warm-up', 'warm-up')));
-    opened.push(...list);
-    return list;
-  };
-
-  const setUp = async (): Promise<Scenario> => {
-    const s = buildScenario();
-    for (const c of s.lifecycle) await main.runs.handle(c);
-    return s;
-  };
-
-  /** `n` ready StepRuns of the scenario's Run and a start command for each. */
-  const stepRunsOfOneRun = async (s: Scenario, n: number, tag: string): Promise<ToolExecutionStartCommand[]> => {
-    const commands: ToolExecutionStartCommand[] = [];
-    for (let i = 0; i < n; i++) {
-      const id = `${s.stepRunId}-${tag}${i}`;
-      await main.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: id, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } });
-      await main.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId: id, requestedAtMs: 1 } });
-      const raw = s.startCommand((await main.runs.getStepRun(s.runId, id))!, `${tag}${i}`);
-      commands.push({ ...raw, stepRun: { ...raw.stepRun, stepRunId: id } });
-    }
-    return commands;
-  };
+  const racers = (n: number, options: Partial<PostgresStartBarrierOptions> = {}): Promise<PostgresStartBarrier[]> =>
+    store.clients(n, { onError: () => undefined, hooks: { onAttempt: (k) => void (most = Math.max(most, k)) }, ...options });
 
   describe('under contention: 16 writers on one Run', () => {
     it('R13.1 prepare: each start is created or ends typed, with at most 1 + 3 write transactions, lost turns included; a failed one wrote nothing', async () => {
@@ -200,23 +170,10 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
 
   describe('under a lock an unrelated login holds', () => {
     /** A role with CONNECT only on the test database, holding every lock such a login can take, while `body` runs. */
-    const whileAStrangerHoldsLocks = async (s: Scenario, body: () => Promise<void>): Promise<void> => {
-      const stranger = `ql3_spec_bound_${process.pid}_${Date.now()}`;
-      await db.admin(async (c) => {
-        await c.query(`CREATE ROLE ${stranger} NOLOGIN`);
-        await c.query(`GRANT CONNECT ON DATABASE ${c.escapeIdentifier(db.name)} TO ${stranger}`);
-      });
-      try {
-        await db.admin(async (holder) => {
-          await holder.query(`SET ROLE ${stranger}`);
-          // the former Run queue and migration keys, and any key at all: a session lock each
-          for (const [sql, params] of [
-            ['SELECT pg_advisory_lock(7433267, hashtext($1))', [s.runId]],
-            ['SELECT pg_advisory_lock(7173100158)', []],
-            ['SELECT pg_advisory_lock(hashtext($1))', [s.runId]],
-          ] as const) {
-            await holder.query(sql, [...params]);
-          }
+    const whileAStrangerHoldsLocks = (s: Scenario, body: () => Promise<void>): Promise<void> =>
+      withStranger(db, 'ql3_spec_bound', (stranger) =>
+        // the former Run queue and migration keys, and any key at all: a session lock each
+        holdingAdvisoryLocks(db, stranger, s.runId, ['SELECT pg_advisory_lock(7433267, hashtext($1))', 'SELECT pg_advisory_lock(7173100158)', 'SELECT pg_advisory_lock(hashtext($1))'], async (holder) => {
           // ql3 objects it cannot lock at all
           for (const table of ['ql3.schema_migrations', 'ql3.runs', 'ql3.start_gate']) {
             const code = await holder
@@ -229,20 +186,9 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
             await holder.query('ROLLBACK');
             expect(code, table).to.equal('42501');
           }
-          try {
-            await body();
-          } finally {
-            await holder.query('SELECT pg_advisory_unlock_all()');
-            await holder.query('RESET ROLE');
-          }
-        });
-      } finally {
-        await db.admin(async (c) => {
-          await c.query(`REVOKE CONNECT ON DATABASE ${c.escapeIdentifier(db.name)} FROM ${stranger}`);
-          await c.query(`DROP ROLE ${stranger}`);
-        });
-      }
-    };
+          await body();
+        }),
+      );
 
     it('R13.1 prepare, runs.handle, recovery.resolve, note purge, driver claims, open with and without migrate, CLI migrate and verify: none waits on it (a wait would end the short deadline)', async () => {
       const s = await setUp();

@@ -14,8 +14,9 @@ import {
 import { buildScenario, type Scenario } from '../../domain/scenario';
 import type { StartStepHook } from '../../application/authority';
 import type { PrepareResult } from '../../domain/records';
-import type { PostgresStartBarrier, PostgresStartBarrierOptions } from '../../infrastructure/postgres';
-import { countOf, countRows, createDatabase, openOn, openRacers, rejects, waitForLockWaiters, type TestDatabase } from '../../testkit/postgresHarness';
+import type { PostgresStartBarrier } from '../../infrastructure/postgres';
+import { countOf, countRows, rejects, waitForLockWaiters, type TestDatabase } from '../../testkit/postgresHarness';
+import { holdingAdvisoryLocks, sharedStore, withStranger } from './sharedStore';
 
 // Races with real connections (R5.2, R4): every racer is its own pool (its own connection to
 // the server), or its own OS process. The server decides; the specs check that exactly one
@@ -25,28 +26,13 @@ const RACERS = 8;
 
 describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
   this.timeout(60_000);
+  const store = sharedStore();
   let db: TestDatabase;
   let main: PostgresStartBarrier;
-  const opened: PostgresStartBarrier[] = [];
-
-  before(async () => {
-    db = await createDatabase();
-    main = await openOn(db);
+  before(() => {
+    ({ db, main } = store);
   });
-  after(async () => {
-    for (const a of opened.splice(0)) await a.close();
-    await main?.close();
-    await db?.drop();
-  });
-
-  /** `n` authorities, each with its own pool, connected before the race starts. */
-  const clients = (n: number, options: Partial<PostgresStartBarrierOptions> = {}): Promise<PostgresStartBarrier[]> => openRacers(db, n, opened, options);
-
-  const setUp = async (options: Parameters<typeof buildScenario>[0] = {}): Promise<Scenario> => {
-    const s = buildScenario(options);
-    for (const c of s.lifecycle) await main.runs.handle(c);
-    return s;
-  };
+  const { clients, ready: setUp, stepRunsOfOneRun } = store;
 
   const settle = (ps: Promise<PrepareResult>[]) =>
     Promise.all(ps.map((p) => p.then((r) => ({ ok: r }), (e: unknown) => ({ error: e as Error }))));
@@ -222,42 +208,24 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
 
   it('R9.5 a login with only CONNECT holding advisory locks (the old turn and gate keys among them) stalls neither prepare nor lifecycle commands', async () => {
     const s = await setUp();
-    const stranger = `ql3_spec_stranger_${process.pid}_${Date.now()}`;
-    await db.admin(async (c) => {
-      await c.query(`CREATE ROLE ${stranger} NOLOGIN`);
-      await c.query(`GRANT CONNECT ON DATABASE ${c.escapeIdentifier(db.name)} TO ${stranger}`);
-    });
-    try {
-      await db.admin(async (holder) => {
-        await holder.query(`SET ROLE ${stranger}`);
-        for (const sql of [
-          'SELECT pg_advisory_lock(7174, 0)',
-          'SELECT pg_advisory_lock(7173, 0)',
-          'SELECT pg_advisory_lock(7173, hashtext($1))',
-          'SELECT pg_advisory_lock(hashtext($1))',
-          'SELECT pg_advisory_lock(7173100158)',
-        ]) {
-          await holder.query(sql, sql.includes('$1') ? [s.runId] : []);
-        }
-        try {
-          // a short lock_timeout: a wait on any of those keys would fail the call with TRANSACTION_TIMEOUT
-          const [racer] = await clients(1, { timeouts: { lockMs: 200 } });
-          expect((await racer!.barriers.prepare(s.startCommand())).outcome).to.equal('created');
-          await racer!.runs.handle({ type: 'CompleteStepRun', data: { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'spec', reason: 'tool_succeeded', requestedAtMs: 2 } });
-          const other = buildScenario();
-          for (const c of other.lifecycle) await racer!.runs.handle(c);
-          expect((await racer!.barriers.prepare(other.startCommand())).outcome).to.equal('created');
-        } finally {
-          await holder.query('SELECT pg_advisory_unlock_all()');
-          await holder.query('RESET ROLE');
-        }
-      });
-    } finally {
-      await db.admin(async (c) => {
-        await c.query(`REVOKE CONNECT ON DATABASE ${c.escapeIdentifier(db.name)} FROM ${stranger}`);
-        await c.query(`DROP ROLE ${stranger}`);
-      });
-    }
+    const locks = [
+      'SELECT pg_advisory_lock(7174, 0)',
+      'SELECT pg_advisory_lock(7173, 0)',
+      'SELECT pg_advisory_lock(7173, hashtext($1))',
+      'SELECT pg_advisory_lock(hashtext($1))',
+      'SELECT pg_advisory_lock(7173100158)',
+    ];
+    await withStranger(db, 'ql3_spec_stranger', (stranger) =>
+      holdingAdvisoryLocks(db, stranger, s.runId, locks, async () => {
+        // a short lock_timeout: a wait on any of those keys would fail the call with TRANSACTION_TIMEOUT
+        const [racer] = await clients(1, { timeouts: { lockMs: 200 } });
+        expect((await racer!.barriers.prepare(s.startCommand())).outcome).to.equal('created');
+        await racer!.runs.handle({ type: 'CompleteStepRun', data: { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'spec', reason: 'tool_succeeded', requestedAtMs: 2 } });
+        const other = buildScenario();
+        for (const c of other.lifecycle) await racer!.runs.handle(c);
+        expect((await racer!.barriers.prepare(other.startCommand())).outcome).to.equal('created');
+      }),
+    );
   });
 
   it('R5.2 a statement that outlives statement_timeout fails with TRANSACTION_TIMEOUT (statement) and writes nothing', async () => {
@@ -417,19 +385,6 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
         FROM pg_locks WHERE locktype = 'advisory' AND classid = 7433267 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`);
       return rows[0]!;
     });
-
-  /** `n` ready StepRuns of the scenario's Run, and a start command for each. */
-  const stepRunsOfOneRun = async (s: Scenario, n: number, tag: string): Promise<ToolExecutionStartCommand[]> => {
-    const commands: ToolExecutionStartCommand[] = [];
-    for (let i = 0; i < n; i++) {
-      const id = `${s.stepRunId}-${tag}${i}`;
-      await main.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: id, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } });
-      await main.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId: id, requestedAtMs: 1 } });
-      const raw = s.startCommand((await main.runs.getStepRun(s.runId, id))!, `${tag}${i}`);
-      commands.push({ ...raw, stepRun: { ...raw.stepRun, stepRunId: id } });
-    }
-    return commands;
-  };
 
   it("R5.2 R13.1 writers that lost a Run's turn (two starts, a lifecycle command) wait for it outside any transaction, holding no session lock; released, all commit within 1 + 3 write transactions", async () => {
     const s = await setUp();

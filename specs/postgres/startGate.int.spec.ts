@@ -1,8 +1,9 @@
 import { expect } from 'chai';
 import { ConcurrencyExhaustedError } from '../../domain';
-import { buildScenario, type Scenario } from '../../domain/scenario';
-import type { PostgresStartBarrier, PostgresStartBarrierOptions } from '../../infrastructure/postgres';
-import { createDatabase, openOn, openRacers, type TestDatabase } from '../../testkit/postgresHarness';
+import { buildScenario } from '../../domain/scenario';
+import type { PostgresStartBarrier } from '../../infrastructure/postgres';
+import type { TestDatabase } from '../../testkit/postgresHarness';
+import { sharedStore, withStranger } from './sharedStore';
 
 // R9.5, R5.2 (pg-0052): starts of different Runs still meet on shared B-tree pages under
 // SERIALIZABLE (SSI locks the index pages their probes read), most on a young store. A start's
@@ -13,27 +14,13 @@ import { createDatabase, openOn, openRacers, type TestDatabase } from '../../tes
 
 describe('PostgreSQL: the last attempt runs alone (R9.5, R5.2)', function () {
   this.timeout(120_000);
+  const store = sharedStore();
   let db: TestDatabase;
   let main: PostgresStartBarrier;
-  const opened: PostgresStartBarrier[] = [];
-
-  before(async () => {
-    db = await createDatabase();
-    main = await openOn(db);
+  before(() => {
+    ({ db, main } = store);
   });
-  after(async () => {
-    for (const a of opened.splice(0)) await a.close();
-    await main?.close();
-    await db?.drop();
-  });
-
-  const clients = (n: number, options: Partial<PostgresStartBarrierOptions> = {}): Promise<PostgresStartBarrier[]> => openRacers(db, n, opened, options);
-
-  const readyRuns = async (n: number): Promise<Scenario[]> => {
-    const list = Array.from({ length: n }, () => buildScenario());
-    for (const sc of list) for (const c of sc.lifecycle) await main.runs.handle(c);
-    return list;
-  };
+  const { clients, readyRuns } = store;
 
   it('R9.5 R5.2 given 8 clients on a fresh store, when they make 320 starts of distinct Runs, then every one is created: none runs out of retries', async () => {
     const racers = await clients(8);
@@ -131,12 +118,7 @@ describe('PostgreSQL: the last attempt runs alone (R9.5, R5.2)', function () {
   });
 
   it('R9.5 given a login with CONNECT only, when it tries to lock the start gate, then it is refused: only the product\'s runtime (a last attempt) and its functions take it', async () => {
-    const stranger = `ql3_spec_gate_${process.pid}_${Date.now()}`;
-    await db.admin(async (c) => {
-      await c.query(`CREATE ROLE ${stranger} NOLOGIN`);
-      await c.query(`GRANT CONNECT ON DATABASE ${c.escapeIdentifier(db.name)} TO ${stranger}`);
-    });
-    try {
+    await withStranger(db, 'ql3_spec_gate', async (stranger) => {
       for (const mode of ['ACCESS SHARE', 'ACCESS EXCLUSIVE']) {
         const code = await db.admin(async (c) => {
           await c.query('BEGIN');
@@ -154,12 +136,7 @@ describe('PostgreSQL: the last attempt runs alone (R9.5, R5.2)', function () {
       }
       const fn = await db.admin(async (c) => (await c.query<{ ok: boolean }>(`SELECT has_function_privilege($1, 'ql3.take_start_gate(boolean)', 'EXECUTE') AS ok`, [stranger])).rows[0]?.ok);
       expect(fn).to.equal(false);
-    } finally {
-      await db.admin(async (c) => {
-        await c.query(`REVOKE CONNECT ON DATABASE ${c.escapeIdentifier(db.name)} FROM ${stranger}`);
-        await c.query(`DROP ROLE ${stranger}`);
-      });
-    }
+    });
   });
 
   it('R5.2 given no retries, when a start meets a 40001 it cannot avoid (its own stream head moved under it), then it still ends typed CONCURRENCY_EXHAUSTED having written nothing', async () => {

@@ -4,7 +4,7 @@ import { ConcurrencyExhaustedError, StoreUnavailableError, TransactionTimeoutErr
 import { ConnectionError, openPostgresStartBarrier, type PostgresStartBarrier, type PostgresStartBarrierOptions } from '../../infrastructure/postgres';
 import { buildScenario, type Scenario } from '../../domain/scenario';
 import { startFreezableProxy, type FreezableProxy } from '../../testkit/freezableProxy';
-import { countRows, createDatabase, openOn, rejects, type TestDatabase } from '../../testkit/postgresHarness';
+import { countRows, createDatabase, openOn, rejects } from '../../testkit/postgresHarness';
 import { holdingAdvisoryLocks, sharedStore, withStranger } from './sharedStore';
 import { buildOnce, runCli } from '../cli/cliSuite';
 
@@ -32,11 +32,6 @@ const ending = async (p: Promise<unknown>): Promise<string> => {
 describe('PostgreSQL bounded operations (R13.1)', function () {
   this.timeout(180_000);
   const store = sharedStore({ onError: () => undefined });
-  let db: TestDatabase;
-  let main: PostgresStartBarrier;
-  before(() => {
-    ({ db, main } = store);
-  });
   const { ready: setUp, stepRunsOfOneRun } = store;
   /** The highest write-transaction count any one operation of the racers reached. */
   let most = 0;
@@ -58,7 +53,7 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
       expect(ends.filter((e) => e === 'created').length).to.be.above(0);
       for (const e of ends) expect(['created', 'CONCURRENCY_EXHAUSTED', 'TRANSACTION_TIMEOUT']).to.include(e);
       for (const [i, e] of ends.entries()) {
-        const barrier = await main.barriers.getByStartId(commands[i]!.startId);
+        const barrier = await store.main.barriers.getByStartId(commands[i]!.startId);
         expect(barrier === null, `start ${i} ended ${e}`).to.equal(e !== 'created');
       }
     });
@@ -90,14 +85,14 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
       );
       expect(most).to.be.within(1, BUDGET);
       for (const e of ends) expect(['ok', 'CONCURRENCY_EXHAUSTED', 'TRANSACTION_TIMEOUT']).to.include(e);
-      const stream = await main.runs.readStream(s.runId);
+      const stream = await store.main.runs.readStream(s.runId);
       expect(stream.length).to.equal(3 + ends.filter((e) => e === 'ok').length);
     });
 
     it('R13.1 recovery.resolve (with a note) and note purge: 16 resolutions of starts of one Run, each recorded or typed, at most 1 + 3 write transactions each', async () => {
       const s = await setUp();
       const commands = await stepRunsOfOneRun(s, WRITERS, 'r');
-      for (const c of commands) await main.barriers.prepare(c);
+      for (const c of commands) await store.main.barriers.prepare(c);
       const list = await racers(WRITERS);
       const ends = await Promise.all(
         list.map((a, i) => ending(a.recovery.resolve(commands[i]!.startId, 'lost', { decidedBy: 'ops', reason: 'worker_lost', note: `note ${i}` }).then((r) => ({ outcome: r.status })))),
@@ -112,7 +107,7 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
     it('R13.1 driver claims: 16 drivers claim one start: one claims it, fifteen read it held (each within four transactions by construction)', async () => {
       const s = await setUp();
       const [command] = await stepRunsOfOneRun(s, 1, 'c');
-      await main.barriers.prepare(command!);
+      await store.main.barriers.prepare(command!);
       const list = await racers(WRITERS);
       const results = await Promise.all(list.map((a, i) => a.driverClaims().claim(command!.startId, `driver-${i}`, 60_000).then((r) => r.status, (e: unknown) => (e as { code?: string }).code)));
       // one race on the primary key (start, generation), then each loser reads the winner's lease
@@ -123,9 +118,9 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
     it('R13.1 driver claims take the authority\'s timeouts: a claim waiting on a lock ends by the caller\'s statement timeout (its lock timeout set longer), typed, nothing written', async () => {
       const s = await setUp();
       const [command] = await stepRunsOfOneRun(s, 1, 't');
-      await main.barriers.prepare(command!);
+      await store.main.barriers.prepare(command!);
       const [a] = await racers(1, { timeouts: { statementMs: 1_500, lockMs: 60_000 } });
-      await db.admin(async (holder) => {
+      await store.db.admin(async (holder) => {
         await holder.query('BEGIN');
         await holder.query('LOCK TABLE ql3.adapter_driver_claims IN ACCESS EXCLUSIVE MODE');
         try {
@@ -136,7 +131,7 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
           await holder.query('ROLLBACK');
         }
       });
-      expect((await main.driverClaims().history(command!.startId)).length).to.equal(0);
+      expect((await store.main.driverClaims().history(command!.startId)).length).to.equal(0);
     });
 
     it('R13.1 CLI migrate and verify while 16 writers start on one Run: both exit 0, each start created or typed within 1 + 3 write transactions', async () => {
@@ -146,7 +141,7 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
       buildOnce();
       const starts = Promise.all(list.map((a, i) => ending(a.barriers.prepare(commands[i]!))));
       for (const args of [['migrate'], ['verify']]) {
-        const r = await runCli([...args, '--postgres', db.url]);
+        const r = await runCli([...args, '--postgres', store.db.url]);
         expect(r.code, `${args[0]}: ${r.stderr}`).to.equal(0);
       }
       for (const e of await starts) expect(['created', 'CONCURRENCY_EXHAUSTED', 'TRANSACTION_TIMEOUT']).to.include(e);
@@ -171,9 +166,9 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
   describe('under a lock an unrelated login holds', () => {
     /** A role with CONNECT only on the test database, holding every lock such a login can take, while `body` runs. */
     const whileAStrangerHoldsLocks = (s: Scenario, body: () => Promise<void>): Promise<void> =>
-      withStranger(db, 'ql3_spec_bound', (stranger) =>
+      withStranger(store.db, 'ql3_spec_bound', (stranger) =>
         // the former Run queue and migration keys, and any key at all: a session lock each
-        holdingAdvisoryLocks(db, stranger, s.runId, ['SELECT pg_advisory_lock(7433267, hashtext($1))', 'SELECT pg_advisory_lock(7173100158)', 'SELECT pg_advisory_lock(hashtext($1))'], async (holder) => {
+        holdingAdvisoryLocks(store.db, stranger, s.runId, ['SELECT pg_advisory_lock(7433267, hashtext($1))', 'SELECT pg_advisory_lock(7173100158)', 'SELECT pg_advisory_lock(hashtext($1))'], async (holder) => {
           // ql3 objects it cannot lock at all
           for (const table of ['ql3.schema_migrations', 'ql3.runs', 'ql3.start_gate']) {
             const code = await holder
@@ -200,15 +195,15 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
         await a!.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: `${s.stepRunId}-x-new`, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } });
         expect((await a!.recovery.resolve(commands[0]!.startId, 'lost', { decidedBy: 'ops', reason: 'worker_lost', note: 'n' })).status).to.equal('recorded');
         await a!.recovery.purgeNote(commands[0]!.startId);
-        await main.barriers.prepare(commands[1]!);
+        await store.main.barriers.prepare(commands[1]!);
         expect((await a!.driverClaims().claim(commands[1]!.startId, 'driver-x', 60_000)).status).to.equal('claimed');
         for (const migrate of [true, false]) {
-          const b = await openOn(db, { migrate, onError: () => undefined, ...short });
+          const b = await openOn(store.db, { migrate, onError: () => undefined, ...short });
           await b.close();
         }
         buildOnce();
         for (const args of [['migrate'], ['verify'], ['in-doubt']]) {
-          const r = await runCli([...args, '--postgres', db.url, '--lock-timeout', '200']);
+          const r = await runCli([...args, '--postgres', store.db.url, '--lock-timeout', '200']);
           expect(r.code, `${args[0]}: ${r.stderr}`).to.equal(0);
         }
       });
@@ -217,13 +212,13 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
     it('R13.1 a runtime login holding the start gate: prepare, runs.handle and recovery.resolve end typed within 1 + 3 write transactions, nothing written (they used to retry without end)', async () => {
       const s = await setUp();
       const [command, resolvable] = await stepRunsOfOneRun(s, 2, 'g');
-      await main.barriers.prepare(resolvable!);
+      await store.main.barriers.prepare(resolvable!);
       const login = `ql3_spec_gate_${process.pid}_${Date.now()}`;
-      await db.admin((c) => c.query(`CREATE ROLE ${login} NOLOGIN IN ROLE ql3_runtime`));
+      await store.db.admin((c) => c.query(`CREATE ROLE ${login} NOLOGIN IN ROLE ql3_runtime`));
       try {
         const [a] = await racers(1, { timeouts: { lockMs: 150, deadlineMs: 10_000 } });
-        const before = await countRows(main.pool);
-        await db.admin(async (holder) => {
+        const before = await countRows(store.main.pool);
+        await store.db.admin(async (holder) => {
           await holder.query(`SET ROLE ${login}`);
           await holder.query('BEGIN');
           await holder.query('LOCK TABLE ql3.start_gate IN ACCESS EXCLUSIVE MODE');
@@ -243,9 +238,9 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
             await holder.query('RESET ROLE');
           }
         });
-        expect(await countRows(main.pool)).to.deep.equal(before);
+        expect(await countRows(store.main.pool)).to.deep.equal(before);
       } finally {
-        await db.admin((c) => c.query(`DROP ROLE ${login}`));
+        await store.db.admin((c) => c.query(`DROP ROLE ${login}`));
       }
     });
 
@@ -253,8 +248,8 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
       const s = await setUp();
       const [command] = await stepRunsOfOneRun(s, 1, 'd');
       const [a] = await racers(1, { timeouts: { lockMs: 60_000, deadlineMs: 300 } });
-      const before = await countRows(main.pool);
-      await db.admin(async (holder) => {
+      const before = await countRows(store.main.pool);
+      await store.db.admin(async (holder) => {
         await holder.query('BEGIN');
         await holder.query('SELECT 1 FROM ql3.runs WHERE run_id = $1 FOR UPDATE', [s.runId]);
         try {
@@ -265,30 +260,30 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
           await holder.query('ROLLBACK');
         }
       });
-      expect(await countRows(main.pool)).to.deep.equal(before);
+      expect(await countRows(store.main.pool)).to.deep.equal(before);
       expect((await a!.barriers.prepare(command!)).outcome).to.equal('created');
     });
 
     it('R13.1 open with migrate waits for a migrator holding the ledger lock no longer than its deadline: TRANSACTION_TIMEOUT (deadline); deadlineMs is validated', async () => {
-      const holder = new Client({ connectionString: db.url });
+      const holder = new Client({ connectionString: store.db.url });
       await holder.connect();
       try {
         await holder.query('BEGIN');
         await holder.query('LOCK TABLE ql3.schema_migrations IN ACCESS EXCLUSIVE MODE');
-        const e = await rejects(openOn(db, { migrate: true, onError: () => undefined, timeouts: { deadlineMs: 300 } }));
+        const e = await rejects(openOn(store.db, { migrate: true, onError: () => undefined, timeouts: { deadlineMs: 300 } }));
         expect(e, String(e)).to.satisfy((x: unknown) => x instanceof TransactionTimeoutError || x instanceof StoreUnavailableError);
       } finally {
         await holder.query('ROLLBACK');
         await holder.end();
       }
-      expect(await rejects(openOn(db, { timeouts: { deadlineMs: 0 } }))).to.be.instanceOf(RangeError);
+      expect(await rejects(openOn(store.db, { timeouts: { deadlineMs: 0 } }))).to.be.instanceOf(RangeError);
     });
 
     it('R13.1 CLI migrate on a frozen server ends (exit 7), never hangs', async () => {
       let proxy: FreezableProxy | undefined;
       try {
-        proxy = await startFreezableProxy('127.0.0.1', Number(new URL(db.url).port || 5432));
-        const url = new URL(db.url);
+        proxy = await startFreezableProxy('127.0.0.1', Number(new URL(store.db.url).port || 5432));
+        const url = new URL(store.db.url);
         url.port = String(proxy.port);
         proxy.freeze();
         buildOnce();

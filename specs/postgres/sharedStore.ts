@@ -19,6 +19,11 @@ export interface SharedStore {
   readyRuns(n: number): Promise<Scenario[]>;
   /** `n` more ready StepRuns of the scenario's Run (ids tagged `tag`), and a start command for each. */
   stepRunsOfOneRun(s: Scenario, n: number, tag: string): Promise<ToolExecutionStartCommand[]>;
+  /**
+   * A client with no retries whose first start of the Run meets a 40001 it cannot avoid: right
+   * after its snapshot (the 'lock' step) another session moves the Run's stream head.
+   */
+  loserOfAMovedHead(runId: string): Promise<PostgresStartBarrier>;
 }
 
 /** Registers the block's before and after hooks: call it inside `describe`, before any other hook. */
@@ -66,6 +71,20 @@ export const sharedStore = (mainOptions: Partial<PostgresStartBarrierOptions> = 
         commands.push({ ...raw, stepRun: { ...raw.stepRun, stepRunId: id } });
       }
       return commands;
+    },
+    loserOfAMovedHead: async (runId) => {
+      let interfered = false;
+      const [loser] = await store.clients(1, {
+        maxRetries: 0,
+        hooks: {
+          onStartStep: async (step) => {
+            if (step !== 'lock' || interfered) return;
+            interfered = true;
+            await store.db.admin((c) => c.query('UPDATE ql3.streams SET version = version WHERE stream_id = $1', [`run-${runId}`]));
+          },
+        },
+      });
+      return loser!;
     },
   };
   return store;

@@ -3,6 +3,7 @@ import type { ToolExecutionStartCommand } from '../../domain';
 import { buildScenario, type Scenario } from '../../domain/scenario';
 import type { PostgresStartBarrier, PostgresStartBarrierOptions } from '../../infrastructure/postgres';
 import { createDatabase, openOn, openRacers, type TestDatabase } from '../../testkit/postgresHarness';
+import { stepRunsOfOneRun } from '../../testkit/stepRunsOfOneRun';
 
 // What the PostgreSQL specs that race real connections share: one fresh database per describe
 // block, its main authority, racers each on their own pool (closed after the block), Runs made
@@ -60,18 +61,7 @@ export const sharedStore = (mainOptions: Partial<PostgresStartBarrierOptions> = 
       for (let i = 0; i < n; i++) list.push(await store.ready());
       return list;
     },
-    stepRunsOfOneRun: async (s, n, tag) => {
-      const main = store.main;
-      const commands: ToolExecutionStartCommand[] = [];
-      for (let i = 0; i < n; i++) {
-        const id = `${s.stepRunId}-${tag}${i}`;
-        await main.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: id, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } });
-        await main.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId: id, requestedAtMs: 1 } });
-        const raw = s.startCommand((await main.runs.getStepRun(s.runId, id))!, `${tag}${i}`);
-        commands.push({ ...raw, stepRun: { ...raw.stepRun, stepRunId: id } });
-      }
-      return commands;
-    },
+    stepRunsOfOneRun: (s, n, tag) => stepRunsOfOneRun(store.main, s, n, tag),
     loserOfAMovedHead: async (runId) => {
       let interfered = false;
       const [loser] = await store.clients(1, {

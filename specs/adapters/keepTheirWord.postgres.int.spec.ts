@@ -1,6 +1,6 @@
 import { MigratedTemplate } from '../../testkit/postgresHarness';
 import { adaptersKeepTheirWord, claimLeasesBounded } from './keepTheirWord';
-import { openFreshPostgres } from '../support/freshStores';
+import { openKeyedPostgres } from '../support/freshStores';
 
 describe('PostgreSQL adapters keep what they declare', function () {
   this.timeout(180_000);
@@ -8,7 +8,7 @@ describe('PostgreSQL adapters keep what they declare', function () {
   after(() => template.dropAll());
   const postgres = {
     name: 'PostgreSQL (fresh database)',
-    open: () => openFreshPostgres(template),
+    open: () => openKeyedPostgres(template),
   };
   adaptersKeepTheirWord(postgres);
   claimLeasesBounded(postgres);

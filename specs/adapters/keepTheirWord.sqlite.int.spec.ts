@@ -1,9 +1,9 @@
-import { openFreshSqlite } from '../support/freshStores';
+import { openKeyedSqlite } from '../support/freshStores';
 import { adaptersKeepTheirWord, claimLeasesBounded } from './keepTheirWord';
 
 const sqlite = {
   name: 'SQLite (real file)',
-  open: () => openFreshSqlite('adapters-keep-word'),
+  open: () => openKeyedSqlite('adapters-keep-word'),
 };
 
 adaptersKeepTheirWord(sqlite);

@@ -1,6 +1,6 @@
 import { MigratedTemplate } from '../../testkit/postgresHarness';
 import { adapterConformance } from './adapterConformance';
-import { openFreshPostgres } from '../support/freshStores';
+import { openKeyedPostgres } from '../support/freshStores';
 
 describe('PostgreSQL real adapters', function () {
   this.timeout(120_000);
@@ -8,6 +8,6 @@ describe('PostgreSQL real adapters', function () {
   after(() => template.dropAll());
   adapterConformance({
     name: 'PostgreSQL (fresh database)',
-    open: () => openFreshPostgres(template),
+    open: () => openKeyedPostgres(template),
   });
 });

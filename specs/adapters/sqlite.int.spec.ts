@@ -1,7 +1,7 @@
-import { openFreshSqlite } from '../support/freshStores';
+import { openKeyedSqlite } from '../support/freshStores';
 import { adapterConformance } from './adapterConformance';
 
 adapterConformance({
   name: 'SQLite (real file)',
-  open: () => openFreshSqlite('adapters'),
+  open: () => openKeyedSqlite('adapters'),
 });

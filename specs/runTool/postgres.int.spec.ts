@@ -1,5 +1,5 @@
 import { MigratedTemplate } from '../../testkit/postgresHarness';
-import { openFreshPostgres } from '../support/freshStores';
+import { openKeyedPostgres } from '../support/freshStores';
 import { runToolCrashConformance } from './crashTool';
 
 describe('PostgreSQL runTool', function () {
@@ -8,7 +8,7 @@ describe('PostgreSQL runTool', function () {
   runToolCrashConformance({
     name: 'PostgreSQL (a fresh database shared with the killed runtime)',
     open: async () => {
-      const fresh = await openFreshPostgres(template);
+      const fresh = await openKeyedPostgres(template);
       return { ...fresh, kind: 'postgres', location: fresh.db.url };
     },
   });

@@ -1,4 +1,4 @@
-import { openFreshSqlite } from '../support/freshStores';
+import { openKeyedSqlite } from '../support/freshStores';
 import { runToolCrashConformance } from './crashTool';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -11,7 +11,7 @@ import { outputDigestOf } from '../../domain';
 runToolCrashConformance({
   name: 'SQLite (a real file shared with the killed runtime)',
   open: async () => {
-    const fresh = await openFreshSqlite('run-tool');
+    const fresh = await openKeyedSqlite('run-tool');
     return { ...fresh, kind: 'sqlite', location: fresh.path };
   },
 });
@@ -19,7 +19,7 @@ runToolCrashConformance({
 describe('R11.4 runTool with the process adapter returns stdout and stderr, bounded, never recorded (SQLite)', function () {
   this.timeout(60_000);
   it('R11.4 given a tool that prints to stdout and stderr, when runTool runs it, then both come back and the store holds only their digest', async () => {
-    const { authority, path } = await openFreshSqlite('run-tool-process');
+    const { authority, path } = await openKeyedSqlite('run-tool-process');
     const execution = openExecution(authority, { execution: 'enabled' });
     try {
       const adapter = processAdapter({ ref: { id: 'adapter.process.cat.v1', digest: `sha256:${'c'.repeat(64)}` }, command: '/bin/sh', args: ['-c', 'cat; echo the-warning >&2'], journalDir: join(freshDir('journal'), 'j') });

@@ -4,19 +4,20 @@ import { TEST_PLANS } from '../../testkit/planKeys';
 import type { MigratedTemplate } from '../../testkit/postgresHarness';
 import { freshDbPath } from './tmp';
 
-// The fresh store a backend's conformance suites open per spec: a new SQLite file or a database
-// cloned from the migrated template, an authority on it with the test plan keyring, and the CLI
-// arguments that name it. Closing it closes the authority (and drops the database).
+// The fresh keyed store a backend's conformance suites open per spec: a new SQLite file or a
+// database cloned from the migrated template, an authority on it with the test plan keyring (so
+// it may execute), and the CLI arguments that name it. Closing it closes the authority (and
+// drops the database). Stores without a plan keyring: specs/sqlite/support.ts, testkit.
 
 /** A fresh SQLite file named by `tag`. */
-export const openFreshSqlite = async (tag: string) => {
+export const openKeyedSqlite = async (tag: string) => {
   const path = freshDbPath(tag);
   const authority = await openSqliteStartBarrier({ path, plans: TEST_PLANS });
   return { authority, path, cliArgs: ['--db', path], close: () => authority.close() };
 };
 
 /** A fresh database cloned from `template`. */
-export const openFreshPostgres = async (template: MigratedTemplate) => {
+export const openKeyedPostgres = async (template: MigratedTemplate) => {
   const db = await template.clone();
   const authority = await openPostgresStartBarrier({ connectionString: db.url, plans: TEST_PLANS });
   return {

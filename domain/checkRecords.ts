@@ -181,15 +181,7 @@ export const factsAgree = (sealed: DigestedBarrier, facts: StartFacts, texts: Fa
     m.mutationDigest !== b.mutation.mutationDigest ||
     m.runEventId !== b.runEvent.runEventId ||
     m.runEventSequence !== b.runEvent.runEventSequence ||
-    m.fromStatus !== b.attempt.fromStatus ||
-    m.fromStepRunVersion !== b.attempt.fromStepRunVersion ||
-    m.fromStepRunDigest !== b.attempt.fromStepRunDigest ||
-    m.stepRunVersion !== b.attempt.startedStepRunVersion ||
-    m.startedStepRunDigest !== b.attempt.startedStepRunDigest ||
-    m.startId !== b.startId ||
-    m.runId !== b.runId ||
-    m.stepRunId !== b.stepRunId ||
-    m.occurredAtMs !== b.requestedAtMs
+    !startedMatchesAttempt(m, b)
   ) {
     return false;
   }
@@ -300,3 +292,16 @@ export const impliedFactsHold = (sealed: DigestedBarrier, implied: { readonly pa
 
 /** The bytes of the barrier event's data for a proven barrier: the only canonical text of `{ barrier, barrierDigest }`. */
 export const barrierEventJsonOf = (sealed: DigestedBarrier): string => `{"barrier":${sealed.canonical},"barrierDigest":${JSON.stringify(sealed.barrierDigest)}}`;
+
+
+/** Whether a StepRunStarted moved exactly the attempt the barrier names, for its start, at its time (both checks ask it). */
+export const startedMatchesAttempt = (m: PayloadOf<'StepRunStarted'>, b: StartBarrierRecord): boolean =>
+  m.fromStatus === b.attempt.fromStatus &&
+  m.fromStepRunVersion === b.attempt.fromStepRunVersion &&
+  m.fromStepRunDigest === b.attempt.fromStepRunDigest &&
+  m.stepRunVersion === b.attempt.startedStepRunVersion &&
+  m.startedStepRunDigest === b.attempt.startedStepRunDigest &&
+  m.startId === b.startId &&
+  m.runId === b.runId &&
+  m.stepRunId === b.stepRunId &&
+  m.occurredAtMs === b.requestedAtMs;

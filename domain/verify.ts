@@ -1,5 +1,6 @@
 import { isDeepStrictEqual } from 'node:util';
 import type { DigestedBarrier, StartBarrierRecord } from './barrier';
+import { startedMatchesAttempt } from './checkRecords';
 import { CorruptRecordError } from './errors';
 import type { EventOf, StartFacts } from './events';
 import { auditEventDigestOf, mutationDigestOf, receiptDigestOf, traceDigestOf } from './startDecider';
@@ -70,19 +71,7 @@ export const verifyStartFacts = (sealed: DigestedBarrier, facts: StartFacts): vo
   if (mutationDigestOf(m) !== m.mutationDigest) bad('mutation digest does not match its content');
   if (m.mutationId !== b.mutation.mutationId || m.mutationDigest !== b.mutation.mutationDigest) bad('mutation does not match the barrier');
   if (m.runEventId !== b.runEvent.runEventId || m.runEventSequence !== b.runEvent.runEventSequence) bad('RunEvent does not match the barrier');
-  if (
-    m.fromStatus !== b.attempt.fromStatus ||
-    m.fromStepRunVersion !== b.attempt.fromStepRunVersion ||
-    m.fromStepRunDigest !== b.attempt.fromStepRunDigest ||
-    m.stepRunVersion !== b.attempt.startedStepRunVersion ||
-    m.startedStepRunDigest !== b.attempt.startedStepRunDigest ||
-    m.startId !== b.startId ||
-    m.runId !== b.runId ||
-    m.stepRunId !== b.stepRunId ||
-    m.occurredAtMs !== b.requestedAtMs
-  ) {
-    bad('StepRun mutation does not match the barrier');
-  }
+  if (!startedMatchesAttempt(m, b)) bad('StepRun mutation does not match the barrier');
   const startedDigest = startedStepRunDigestOf(b);
   if (startedDigest !== b.attempt.startedStepRunDigest) bad('started StepRun digest does not recompute from the barrier');
 

@@ -1,6 +1,7 @@
 import { buildScenario } from '../../domain/scenario';
 import type { ToolExecutionStartCommand } from '../../domain';
 import { DEFAULT_TIMEOUTS, openPostgresStartBarrier, type PostgresStartBarrier } from '../../infrastructure/postgres';
+import { stepRunsOfOneRun } from '../../testkit/stepRunsOfOneRun';
 import type { BenchContext } from '../lib/context';
 import { countingPool, createDatabase } from './admin';
 
@@ -42,18 +43,7 @@ export const contentionSection = async (ctx: BenchContext, adminUrl: string): Pr
     const authority = a;
     const s = buildScenario();
     for (const c of s.lifecycle) await authority.runs.handle(c);
-    /** `n` ready StepRuns of the one Run, and a start command for each. */
-    const stepRuns = async (n: number, tag: string): Promise<ToolExecutionStartCommand[]> => {
-      const out: ToolExecutionStartCommand[] = [];
-      for (let i = 0; i < n; i++) {
-        const id = `${s.stepRunId}-${tag}${i}`;
-        await authority.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: id, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } });
-        await authority.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId: id, requestedAtMs: 1 } });
-        const raw = s.startCommand((await authority.runs.getStepRun(s.runId, id))!, `${tag}${i}`);
-        out.push({ ...raw, stepRun: { ...raw.stepRun, stepRunId: id } });
-      }
-      return out;
-    };
+    const stepRuns = (n: number, tag: string): Promise<ToolExecutionStartCommand[]> => stepRunsOfOneRun(authority, s, n, tag);
     const measure = async (label: string, batches: readonly (readonly ToolExecutionStartCommand[])[]): Promise<CaseResult> => {
       const times: number[] = [];
       const ends: Record<string, number> = {};

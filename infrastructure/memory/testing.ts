@@ -3,11 +3,5 @@
 // users' own given-when-then specs.
 export { openMemoryStartBarrier, type MemoryStartBarrierOptions } from './memoryAuthority';
 export { buildScenario, type Scenario, type ScenarioOptions } from '../../domain/scenario';
-export type {
-  RecoverableStartBarrierAuthority,
-  StartBarrierAuthority,
-  RecoveryApi,
-  InDoubtQuery,
-  VerifyOptions,
-} from '../../application/authority';
-export type { PrepareResult, StoredBarrier, StepRunView, StoredEvent, AppendOutcome, InDoubtStart, AttemptHistoryEntry, StartOutcome, ResolveResult, VerifyProblem, VerifyReport } from '../../domain/records';
+// The authority's types, as /sqlite and /postgres name them (application/authorityTypes.ts).
+export * from '../../application/authorityTypes';

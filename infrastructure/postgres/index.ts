@@ -39,16 +39,9 @@ export {
 } from './postgresAuthority';
 export { postgresRecoveryOf } from './postgresRecoveryView';
 export { migratePostgres, assertSchemaCurrent, type MigrationReport } from './migrate';
-export type { StartBarrierAuthority, StartStep, StartStepHook } from '../../application/authority';
-export type { PrepareResult, StoredBarrier, StepRunView, StoredEvent, AppendOutcome } from '../../domain/records';
-export { START_STEPS } from '../../application/authority';
+// The authority's types and the surface both driver subpaths share (application/storeSurface.ts).
+export * from '../../application/storeSurface';
 export { MigrationError, SchemaMissingError } from '../migrations';
-export { DriverMissingError, ConnectionError, type ConnectionFailure } from '../../application/openErrors';
-export { VERIFY_PHASES, type VerifyPhase, type VerifyProgressListener } from '../../application/verifyProgress';
-// The recovery surface the opener returns, typed from the subpath that makes it (as /sqlite does).
-export type { RecoveryApi, RecoverableStartBarrierAuthority, InDoubtQuery, VerifyOptions } from '../../application/authority';
-export type { InDoubtStart, AttemptHistoryEntry, StartOutcome, ResolveResult, VerifyProblem, VerifyReport } from '../../domain/records';
 export type { PoolErrorHandler } from './pool';
-export type { EvidenceKey, EvidenceKeyringOptions } from '../../application/evidenceKeys';
 export { settleStart, isSettleable, DEFAULT_SETTLE_DEADLINE_MS, type SettleOptions } from '../../application/settle';
 export { openPostgresRetention, postgresRetentionOn, type PostgresRetention, type PostgresCompactReport, type PgCompactionStep, PG_COMPACTION_STEPS } from './postgresRetention';

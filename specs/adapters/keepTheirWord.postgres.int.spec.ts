@@ -1,7 +1,6 @@
-import { openPostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
 import { MigratedTemplate } from '../../testkit/postgresHarness';
 import { adaptersKeepTheirWord, claimLeasesBounded } from './keepTheirWord';
-import { TEST_PLANS } from '../../testkit/planKeys';
+import { openKeyedPostgres } from '../support/freshStores';
 
 describe('PostgreSQL adapters keep what they declare', function () {
   this.timeout(180_000);
@@ -9,18 +8,7 @@ describe('PostgreSQL adapters keep what they declare', function () {
   after(() => template.dropAll());
   const postgres = {
     name: 'PostgreSQL (fresh database)',
-    open: async () => {
-      const db = await template.clone();
-      const authority = await openPostgresStartBarrier({ connectionString: db.url, plans: TEST_PLANS });
-      return {
-        authority,
-        cliArgs: ['--postgres', db.url],
-        close: async () => {
-          await authority.close();
-          await db.drop();
-        },
-      };
-    },
+    open: () => openKeyedPostgres(template),
   };
   adaptersKeepTheirWord(postgres);
   claimLeasesBounded(postgres);

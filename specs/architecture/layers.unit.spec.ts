@@ -43,17 +43,6 @@ const longFunctions = (file: string, max: number): { where: string; lines: numbe
   return found;
 };
 
-/**
- * Functions over the limit in files other branches are changing as this is written, each held at
- * its length (a ratchet: it may shrink, never grow). Split them, then drop them from here.
- */
-const LONG_FOR_NOW: Readonly<Record<string, number>> = {
-  'application/toolStepSaga.ts:137': 149, // createToolStepSaga
-  'application/toolStepSaga.ts:160': 88, // its run
-  'application/invocationPlans.ts:195': 110,
-};
-const LONG_FILES_FOR_NOW: Readonly<Record<string, number>> = { 'application/invocationPlans.ts': 311, 'projections/rows.ts': 343 };
-
 describe('Layers as folders (no behaviour: the shape of the source tree)', () => {
   it('R6.1 each layer imports only itself and the layers below it: domain <- projections <- application <- infrastructure', () => {
     const upward: string[] = [];
@@ -95,14 +84,14 @@ describe('Layers as folders (no behaviour: the shape of the source tree)', () =>
 
   it('projections/ holds the projections only (rows derived from the log; checks live in application/checks)', () => {
     const files = sources('projections').map((f) => relative(join(ROOT, 'projections'), f)).sort();
-    expect(files).to.deep.equal(['outcomeRows.ts', 'rebuild.ts', 'rows.ts', 'runState.ts']);
+    expect(files).to.deep.equal(['outcomeRows.ts', 'rebuild.ts', 'rows.ts', 'runState.ts', 'startRows.ts', 'tableRows.ts']);
   });
 
   it('no file in application/ or projections/ is over 300 lines, and no function there over 80', () => {
     for (const file of [...sources('application'), ...sources('projections')]) {
       const lines = readFileSync(file, 'utf8').split('\n').length;
-      expect(lines, rel(file)).to.be.at.most(LONG_FILES_FOR_NOW[rel(file)] ?? 300);
-      for (const f of longFunctions(file, 80)) expect(f.lines, `the function at ${f.where}`).to.be.at.most(LONG_FOR_NOW[f.where] ?? 80);
+      expect(lines, rel(file)).to.be.at.most(300);
+      expect(longFunctions(file, 80), rel(file)).to.deep.equal([]);
     }
   });
 

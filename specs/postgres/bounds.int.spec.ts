@@ -1,10 +1,11 @@
 import { expect } from 'chai';
 import { Client } from 'pg';
-import { ConcurrencyExhaustedError, StoreUnavailableError, TransactionTimeoutError, type ToolExecutionStartCommand } from '../../domain';
+import { ConcurrencyExhaustedError, StoreUnavailableError, TransactionTimeoutError } from '../../domain';
 import { ConnectionError, openPostgresStartBarrier, type PostgresStartBarrier, type PostgresStartBarrierOptions } from '../../infrastructure/postgres';
 import { buildScenario, type Scenario } from '../../domain/scenario';
 import { startFreezableProxy, type FreezableProxy } from '../../testkit/freezableProxy';
-import { countRows, createDatabase, openOn, rejects, type TestDatabase } from '../../testkit/postgresHarness';
+import { countRows, createDatabase, openOn, rejects } from '../../testkit/postgresHarness';
+import { holdingAdvisoryLocks, sharedStore, withStranger } from './sharedStore';
 import { buildOnce, runCli } from '../cli/cliSuite';
 
 // R13.1 on the real server: every public PostgreSQL operation ends within its bound, at most
@@ -30,53 +31,17 @@ const ending = async (p: Promise<unknown>): Promise<string> => {
 
 describe('PostgreSQL bounded operations (R13.1)', function () {
   this.timeout(180_000);
-  let db: TestDatabase;
-  let main: PostgresStartBarrier;
-  const opened: PostgresStartBarrier[] = [];
+  const store = sharedStore({ onError: () => undefined });
+  const { ready: setUp, stepRunsOfOneRun } = store;
   /** The highest write-transaction count any one operation of the racers reached. */
   let most = 0;
-
-  before(async () => {
-    db = await createDatabase();
-    main = await openOn(db, { onError: () => undefined });
-  });
-  after(async () => {
-    for (const a of opened.splice(0)) await a.close();
-    await main?.close();
-    await db?.drop();
-  });
   beforeEach(() => {
     most = 0;
   });
 
   /** `n` authorities, each with its own pool, counting every BEGIN of each operation. */
-  const racers = async (n: number, options: Partial<PostgresStartBarrierOptions> = {}): Promise<PostgresStartBarrier[]> => {
-    const list = await Promise.all(
-      Array.from({ length: n }, () => openOn(db, { migrate: false, onError: () => undefined, hooks: { onAttempt: (k) => void (most = Math.max(most, k)) }, ...options })),
-    );
-    await Promise.all(list.map((a) => a.runs.getStepRun('warm-up', 'warm-up')));
-    opened.push(...list);
-    return list;
-  };
-
-  const setUp = async (): Promise<Scenario> => {
-    const s = buildScenario();
-    for (const c of s.lifecycle) await main.runs.handle(c);
-    return s;
-  };
-
-  /** `n` ready StepRuns of the scenario's Run and a start command for each. */
-  const stepRunsOfOneRun = async (s: Scenario, n: number, tag: string): Promise<ToolExecutionStartCommand[]> => {
-    const commands: ToolExecutionStartCommand[] = [];
-    for (let i = 0; i < n; i++) {
-      const id = `${s.stepRunId}-${tag}${i}`;
-      await main.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: id, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } });
-      await main.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId: id, requestedAtMs: 1 } });
-      const raw = s.startCommand((await main.runs.getStepRun(s.runId, id))!, `${tag}${i}`);
-      commands.push({ ...raw, stepRun: { ...raw.stepRun, stepRunId: id } });
-    }
-    return commands;
-  };
+  const racers = (n: number, options: Partial<PostgresStartBarrierOptions> = {}): Promise<PostgresStartBarrier[]> =>
+    store.clients(n, { onError: () => undefined, hooks: { onAttempt: (k) => void (most = Math.max(most, k)) }, ...options });
 
   describe('under contention: 16 writers on one Run', () => {
     it('R13.1 prepare: each start is created or ends typed, with at most 1 + 3 write transactions, lost turns included; a failed one wrote nothing', async () => {
@@ -88,7 +53,7 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
       expect(ends.filter((e) => e === 'created').length).to.be.above(0);
       for (const e of ends) expect(['created', 'CONCURRENCY_EXHAUSTED', 'TRANSACTION_TIMEOUT']).to.include(e);
       for (const [i, e] of ends.entries()) {
-        const barrier = await main.barriers.getByStartId(commands[i]!.startId);
+        const barrier = await store.main.barriers.getByStartId(commands[i]!.startId);
         expect(barrier === null, `start ${i} ended ${e}`).to.equal(e !== 'created');
       }
     });
@@ -120,14 +85,14 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
       );
       expect(most).to.be.within(1, BUDGET);
       for (const e of ends) expect(['ok', 'CONCURRENCY_EXHAUSTED', 'TRANSACTION_TIMEOUT']).to.include(e);
-      const stream = await main.runs.readStream(s.runId);
+      const stream = await store.main.runs.readStream(s.runId);
       expect(stream.length).to.equal(3 + ends.filter((e) => e === 'ok').length);
     });
 
     it('R13.1 recovery.resolve (with a note) and note purge: 16 resolutions of starts of one Run, each recorded or typed, at most 1 + 3 write transactions each', async () => {
       const s = await setUp();
       const commands = await stepRunsOfOneRun(s, WRITERS, 'r');
-      for (const c of commands) await main.barriers.prepare(c);
+      for (const c of commands) await store.main.barriers.prepare(c);
       const list = await racers(WRITERS);
       const ends = await Promise.all(
         list.map((a, i) => ending(a.recovery.resolve(commands[i]!.startId, 'lost', { decidedBy: 'ops', reason: 'worker_lost', note: `note ${i}` }).then((r) => ({ outcome: r.status })))),
@@ -142,7 +107,7 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
     it('R13.1 driver claims: 16 drivers claim one start: one claims it, fifteen read it held (each within four transactions by construction)', async () => {
       const s = await setUp();
       const [command] = await stepRunsOfOneRun(s, 1, 'c');
-      await main.barriers.prepare(command!);
+      await store.main.barriers.prepare(command!);
       const list = await racers(WRITERS);
       const results = await Promise.all(list.map((a, i) => a.driverClaims().claim(command!.startId, `driver-${i}`, 60_000).then((r) => r.status, (e: unknown) => (e as { code?: string }).code)));
       // one race on the primary key (start, generation), then each loser reads the winner's lease
@@ -153,9 +118,9 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
     it('R13.1 driver claims take the authority\'s timeouts: a claim waiting on a lock ends by the caller\'s statement timeout (its lock timeout set longer), typed, nothing written', async () => {
       const s = await setUp();
       const [command] = await stepRunsOfOneRun(s, 1, 't');
-      await main.barriers.prepare(command!);
+      await store.main.barriers.prepare(command!);
       const [a] = await racers(1, { timeouts: { statementMs: 1_500, lockMs: 60_000 } });
-      await db.admin(async (holder) => {
+      await store.db.admin(async (holder) => {
         await holder.query('BEGIN');
         await holder.query('LOCK TABLE ql3.adapter_driver_claims IN ACCESS EXCLUSIVE MODE');
         try {
@@ -166,7 +131,7 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
           await holder.query('ROLLBACK');
         }
       });
-      expect((await main.driverClaims().history(command!.startId)).length).to.equal(0);
+      expect((await store.main.driverClaims().history(command!.startId)).length).to.equal(0);
     });
 
     it('R13.1 CLI migrate and verify while 16 writers start on one Run: both exit 0, each start created or typed within 1 + 3 write transactions', async () => {
@@ -176,7 +141,7 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
       buildOnce();
       const starts = Promise.all(list.map((a, i) => ending(a.barriers.prepare(commands[i]!))));
       for (const args of [['migrate'], ['verify']]) {
-        const r = await runCli([...args, '--postgres', db.url]);
+        const r = await runCli([...args, '--postgres', store.db.url]);
         expect(r.code, `${args[0]}: ${r.stderr}`).to.equal(0);
       }
       for (const e of await starts) expect(['created', 'CONCURRENCY_EXHAUSTED', 'TRANSACTION_TIMEOUT']).to.include(e);
@@ -200,23 +165,10 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
 
   describe('under a lock an unrelated login holds', () => {
     /** A role with CONNECT only on the test database, holding every lock such a login can take, while `body` runs. */
-    const whileAStrangerHoldsLocks = async (s: Scenario, body: () => Promise<void>): Promise<void> => {
-      const stranger = `ql3_spec_bound_${process.pid}_${Date.now()}`;
-      await db.admin(async (c) => {
-        await c.query(`CREATE ROLE ${stranger} NOLOGIN`);
-        await c.query(`GRANT CONNECT ON DATABASE ${c.escapeIdentifier(db.name)} TO ${stranger}`);
-      });
-      try {
-        await db.admin(async (holder) => {
-          await holder.query(`SET ROLE ${stranger}`);
-          // the former Run queue and migration keys, and any key at all: a session lock each
-          for (const [sql, params] of [
-            ['SELECT pg_advisory_lock(7433267, hashtext($1))', [s.runId]],
-            ['SELECT pg_advisory_lock(7173100158)', []],
-            ['SELECT pg_advisory_lock(hashtext($1))', [s.runId]],
-          ] as const) {
-            await holder.query(sql, [...params]);
-          }
+    const whileAStrangerHoldsLocks = (s: Scenario, body: () => Promise<void>): Promise<void> =>
+      withStranger(store.db, 'ql3_spec_bound', (stranger) =>
+        // the former Run queue and migration keys, and any key at all: a session lock each
+        holdingAdvisoryLocks(store.db, stranger, s.runId, ['SELECT pg_advisory_lock(7433267, hashtext($1))', 'SELECT pg_advisory_lock(7173100158)', 'SELECT pg_advisory_lock(hashtext($1))'], async (holder) => {
           // ql3 objects it cannot lock at all
           for (const table of ['ql3.schema_migrations', 'ql3.runs', 'ql3.start_gate']) {
             const code = await holder
@@ -229,20 +181,9 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
             await holder.query('ROLLBACK');
             expect(code, table).to.equal('42501');
           }
-          try {
-            await body();
-          } finally {
-            await holder.query('SELECT pg_advisory_unlock_all()');
-            await holder.query('RESET ROLE');
-          }
-        });
-      } finally {
-        await db.admin(async (c) => {
-          await c.query(`REVOKE CONNECT ON DATABASE ${c.escapeIdentifier(db.name)} FROM ${stranger}`);
-          await c.query(`DROP ROLE ${stranger}`);
-        });
-      }
-    };
+          await body();
+        }),
+      );
 
     it('R13.1 prepare, runs.handle, recovery.resolve, note purge, driver claims, open with and without migrate, CLI migrate and verify: none waits on it (a wait would end the short deadline)', async () => {
       const s = await setUp();
@@ -254,15 +195,15 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
         await a!.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: `${s.stepRunId}-x-new`, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } });
         expect((await a!.recovery.resolve(commands[0]!.startId, 'lost', { decidedBy: 'ops', reason: 'worker_lost', note: 'n' })).status).to.equal('recorded');
         await a!.recovery.purgeNote(commands[0]!.startId);
-        await main.barriers.prepare(commands[1]!);
+        await store.main.barriers.prepare(commands[1]!);
         expect((await a!.driverClaims().claim(commands[1]!.startId, 'driver-x', 60_000)).status).to.equal('claimed');
         for (const migrate of [true, false]) {
-          const b = await openOn(db, { migrate, onError: () => undefined, ...short });
+          const b = await openOn(store.db, { migrate, onError: () => undefined, ...short });
           await b.close();
         }
         buildOnce();
         for (const args of [['migrate'], ['verify'], ['in-doubt']]) {
-          const r = await runCli([...args, '--postgres', db.url, '--lock-timeout', '200']);
+          const r = await runCli([...args, '--postgres', store.db.url, '--lock-timeout', '200']);
           expect(r.code, `${args[0]}: ${r.stderr}`).to.equal(0);
         }
       });
@@ -271,13 +212,13 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
     it('R13.1 a runtime login holding the start gate: prepare, runs.handle and recovery.resolve end typed within 1 + 3 write transactions, nothing written (they used to retry without end)', async () => {
       const s = await setUp();
       const [command, resolvable] = await stepRunsOfOneRun(s, 2, 'g');
-      await main.barriers.prepare(resolvable!);
+      await store.main.barriers.prepare(resolvable!);
       const login = `ql3_spec_gate_${process.pid}_${Date.now()}`;
-      await db.admin((c) => c.query(`CREATE ROLE ${login} NOLOGIN IN ROLE ql3_runtime`));
+      await store.db.admin((c) => c.query(`CREATE ROLE ${login} NOLOGIN IN ROLE ql3_runtime`));
       try {
         const [a] = await racers(1, { timeouts: { lockMs: 150, deadlineMs: 10_000 } });
-        const before = await countRows(main.pool);
-        await db.admin(async (holder) => {
+        const before = await countRows(store.main.pool);
+        await store.db.admin(async (holder) => {
           await holder.query(`SET ROLE ${login}`);
           await holder.query('BEGIN');
           await holder.query('LOCK TABLE ql3.start_gate IN ACCESS EXCLUSIVE MODE');
@@ -297,9 +238,9 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
             await holder.query('RESET ROLE');
           }
         });
-        expect(await countRows(main.pool)).to.deep.equal(before);
+        expect(await countRows(store.main.pool)).to.deep.equal(before);
       } finally {
-        await db.admin((c) => c.query(`DROP ROLE ${login}`));
+        await store.db.admin((c) => c.query(`DROP ROLE ${login}`));
       }
     });
 
@@ -307,8 +248,8 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
       const s = await setUp();
       const [command] = await stepRunsOfOneRun(s, 1, 'd');
       const [a] = await racers(1, { timeouts: { lockMs: 60_000, deadlineMs: 300 } });
-      const before = await countRows(main.pool);
-      await db.admin(async (holder) => {
+      const before = await countRows(store.main.pool);
+      await store.db.admin(async (holder) => {
         await holder.query('BEGIN');
         await holder.query('SELECT 1 FROM ql3.runs WHERE run_id = $1 FOR UPDATE', [s.runId]);
         try {
@@ -319,30 +260,30 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
           await holder.query('ROLLBACK');
         }
       });
-      expect(await countRows(main.pool)).to.deep.equal(before);
+      expect(await countRows(store.main.pool)).to.deep.equal(before);
       expect((await a!.barriers.prepare(command!)).outcome).to.equal('created');
     });
 
     it('R13.1 open with migrate waits for a migrator holding the ledger lock no longer than its deadline: TRANSACTION_TIMEOUT (deadline); deadlineMs is validated', async () => {
-      const holder = new Client({ connectionString: db.url });
+      const holder = new Client({ connectionString: store.db.url });
       await holder.connect();
       try {
         await holder.query('BEGIN');
         await holder.query('LOCK TABLE ql3.schema_migrations IN ACCESS EXCLUSIVE MODE');
-        const e = await rejects(openOn(db, { migrate: true, onError: () => undefined, timeouts: { deadlineMs: 300 } }));
+        const e = await rejects(openOn(store.db, { migrate: true, onError: () => undefined, timeouts: { deadlineMs: 300 } }));
         expect(e, String(e)).to.satisfy((x: unknown) => x instanceof TransactionTimeoutError || x instanceof StoreUnavailableError);
       } finally {
         await holder.query('ROLLBACK');
         await holder.end();
       }
-      expect(await rejects(openOn(db, { timeouts: { deadlineMs: 0 } }))).to.be.instanceOf(RangeError);
+      expect(await rejects(openOn(store.db, { timeouts: { deadlineMs: 0 } }))).to.be.instanceOf(RangeError);
     });
 
     it('R13.1 CLI migrate on a frozen server ends (exit 7), never hangs', async () => {
       let proxy: FreezableProxy | undefined;
       try {
-        proxy = await startFreezableProxy('127.0.0.1', Number(new URL(db.url).port || 5432));
-        const url = new URL(db.url);
+        proxy = await startFreezableProxy('127.0.0.1', Number(new URL(store.db.url).port || 5432));
+        const url = new URL(store.db.url);
         url.port = String(proxy.port);
         proxy.freeze();
         buildOnce();

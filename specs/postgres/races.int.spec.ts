@@ -14,8 +14,9 @@ import {
 import { buildScenario, type Scenario } from '../../domain/scenario';
 import type { StartStepHook } from '../../application/authority';
 import type { PrepareResult } from '../../domain/records';
-import type { PostgresStartBarrier, PostgresStartBarrierOptions } from '../../infrastructure/postgres';
-import { countOf, countRows, createDatabase, openOn, openRacers, rejects, waitForLockWaiters, type TestDatabase } from '../../testkit/postgresHarness';
+import type { PostgresStartBarrier } from '../../infrastructure/postgres';
+import { countOf, countRows, rejects, waitForLockWaiters } from '../../testkit/postgresHarness';
+import { holdingAdvisoryLocks, sharedStore, withStranger } from './sharedStore';
 
 // Races with real connections (R5.2, R4): every racer is its own pool (its own connection to
 // the server), or its own OS process. The server decides; the specs check that exactly one
@@ -25,28 +26,8 @@ const RACERS = 8;
 
 describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
   this.timeout(60_000);
-  let db: TestDatabase;
-  let main: PostgresStartBarrier;
-  const opened: PostgresStartBarrier[] = [];
-
-  before(async () => {
-    db = await createDatabase();
-    main = await openOn(db);
-  });
-  after(async () => {
-    for (const a of opened.splice(0)) await a.close();
-    await main?.close();
-    await db?.drop();
-  });
-
-  /** `n` authorities, each with its own pool, connected before the race starts. */
-  const clients = (n: number, options: Partial<PostgresStartBarrierOptions> = {}): Promise<PostgresStartBarrier[]> => openRacers(db, n, opened, options);
-
-  const setUp = async (options: Parameters<typeof buildScenario>[0] = {}): Promise<Scenario> => {
-    const s = buildScenario(options);
-    for (const c of s.lifecycle) await main.runs.handle(c);
-    return s;
-  };
+  const store = sharedStore();
+  const { clients, ready: setUp, stepRunsOfOneRun } = store;
 
   const settle = (ps: Promise<PrepareResult>[]) =>
     Promise.all(ps.map((p) => p.then((r) => ({ ok: r }), (e: unknown) => ({ error: e as Error }))));
@@ -60,7 +41,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     const command = s.startCommand();
     const racers = await clients(RACERS, counted);
     most = 0;
-    const before = await countRows(main.pool);
+    const before = await countRows(store.main.pool);
     const results = await settle(racers.map((a) => a.barriers.prepare(command)));
     const outcomes = results.map((r) => ('ok' in r ? r.ok.outcome : r.error.message));
     expect(outcomes.filter((o) => o === 'created'), outcomes.join(', ')).to.have.length(1);
@@ -68,17 +49,17 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     expect(most).to.be.within(1, 4);
     const barriers = results.map((r) => ('ok' in r ? r.ok.barrier : null));
     for (const b of barriers) expect(b).to.deep.equal(barriers[0]);
-    const after = await countRows(main.pool);
+    const after = await countRows(store.main.pool);
     expect(countOf(after, 'tool_execution_start_barriers') - countOf(before, 'tool_execution_start_barriers')).to.equal(1);
     expect(countOf(after, 'events') - countOf(before, 'events')).to.equal(5);
-    expect((await main.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('running');
+    expect((await store.main.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('running');
   });
 
   it('R4.3, R13.1 eight clients, eight different commands on one StepRun: one created, seven typed conflicts or precondition errors, at most 1 + 3 write transactions each', async () => {
     const s = await setUp();
     const racers = await clients(RACERS, counted);
     most = 0;
-    const before = await countRows(main.pool);
+    const before = await countRows(store.main.pool);
     const commands = racers.map((_, i) => s.startCommand(s.stepRun, `racer${i}`));
     const results = await settle(racers.map((a, i) => a.barriers.prepare(commands[i]!)));
     const created = results.filter((r) => 'ok' in r && r.ok.outcome === 'created');
@@ -88,7 +69,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
       expect(r.error instanceof SemanticConflictError || r.error instanceof PreconditionError, r.error.message).to.equal(true);
     }
     expect(most).to.be.within(1, 4);
-    const after = await countRows(main.pool);
+    const after = await countRows(store.main.pool);
     expect(countOf(after, 'tool_execution_start_barriers') - countOf(before, 'tool_execution_start_barriers')).to.equal(1);
     expect(countOf(after, 'security_audit_events') - countOf(before, 'security_audit_events')).to.equal(1);
     expect(countOf(after, 'start_replay_identities') - countOf(before, 'start_replay_identities')).to.equal(7);
@@ -99,11 +80,11 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     const steps: StepRunState[] = [s.stepRun];
     for (let i = 1; i < RACERS; i++) {
       const stepRunId = `${s.stepRunId}-${i}`;
-      await main.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } });
-      await main.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId, requestedAtMs: 1 } });
-      steps.push((await main.runs.getStepRun(s.runId, stepRunId))!);
+      await store.main.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } });
+      await store.main.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId, requestedAtMs: 1 } });
+      steps.push((await store.main.runs.getStepRun(s.runId, stepRunId))!);
     }
-    const versionBefore = (await main.runs.readStream(s.runId)).length;
+    const versionBefore = (await store.main.runs.readStream(s.runId)).length;
     const racers = await clients(RACERS);
     const commands: ToolExecutionStartCommand[] = steps.map((step, i) => {
       const c = s.startCommand(step, `step${i}`);
@@ -117,7 +98,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
           return await a.barriers.prepare(command);
         } catch (e) {
           expect(e, (e as Error).message).to.be.instanceOf(ConcurrencyExhaustedError);
-          expect(await main.barriers.getByStartId(command.startId)).to.equal(null);
+          expect(await store.main.barriers.getByStartId(command.startId)).to.equal(null);
         }
       }
     };
@@ -126,10 +107,10 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     expect(failures, failures.map((e) => e.message).join('; ')).to.have.length(0);
     const sequences = results.map((r) => ('ok' in r ? r.ok.barrier.record.runEvent.runEventSequence : 0)).sort((a, b) => a - b);
     expect(sequences).to.deep.equal(Array.from({ length: RACERS }, (_, i) => versionBefore + 5 * i + 4));
-    expect((await main.runs.readStream(s.runId)).length).to.equal(versionBefore + 5 * RACERS);
-    for (const step of steps) expect((await main.runs.getStepRun(s.runId, step.stepRunId))?.status).to.equal('running');
+    expect((await store.main.runs.readStream(s.runId)).length).to.equal(versionBefore + 5 * RACERS);
+    for (const step of steps) expect((await store.main.runs.getStepRun(s.runId, step.stepRunId))?.status).to.equal('running');
     // every retry turn ended with its attempt: no advisory lock is left, no session setting leaked
-    const locks = await main.pool.query(`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`);
+    const locks = await store.main.pool.query(`SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`);
     expect(locks.rows[0]).to.deep.equal({ n: 0 });
     for (const a of racers) {
       const c = await a.pool.connect();
@@ -155,7 +136,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
       expect((r.error as PreconditionError).reason).to.equal('run_exists');
     }
     expect(most).to.be.within(1, 4);
-    expect(await main.runs.readStream(s.runId)).to.have.length(1);
+    expect(await store.main.runs.readStream(s.runId)).to.have.length(1);
   });
 
   it('R4.2 eight separate OS processes, same command: exactly one created, seven existing', async function () {
@@ -165,7 +146,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     const command = s.startCommand();
     const worker = join(__dirname, 'raceWorker.ts');
     const procs: ChildProcessWithoutNullStreams[] = Array.from({ length: RACERS }, () =>
-      spawn(process.execPath, ['--require', 'tsx/cjs', worker, db.url, JSON.stringify(command)], { stdio: ['pipe', 'pipe', 'pipe'] }),
+      spawn(process.execPath, ['--require', 'tsx/cjs', worker, store.db.url, JSON.stringify(command)], { stdio: ['pipe', 'pipe', 'pipe'] }),
     );
     const stderr: string[] = [];
     const outputs = procs.map((p) => {
@@ -191,7 +172,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     expect(pids.size).to.equal(RACERS);
     expect(results.filter((r) => r?.outcome === 'created'), JSON.stringify(results)).to.have.length(1);
     expect(results.filter((r) => r?.outcome === 'existing'), JSON.stringify(results)).to.have.length(RACERS - 1);
-    expect((await main.barriers.getByStartId(command.startId))?.record.startId).to.equal(command.startId);
+    expect((await store.main.barriers.getByStartId(command.startId))?.record.startId).to.equal(command.startId);
   });
 
   it('R5.2 a Run row locked by another session: the start fails with TRANSACTION_TIMEOUT within lock_timeout and writes nothing', async () => {
@@ -199,8 +180,8 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     const command = s.startCommand();
     const lockMs = 300;
     const [racer] = await clients(1, { timeouts: { lockMs } });
-    const before = await countRows(main.pool);
-    await db.admin(async (holder) => {
+    const before = await countRows(store.main.pool);
+    await store.db.admin(async (holder) => {
       await holder.query('BEGIN');
       await holder.query('SELECT * FROM ql3.runs WHERE run_id = $1 FOR UPDATE', [s.runId]);
       try {
@@ -215,49 +196,31 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
         await holder.query('ROLLBACK');
       }
     });
-    expect(await countRows(main.pool)).to.deep.equal(before);
-    expect((await main.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('ready');
+    expect(await countRows(store.main.pool)).to.deep.equal(before);
+    expect((await store.main.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('ready');
     expect((await racer!.barriers.prepare(command)).outcome).to.equal('created');
   });
 
   it('R9.5 a login with only CONNECT holding advisory locks (the old turn and gate keys among them) stalls neither prepare nor lifecycle commands', async () => {
     const s = await setUp();
-    const stranger = `ql3_spec_stranger_${process.pid}_${Date.now()}`;
-    await db.admin(async (c) => {
-      await c.query(`CREATE ROLE ${stranger} NOLOGIN`);
-      await c.query(`GRANT CONNECT ON DATABASE ${c.escapeIdentifier(db.name)} TO ${stranger}`);
-    });
-    try {
-      await db.admin(async (holder) => {
-        await holder.query(`SET ROLE ${stranger}`);
-        for (const sql of [
-          'SELECT pg_advisory_lock(7174, 0)',
-          'SELECT pg_advisory_lock(7173, 0)',
-          'SELECT pg_advisory_lock(7173, hashtext($1))',
-          'SELECT pg_advisory_lock(hashtext($1))',
-          'SELECT pg_advisory_lock(7173100158)',
-        ]) {
-          await holder.query(sql, sql.includes('$1') ? [s.runId] : []);
-        }
-        try {
-          // a short lock_timeout: a wait on any of those keys would fail the call with TRANSACTION_TIMEOUT
-          const [racer] = await clients(1, { timeouts: { lockMs: 200 } });
-          expect((await racer!.barriers.prepare(s.startCommand())).outcome).to.equal('created');
-          await racer!.runs.handle({ type: 'CompleteStepRun', data: { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'spec', reason: 'tool_succeeded', requestedAtMs: 2 } });
-          const other = buildScenario();
-          for (const c of other.lifecycle) await racer!.runs.handle(c);
-          expect((await racer!.barriers.prepare(other.startCommand())).outcome).to.equal('created');
-        } finally {
-          await holder.query('SELECT pg_advisory_unlock_all()');
-          await holder.query('RESET ROLE');
-        }
-      });
-    } finally {
-      await db.admin(async (c) => {
-        await c.query(`REVOKE CONNECT ON DATABASE ${c.escapeIdentifier(db.name)} FROM ${stranger}`);
-        await c.query(`DROP ROLE ${stranger}`);
-      });
-    }
+    const locks = [
+      'SELECT pg_advisory_lock(7174, 0)',
+      'SELECT pg_advisory_lock(7173, 0)',
+      'SELECT pg_advisory_lock(7173, hashtext($1))',
+      'SELECT pg_advisory_lock(hashtext($1))',
+      'SELECT pg_advisory_lock(7173100158)',
+    ];
+    await withStranger(store.db, 'ql3_spec_stranger', (stranger) =>
+      holdingAdvisoryLocks(store.db, stranger, s.runId, locks, async () => {
+        // a short lock_timeout: a wait on any of those keys would fail the call with TRANSACTION_TIMEOUT
+        const [racer] = await clients(1, { timeouts: { lockMs: 200 } });
+        expect((await racer!.barriers.prepare(s.startCommand())).outcome).to.equal('created');
+        await racer!.runs.handle({ type: 'CompleteStepRun', data: { runId: s.runId, stepRunId: s.stepRunId, decidedBy: 'spec', reason: 'tool_succeeded', requestedAtMs: 2 } });
+        const other = buildScenario();
+        for (const c of other.lifecycle) await racer!.runs.handle(c);
+        expect((await racer!.barriers.prepare(other.startCommand())).outcome).to.equal('created');
+      }),
+    );
   });
 
   it('R5.2 a statement that outlives statement_timeout fails with TRANSACTION_TIMEOUT (statement) and writes nothing', async () => {
@@ -265,8 +228,8 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     const command = s.startCommand();
     // Long enough for the open's own catalog checks on a loaded machine; the lock wait still outlives it.
     const [racer] = await clients(1, { timeouts: { statementMs: 3_000, lockMs: 60_000 } });
-    const before = await countRows(main.pool);
-    await db.admin(async (holder) => {
+    const before = await countRows(store.main.pool);
+    await store.db.admin(async (holder) => {
       await holder.query('BEGIN');
       await holder.query('SELECT * FROM ql3.step_runs WHERE run_id = $1 FOR UPDATE', [s.runId]);
       try {
@@ -277,7 +240,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
         await holder.query('ROLLBACK');
       }
     });
-    expect(await countRows(main.pool)).to.deep.equal(before);
+    expect(await countRows(store.main.pool)).to.deep.equal(before);
   });
 
   it('R5.2 a client stalled inside the transaction loses it to idle_in_transaction_session_timeout: typed timeout, nothing written', async () => {
@@ -287,12 +250,12 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
       if (step === 'evidence') await new Promise((r) => setTimeout(r, 600));
     };
     const [racer] = await clients(1, { timeouts: { idleInTransactionMs: 200 }, writeMode: 'stepwise', hooks: { onStartStep: stall } });
-    const before = await countRows(main.pool);
+    const before = await countRows(store.main.pool);
     const error = await rejects(racer!.barriers.prepare(command));
     expect(error, error.message).to.be.instanceOf(TransactionTimeoutError);
     expect((error as TransactionTimeoutError).timeout).to.equal('idle_in_transaction');
-    expect(await countRows(main.pool)).to.deep.equal(before);
-    expect((await main.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('ready');
+    expect(await countRows(store.main.pool)).to.deep.equal(before);
+    expect((await store.main.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('ready');
   });
 
   it('R4.3 two Runs racing on one startId: the loser waits on the unique index, then gets a typed conflict naming startId', async () => {
@@ -312,14 +275,14 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     const held = holder!.barriers.prepare(first);
     await new Promise((r) => setTimeout(r, 100)); // the holder is parked before COMMIT
     const racing = racer!.barriers.prepare(second);
-    await waitForLockWaiters(db, 1);
+    await waitForLockWaiters(store.db, 1);
     release();
     expect((await held).outcome).to.equal('created');
     const error = await rejects(racing);
     expect(error, error.message).to.be.instanceOf(SemanticConflictError);
     expect((error as SemanticConflictError).identity).to.equal('startId');
-    expect(await main.barriers.getByStepRunAttempt(b.runId, b.stepRunId, 3)).to.equal(null);
-    expect((await main.runs.getStepRun(b.runId, b.stepRunId))?.status).to.equal('ready');
+    expect(await store.main.barriers.getByStepRunAttempt(b.runId, b.stepRunId, 3)).to.equal(null);
+    expect((await store.main.runs.getStepRun(b.runId, b.stepRunId))?.status).to.equal('ready');
   });
 
   it('R4.3 a 23505 from a unique index is resolved by a fresh lookup into a typed conflict, never a raw pg error', async () => {
@@ -328,20 +291,20 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     // can refuse the start, with a plain 23505.
     const s = await setUp();
     const first = s.startCommand();
-    await main.barriers.prepare(first);
-    await db.admin(async (c) => {
+    await store.main.barriers.prepare(first);
+    await store.db.admin(async (c) => {
       await c.query('SET session_replication_role = replica');
       await c.query('DELETE FROM ql3.start_replay_identities WHERE start_id = $1', [first.startId]);
     });
     const other = await setUp();
     const fresh = other.startCommand();
     const reuse = { ...fresh, evidence: { ...fresh.evidence, auditEventId: first.evidence.auditEventId } };
-    const before = await countRows(main.pool);
-    const error = await rejects(main.barriers.prepare(reuse));
+    const before = await countRows(store.main.pool);
+    const error = await rejects(store.main.barriers.prepare(reuse));
     expect(error, error.message).to.be.instanceOf(SemanticConflictError);
     expect((error as SemanticConflictError).identity).to.equal('auditEventId');
     expect(error.message).to.contain('already used by another record');
-    expect(await countRows(main.pool)).to.deep.equal(before);
+    expect(await countRows(store.main.pool)).to.deep.equal(before);
   });
 
   it('R5.2 with retries exhausted the loser gets CONCURRENCY_EXHAUSTED and nothing of its start survives', async () => {
@@ -350,25 +313,15 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     // After the loser's snapshot (it has the Run's turn: 'lock'), another session commits a new
     // version of the stream head: the event trigger's move of that head then fails with 40001,
     // and with no retry left that is final.
-    let interfered = false;
-    const [loser] = await clients(1, {
-      maxRetries: 0,
-      hooks: {
-        onStartStep: async (step) => {
-          if (step !== 'lock' || interfered) return;
-          interfered = true;
-          await db.admin((c) => c.query('UPDATE ql3.streams SET version = version WHERE stream_id = $1', [`run-${s.runId}`]));
-        },
-      },
-    });
-    const error = await rejects(loser!.barriers.prepare(command));
+    const loser = await store.loserOfAMovedHead(s.runId);
+    const error = await rejects(loser.barriers.prepare(command));
     expect(error, error.message).to.be.instanceOf(ConcurrencyExhaustedError);
     expect((error as ConcurrencyExhaustedError).attempts).to.equal(1);
     expect((error as ConcurrencyExhaustedError).lastCause).to.match(/^40001/);
-    expect((await main.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('ready');
-    expect(await main.barriers.getByStartId(command.startId)).to.equal(null);
+    expect((await store.main.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('ready');
+    expect(await store.main.barriers.getByStartId(command.startId)).to.equal(null);
     // and with retries (the default) the same start then simply succeeds
-    expect((await main.barriers.prepare(command)).outcome).to.equal('created');
+    expect((await store.main.barriers.prepare(command)).outcome).to.equal('created');
   });
 
   it('R5.2 R13.1 writers of one Run take turns: 8 clients, 4 starts each of different StepRuns of one Run; a start that ran out of its 1 + 3 write transactions wrote nothing and its re-call commits', async () => {
@@ -376,13 +329,13 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     const perClient = 4;
     const ids = Array.from({ length: 8 * perClient }, (_, i) => `${s.stepRunId}-t${i}`);
     for (const id of ids) {
-      await main.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: id, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } });
-      await main.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId: id, requestedAtMs: 1 } });
+      await store.main.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: id, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } });
+      await store.main.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId: id, requestedAtMs: 1 } });
     }
     const racers = await clients(8);
     const commands = await Promise.all(
       ids.map(async (id, i) => {
-        const step = (await main.runs.getStepRun(s.runId, id))!;
+        const step = (await store.main.runs.getStepRun(s.runId, id))!;
         const raw = s.startCommand(step, `t${i}`);
         return { ...raw, stepRun: { ...raw.stepRun, stepRunId: id } };
       }),
@@ -398,7 +351,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
               break;
             } catch (e) {
               if (!(e instanceof ConcurrencyExhaustedError)) throw e;
-              expect(await main.barriers.getByStartId(command.startId), 'an exhausted start wrote nothing').to.equal(null);
+              expect(await store.main.barriers.getByStartId(command.startId), 'an exhausted start wrote nothing').to.equal(null);
             }
           }
         }
@@ -406,37 +359,24 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
       }),
     );
     expect(results.flat()).to.deep.equal(Array(8 * perClient).fill('created'));
-    expect(await main.runs.readStream(s.runId)).to.have.length(3 + ids.length * (2 + 5)); // the scenario's 3, then 2 lifecycle and 5 start events per StepRun
+    expect(await store.main.runs.readStream(s.runId)).to.have.length(3 + ids.length * (2 + 5)); // the scenario's 3, then 2 lifecycle and 5 start events per StepRun
     expect(await queueLocks(), 'no session lock of the former Run queue').to.deep.equal({ held: 0, waiting: 0 });
   });
 
   /** The former Run queue's locks (advisory class 7433267, a session lock R13.1 removed) in this database: held and waiting. */
   const queueLocks = (): Promise<{ held: number; waiting: number }> =>
-    db.admin(async (c) => {
+    store.db.admin(async (c) => {
       const { rows } = await c.query<{ held: number; waiting: number }>(`SELECT count(*) FILTER (WHERE granted)::int AS held, count(*) FILTER (WHERE NOT granted)::int AS waiting
         FROM pg_locks WHERE locktype = 'advisory' AND classid = 7433267 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`);
       return rows[0]!;
     });
-
-  /** `n` ready StepRuns of the scenario's Run, and a start command for each. */
-  const stepRunsOfOneRun = async (s: Scenario, n: number, tag: string): Promise<ToolExecutionStartCommand[]> => {
-    const commands: ToolExecutionStartCommand[] = [];
-    for (let i = 0; i < n; i++) {
-      const id = `${s.stepRunId}-${tag}${i}`;
-      await main.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: id, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } });
-      await main.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId: id, requestedAtMs: 1 } });
-      const raw = s.startCommand((await main.runs.getStepRun(s.runId, id))!, `${tag}${i}`);
-      commands.push({ ...raw, stepRun: { ...raw.stepRun, stepRunId: id } });
-    }
-    return commands;
-  };
 
   it("R5.2 R13.1 writers that lost a Run's turn (two starts, a lifecycle command) wait for it outside any transaction, holding no session lock; released, all commit within 1 + 3 write transactions", async () => {
     const s = await setUp();
     const commands = await stepRunsOfOneRun(s, 2, 'q');
     const racers = await clients(3, { timeouts: { lockMs: 10_000 } });
     let pending: Promise<unknown>[] = [];
-    await db.admin(async (holder) => {
+    await store.db.admin(async (holder) => {
       await holder.query('BEGIN');
       await holder.query('SELECT * FROM ql3.runs WHERE run_id = $1 FOR UPDATE', [s.runId]);
       try {
@@ -452,7 +392,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
         for (let waiting = 0; waiting < 3; ) {
           if (Date.now() > deadline) throw new Error(`expected three writers waiting for the turn, saw ${waiting}`);
           await new Promise((r) => setTimeout(r, 20));
-          waiting = await db.admin(async (c) => (await c.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%await_run_turn%'`)).rows[0]!.n);
+          waiting = await store.db.admin(async (c) => (await c.query<{ n: number }>(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%await_run_turn%'`)).rows[0]!.n);
           expect(await queueLocks()).to.deep.equal({ held: 0, waiting: 0 });
         }
       } finally {
@@ -461,8 +401,8 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     });
     expect(await Promise.all(pending)).to.deep.equal(['created', 'created', 'appended']);
     expect(await queueLocks()).to.deep.equal({ held: 0, waiting: 0 });
-    for (const c of commands) expect((await main.barriers.getByStartId(c.startId))?.record.startId).to.equal(c.startId);
-    expect(await main.runs.readStream(s.runId)).to.have.length(3 + 2 * (2 + 5) + 1);
+    for (const c of commands) expect((await store.main.barriers.getByStartId(c.startId))?.record.startId).to.equal(c.startId);
+    expect(await store.main.runs.readStream(s.runId)).to.have.length(3 + 2 * (2 + 5) + 1);
   });
 
   it("R5.2 R13.1 a session holding the former Run queue key for its own reasons neither delays nor fails a writer that lost the turn", async () => {
@@ -470,10 +410,10 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     const [command] = await stepRunsOfOneRun(s, 1, 'k');
     const lockMs = 300;
     const [racer] = await clients(1, { timeouts: { lockMs } });
-    await db.admin(async (stranger) => {
+    await store.db.admin(async (stranger) => {
       await stranger.query('SELECT pg_advisory_lock(7433267, hashtext($1))', [s.runId]);
       try {
-        await db.admin(async (holder) => {
+        await store.db.admin(async (holder) => {
           await holder.query('BEGIN');
           await holder.query('SELECT * FROM ql3.runs WHERE run_id = $1 FOR UPDATE', [s.runId]);
           const pending = racer!.barriers.prepare(command!);
@@ -497,16 +437,16 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
         onStartStep: async (step) => {
           if (step !== 'lookup' || interfered++ > 0) return;
           // same Run, another StepRun: the Run version moves, this start's StepRun does not
-          await main.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: `${s.stepRunId}-other`, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } });
+          await store.main.runs.handle({ type: 'CreateStepRun', data: { runId: s.runId, stepRunId: `${s.stepRunId}-other`, kind: 'tool', toolDefinition: s.stepRun.toolDefinition!, requestedAtMs: 1 } });
         },
       },
     });
-    const versionBefore = (await main.runs.readStream(s.runId)).length;
+    const versionBefore = (await store.main.runs.readStream(s.runId)).length;
     const result = await racer!.barriers.prepare(s.startCommand());
     expect(result.outcome).to.equal('created');
     expect(interfered).to.equal(2); // decided twice
     expect(attempts).to.equal(2); // every BEGIN counts (R13.1): the refused write, then the one that committed
-    const events = await main.runs.readStream(s.runId);
+    const events = await store.main.runs.readStream(s.runId);
     expect(events).to.have.length(versionBefore + 1 + 5);
     expect(events.slice(-5).map((e) => e.streamPosition)).to.deep.equal([versionBefore + 2, versionBefore + 3, versionBefore + 4, versionBefore + 5, versionBefore + 6]);
   });
@@ -518,7 +458,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     // a start that still ends in a failure is whole-or-nothing like any other.
     const racers = await clients(8);
     const scenarios = racers.map(() => Array.from({ length: 15 }, () => buildScenario()));
-    for (const list of scenarios) for (const sc of list) for (const c of sc.lifecycle) await main.runs.handle(c);
+    for (const list of scenarios) for (const sc of list) for (const c of sc.lifecycle) await store.main.runs.handle(c);
     const outcomes = await Promise.all(
       racers.map(async (racer, i) => {
         const results: { sc: Scenario; outcome: string | Error }[] = [];
@@ -529,10 +469,10 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     for (const { sc, outcome } of outcomes.flat()) {
       if (outcome === 'created') continue;
       expect(outcome, String(outcome)).to.be.instanceOf(ConcurrencyExhaustedError);
-      expect(await main.barriers.getByStartId(sc.startCommand().startId)).to.equal(null);
-      expect((await main.runs.getStepRun(sc.runId, sc.stepRunId))?.status).to.equal('ready');
-      expect((await main.barriers.prepare(sc.startCommand())).outcome).to.equal('created');
+      expect(await store.main.barriers.getByStartId(sc.startCommand().startId)).to.equal(null);
+      expect((await store.main.runs.getStepRun(sc.runId, sc.stepRunId))?.status).to.equal('ready');
+      expect((await store.main.barriers.prepare(sc.startCommand())).outcome).to.equal('created');
     }
-    for (const { sc } of outcomes.flat()) expect((await main.runs.getStepRun(sc.runId, sc.stepRunId))?.status).to.equal('running');
+    for (const { sc } of outcomes.flat()) expect((await store.main.runs.getStepRun(sc.runId, sc.stepRunId))?.status).to.equal('running');
   });
 });

@@ -1,8 +1,8 @@
 import { expect } from 'chai';
 import { ConcurrencyExhaustedError } from '../../domain';
-import { buildScenario, type Scenario } from '../../domain/scenario';
-import type { PostgresStartBarrier, PostgresStartBarrierOptions } from '../../infrastructure/postgres';
-import { createDatabase, openOn, openRacers, type TestDatabase } from '../../testkit/postgresHarness';
+import { buildScenario } from '../../domain/scenario';
+import type { PostgresStartBarrier } from '../../infrastructure/postgres';
+import { sharedStore, withStranger } from './sharedStore';
 
 // R9.5, R5.2 (pg-0052): starts of different Runs still meet on shared B-tree pages under
 // SERIALIZABLE (SSI locks the index pages their probes read), most on a young store. A start's
@@ -13,27 +13,8 @@ import { createDatabase, openOn, openRacers, type TestDatabase } from '../../tes
 
 describe('PostgreSQL: the last attempt runs alone (R9.5, R5.2)', function () {
   this.timeout(120_000);
-  let db: TestDatabase;
-  let main: PostgresStartBarrier;
-  const opened: PostgresStartBarrier[] = [];
-
-  before(async () => {
-    db = await createDatabase();
-    main = await openOn(db);
-  });
-  after(async () => {
-    for (const a of opened.splice(0)) await a.close();
-    await main?.close();
-    await db?.drop();
-  });
-
-  const clients = (n: number, options: Partial<PostgresStartBarrierOptions> = {}): Promise<PostgresStartBarrier[]> => openRacers(db, n, opened, options);
-
-  const readyRuns = async (n: number): Promise<Scenario[]> => {
-    const list = Array.from({ length: n }, () => buildScenario());
-    for (const sc of list) for (const c of sc.lifecycle) await main.runs.handle(c);
-    return list;
-  };
+  const store = sharedStore();
+  const { clients, readyRuns } = store;
 
   it('R9.5 R5.2 given 8 clients on a fresh store, when they make 320 starts of distinct Runs, then every one is created: none runs out of retries', async () => {
     const racers = await clients(8);
@@ -49,7 +30,7 @@ describe('PostgreSQL: the last attempt runs alone (R9.5, R5.2)', function () {
       }),
     );
     expect(outcomes.flat().filter((o) => o !== 'created')).to.deep.equal([]);
-    for (const sc of scenarios) expect((await main.runs.getStepRun(sc.runId, sc.stepRunId))?.status).to.equal('running');
+    for (const sc of scenarios) expect((await store.main.runs.getStepRun(sc.runId, sc.stepRunId))?.status).to.equal('running');
   });
 
   it('R9.5 given no retries at all (every attempt is the last), when 8 clients start distinct Runs together, then each attempt runs alone and every start is created', async () => {
@@ -72,8 +53,8 @@ describe('PostgreSQL: the last attempt runs alone (R9.5, R5.2)', function () {
   const whileAWriterHoldsTheGate = async (act: (last: PostgresStartBarrier) => Promise<string>): Promise<string> => {
     const [w] = await readyRuns(1);
     const scans = (set: boolean) =>
-      db.admin(async (c) => {
-        for (const knob of ['enable_indexscan', 'enable_indexonlyscan', 'enable_bitmapscan']) await c.query(`ALTER DATABASE ${c.escapeIdentifier(db.name)} ${set ? `SET ${knob} = off` : `RESET ${knob}`}`);
+      store.db.admin(async (c) => {
+        for (const knob of ['enable_indexscan', 'enable_indexonlyscan', 'enable_bitmapscan']) await c.query(`ALTER DATABASE ${c.escapeIdentifier(store.db.name)} ${set ? `SET ${knob} = off` : `RESET ${knob}`}`);
       });
     await scans(true);
     try {
@@ -88,7 +69,7 @@ describe('PostgreSQL: the last attempt runs alone (R9.5, R5.2)', function () {
       const done = act(last!).catch((e: Error) => `${e.name}: ${e.message}`);
       let queued = false;
       for (let i = 0; i < 1000 && !queued; i++) {
-        queued = await db.admin(async (c) => (await c.query(`SELECT 1 FROM pg_locks WHERE relation = 'ql3.start_gate'::regclass AND NOT granted`)).rowCount === 1);
+        queued = await store.db.admin(async (c) => (await c.query(`SELECT 1 FROM pg_locks WHERE relation = 'ql3.start_gate'::regclass AND NOT granted`)).rowCount === 1);
         if (!queued) await new Promise((r) => setTimeout(r, 5));
       }
       release();
@@ -109,7 +90,7 @@ describe('PostgreSQL: the last attempt runs alone (R9.5, R5.2)', function () {
     const s = buildScenario();
     const outcome = await whileAWriterHoldsTheGate(async (last) => {
       for (const c of s.lifecycle) await last.runs.handle(c);
-      return (await main.runs.getStepRun(s.runId, s.stepRunId))?.status ?? 'missing';
+      return (await store.main.runs.getStepRun(s.runId, s.stepRunId))?.status ?? 'missing';
     });
     expect(outcome).to.equal('ready');
   });
@@ -117,13 +98,13 @@ describe('PostgreSQL: the last attempt runs alone (R9.5, R5.2)', function () {
   it('R9.5 given another session holding the start gate in share mode (as pg_dump does), when starts and lifecycle commands run with every attempt the last, then they still commit: the gate delays the last attempt by lock_timeout (queued for it) and fails nothing', async () => {
     const [racer] = await clients(1, { maxRetries: 0, timeouts: { lockMs: 200 } });
     const [s, other] = await readyRuns(2);
-    await db.admin(async (holder) => {
+    await store.db.admin(async (holder) => {
       await holder.query('BEGIN');
       await holder.query('LOCK TABLE ql3.start_gate IN ACCESS SHARE MODE');
       try {
         expect((await racer!.barriers.prepare(s!.startCommand())).outcome).to.equal('created');
         await racer!.runs.handle({ type: 'CompleteStepRun', data: { runId: s!.runId, stepRunId: s!.stepRunId, decidedBy: 'spec', reason: 'tool_succeeded', requestedAtMs: 2 } });
-        expect((await main.barriers.prepare(other!.startCommand())).outcome).to.equal('created');
+        expect((await store.main.barriers.prepare(other!.startCommand())).outcome).to.equal('created');
       } finally {
         await holder.query('ROLLBACK');
       }
@@ -131,14 +112,9 @@ describe('PostgreSQL: the last attempt runs alone (R9.5, R5.2)', function () {
   });
 
   it('R9.5 given a login with CONNECT only, when it tries to lock the start gate, then it is refused: only the product\'s runtime (a last attempt) and its functions take it', async () => {
-    const stranger = `ql3_spec_gate_${process.pid}_${Date.now()}`;
-    await db.admin(async (c) => {
-      await c.query(`CREATE ROLE ${stranger} NOLOGIN`);
-      await c.query(`GRANT CONNECT ON DATABASE ${c.escapeIdentifier(db.name)} TO ${stranger}`);
-    });
-    try {
+    await withStranger(store.db, 'ql3_spec_gate', async (stranger) => {
       for (const mode of ['ACCESS SHARE', 'ACCESS EXCLUSIVE']) {
-        const code = await db.admin(async (c) => {
+        const code = await store.db.admin(async (c) => {
           await c.query('BEGIN');
           try {
             await c.query(`SET LOCAL ROLE ${stranger}`);
@@ -152,33 +128,18 @@ describe('PostgreSQL: the last attempt runs alone (R9.5, R5.2)', function () {
         });
         expect(code, mode).to.equal('42501');
       }
-      const fn = await db.admin(async (c) => (await c.query<{ ok: boolean }>(`SELECT has_function_privilege($1, 'ql3.take_start_gate(boolean)', 'EXECUTE') AS ok`, [stranger])).rows[0]?.ok);
+      const fn = await store.db.admin(async (c) => (await c.query<{ ok: boolean }>(`SELECT has_function_privilege($1, 'ql3.take_start_gate(boolean)', 'EXECUTE') AS ok`, [stranger])).rows[0]?.ok);
       expect(fn).to.equal(false);
-    } finally {
-      await db.admin(async (c) => {
-        await c.query(`REVOKE CONNECT ON DATABASE ${c.escapeIdentifier(db.name)} FROM ${stranger}`);
-        await c.query(`DROP ROLE ${stranger}`);
-      });
-    }
+    });
   });
 
   it('R5.2 given no retries, when a start meets a 40001 it cannot avoid (its own stream head moved under it), then it still ends typed CONCURRENCY_EXHAUSTED having written nothing', async () => {
     const [s] = await readyRuns(1);
     const command = s!.startCommand();
-    let interfered = false;
-    const [loser] = await clients(1, {
-      maxRetries: 0,
-      hooks: {
-        onStartStep: async (step) => {
-          if (step !== 'lock' || interfered) return;
-          interfered = true;
-          await db.admin((c) => c.query('UPDATE ql3.streams SET version = version WHERE stream_id = $1', [`run-${s!.runId}`]));
-        },
-      },
-    });
-    const error = await loser!.barriers.prepare(command).then(() => null, (e: Error) => e);
+    const loser = await store.loserOfAMovedHead(s!.runId);
+    const error = await loser.barriers.prepare(command).then(() => null, (e: Error) => e);
     expect(error).to.be.instanceOf(ConcurrencyExhaustedError);
-    expect(await main.barriers.getByStartId(command.startId)).to.equal(null);
-    expect((await main.runs.getStepRun(s!.runId, s!.stepRunId))?.status).to.equal('ready');
+    expect(await store.main.barriers.getByStartId(command.startId)).to.equal(null);
+    expect((await store.main.runs.getStepRun(s!.runId, s!.stepRunId))?.status).to.equal('ready');
   });
 });

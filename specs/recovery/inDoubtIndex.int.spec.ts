@@ -2,14 +2,12 @@ import { expect } from 'chai';
 import type Database from 'better-sqlite3';
 import { IN_DOUBT_PAGE as SQLITE_PAGE } from '../../infrastructure/sqlite/recoverySql';
 import { IN_DOUBT_PAGE as PG_PAGE } from '../../infrastructure/postgres/postgresRecoveryView';
-import { openPostgresStartBarrier, type RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
 import type { SqliteStartBarrier } from '../../infrastructure/sqlite';
-import { MigratedTemplate, type TestDatabase } from '../../testkit/postgresHarness';
 import { withTriggersDropped } from '../../testkit/damage';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { migratedDbPath, openFreshSqlite } from '../sqlite/support';
 import { startedScenario } from './recoveryConformance';
-import { expectCorrupt } from './support';
+import { eachFreshPostgres, expectCorrupt } from './support';
 
 // The in-doubt index (0092, pg-0064): a page of the listing (`inDoubt({ limit })`) reads the
 // projection of starts with no outcome through an index in listing order, so it costs the rows
@@ -98,22 +96,11 @@ describe('in-doubt index on SQLite (0092)', function () {
 
 describe('in-doubt index on PostgreSQL (pg-0064)', function () {
   this.timeout(120_000);
-  const template = new MigratedTemplate();
-  let db: TestDatabase;
-  let a: RecoverablePostgresStartBarrier;
-  after(() => template.dropAll());
-  beforeEach(async () => {
-    db = await template.clone();
-    a = await openPostgresStartBarrier({ connectionString: db.url });
-  });
-  afterEach(async () => {
-    await a.close();
-    await db.drop();
-  });
+  const on = eachFreshPostgres();
 
   it('R9.3 every page statement is an index scan of in_doubt_starts in listing order: no seq scan, no sort (EXPLAIN)', async () => {
     // a crash storm's shape (many in doubt per Project and per Run), with statistics for the planner
-    await db.admin((c) =>
+    await on.db.admin((c) =>
       c.query(`SET session_replication_role = replica;
         INSERT INTO ql3.in_doubt_starts SELECT 's' || g, 'p' || (g % 5), 'r' || (g % 10), g FROM generate_series(1, 20000) g;
         SET session_replication_role = origin; ANALYZE ql3.in_doubt_starts`),
@@ -121,14 +108,14 @@ describe('in-doubt index on PostgreSQL (pg-0064)', function () {
     const expected = { store: 'in_doubt_starts_listing', project: 'in_doubt_starts_project', run: 'in_doubt_starts_run', projectRun: 'in_doubt_starts_run' } as const;
     for (const [scope, sql] of Object.entries(PG_PAGE)) {
       const values = sql.names.map((n) => ({ cutoff_ms: String(Number.MAX_SAFE_INTEGER), limit: '100', project_id: 'p2', run_id: 'r7' })[n]);
-      const plan = await db.admin(async (c) => (await c.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${sql.text}`, values)).rows.map((r) => r['QUERY PLAN']).join('\n'));
+      const plan = await on.db.admin(async (c) => (await c.query<{ 'QUERY PLAN': string }>(`EXPLAIN ${sql.text}`, values)).rows.map((r) => r['QUERY PLAN']).join('\n'));
       expect(plan, scope).to.match(new RegExp(`Index (Only )?Scan using ${expected[scope as keyof typeof expected]} on in_doubt_starts`));
       expect(plan, scope).not.to.match(/Seq Scan|Sort/);
     }
   });
 
   it('R9.1 no product role can write the index; a page lists what the whole listing lists, and a resolved start leaves it', async () => {
-    const rights = await db.admin(async (c) =>
+    const rights = await on.db.admin(async (c) =>
       (
         await c.query<{ role: string; w: boolean; sel: boolean }>(
           `SELECT r AS role, has_table_privilege(r, 'ql3.in_doubt_starts', 'INSERT, UPDATE, DELETE, TRUNCATE') AS w, has_table_privilege(r, 'ql3.in_doubt_starts', 'SELECT') AS sel
@@ -137,22 +124,22 @@ describe('in-doubt index on PostgreSQL (pg-0064)', function () {
       ).rows,
     );
     for (const r of rights) expect({ w: r.w, sel: r.sel }, r.role).to.deep.equal({ w: false, sel: true });
-    for (let i = 0; i < 3; i++) await startedScenario(a);
-    const all = ids(await a.recovery.inDoubt());
-    expect(ids(await a.recovery.inDoubt({ limit: 2 }))).to.deep.equal(all.slice(0, 2));
-    await a.recovery.resolve(all[0]!, 'lost', { decidedBy: 'ops', reason: 'worker_lost' });
-    expect(ids(await a.recovery.inDoubt({ limit: 10 }))).to.deep.equal(all.slice(1));
-    expect((await a.recovery.verify()).ok).to.equal(true);
+    for (let i = 0; i < 3; i++) await startedScenario(on.a);
+    const all = ids(await on.a.recovery.inDoubt());
+    expect(ids(await on.a.recovery.inDoubt({ limit: 2 }))).to.deep.equal(all.slice(0, 2));
+    await on.a.recovery.resolve(all[0]!, 'lost', { decidedBy: 'ops', reason: 'worker_lost' });
+    expect(ids(await on.a.recovery.inDoubt({ limit: 10 }))).to.deep.equal(all.slice(1));
+    expect((await on.a.recovery.verify()).ok).to.equal(true);
   });
 
   it('R9.3 a page fails closed on an index row its barrier does not back, or a running start the index lost; verify reports both (R9.2)', async () => {
-    const { startId } = await startedScenario(a);
-    await db.admin((c) => c.query("SET session_replication_role = replica; UPDATE ql3.in_doubt_starts SET committed_at_ms = committed_at_ms - 1; SET session_replication_role = origin"));
-    await expectCorrupt('page, changed row', a.recovery.inDoubt({ limit: 5 }));
-    expect((await a.recovery.verify()).problems.map((p) => p.record)).to.include(startId);
-    await db.admin((c) => c.query('DELETE FROM ql3.in_doubt_starts'));
-    await expectCorrupt('page, row gone', a.recovery.inDoubt({ limit: 5 }));
-    const report = await a.recovery.verify();
+    const { startId } = await startedScenario(on.a);
+    await on.db.admin((c) => c.query("SET session_replication_role = replica; UPDATE ql3.in_doubt_starts SET committed_at_ms = committed_at_ms - 1; SET session_replication_role = origin"));
+    await expectCorrupt('page, changed row', on.a.recovery.inDoubt({ limit: 5 }));
+    expect((await on.a.recovery.verify()).problems.map((p) => p.record)).to.include(startId);
+    await on.db.admin((c) => c.query('DELETE FROM ql3.in_doubt_starts'));
+    await expectCorrupt('page, row gone', on.a.recovery.inDoubt({ limit: 5 }));
+    const report = await on.a.recovery.verify();
     expect(report.problems.find((p) => p.record === startId)?.problem).to.match(/in-doubt index does not list it/);
   });
 });

@@ -2,11 +2,10 @@ import { expect } from 'chai';
 import { buildOnce, runCli } from '../cli/cliSuite';
 import { UNDO_HISTORY_MIGRATIONS } from '../postgres/historyUndo';
 import { CorruptRecordError } from '../../domain';
-import { openPostgresStartBarrier, type RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
+import { openPostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
 import { rebuildOutcomeRows, normaliseOutcomeRow } from '../../projections/outcomeRows';
-import { MigratedTemplate, type TestDatabase } from '../../testkit/postgresHarness';
 import { rejects, startedScenario } from './recoveryConformance';
-import { completion, expectCorrupt, rawPostgres } from './support';
+import { completion, eachFreshPostgres, expectCorrupt, rawPostgres } from './support';
 
 // What only the real server can show for pg-0031: the projection trigger writes the outcome
 // row in the statement that appends its event (a failing projection rolls the event back),
@@ -17,52 +16,41 @@ const byStart = <R extends { start_id: string }>(a: R, b: R) => (a.start_id < b.
 
 describe('recovery read models on PostgreSQL: atomicity, upgrade, grants, damage', function () {
   this.timeout(120_000);
-  const template = new MigratedTemplate();
-  let db: TestDatabase;
-  let a: RecoverablePostgresStartBarrier;
-  after(() => template.dropAll());
-  beforeEach(async () => {
-    db = await template.clone();
-    a = await openPostgresStartBarrier({ connectionString: db.url });
-  });
-  afterEach(async () => {
-    await a.close();
-    await db.drop();
-  });
+  const on = eachFreshPostgres();
 
   it('issue 5: a failing projection rolls back its outcome event (same statement, same transaction)', async () => {
-    const { s, startId } = await startedScenario(a);
-    await db.admin((c) => c.query("ALTER TABLE ql3.start_outcomes ADD CONSTRAINT injected_fault CHECK (reason <> 'adapter_error')"));
-    const before = await a.runs.readStream(s.runId);
-    await rejects(a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'adapter_error' }));
-    expect(await a.runs.readStream(s.runId)).to.deep.equal(before);
-    expect((await a.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('running');
-    expect((await a.recovery.inDoubt()).map((e) => e.startId)).to.deep.equal([startId]);
-    expect((await a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'tool_succeeded' })).status).to.equal('recorded');
+    const { s, startId } = await startedScenario(on.a);
+    await on.db.admin((c) => c.query("ALTER TABLE ql3.start_outcomes ADD CONSTRAINT injected_fault CHECK (reason <> 'adapter_error')"));
+    const before = await on.a.runs.readStream(s.runId);
+    await rejects(on.a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'adapter_error' }));
+    expect(await on.a.runs.readStream(s.runId)).to.deep.equal(before);
+    expect((await on.a.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('running');
+    expect((await on.a.recovery.inDoubt()).map((e) => e.startId)).to.deep.equal([startId]);
+    expect((await on.a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'tool_succeeded' })).status).to.equal('recorded');
   });
 
   it('issue 5: pg-0031 projects outcome events appended before it existed', async () => {
-    const lost = await startedScenario(a);
-    await a.recovery.resolve(lost.startId, 'lost', { decidedBy: 'ops', reason: 'worker_lost' });
-    const open = await startedScenario(a);
-    const stored = (await rawPostgres(a)).outcomes;
-    await a.close();
-    await db.admin((c) =>
+    const lost = await startedScenario(on.a);
+    await on.a.recovery.resolve(lost.startId, 'lost', { decidedBy: 'ops', reason: 'worker_lost' });
+    const open = await startedScenario(on.a);
+    const stored = (await rawPostgres(on.a)).outcomes;
+    await on.a.close();
+    await on.db.admin((c) =>
       c.query(`${UNDO_HISTORY_MIGRATIONS}
         DROP TABLE ql3.start_outcomes; DROP TRIGGER events_project_start_outcome ON ql3.events; DROP FUNCTION ql3.project_start_outcome();
         DROP INDEX ql3.step_run_mutations_start; DROP TABLE ql3.adapter_driver_claims; DROP TABLE ql3.start_evidence_macs; DROP TABLE ql3.run_event_macs, ql3.run_event_seal_origins;
         DELETE FROM ql3.schema_migrations WHERE name >= 'pg-0031'`),
     );
-    a = await openPostgresStartBarrier({ connectionString: db.url });
-    const raw = await rawPostgres(a);
+    on.a = await openPostgresStartBarrier({ connectionString: on.db.url });
+    const raw = await rawPostgres(on.a);
     expect(raw.outcomes.map(normaliseOutcomeRow).sort(byStart)).to.deep.equal(stored.map(normaliseOutcomeRow).sort(byStart));
     expect(raw.outcomes.map(normaliseOutcomeRow)).to.deep.equal(rebuildOutcomeRows(raw.events));
-    expect((await a.recovery.inDoubt()).map((e) => e.startId)).to.deep.equal([open.startId]);
-    expect((await a.recovery.verify()).ok).to.equal(true);
+    expect((await on.a.recovery.inDoubt()).map((e) => e.startId)).to.deep.equal([open.startId]);
+    expect((await on.a.recovery.verify()).ok).to.equal(true);
   });
 
   it('issue 5: no product role can write the read model; the runtime and operators can read it', async () => {
-    const rights = await db.admin(async (c) => {
+    const rights = await on.db.admin(async (c) => {
       const { rows } = await c.query<{ role: string; sel: boolean; ins: boolean; upd: boolean; del: boolean }>(
         `SELECT r AS role, has_table_privilege(r, 'ql3.start_outcomes', 'SELECT') AS sel, has_table_privilege(r, 'ql3.start_outcomes', 'INSERT') AS ins,
                 has_table_privilege(r, 'ql3.start_outcomes', 'UPDATE') AS upd, has_table_privilege(r, 'ql3.start_outcomes', 'DELETE') AS del
@@ -75,15 +63,15 @@ describe('recovery read models on PostgreSQL: atomicity, upgrade, grants, damage
   });
 
   it('issue 5: verify checks every foreign key of ql3 from the catalog, plus orphaned evidence and stream heads', async () => {
-    const orphaned = await startedScenario(a);
-    const skewed = await startedScenario(a);
-    await db.admin(async (c) => {
+    const orphaned = await startedScenario(on.a);
+    const skewed = await startedScenario(on.a);
+    await on.db.admin(async (c) => {
       await c.query('SET session_replication_role = replica'); // foreign keys and triggers off: simulated damage
       await c.query('DELETE FROM ql3.step_runs WHERE run_id = $1', [orphaned.s.runId]);
       await c.query("INSERT INTO ql3.trace_anchors SELECT 'trace-ghost', span_id, 'start-ghost', run_id, step_run_id, trace_digest, committed_at_ms FROM ql3.trace_anchors WHERE start_id = $1", [skewed.startId]);
       await c.query('UPDATE ql3.streams SET version = version + 1 WHERE stream_id = $1', [`run-${skewed.s.runId}`]);
     });
-    const report = await a.recovery.verify();
+    const report = await on.a.recovery.verify();
     expect(report.ok).to.equal(false);
     const of = (kind: string) => report.problems.filter((p) => p.kind === kind).map((p) => p.record);
     expect(of('foreign_key').map((r) => r.split(' ')[0])).to.include.members(['tool_execution_start_barriers', 'step_run_mutations']);
@@ -93,41 +81,41 @@ describe('recovery read models on PostgreSQL: atomicity, upgrade, grants, damage
   });
 
   /** As the owner, past the append-only triggers and the foreign keys. */
-  const damage = (sql: string) => db.admin((c) => c.query(`BEGIN; SET LOCAL session_replication_role = replica; ${sql}; COMMIT`));
+  const damage = (sql: string) => on.db.admin((c) => c.query(`BEGIN; SET LOCAL session_replication_role = replica; ${sql}; COMMIT`));
 
   it('R9.3 verify reports a Run head whose version no row can hold, and a second damage after it: it never throws for damage (CLI exit 5)', async () => {
-    const one = await startedScenario(a);
-    const two = await startedScenario(a);
+    const one = await startedScenario(on.a);
+    const two = await startedScenario(on.a);
     await damage(`UPDATE ql3.runs SET version = 9007199254740993 WHERE run_id = '${one.s.runId}'; UPDATE ql3.trace_anchors SET trace_digest = 'sha256:${'0'.repeat(64)}' WHERE start_id = '${two.startId}'`);
-    const report = await a.recovery.verify();
+    const report = await on.a.recovery.verify();
     expect(report.ok).to.equal(false);
     expect(report.problems.some((p) => p.record === two.startId), JSON.stringify(report.problems)).to.equal(true);
     expect(report.problems.some((p) => p.problem.includes(one.s.runId) || p.record.includes(one.s.runId)), JSON.stringify(report.problems)).to.equal(true);
     buildOnce();
-    expect((await runCli(['verify', '--postgres', db.url])).code).to.equal(5);
+    expect((await runCli(['verify', '--postgres', on.db.url])).code).to.equal(5);
   });
 
   it('R9.2 R9.3 two events of a stream swapped in the global order (deleted and put back with each other\'s global position): readStream fails closed', async () => {
-    const { s } = await startedScenario(a);
+    const { s } = await startedScenario(on.a);
     const stream = `run-${s.runId}`;
     const columns = 'stream_id, stream_position, event_id, event_type, data_json, committed_at_ms, chain_digest';
     await damage(`CREATE TEMP TABLE moved ON COMMIT DROP AS SELECT * FROM ql3.events WHERE stream_id = '${stream}' AND stream_position IN (1, 2);
       DELETE FROM ql3.events WHERE stream_id = '${stream}' AND stream_position IN (1, 2);
       INSERT INTO ql3.events (global_position, ${columns}) OVERRIDING SYSTEM VALUE
         SELECT (SELECT min(global_position) + max(global_position) FROM moved) - global_position, ${columns} FROM moved`);
-    await expectCorrupt('readStream', a.runs.readStream(s.runId));
+    await expectCorrupt('readStream', on.a.runs.readStream(s.runId));
   });
 
   it('R9.3 an outcome appended for a start whose barrier row is gone, or over an outcome row that stands without its event, is CORRUPT_RECORD and writes nothing', async () => {
-    const gone = await startedScenario(a);
+    const gone = await startedScenario(on.a);
     await damage(`DELETE FROM ql3.tool_execution_start_barriers WHERE start_id = '${gone.startId}'`);
-    const stray = await startedScenario(a);
+    const stray = await startedScenario(on.a);
     await damage(`INSERT INTO ql3.start_outcomes SELECT start_id, run_id, step_run_id, 'completed', 'nobody', 'tool_succeeded', NULL, 99, 'no-such-event', 1, 1, 1
       FROM ql3.tool_execution_start_barriers WHERE start_id = '${stray.startId}'`);
     for (const { s } of [gone, stray]) {
-      const before = await db.admin(async (c) => (await c.query('SELECT count(*)::int AS n FROM ql3.events')).rows[0].n as number);
-      await expectCorrupt(s.runId, a.runs.handle(completion(s)));
-      expect(await db.admin(async (c) => (await c.query('SELECT count(*)::int AS n FROM ql3.events')).rows[0].n as number)).to.equal(before);
+      const before = await on.db.admin(async (c) => (await c.query('SELECT count(*)::int AS n FROM ql3.events')).rows[0].n as number);
+      await expectCorrupt(s.runId, on.a.runs.handle(completion(s)));
+      expect(await on.db.admin(async (c) => (await c.query('SELECT count(*)::int AS n FROM ql3.events')).rows[0].n as number)).to.equal(before);
     }
   });
 });

@@ -1,7 +1,8 @@
 import { expect } from 'chai';
 import { CorruptRecordError, type LifecycleCommand } from '../../domain';
 import { rejects } from '../../testkit/rejects';
-import type { RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
+import { openPostgresStartBarrier, type RecoverablePostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
+import { MigratedTemplate, type TestDatabase } from '../../testkit/postgresHarness';
 import type { SqliteStartBarrier } from '../../infrastructure/sqlite';
 import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { EventRow } from '../../domain/eventRows';
@@ -28,4 +29,20 @@ export const completion = (s: { runId: string; stepRunId: string }): LifecycleCo
 export const expectCorrupt = async (what: string, p: Promise<unknown>): Promise<void> => {
   const e = await rejects(p);
   expect(e instanceof CorruptRecordError, `${what}: ${e.constructor.name} ${e.message}`).to.equal(true);
+};
+
+/** For each spec of the block: a database cloned from a migrated template and an authority on it (no plan store); closed and dropped after it. */
+export const eachFreshPostgres = (): { db: TestDatabase; a: RecoverablePostgresStartBarrier } => {
+  const template = new MigratedTemplate();
+  const on = {} as ReturnType<typeof eachFreshPostgres>;
+  after(() => template.dropAll());
+  beforeEach(async () => {
+    on.db = await template.clone();
+    on.a = await openPostgresStartBarrier({ connectionString: on.db.url });
+  });
+  afterEach(async () => {
+    await on.a.close();
+    await on.db.drop();
+  });
+  return on;
 };

@@ -1,6 +1,5 @@
-import { openPostgresStartBarrier } from '../../infrastructure/postgres';
 import { MigratedTemplate } from '../../testkit/postgresHarness';
-import { TEST_PLANS } from '../../testkit/planKeys';
+import { openKeyedPostgres } from '../support/freshStores';
 import { runToolCrashConformance } from './crashTool';
 import { runToolRedactionConformance } from './redactionConformance';
 
@@ -10,17 +9,8 @@ describe('PostgreSQL runTool', function () {
   runToolCrashConformance({
     name: 'PostgreSQL (a fresh database shared with the killed runtime)',
     open: async () => {
-      const db = await template.clone();
-      const authority = await openPostgresStartBarrier({ connectionString: db.url, plans: TEST_PLANS });
-      return {
-        authority,
-        kind: 'postgres',
-        location: db.url,
-        close: async () => {
-          await authority.close();
-          await db.drop();
-        },
-      };
+      const fresh = await openKeyedPostgres(template);
+      return { ...fresh, kind: 'postgres', location: fresh.db.url };
     },
   });
   runToolRedactionConformance({

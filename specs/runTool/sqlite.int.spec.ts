@@ -1,6 +1,4 @@
-import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
-import { freshDbPath } from '../support/tmp';
-import { TEST_PLANS } from '../../testkit/planKeys';
+import { openKeyedSqlite } from '../support/freshStores';
 import { runToolCrashConformance } from './crashTool';
 import { runToolRedactionConformance } from './redactionConformance';
 import { join } from 'node:path';
@@ -14,9 +12,8 @@ import { outputDigestOf } from '../../domain';
 runToolCrashConformance({
   name: 'SQLite (a real file shared with the killed runtime)',
   open: async () => {
-    const path = freshDbPath('run-tool');
-    const authority = await openSqliteStartBarrier({ path, plans: TEST_PLANS });
-    return { authority, kind: 'sqlite', location: path, close: () => authority.close() };
+    const fresh = await openKeyedSqlite('run-tool');
+    return { ...fresh, kind: 'sqlite', location: fresh.path };
   },
 });
 
@@ -32,8 +29,7 @@ runToolRedactionConformance({
 describe('R11.4 runTool with the process adapter returns stdout and stderr, bounded, never recorded (SQLite)', function () {
   this.timeout(60_000);
   it('R11.4 given a tool that prints to stdout and stderr, when runTool runs it, then both come back and the store holds only their digest', async () => {
-    const path = freshDbPath('run-tool-process');
-    const authority = await openSqliteStartBarrier({ path, plans: TEST_PLANS });
+    const { authority, path } = await openKeyedSqlite('run-tool-process');
     const execution = openExecution(authority, { execution: 'enabled' });
     try {
       const adapter = processAdapter({ ref: { id: 'adapter.process.cat.v1', digest: `sha256:${'c'.repeat(64)}` }, command: '/bin/sh', args: ['-c', 'cat; echo the-warning >&2'], journalDir: join(freshDir('journal'), 'j') });

@@ -18,7 +18,7 @@ import { ExecutionAuthority, admitTicket, inspectionTicket } from '../../applica
 import { createToolStepSaga, openExecution } from '../../application/saga';
 import { rejects } from '../../testkit/rejects';
 import { PLAN_KEY_K1, PLAN_KEY_K2, TEST_PLANS } from '../../testkit/planKeys';
-import { INVOCATION, SUCCEEDED, contractAdapterFor, planOf, type SagaBackend } from './sagaConformance';
+import { INVOCATION, SUCCEEDED, contractAdapterFor, eachOpened, planOf, type SagaBackend } from './sagaConformance';
 
 // R12: nothing runs without a committed barrier. Execution is minted, not asserted (R12.1),
 // the tool input is sealed into an encrypted plan a restarted saga re-drives from (R12.2), and
@@ -33,22 +33,11 @@ const expectNoKey = (text: string, what: string): void => {
 export const executionConformance = (backend: SagaBackend): void => {
   describe(`R12 minted execution and sealed plans: ${backend.name}`, function () {
     this.timeout(60_000);
-    let env: Awaited<ReturnType<SagaBackend['open']>>;
-    let a: RecoverableStartBarrierAuthority;
-    let execution: ExecutionAuthority;
-    beforeEach(async () => {
-      env = await backend.open();
-      a = env.authority;
-      execution = openExecution(a, { execution: 'enabled' });
-    });
-    afterEach(async () => {
-      await execution.close();
-      await env.close();
-    });
+    const on = eachOpened(backend);
 
     const ready = async (): Promise<Scenario> => {
       const s = buildScenario();
-      for (const c of s.lifecycle) await a.runs.handle(c);
+      for (const c of s.lifecycle) await on.a.runs.handle(c);
       return s;
     };
     const triggerOf = (s: Scenario): ToolStepTrigger => ({ kind: 'ready', runId: s.runId, stepRunId: s.stepRunId, stepRunVersion: 2, requestedAtMs: 1_790_000_000_000 });
@@ -68,7 +57,7 @@ export const executionConformance = (backend: SagaBackend): void => {
       const plan: StartPlan = { ...base, admission: { ...base.admission, planDigest: invocationPlanDigest(invocation) } };
       const { adapter, calls } = counting(plan);
       const crash = new Error('crash after the plan was sealed');
-      const saga = createToolStepSaga({ execution, adapter, hooks: { afterSeal: () => Promise.reject(crash) }, ...(redaction === undefined ? {} : { redaction }) });
+      const saga = createToolStepSaga({ execution: on.execution, adapter, hooks: { afterSeal: () => Promise.reject(crash) }, ...(redaction === undefined ? {} : { redaction }) });
       expect(await rejects(saga.drive(triggerOf(s), plan, invocation))).to.equal(crash);
       const startId = attemptIdsOf(s.runId, s.stepRunId, 3).startId;
       return { s, plan, adapter, calls, startId };
@@ -78,12 +67,12 @@ export const executionConformance = (backend: SagaBackend): void => {
       const s = await ready();
       const plan = planOf(s.startCommand());
       const { adapter, calls } = counting(plan);
-      const claims = a.driverClaims();
+      const claims = on.a.driverClaims();
       try {
         const forged = [
-          { authority: a, executionEnabled: true, claims, close: () => claims.close() },
-          new (ExecutionAuthority as unknown as new (...args: unknown[]) => unknown)(a, { readBarrier: async () => null, outcome: async () => null, isOpen: () => true, claims: () => claims, plans: {} }, claims),
-          Object.create(execution) as unknown,
+          { authority: on.a, executionEnabled: true, claims, close: () => claims.close() },
+          new (ExecutionAuthority as unknown as new (...args: unknown[]) => unknown)(on.a, { readBarrier: async () => null, outcome: async () => null, isOpen: () => true, claims: () => claims, plans: {} }, claims),
+          Object.create(on.execution) as unknown,
         ];
         for (const [i, e] of forged.entries()) {
           const saga = createToolStepSaga({ execution: e as ExecutionAuthority, adapter });
@@ -97,14 +86,14 @@ export const executionConformance = (backend: SagaBackend): void => {
         const made = forged[1] as ExecutionAuthority;
         expect(await rejects(made.ticket({ startId: 'start-any', attempt: 3, adapter: plan.contracts.adapter }))).to.include({ reason: 'execution_disabled' });
         expect(await rejects(made.openPlan({ record: { startId: 'start-any', admission: { planDigest: plan.admission.planDigest } } } as never))).to.include({ reason: 'execution_disabled' });
-        const copy = await rejects(Promise.resolve().then(() => openExecution({ ...a } as RecoverableStartBarrierAuthority, { execution: 'enabled' })));
+        const copy = await rejects(Promise.resolve().then(() => openExecution({ ...on.a } as RecoverableStartBarrierAuthority, { execution: 'enabled' })));
         expect(copy).to.include({ code: 'EXECUTION_REFUSED', reason: 'execution_disabled' });
       } finally {
         await claims.close();
       }
       expect(calls).to.deep.equal([]);
-      expect(await a.runs.readStream(s.runId)).to.have.length(3);
-      expect(await env.planRow(attemptIdsOf(s.runId, s.stepRunId, 3).startId)).to.equal(null);
+      expect(await on.a.runs.readStream(s.runId)).to.have.length(3);
+      expect(await on.env.planRow(attemptIdsOf(s.runId, s.stepRunId, 3).startId)).to.equal(null);
     });
 
     it('R12.4 execution stays closed until a plan store with a key is configured: openExecution refuses with EXECUTION_REFUSED naming the gate', async () => {
@@ -123,11 +112,11 @@ export const executionConformance = (backend: SagaBackend): void => {
       const first = await sealedNotRun();
       const second = await sealedNotRun();
       const ref = first.plan.contracts.adapter;
-      const barrierOf = async (id: string) => (await a.barriers.getByStartId(id))!;
-      const ticket = await execution.ticket({ startId: second.startId, attempt: 3, adapter: ref });
+      const barrierOf = async (id: string) => (await on.a.barriers.getByStartId(id))!;
+      const ticket = await on.execution.ticket({ startId: second.startId, attempt: 3, adapter: ref });
       expect(ticket).to.include({ startId: second.startId, attempt: 3, use: 'execute' });
-      const plan2 = await execution.openPlan(await barrierOf(second.startId));
-      const plan1 = await execution.openPlan(await barrierOf(first.startId));
+      const plan2 = await on.execution.openPlan(await barrierOf(second.startId));
+      const plan1 = await on.execution.openPlan(await barrierOf(first.startId));
       expect(admitTicket(ticket, ref, 'start', plan2)).to.equal(ticket);
 
       const refusals: [string, () => unknown, string][] = [
@@ -145,24 +134,24 @@ export const executionConformance = (backend: SagaBackend): void => {
         expect((e as ExecutionRefusedError).reason, what).to.equal(reason);
       }
       // minting itself reads the committed barrier: another attempt, adapter or an unknown start is refused
-      expect(await rejects(execution.ticket({ startId: second.startId, attempt: 4, adapter: ref }))).to.include({ reason: 'ticket_mismatch' });
-      expect(await rejects(execution.ticket({ startId: second.startId, attempt: 3, adapter: { ...ref, id: 'adapter-other' } }))).to.include({ reason: 'ticket_mismatch' });
-      expect(await rejects(execution.ticket({ startId: 'start-never-prepared', attempt: 3, adapter: ref }))).to.be.instanceOf(PreconditionError);
+      expect(await rejects(on.execution.ticket({ startId: second.startId, attempt: 4, adapter: ref }))).to.include({ reason: 'ticket_mismatch' });
+      expect(await rejects(on.execution.ticket({ startId: second.startId, attempt: 3, adapter: { ...ref, id: 'adapter-other' } }))).to.include({ reason: 'ticket_mismatch' });
+      expect(await rejects(on.execution.ticket({ startId: 'start-never-prepared', attempt: 3, adapter: ref }))).to.be.instanceOf(PreconditionError);
       // a ticket for an attempt that already has its outcome is never minted
-      const done = await createToolStepSaga({ execution, adapter: first.adapter }).resume(first.startId);
+      const done = await createToolStepSaga({ execution: on.execution, adapter: first.adapter }).resume(first.startId);
       expect(done).to.include({ status: 'completed', prepared: 'existing', invoked: true });
-      expect(await rejects(execution.ticket({ startId: first.startId, attempt: 3, adapter: ref }))).to.include({ reason: 'ticket_mismatch' });
+      expect(await rejects(on.execution.ticket({ startId: first.startId, attempt: 3, adapter: ref }))).to.include({ reason: 'ticket_mismatch' });
       // inspect-only tickets never start
-      const readOnly = await inspectionTicket(a, second.startId);
+      const readOnly = await inspectionTicket(on.a, second.startId);
       expect(await rejects(Promise.resolve().then(() => admitTicket(readOnly, ref, 'start', plan2)))).to.include({ reason: 'ticket_mismatch' });
       expect(admitTicket(readOnly, ref, 'inspect')).to.equal(readOnly);
 
-      await execution.close();
+      await on.execution.close();
       expect(await rejects(Promise.resolve().then(() => admitTicket(ticket, ref, 'start', plan2)))).to.include({ reason: 'ticket_expired' });
-      expect(await rejects(execution.ticket({ startId: second.startId, attempt: 3, adapter: ref }))).to.include({ reason: 'ticket_expired' });
-      expect(await rejects(createToolStepSaga({ execution, adapter: second.adapter }).resume(second.startId))).to.include({ code: 'EXECUTION_REFUSED' });
+      expect(await rejects(on.execution.ticket({ startId: second.startId, attempt: 3, adapter: ref }))).to.include({ reason: 'ticket_expired' });
+      expect(await rejects(createToolStepSaga({ execution: on.execution, adapter: second.adapter }).resume(second.startId))).to.include({ code: 'EXECUTION_REFUSED' });
       // the authority closed: its read-only tickets stop too
-      await a.close();
+      await on.a.close();
       expect(await rejects(Promise.resolve().then(() => admitTicket(readOnly, ref, 'inspect')))).to.include({ reason: 'ticket_expired' });
       expect(first.calls).to.deep.equal([['start', first.startId, INVOCATION.input]]);
       expect(second.calls).to.deep.equal([]);
@@ -171,24 +160,24 @@ export const executionConformance = (backend: SagaBackend): void => {
     it('R12.2 the tool input is sealed at prepare (AES-256-GCM under a key id, outside the evidence); the preview shows only what the redaction contract names; no key reaches a row, an error, util.inspect or JSON', async () => {
       const input = { note: 'shown-field', secret: 'sealed-secret-marker-91f', nested: { a: 1, b: 'hidden-nested-b' } };
       const { s, startId, plan, calls, adapter } = await sealedNotRun({ input }, { fields: ['note', 'nested.a'] });
-      const status = await a.plans.status(startId);
+      const status = await on.a.plans.status(startId);
       expect(status).to.deep.equal({ status: 'sealed', preview: { redaction: plan.contracts.redaction, planDigest: plan.admission.planDigest, shown: { note: 'shown-field', 'nested.a': 1 } } });
-      const row = (await env.planRow(startId))!;
+      const row = (await on.env.planRow(startId))!;
       expect(row).to.include({ start_id: startId, plan_digest: plan.admission.planDigest, key_id: 'k1' });
       const stored = JSON.stringify(row) + Buffer.from(row.ciphertext as Uint8Array).toString('latin1');
       for (const hidden of ['sealed-secret-marker-91f', 'hidden-nested-b']) {
         expect(stored).to.not.contain(hidden);
         expect(JSON.stringify(status)).to.not.contain(hidden);
-        expect(JSON.stringify(await a.runs.readStream(s.runId))).to.not.contain(hidden);
+        expect(JSON.stringify(await on.a.runs.readStream(s.runId))).to.not.contain(hidden);
       }
       expectNoKey(stored, 'the plan row');
-      expectNoKey(utilInspect(a, { depth: 8, showHidden: true }), 'util.inspect(authority)');
-      expectNoKey(utilInspect(execution, { depth: 8, showHidden: true }) + JSON.stringify(execution), 'the execution authority');
+      expectNoKey(utilInspect(on.a, { depth: 8, showHidden: true }), 'util.inspect(authority)');
+      expectNoKey(utilInspect(on.execution, { depth: 8, showHidden: true }) + JSON.stringify(on.execution), 'the execution authority');
       // re-driven from the stored plan alone: the adapter receives the sealed input, once
-      const resumed = await createToolStepSaga({ execution, adapter }).resume(startId);
+      const resumed = await createToolStepSaga({ execution: on.execution, adapter }).resume(startId);
       expect(resumed).to.include({ status: 'completed', prepared: 'existing', invoked: true });
       expect(calls).to.deep.equal([['start', startId, input]]);
-      const report = await a.recovery.verify();
+      const report = await on.a.recovery.verify();
       expect(report.ok, JSON.stringify(report.problems)).to.equal(true);
       expect(report.plans).to.deep.equal({ sealed: 1, shredded: 0 });
     });
@@ -204,13 +193,13 @@ export const executionConformance = (backend: SagaBackend): void => {
         const base = planOf(s.startCommand());
         const plan: StartPlan = { ...base, admission: { ...base.admission, planDigest: invocationPlanDigest(invocation) } };
         const { adapter, calls } = counting(plan);
-        const e = await rejects(createToolStepSaga({ execution, adapter, redaction: { fields: [...fields] } }).drive(triggerOf(s), plan, invocation));
+        const e = await rejects(createToolStepSaga({ execution: on.execution, adapter, redaction: { fields: [...fields] } }).drive(triggerOf(s), plan, invocation));
         expect(e, path).to.be.instanceOf(ValidationError);
         expect((e as ValidationError).issues[0]).to.include({ path, reason });
         expect(calls).to.deep.equal([]);
       }
-      expect(await a.runs.readStream(s.runId)).to.have.length(3);
-      expect(await env.planRow(startId)).to.equal(null);
+      expect(await on.a.runs.readStream(s.runId)).to.have.length(3);
+      expect(await on.env.planRow(startId)).to.equal(null);
     });
 
     it('R12.2 bad input writes nothing: a plan over the limit the store states (maxPlanBytes) is VALIDATION_FAILED naming the limit; a redaction contract with a field other than `fields` is refused when the saga is made', async () => {
@@ -248,14 +237,14 @@ export const executionConformance = (backend: SagaBackend): void => {
     ] as const) {
       it(`R12.2 a plan whose ${column} was changed fails closed (CORRUPT_RECORD), no adapter runs from it, and verify reports it`, async () => {
         const { startId, adapter, calls } = await sealedNotRun();
-        const row = (await env.planRow(startId))!;
+        const row = (await on.env.planRow(startId))!;
         const next = value === 'flip' ? (() => { const b = Buffer.from(row.ciphertext as Uint8Array); b[0] = b[0]! ^ 1; return b; })() : value;
-        await env.damagePlan(startId, column, next);
-        const e = await rejects(createToolStepSaga({ execution, adapter }).resume(startId));
+        await on.env.damagePlan(startId, column, next);
+        const e = await rejects(createToolStepSaga({ execution: on.execution, adapter }).resume(startId));
         expect(e).to.be.instanceOf(CorruptRecordError);
         expectNoKey(e.message + JSON.stringify(e), 'the error');
         expect(calls).to.deep.equal([]);
-        const report = await a.recovery.verify();
+        const report = await on.a.recovery.verify();
         expect(report.ok).to.equal(false);
         expect(report.problems.filter((p) => p.kind === 'plan').map((p) => p.record)).to.deep.equal([startId]);
       });
@@ -263,21 +252,21 @@ export const executionConformance = (backend: SagaBackend): void => {
 
     it('R12.2 a shredded plan is unreadable (EXECUTION_REFUSED plan_unavailable, no adapter runs) while verify stays green and counts it shredded; its preview stays', async () => {
       const { startId, adapter, calls } = await sealedNotRun();
-      expect(await a.plans.shred(startId)).to.equal(true);
-      expect(await a.plans.shred(startId)).to.equal(false);
-      expect(await env.planRow(startId)).to.include({ key_id: null, nonce: null, ciphertext: null });
-      expect((await a.plans.status(startId)).status).to.equal('shredded');
-      expect(await rejects(createToolStepSaga({ execution, adapter }).resume(startId))).to.include({ code: 'EXECUTION_REFUSED', reason: 'plan_unavailable' });
+      expect(await on.a.plans.shred(startId)).to.equal(true);
+      expect(await on.a.plans.shred(startId)).to.equal(false);
+      expect(await on.env.planRow(startId)).to.include({ key_id: null, nonce: null, ciphertext: null });
+      expect((await on.a.plans.status(startId)).status).to.equal('shredded');
+      expect(await rejects(createToolStepSaga({ execution: on.execution, adapter }).resume(startId))).to.include({ code: 'EXECUTION_REFUSED', reason: 'plan_unavailable' });
       expect(calls).to.deep.equal([]);
-      const report = await a.recovery.verify();
+      const report = await on.a.recovery.verify();
       expect(report.ok, JSON.stringify(report.problems)).to.equal(true);
       expect(report.plans).to.deep.equal({ sealed: 0, shredded: 1 });
     });
 
     it('R12.2 rotation keeps old plans readable; a destroyed key makes its plans unreadable (shredded, verify green); a key the keyring does not hold fails closed', async function () {
-      if (env.reopen === undefined) this.skip();
+      if (on.env.reopen === undefined) this.skip();
       const old = await sealedNotRun();
-      const rotated = await env.reopen!({ keyring: { current: 'k2', keys: { k1: PLAN_KEY_K1, k2: PLAN_KEY_K2 } } });
+      const rotated = await on.env.reopen!({ keyring: { current: 'k2', keys: { k1: PLAN_KEY_K1, k2: PLAN_KEY_K2 } } });
       const newer = { ...(await sealedNotRun()) };
       try {
         const onRotated = openExecution(rotated, { execution: 'enabled' });
@@ -287,7 +276,7 @@ export const executionConformance = (backend: SagaBackend): void => {
         await rotated.close();
       }
       expect(old.calls).to.have.length(1);
-      const destroyed = await env.reopen!({ keyring: { current: 'k2', keys: { k2: PLAN_KEY_K2 }, destroyed: ['k1'] } });
+      const destroyed = await on.env.reopen!({ keyring: { current: 'k2', keys: { k2: PLAN_KEY_K2 }, destroyed: ['k1'] } });
       try {
         expect((await destroyed.plans.status(newer.startId)).status).to.equal('shredded');
         const onDestroyed = openExecution(destroyed, { execution: 'enabled' });
@@ -299,7 +288,7 @@ export const executionConformance = (backend: SagaBackend): void => {
       } finally {
         await destroyed.close();
       }
-      const forgotten = await env.reopen!({ keyring: { current: 'k2', keys: { k2: PLAN_KEY_K2 } } });
+      const forgotten = await on.env.reopen!({ keyring: { current: 'k2', keys: { k2: PLAN_KEY_K2 } } });
       try {
         const onForgotten = openExecution(forgotten, { execution: 'enabled' });
         expect(await rejects(createToolStepSaga({ execution: onForgotten, adapter: newer.adapter }).resume(newer.startId))).to.be.instanceOf(CorruptRecordError);

@@ -99,37 +99,41 @@ export class RecordingAdapter implements ToolAdapter {
   }
 }
 
+/** For each spec of the block: the backend opened, with an execution authority on it; both closed after it. */
+export const eachOpened = (backend: SagaBackend): { env: Awaited<ReturnType<SagaBackend['open']>>; a: RecoverableStartBarrierAuthority; execution: ExecutionAuthority } => {
+  const on = {} as ReturnType<typeof eachOpened>;
+  beforeEach(async () => {
+    on.env = await backend.open();
+    on.a = on.env.authority;
+    on.execution = openExecution(on.a, { execution: 'enabled' });
+  });
+  afterEach(async () => {
+    await on.execution.close();
+    await on.env.close();
+  });
+  return on;
+};
+
 export const sagaConformance = (backend: SagaBackend): void => {
   describe(`orchestration saga: ${backend.name}`, function () {
     this.timeout(60_000);
-    let env: Awaited<ReturnType<SagaBackend['open']>>;
-    let a: RecoverableStartBarrierAuthority;
-    let execution: ExecutionAuthority;
-    beforeEach(async () => {
-      env = await backend.open();
-      a = env.authority;
-      execution = openExecution(a, { execution: 'enabled' });
-    });
-    afterEach(async () => {
-      await execution.close();
-      await env.close();
-    });
+    const on = eachOpened(backend);
     const createSaga = (o: Omit<ToolStepSagaOptions, 'execution'> & { execution?: ExecutionAuthority }) => {
-      const saga = createToolStepSaga({ execution, ...o });
+      const saga = createToolStepSaga({ execution: on.execution, ...o });
       // hostile triggers too: the saga still decodes what it is given
       return { drive: (trigger: unknown, plan: StartPlan) => saga.drive(trigger as ToolStepTrigger, plan, INVOCATION) };
     };
 
     const ready = async (options: Parameters<typeof buildScenario>[0] = {}) => {
       const s = buildScenario(options);
-      for (const c of s.lifecycle) await a.runs.handle(c);
+      for (const c of s.lifecycle) await on.a.runs.handle(c);
       return s;
     };
     const triggerOf = (s: Scenario, over: Partial<ToolStepTrigger> = {}): ToolStepTrigger =>
       (s.approval
         ? { kind: 'approval_granted', runId: s.runId, stepRunId: s.stepRunId, stepRunVersion: 2, requestedAtMs: 1_790_000_000_000, approval: s.approval, ...over }
         : { kind: 'ready', runId: s.runId, stepRunId: s.stepRunId, stepRunVersion: 2, requestedAtMs: 1_790_000_000_000, ...over }) as ToolStepTrigger;
-    const adapter = (behave?: ConstructorParameters<typeof RecordingAdapter>[1], options?: ConstructorParameters<typeof RecordingAdapter>[2]) => new RecordingAdapter(env.separateRead, behave, options);
+    const adapter = (behave?: ConstructorParameters<typeof RecordingAdapter>[1], options?: ConstructorParameters<typeof RecordingAdapter>[2]) => new RecordingAdapter(on.env.separateRead, behave, options);
 
     it('R3.8: ready -> prepare -> the adapter, once, only after the start committed -> the outcome recorded as a fact', async () => {
       const s = await ready();
@@ -142,9 +146,9 @@ export const sagaConformance = (backend: SagaBackend): void => {
       expect(result.barrier.record.startId).to.equal(attemptIdsOf(s.runId, s.stepRunId, 3).startId);
       if (result.status !== 'completed') throw new Error('unreachable');
       expect(result.outcome).to.include({ outcome: 'completed', decidedBy: 'saga-7', reason: 'tool_succeeded', stepRunVersion: 4, outcomeDigest: SUCCEEDED.outputDigest });
-      expect(await a.recovery.inDoubt()).to.deep.equal([]);
-      expect((await a.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('completed');
-      const types = (await a.runs.readStream(s.runId)).map((e) => e.event.type);
+      expect(await on.a.recovery.inDoubt()).to.deep.equal([]);
+      expect((await on.a.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('completed');
+      const types = (await on.a.runs.readStream(s.runId)).map((e) => e.event.type);
       expect(types.slice(-2)).to.deep.equal(['ToolExecutionStartBarrierCommitted', 'StepRunCompleted']);
     });
 
@@ -157,14 +161,14 @@ export const sagaConformance = (backend: SagaBackend): void => {
       expect(result.barrier.record.approval).to.deep.equal(s.approval);
       expect(result.barrier.record.attempt.fromStatus).to.equal('waiting_approval');
       expect(port.sawCommitted).to.deep.equal([true]);
-      expect(await a.recovery.outcome(result.barrier.record.startId)).to.include({ outcome: 'failed', reason: 'tool_failed', outcomeDigest: failed.outputDigest });
+      expect(await on.a.recovery.outcome(result.barrier.record.startId)).to.include({ outcome: 'failed', reason: 'tool_failed', outcomeDigest: failed.outputDigest });
     });
 
     describe('never when prepare fails', () => {
       const expectUntouched = async (s: Scenario, port: RecordingAdapter, streamLength: number) => {
         expect(port.calls).to.have.length(0);
-        expect(await a.runs.readStream(s.runId)).to.have.length(streamLength);
-        expect(await a.recovery.inDoubt()).to.deep.equal([]);
+        expect(await on.a.runs.readStream(s.runId)).to.have.length(streamLength);
+        expect(await on.a.recovery.inDoubt()).to.deep.equal([]);
       };
 
       it('R1.5: a validation failure (forbidden content in the plan) never reaches the adapter', async () => {
@@ -209,7 +213,7 @@ export const sagaConformance = (backend: SagaBackend): void => {
         expect(winner.status).to.equal('completed');
 
         const other = await ready();
-        await a.barriers.prepare(other.startCommand()); // a start that did not come from the saga holds attempt v3
+        await on.a.barriers.prepare(other.startCommand()); // a start that did not come from the saga holds attempt v3
         const held = await rejects(saga.drive(triggerOf(other), planOf(other.startCommand())));
         expect(held).to.be.instanceOf(SemanticConflictError);
         expect(port.calls).to.have.length(1);
@@ -222,14 +226,14 @@ export const sagaConformance = (backend: SagaBackend): void => {
         const port = adapter();
         const saga = createSaga({ adapter: port });
         const first = await saga.drive(triggerOf(s), planOf(s.startCommand()));
-        const length = (await a.runs.readStream(s.runId)).length;
+        const length = (await on.a.runs.readStream(s.runId)).length;
         for (let i = 0; i < 3; i++) {
           const replay = await saga.drive(JSON.parse(JSON.stringify(triggerOf(s))), planOf(s.startCommand()));
           expect(replay).to.include({ status: 'already_resolved', prepared: 'existing', invoked: false });
           expect(replay.barrier).to.deep.equal(first.barrier);
         }
         expect(port.calls).to.have.length(1);
-        expect(await a.runs.readStream(s.runId)).to.have.length(length);
+        expect(await on.a.runs.readStream(s.runId)).to.have.length(length);
       });
 
       it('issue 5: an attempt an operator resolved (lost) is never invoked by a replay; the retry at the new version is invoked once', async () => {
@@ -240,18 +244,18 @@ export const sagaConformance = (backend: SagaBackend): void => {
         const saga = (port: RecordingAdapter) => createSaga({ adapter: port });
         const first = await saga(crashed).drive(triggerOf(s), planOf(s.startCommand()));
         expect(first).to.include({ status: 'in_doubt', invoked: true });
-        await a.recovery.resolve(first.barrier.record.startId, 'lost', { decidedBy: 'ops', reason: 'no_trace_of_tool' });
+        await on.a.recovery.resolve(first.barrier.record.startId, 'lost', { decidedBy: 'ops', reason: 'no_trace_of_tool' });
         const port = adapter();
         expect(await saga(port).drive(triggerOf(s), planOf(s.startCommand()))).to.include({ status: 'already_resolved', invoked: false });
         expect(port.calls).to.have.length(0);
-        const { runVersion: _v, events } = await a.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId: s.stepRunId, requestedAtMs: 5 } });
+        const { runVersion: _v, events } = await on.a.runs.handle({ type: 'MarkStepRunReady', data: { runId: s.runId, stepRunId: s.stepRunId, requestedAtMs: 5 } });
         const readyAgain = events[0]!.event;
         if (readyAgain.type !== 'StepRunReady') throw new Error('unreachable');
         const retry = await saga(port).drive(triggerOf(s, { stepRunVersion: readyAgain.data.stepRunVersion }), planOf(s.startCommand()));
         expect(retry).to.include({ status: 'completed', prepared: 'created' });
         expect(retry.barrier.record.attempt.startedStepRunVersion).to.equal(6);
         expect(port.calls).to.have.length(1);
-        expect((await a.recovery.history(s.runId, s.stepRunId)).map((h) => [h.attempt, h.outcome?.outcome])).to.deep.equal([
+        expect((await on.a.recovery.history(s.runId, s.stepRunId)).map((h) => [h.attempt, h.outcome?.outcome])).to.deep.equal([
           [3, 'lost'],
           [6, 'completed'],
         ]);
@@ -266,7 +270,7 @@ export const sagaConformance = (backend: SagaBackend): void => {
         const saga = createSaga({ adapter: flaky });
         const first = await saga.drive(triggerOf(s), planOf(s.startCommand()));
         expect(first).to.include({ status: 'in_doubt', prepared: 'created' });
-        expect((await a.recovery.inDoubt()).map((e) => e.startId)).to.deep.equal([first.barrier.record.startId]);
+        expect((await on.a.recovery.inDoubt()).map((e) => e.startId)).to.deep.equal([first.barrier.record.startId]);
         const resumed = await saga.drive(triggerOf(s), planOf(s.startCommand()));
         expect(resumed).to.include({ status: 'completed', prepared: 'existing' });
         expect(await saga.drive(triggerOf(s), planOf(s.startCommand()))).to.include({ status: 'already_resolved', invoked: false });
@@ -281,13 +285,13 @@ export const sagaConformance = (backend: SagaBackend): void => {
         expect(result).to.include({ status: 'in_doubt' });
         if (result.status !== 'in_doubt') throw new Error('unreachable');
         expect(result.error?.code).to.equal('VALIDATION_FAILED');
-        expect(await a.recovery.inDoubt()).to.have.length(1);
+        expect(await on.a.recovery.inDoubt()).to.have.length(1);
       });
 
       it('issue 5: an operator decision made while the adapter ran stands; the saga does not overwrite it', async () => {
         const s = await ready();
         const port = adapter(async (start) => {
-          await a.recovery.resolve(start.barrier.startId, 'lost', { decidedBy: 'oncall', reason: 'worker_lost' });
+          await on.a.recovery.resolve(start.barrier.startId, 'lost', { decidedBy: 'oncall', reason: 'worker_lost' });
           return SUCCEEDED;
         });
         const result = await createSaga({ adapter: port }).drive(triggerOf(s), planOf(s.startCommand()));
@@ -300,7 +304,7 @@ export const sagaConformance = (backend: SagaBackend): void => {
     it('R11.2/R12.2: a saga killed at the adapter (after commit, plan sealed, claim taken) leaves an in-doubt start; the next driver re-drives it from the stored plan alone (resume), waits out the lease, inspects, and invokes once', async () => {
       const s = await ready();
       const plan = planOf(s.startCommand(), { timeoutMs: 1000 });
-      if (env.target === undefined) {
+      if (on.env.target === undefined) {
         // No second process can share an in-memory store: the saga is abandoned instead, stuck
         // in its adapter forever (its process "killed" there), and a new saga instance takes over.
         let reached!: () => void;
@@ -309,7 +313,7 @@ export const sagaConformance = (backend: SagaBackend): void => {
         void createSaga({ adapter: stuck, leaseGraceMs: 0 }).drive(triggerOf(s), plan);
         await atPort;
       } else {
-        const child = spawnSync(process.execPath, ['--require', 'tsx/cjs', join(__dirname, 'crashChild.ts'), env.target.kind, env.target.location, JSON.stringify(triggerOf(s)), JSON.stringify(plan)], {
+        const child = spawnSync(process.execPath, ['--require', 'tsx/cjs', join(__dirname, 'crashChild.ts'), on.env.target.kind, on.env.target.location, JSON.stringify(triggerOf(s)), JSON.stringify(plan)], {
           cwd: join(__dirname, '..', '..'),
           env: { ...process.env, ...planKeyEnv() },
           encoding: 'utf8',
@@ -319,32 +323,32 @@ export const sagaConformance = (backend: SagaBackend): void => {
         expect(child.stdout).to.contain('committed');
       }
       const startId = attemptIdsOf(s.runId, s.stepRunId, 3).startId;
-      const [doubt, ...more] = await a.recovery.inDoubt({ runId: s.runId });
+      const [doubt, ...more] = await on.a.recovery.inDoubt({ runId: s.runId });
       expect(more).to.have.length(0);
       expect(doubt).to.include({ runId: s.runId, stepRunId: s.stepRunId, attempt: 3, startId });
-      expect((await a.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('running');
-      expect((await execution.claims.history(startId)).map((c) => [c.generation, c.released])).to.deep.equal([[1, false]]);
+      expect((await on.a.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('running');
+      expect((await on.execution.claims.history(startId)).map((c) => [c.generation, c.released])).to.deep.equal([[1, false]]);
       const inspected: string[] = [];
       const port = adapter(undefined, { guarantees: { idempotentStart: false }, inspect: async (id) => (inspected.push(id), { state: 'not_started' }) });
       // No trigger, no StartPlan, no tool input: the barrier and the sealed plan are all it has.
-      let resumed = await createToolStepSaga({ execution, adapter: port }).resume(startId);
+      let resumed = await createToolStepSaga({ execution: on.execution, adapter: port }).resume(startId);
       // The dead driver's lease (timeout + grace) runs out on the database clock; bounded wait.
       for (let i = 0; i < 100 && resumed.status === 'claimed_elsewhere'; i++) {
         await new Promise((r) => setTimeout(r, 100));
-        resumed = await createToolStepSaga({ execution, adapter: port }).resume(startId);
+        resumed = await createToolStepSaga({ execution: on.execution, adapter: port }).resume(startId);
       }
       expect(resumed).to.include({ status: 'completed', prepared: 'existing', invoked: true, via: 'start' });
       expect(inspected).to.deep.equal([startId]);
       expect(port.calls).to.have.length(1);
-      expect(await a.recovery.inDoubt()).to.deep.equal([]);
-      expect((await execution.claims.history(startId)).map((c) => [c.generation, c.released])).to.deep.equal([[1, false], [2, true]]);
+      expect(await on.a.recovery.inDoubt()).to.deep.equal([]);
+      expect((await on.execution.claims.history(startId)).map((c) => [c.generation, c.released])).to.deep.equal([[1, false], [2, true]]);
     });
 
     describe('R11.2: one driver per attempt, inspect before invoking again', () => {
       it('R11.2/R10.1 a claim of a start with no barrier is PRECONDITION_FAILED start_not_found, a release of a malformed claim or a history of a malformed start id VALIDATION_FAILED; nothing written', async () => {
         const s = await ready();
-        const startId = (await a.barriers.prepare(s.startCommand())).barrier.record.startId;
-        const claims = a.driverClaims();
+        const startId = (await on.a.barriers.prepare(s.startCommand())).barrier.record.startId;
+        const claims = on.a.driverClaims();
         try {
           const unknown = await rejects(claims.claim(`${startId}-never-prepared`, 'driver-1', 60_000));
           expect(unknown).to.be.instanceOf(PreconditionError);
@@ -399,7 +403,7 @@ export const sagaConformance = (backend: SagaBackend): void => {
         const resumed = await saga.drive(triggerOf(s), planOf(s.startCommand()));
         expect(resumed).to.include({ status: 'completed', via: 'inspect', invoked: false });
         expect(port.calls).to.have.length(1);
-        expect(await a.recovery.outcome(resumed.barrier.record.startId)).to.include({ reason: 'inspected_succeeded', outcomeDigest: outputDigestOf('late answer').outputDigest });
+        expect(await on.a.recovery.outcome(resumed.barrier.record.startId)).to.include({ reason: 'inspected_succeeded', outcomeDigest: outputDigestOf('late answer').outputDigest });
       });
 
       it('R11.2: an adapter with neither inspect nor idempotent starts gets at-most-once: the attempt stays in doubt for manual recovery', async () => {
@@ -412,7 +416,7 @@ export const sagaConformance = (backend: SagaBackend): void => {
         expect(first).to.include({ status: 'in_doubt', why: 'start_unknown' });
         for (let i = 0; i < 2; i++) expect(await saga.drive(triggerOf(s), planOf(s.startCommand()))).to.include({ status: 'in_doubt', why: 'no_inspect', invoked: false });
         expect(port.calls).to.have.length(1);
-        expect((await a.recovery.inDoubt()).map((d) => d.startId)).to.deep.equal([first.barrier.record.startId]);
+        expect((await on.a.recovery.inDoubt()).map((d) => d.startId)).to.deep.equal([first.barrier.record.startId]);
       });
 
       it('R11.2: inspect saying running or unknown (without idempotent starts) never invokes again', async () => {
@@ -436,16 +440,16 @@ export const sagaConformance = (backend: SagaBackend): void => {
         const plan = planOf(s.startCommand());
         const refusals = [
           await rejects(createToolStepSaga({ adapter: port } as unknown as ToolStepSagaOptions).drive(triggerOf(s), plan, INVOCATION)),
-          await rejects(Promise.resolve().then(() => openExecution(a, {} as never))),
+          await rejects(Promise.resolve().then(() => openExecution(on.a, {} as never))),
           await rejects(createSaga({ adapter: { start: port.start.bind(port) } as unknown as ToolAdapter }).drive(triggerOf(s), plan)),
           await rejects(createSaga({ adapter: contractAdapterFor({ ...plan, contracts: { ...plan.contracts, adapter: { ...plan.contracts.adapter, id: 'unreviewed' } } }) }).drive(triggerOf(s), plan)),
-          await rejects(createToolStepSaga({ execution, adapter: port }).drive(triggerOf(s), plan, { input: 'not what admission saw' })),
+          await rejects(createToolStepSaga({ execution: on.execution, adapter: port }).drive(triggerOf(s), plan, { input: 'not what admission saw' })),
         ];
         expect(refusals.map((e) => (e as ExecutionRefusedError).reason)).to.deep.equal(['execution_disabled', 'execution_disabled', 'adapter_contract_unmet', 'adapter_mismatch', 'plan_mismatch']);
         for (const e of refusals) expect(e).to.be.instanceOf(ExecutionRefusedError);
         expect(port.calls).to.have.length(0);
-        expect(await a.runs.readStream(s.runId)).to.have.length(3);
-        expect(await a.recovery.inDoubt()).to.deep.equal([]);
+        expect(await on.a.runs.readStream(s.runId)).to.have.length(3);
+        expect(await on.a.recovery.inDoubt()).to.deep.equal([]);
       });
 
       it('R10.1 the saga and execution options have one meaning: an unknown option or hook, a clock or hook that is not a function, claims that are not a claims store, and a clock that gives no epoch milliseconds are VALIDATION_FAILED naming it; nothing is invoked or written', async () => {
@@ -460,12 +464,12 @@ export const sagaConformance = (backend: SagaBackend): void => {
           [{ hooks: [] }, 'hooks'],
         ];
         for (const [bad, path] of atConstruction) {
-          const e = await rejects(Promise.resolve().then(() => createToolStepSaga({ execution, adapter: port, ...bad } as unknown as ToolStepSagaOptions)));
+          const e = await rejects(Promise.resolve().then(() => createToolStepSaga({ execution: on.execution, adapter: port, ...bad } as unknown as ToolStepSagaOptions)));
           expect(e, JSON.stringify(bad)).to.be.instanceOf(ValidationError);
           expect((e as ValidationError).issues[0]?.path, JSON.stringify(bad)).to.equal(path);
         }
         for (const [bad, path] of [[{ execution: 'enabled', claim: {} }, 'claim'], [{ execution: 'enabled', claims: {} }, 'claims']] as const) {
-          const e = await rejects(Promise.resolve().then(() => openExecution(a, bad as never)));
+          const e = await rejects(Promise.resolve().then(() => openExecution(on.a, bad as never)));
           expect(e, path).to.be.instanceOf(ValidationError);
           expect((e as ValidationError).issues[0]?.path).to.equal(path);
         }
@@ -475,8 +479,8 @@ export const sagaConformance = (backend: SagaBackend): void => {
           expect((e as ValidationError).message).to.contain('clock');
         }
         expect(port.calls).to.have.length(0);
-        expect(await a.runs.readStream(s.runId)).to.have.length(3);
-        expect(await a.recovery.inDoubt()).to.deep.equal([]);
+        expect(await on.a.runs.readStream(s.runId)).to.have.length(3);
+        expect(await on.a.recovery.inDoubt()).to.deep.equal([]);
       });
     });
   });

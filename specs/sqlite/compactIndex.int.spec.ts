@@ -12,6 +12,7 @@ import type { Scenario } from '../../domain/scenario';
 import { openFreshSqlite } from './support';
 import { setUp } from '../conformance/startBarrierConformance';
 import { freshDbPath } from '../support/tmp';
+import { rejects } from '../../testkit/rejects';
 
 // The compact replay index (0081): an old store (the legacy fixture, migrated to just before
 // 0081) moves forward without the command digest each identity row repeated and without the
@@ -25,15 +26,6 @@ const oldStore = (name: string): string => {
   const path = freshDbPath(name);
   writeFileSync(path, gunzipSync(readFileSync(FIXTURE)));
   return path;
-};
-
-const rejects = async (p: Promise<unknown>): Promise<Error> => {
-  try {
-    await p;
-  } catch (e) {
-    return e as Error;
-  }
-  throw new Error('expected a rejection');
 };
 
 describe('the compact replay index on SQLite (0081)', function () {

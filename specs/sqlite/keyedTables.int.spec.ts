@@ -8,6 +8,7 @@ import { migrateUpTo } from './migrateUpTo';
 import { setUp } from '../conformance/startBarrierConformance';
 import { freshDbPath } from '../support/tmp';
 import { UNDO_KEYED_INDEX, UNDO_WHOLE_START_KEYED } from './historyUndo';
+import { rejects } from '../../testkit/rejects';
 
 // The replay index keyed by its own identity (0082): an old store moves forward with the same
 // index rows in a WITHOUT ROWID table whose primary key (identity, value) is the one unique index
@@ -24,15 +25,6 @@ const oldStore = (name: string, before = '0082'): string => {
   migrateUpTo(old, before);
   old.close();
   return path;
-};
-
-const rejects = async (p: Promise<unknown>): Promise<Error> => {
-  try {
-    await p;
-  } catch (e) {
-    return e as Error;
-  }
-  throw new Error('expected a rejection');
 };
 
 const ROWS = 'SELECT identity, value, start_id FROM start_replay_identities ORDER BY identity, value';

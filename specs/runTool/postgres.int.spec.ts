@@ -16,16 +16,8 @@ describe('PostgreSQL runTool', function () {
   runToolRedactionConformance({
     name: 'PostgreSQL, the CLI on the same database',
     open: async () => {
-      const db = await template.clone();
-      const authority = await openPostgresStartBarrier({ connectionString: db.url, plans: TEST_PLANS });
-      return {
-        authority,
-        cli: ['--postgres', db.url],
-        close: async () => {
-          await authority.close();
-          await db.drop();
-        },
-      };
+      const { authority, cliArgs, close } = await openKeyedPostgres(template);
+      return { authority, cli: cliArgs, close };
     },
   });
 });

@@ -20,9 +20,8 @@ runToolCrashConformance({
 runToolRedactionConformance({
   name: 'SQLite, the CLI on the same file',
   open: async () => {
-    const path = freshDbPath('run-tool-redaction');
-    const authority = await openSqliteStartBarrier({ path, plans: TEST_PLANS });
-    return { authority, cli: ['--db', path], close: () => authority.close() };
+    const { authority, cliArgs, close } = await openKeyedSqlite('run-tool-redaction');
+    return { authority, cli: cliArgs, close };
   },
 });
 

@@ -230,8 +230,9 @@ export const migrateSqlite = (db: Database.Database, checkObjects = true): strin
       try {
         db.exec(m.sql);
       } catch (e) {
-        // a file the schema refuses (an object it makes exists already): typed, as on PostgreSQL
-        if (isSqliteError(e) && e.code === 'SQLITE_ERROR') throw new MigrationError(`migration ${m.name} failed: ${e.message}; nothing was applied`);
+        // a file the schema refuses (an object it makes exists already, stored rows it cannot
+        // carry forward): typed, as on PostgreSQL
+        if (isSqliteError(e) && (e.code === 'SQLITE_ERROR' || e.code.startsWith('SQLITE_CONSTRAINT'))) throw new MigrationError(`migration ${m.name} failed: ${e.message}; nothing was applied`);
         throw e;
       }
       db.prepare(SQL.INSERT_APPLIED).run(m.name, m.checksum, Date.now());

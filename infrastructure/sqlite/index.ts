@@ -10,7 +10,7 @@ export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions)
 export type { StartBarrierAuthority, StartStep, StartStepHook } from '../../application/authority';
 export type { PrepareResult, StoredBarrier, StepRunView, StoredEvent, AppendOutcome } from '../../domain/records';
 export { START_STEPS } from '../../application/authority';
-export { MigrationError, SchemaMissingError } from '../migrations';
+export { MigrationError, SchemaMissingError, UnreleasedStoreError } from '../migrations';
 export { DriverMissingError, ConnectionError, type ConnectionFailure } from '../../application/openErrors';
 export { VERIFY_PHASES, type VerifyPhase, type VerifyProgressListener } from '../../application/verifyProgress';
 export type { RecoveryApi, RecoverableStartBarrierAuthority, InDoubtQuery, VerifyOptions } from '../../application/authority';

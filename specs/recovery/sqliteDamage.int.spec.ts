@@ -1,23 +1,22 @@
 import { expect } from 'chai';
 import Database from 'better-sqlite3';
 import { buildOnce, runCli } from '../cli/cliSuite';
-import { HEAD_GUARDS, UNDO_HISTORY_MIGRATIONS } from '../sqlite/historyUndo';
 import { CorruptRecordError } from '../../domain';
 import { openSqliteStartBarrier, type SqliteStartBarrier } from '../../infrastructure/sqlite';
-import { rebuildOutcomeRows } from '../../projections/outcomeRows';
 import { stepRunRowOf } from '../../projections/rows';
 import { openFreshSqlite } from '../sqlite/support';
 import { freshDbPath } from '../support/tmp';
 import { rejects, startedScenario } from './recoveryConformance';
-import { completion, expectCorrupt, rawSqlite } from './support';
+import { completion, expectCorrupt } from './support';
 import { withTriggersDropped } from '../../testkit/damage';
 
 // What only a real SQLite file can show: the outcome row and its event share one
-// transaction, the 0057 migration backfills an upgraded database, and damage (simulated with
+// transaction (an upgraded store's outcomes: specs/sqlite/upgradeFrom0056), and damage (simulated with
 // the raw connection after dropping the append-only triggers) fails closed and is listed by
 // `verify`.
 
-const byStart = <R extends { start_id: string }>(a: R, b: R) => (a.start_id < b.start_id ? -1 : 1);
+/** The triggers that guard the stream, Run and StepRun heads (R9.1). */
+const HEAD_GUARDS = ['streams_legal_move', 'streams_no_delete', 'runs_legal_move', 'runs_no_delete', 'step_runs_legal_move', 'step_runs_no_delete'] as const;
 
 describe('recovery read models on SQLite: atomicity, upgrade, damage', function () {
   this.timeout(60_000);
@@ -52,32 +51,6 @@ describe('recovery read models on SQLite: atomicity, upgrade, damage', function 
     );
     expect(await a.recovery.outcome(startId)).to.include({ outcome: 'lost', decidedBy: 'orchestrator', reason: 'lease_expired', requestedAtMs: 12 });
     expect(await a.recovery.inDoubt()).to.deep.equal([]);
-  });
-
-  it('issue 5: migration 0057 projects outcome events appended before it existed', async () => {
-    const path = freshDbPath();
-    let b = await openSqliteStartBarrier({ path });
-    const lost = await startedScenario(b);
-    await b.recovery.resolve(lost.startId, 'lost', { decidedBy: 'ops', reason: 'worker_lost' });
-    const done = await startedScenario(b);
-    await b.recovery.resolve(done.startId, 'completed', { decidedBy: 'ops', reason: 'tool_succeeded' });
-    const open = await startedScenario(b);
-    const stored = (await rawSqlite(b)).outcomes;
-    // Take the database back to before 0057 (the log keeps the outcome events), and so before
-    // the projection trigger of 0058 and everything after it too.
-    b.db.exec(`${UNDO_HISTORY_MIGRATIONS} DROP TRIGGER events_project_start_outcome; DROP TABLE start_outcomes; DROP INDEX step_run_mutations_start;
-      DROP TABLE adapter_driver_claims; DROP TABLE start_evidence_macs; DROP TABLE run_event_macs; DROP TABLE run_event_seal_origins; DELETE FROM schema_migrations WHERE name >= '0057'; PRAGMA user_version = 56`);
-    await b.close();
-    b = await openSqliteStartBarrier({ path });
-    try {
-      const raw = await rawSqlite(b);
-      expect(raw.outcomes.sort(byStart)).to.deep.equal(stored.sort(byStart));
-      expect(raw.outcomes.sort(byStart)).to.deep.equal(rebuildOutcomeRows(raw.events).sort(byStart));
-      expect((await b.recovery.inDoubt()).map((e) => e.startId)).to.deep.equal([open.startId]);
-      expect((await b.recovery.verify()).ok).to.equal(true);
-    } finally {
-      await b.close();
-    }
   });
 
   it('issue 5 / R4.1: an identity bound to two barriers fails closed on lookup; verify lists the duplicate', async () => {

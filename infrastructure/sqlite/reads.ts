@@ -115,7 +115,7 @@ const withDigests = (s: Statements, cells: readonly IndexCells[], known?: Barrie
 };
 
 /**
- * R3.1: every identity of the command through the unique replay index, one statement. `probed`,
+ * R3.1: every identity of the command through the key that holds it, one statement. `probed`,
  * when given, receives what was probed: the lookup and the barrier read's probes are the same
  * statement, so a barrier read later in the same transaction, with nothing written in between,
  * reuses these rows for the values it would probe again (readBarrier).
@@ -223,15 +223,12 @@ export const readBarrier = (s: Statements, startId: string, keys?: EvidenceKeyri
   return keys === undefined ? verified : keys.verify(verified, s.evidenceMacs.all(startId) as EvidenceMacRow[]);
 };
 
-/** R5.4: the barrier of one attempt; the replay index and the barrier's own key must agree. */
+/** R5.4: the barrier of one attempt, by its unique attempt key. */
 export const readBarrierOfAttempt = (s: Statements, runId: string, stepRunId: string, startedStepRunVersion: number, keys?: EvidenceKeyring): StoredBarrier | null => {
   const attempt = attemptValue(runId, stepRunId, startedStepRunVersion);
-  const rows = s.attempt.all(attempt, runId, stepRunId, startedStepRunVersion) as { source: string; start_id: string }[];
-  const startId = agreedAttemptStart(
-    attempt,
-    rows.filter((r) => r.source === 'index').map((r) => r.start_id),
-    rows.filter((r) => r.source === 'barrier').map((r) => r.start_id),
-  );
+  // the attempt's key is the barrier's own: one list, both sides of the agreement
+  const starts = (s.attempt.all(runId, stepRunId, startedStepRunVersion) as { start_id: string }[]).map((r) => r.start_id);
+  const startId = agreedAttemptStart(attempt, starts, starts);
   if (startId === undefined) return requireAttemptNotInLog(attempt, stepRunId, startedStepRunVersion, s.eventsOfType.all(streamNameOf(runId), 'StepRunStarted') as EventRow[]);
   const found = readBarrier(s, startId, keys);
   if (found === null) throw new CorruptRecordError('replay index', attempt, `attempt names start ${startId}, which has no barrier`);

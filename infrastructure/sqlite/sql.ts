@@ -34,11 +34,11 @@ export const LOOKUP_COMPACTED = `SELECT i.identity, i.value, i.start_id, i.run_i
 export const SELECT_RUN_COMPACTED = 'SELECT 1 AS compacted FROM run_compactions WHERE run_id = ?';
 export const NOW_MS = "SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER) AS now_ms";
 
-/** R3.1: the identities' unique-index probes in one statement (identities.ts). */
+/** R3.1: the identities' key probes in one statement (identities.ts). */
 export const LOOKUP_REPLAY = lookupReplaySql();
-/** The same probes plus every row naming the start: a barrier read sees duplicates and strays. */
+/** The same probes of a barrier's own values: a barrier read sees a fact missing or naming another start. */
 export const IDENTITIES_OF_START = identitiesOfStartSql();
-/** The command digest of the barrier an index row names (the replay index holds none, 0081). */
+/** The command digest of the barrier a probe row names. */
 export const SELECT_COMMAND_DIGEST = commandDigestOfStartSql();
 
 export const SELECT_RUN_HEAD = `SELECT r.run_id, r.project_id, r.snapshot_id, r.snapshot_digest, r.version, s.version AS stream_version
@@ -117,10 +117,9 @@ export const SELECT_BARRIER_WITH_FACTS = `SELECT b.*, a.*, t.*, r.*, m.* FROM to
 export const SELECT_START_EVENTS = `SELECT e.stream_id, e.stream_position, e.event_id, e.event_type, e.data_json, e.committed_at_ms
   FROM events a JOIN events e ON e.stream_id = a.stream_id AND e.stream_position BETWEEN a.stream_position - 3 AND a.stream_position + 1
   WHERE a.event_id = ? AND a.stream_id = ? ORDER BY e.stream_position`;
-/** An attempt's start, from both sides: the replay index and the barrier's attempt columns. */
-export const SELECT_ATTEMPT = `SELECT 'index' AS source, start_id FROM start_replay_identities WHERE identity = 'attempt' AND value = ?
-  UNION ALL SELECT 'barrier', start_id FROM tool_execution_start_barriers WHERE run_id = ? AND step_run_id = ? AND started_step_run_version = ?`;
-/** Whether the replay index still names a start whose barrier row is missing. */
+/** An attempt's start: the barrier's unique attempt key. */
+export const SELECT_ATTEMPT = 'SELECT start_id FROM tool_execution_start_barriers WHERE run_id = ? AND step_run_id = ? AND started_step_run_version = ?';
+/** Whether rows still claim a start whose barrier row is missing. */
 export const SELECT_INDEX_NAMES_START = indexNamesStartSql();
 
 /** The events of one type in one Run stream, in order: the log's own record of every attempt (StepRunStarted) or StepRun (StepRunCreated). */

@@ -90,7 +90,7 @@ const writeStep = (s: Statements, plan: StartWrite, step: StartWriteStep, last: 
       return;
     case 'barrier': // R3.7, and R3.5's head moves over the whole start
       insertEventRows(s, plan, plan.events.barrier, last);
-      s.insertBarrier.run(rows.barrier); // its insert writes its seven replay identities (0087)
+      s.insertBarrier.run(rows.barrier); // refused unless every fact it names carries its start id
       casRun(s, plan);
       return;
     default: {

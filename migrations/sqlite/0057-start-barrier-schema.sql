@@ -44,8 +44,12 @@ ALTER TABLE schema_migrations ADD COLUMN ledger_digest TEXT CHECK (ledger_digest
 
 -- Each fact is stored once: the canonical JSON of every start record is the data of its event
 -- (chained, and decoded by every verified read), so the fact tables and the barrier keep their
--- mirror columns and keys and hold no copy of the JSON. Their keys are the foreign-key targets
--- R5.1 requires; each R4.1 identity is enforced once, by the replay index.
+-- mirror columns and keys and hold no copy of the JSON.
+--
+-- The replay identities of R4.1 are the facts' own keys: the barrier's start id and attempt, the
+-- mutation, Trace, Audit event and Audit receipt ids (each fact table's primary key) and the
+-- RunEvent id (the event's). Every fact a barrier names carries that barrier's start id, so a
+-- fact binds at most one barrier and a reused identity meets the key that holds it.
 --
 -- A stored copy that differs from its event is refused here, rather than lose the evidence of
 -- the difference.
@@ -76,6 +80,7 @@ CREATE TEMP TABLE old_trace_anchors AS SELECT * FROM trace_anchors ORDER BY rowi
 CREATE TEMP TABLE old_audit_receipts AS SELECT * FROM audit_receipts ORDER BY rowid;
 CREATE TEMP TABLE old_step_run_mutations AS SELECT * FROM step_run_mutations ORDER BY rowid;
 CREATE TEMP TABLE old_barriers AS SELECT * FROM tool_execution_start_barriers ORDER BY rowid;
+-- the identities are the facts' own keys (above): no table of their own
 DROP TABLE start_replay_identities;
 DROP TABLE tool_execution_start_barriers;
 DROP TABLE audit_receipts;
@@ -151,14 +156,6 @@ CREATE TABLE tool_execution_start_barriers (
   FOREIGN KEY (run_id, step_run_id) REFERENCES step_runs (run_id, step_run_id)
 ) STRICT;
 
--- The replay index of R4.1: one row per identity value, keyed by it (the rows are the index).
-CREATE TABLE start_replay_identities (
-  identity TEXT NOT NULL CHECK (identity IN ('startId', 'mutationId', 'runEventId', 'traceId', 'auditEventId', 'auditReceiptId', 'attempt')),
-  value    TEXT NOT NULL,
-  start_id TEXT NOT NULL REFERENCES tool_execution_start_barriers (start_id),
-  PRIMARY KEY (identity, value)
-) STRICT, WITHOUT ROWID;
-
 INSERT INTO security_audit_events SELECT audit_event_id, start_id, run_id, step_run_id, audit_event_digest, committed_at_ms
   FROM temp.old_security_audit_events;
 INSERT INTO trace_anchors SELECT trace_id, span_id, start_id, run_id, step_run_id, trace_digest, committed_at_ms
@@ -172,14 +169,6 @@ INSERT INTO tool_execution_start_barriers SELECT start_id, command_digest, barri
     started_step_run_digest, mutation_id, mutation_digest, run_event_id, trace_id, trace_digest, audit_event_id, audit_receipt_id,
     audit_receipt_digest, adapter_id, committed_at_ms
   FROM temp.old_barriers;
-INSERT INTO start_replay_identities (identity, value, start_id)
-  SELECT 'startId', start_id, start_id FROM tool_execution_start_barriers
-  UNION ALL SELECT 'mutationId', mutation_id, start_id FROM tool_execution_start_barriers
-  UNION ALL SELECT 'runEventId', run_event_id, start_id FROM tool_execution_start_barriers
-  UNION ALL SELECT 'traceId', trace_id, start_id FROM tool_execution_start_barriers
-  UNION ALL SELECT 'auditEventId', audit_event_id, start_id FROM tool_execution_start_barriers
-  UNION ALL SELECT 'auditReceiptId', audit_receipt_id, start_id FROM tool_execution_start_barriers
-  UNION ALL SELECT 'attempt', json_array(run_id, step_run_id, started_step_run_version), start_id FROM tool_execution_start_barriers;
 DROP TABLE temp.old_security_audit_events;
 DROP TABLE temp.old_trace_anchors;
 DROP TABLE temp.old_audit_receipts;
@@ -336,8 +325,8 @@ CREATE TABLE compacted_identities (
 
 -- ========================================================================================= indexes
 
--- R5.4's lookup by attempt reads the barrier side as well as the replay index.
-CREATE INDEX tool_execution_start_barriers_attempt ON tool_execution_start_barriers (run_id, step_run_id, started_step_run_version);
+-- One barrier per attempt (R4.1, R5.4): the attempt's key.
+CREATE UNIQUE INDEX tool_execution_start_barriers_attempt ON tool_execution_start_barriers (run_id, step_run_id, started_step_run_version);
 -- `verify` proves that no evidence exists without its StepRun move.
 CREATE INDEX step_run_mutations_start ON step_run_mutations (start_id);
 -- A StepRun has one event per version (the log's own key for its moves).
@@ -624,8 +613,8 @@ CREATE TRIGGER step_run_mutations_no_delete BEFORE DELETE ON step_run_mutations 
 BEGIN SELECT RAISE(ABORT, 'the mutation ledger is append-only'); END;
 
 -- -------------------------------------------------------------------------- the start barrier
--- immutable, inserted after its own event; its insert writes its replay identities and its
--- in-doubt row
+-- immutable, inserted after its own event and facts, each of which carries its start id; its
+-- insert writes its in-doubt row
 CREATE TRIGGER tool_execution_start_barriers_no_update BEFORE UPDATE ON tool_execution_start_barriers BEGIN SELECT RAISE(ABORT, 'start barriers are immutable'); END;
 CREATE TRIGGER tool_execution_start_barriers_with_event BEFORE INSERT ON tool_execution_start_barriers
 BEGIN
@@ -633,16 +622,15 @@ BEGIN
    WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.event_id = 'barrier:' || NEW.start_id
                        AND json_extract(e.data_json, '$.barrierDigest') = NEW.barrier_digest);
 END;
-CREATE TRIGGER tool_execution_start_barriers_index AFTER INSERT ON tool_execution_start_barriers
+CREATE TRIGGER tool_execution_start_barriers_own_facts BEFORE INSERT ON tool_execution_start_barriers
+  WHEN NOT EXISTS (SELECT 1 FROM step_run_mutations m WHERE m.mutation_id = NEW.mutation_id AND m.start_id = NEW.start_id)
+    OR NOT EXISTS (SELECT 1 FROM events e WHERE e.event_id = NEW.run_event_id AND e.event_type = 'StepRunStarted'
+                     AND json_extract(e.data_json, '$.startId') IS NEW.start_id)
+    OR NOT EXISTS (SELECT 1 FROM trace_anchors t WHERE t.trace_id = NEW.trace_id AND t.start_id = NEW.start_id)
+    OR NOT EXISTS (SELECT 1 FROM security_audit_events a WHERE a.audit_event_id = NEW.audit_event_id AND a.start_id = NEW.start_id)
+    OR NOT EXISTS (SELECT 1 FROM audit_receipts r WHERE r.audit_receipt_id = NEW.audit_receipt_id AND r.start_id = NEW.start_id)
 BEGIN
-  INSERT INTO start_replay_identities (identity, value, start_id) VALUES
-    ('startId', NEW.start_id, NEW.start_id),
-    ('mutationId', NEW.mutation_id, NEW.start_id),
-    ('runEventId', NEW.run_event_id, NEW.start_id),
-    ('traceId', NEW.trace_id, NEW.start_id),
-    ('auditEventId', NEW.audit_event_id, NEW.start_id),
-    ('auditReceiptId', NEW.audit_receipt_id, NEW.start_id),
-    ('attempt', json_array(NEW.run_id, NEW.step_run_id, NEW.started_step_run_version), NEW.start_id);
+  SELECT RAISE(ABORT, 'illegal history refused: a barrier names the facts of its own start only (R4.1, R9.1)');
 END;
 CREATE TRIGGER in_doubt_starts_from_barrier AFTER INSERT ON tool_execution_start_barriers
 BEGIN
@@ -651,26 +639,6 @@ BEGIN
 END;
 CREATE TRIGGER tool_execution_start_barriers_no_delete BEFORE DELETE ON tool_execution_start_barriers WHEN NOT EXISTS (SELECT 1 FROM compacted_identities i WHERE i.identity = 'startId' AND i.value = OLD.start_id)
 BEGIN SELECT RAISE(ABORT, 'start barriers are immutable'); END;
-
--- ---------------------------------------------------------------------------- the replay index
-CREATE TRIGGER start_replay_identities_no_update BEFORE UPDATE ON start_replay_identities BEGIN SELECT RAISE(ABORT, 'replay identities are immutable'); END;
-CREATE TRIGGER start_replay_identities_from_barrier BEFORE INSERT ON start_replay_identities
-  WHEN NOT EXISTS (
-    SELECT 1 FROM tool_execution_start_barriers b
-     WHERE b.start_id = NEW.start_id
-       AND NEW.value IS (CASE NEW.identity
-         WHEN 'startId' THEN b.start_id
-         WHEN 'mutationId' THEN b.mutation_id
-         WHEN 'runEventId' THEN b.run_event_id
-         WHEN 'traceId' THEN b.trace_id
-         WHEN 'auditEventId' THEN b.audit_event_id
-         WHEN 'auditReceiptId' THEN b.audit_receipt_id
-         WHEN 'attempt' THEN json_array(b.run_id, b.step_run_id, b.started_step_run_version) END))
-BEGIN
-  SELECT RAISE(ABORT, 'illegal history refused: a replay identity is a value its barrier holds (R4.1, R9.1)');
-END;
-CREATE TRIGGER start_replay_identities_no_delete BEFORE DELETE ON start_replay_identities WHEN NOT EXISTS (SELECT 1 FROM compacted_identities i WHERE i.identity = 'startId' AND i.value = OLD.start_id)
-BEGIN SELECT RAISE(ABORT, 'replay identities are immutable'); END;
 
 -- ----------------------------------------------------------------------------------- outcomes
 -- facts: a later decision is a new event, never an edit; each row is the image of its event

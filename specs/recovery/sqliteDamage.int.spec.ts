@@ -53,24 +53,20 @@ describe('recovery read models on SQLite: atomicity, upgrade, damage', function 
     expect(await a.recovery.inDoubt()).to.deep.equal([]);
   });
 
-  it('issue 5 / R4.1: an identity bound to two barriers fails closed on lookup; verify lists the duplicate', async () => {
+  it('issue 5 / R4.1: a fact naming another start (its identity moved to another barrier) fails closed on lookup and on both barriers; verify lists it', async () => {
     const one = await startedScenario(a);
     const two = await startedScenario(a);
-    // The replay index is the table's own key (0082): the damaging process rebuilds it unkeyed.
-    a.db.exec(`PRAGMA legacy_alter_table = ON; ALTER TABLE start_replay_identities RENAME TO start_replay_identities_keyed;
-      CREATE TABLE start_replay_identities (identity TEXT NOT NULL, value TEXT NOT NULL, start_id TEXT NOT NULL) STRICT;
-      INSERT INTO start_replay_identities SELECT identity, value, start_id FROM start_replay_identities_keyed; PRAGMA legacy_alter_table = OFF`);
-    a.db
-      .prepare("INSERT INTO start_replay_identities (identity, value, start_id) VALUES ('traceId', ?, ?)")
-      .run(one.barrier.record.trace.traceId, two.startId);
-    // Refused as a schema the migrations did not make (R9.1) before the lookup counts the barriers;
-    // a fresh open refuses it too, and verify reads on and names the duplicate.
-    const error = await rejects(a.recovery.lookup('traceId', one.barrier.record.trace.traceId));
-    expect(error).to.be.instanceOf(CorruptRecordError);
-    expect(error.message).to.contain('table start_replay_identities is not defined as the migrations made it');
+    const traceId = one.barrier.record.trace.traceId;
+    // The identity is the key of the fact that holds it: the damaging process moves the fact.
+    withTriggersDropped(a.db as unknown as Database.Database, (t) => t.tbl_name === 'trace_anchors', () => a.db.prepare('UPDATE trace_anchors SET start_id = ? WHERE trace_id = ?').run(two.startId, traceId));
+    const lookup = await rejects(a.recovery.lookup('traceId', traceId));
+    expect(lookup).to.be.instanceOf(CorruptRecordError);
+    expect(lookup.message).to.contain(`names start ${two.startId}, whose barrier binds another value`);
+    expect(await rejects(a.barriers.getByStartId(one.startId))).to.be.instanceOf(CorruptRecordError);
+    expect(await rejects(a.barriers.prepare(one.s.startCommand()))).to.be.instanceOf(CorruptRecordError);
     const report = await a.recovery.verify();
-    expect(report.problems.map((p) => p.kind)).to.include.members(['duplicate_identity', 'barrier']);
-    expect(report.problems.find((p) => p.kind === 'duplicate_identity')!.record).to.equal(`traceId ${one.barrier.record.trace.traceId}`);
+    expect(report.problems.map((p) => p.kind)).to.include.members(['stray_identity', 'barrier']);
+    expect(report.problems.find((p) => p.kind === 'stray_identity')!.record).to.equal(`traceId ${traceId}`);
   });
 
   it('issue 5: verify lists every bad record: foreign keys, evidence without its move, running without a barrier, stream heads, in-doubt mismatch', async () => {

@@ -40,6 +40,9 @@ export const IDENTITY_STORAGE: Readonly<Record<ReplayIdentity, IdentityStorage>>
 /** The attempt's stored value (projections/rows attemptValue) from the barrier's columns. */
 const ATTEMPT_VALUE = 'json_array(k.run_id, k.step_run_id, k.started_step_run_version)';
 
+/** One element of the bound attempt value; NULL (no row) for a value that is not JSON, as a stored one may be. */
+const part = (i: number): string => `CASE WHEN json_valid(p.v) THEN json_extract(p.v, '$[${i}]') END`;
+
 /**
  * One identity's probe: the rows whose key holds the value bound, as (identity, value, start_id).
  * The attempt's value is its JSON array, split in place so the barrier's unique key is probed.
@@ -48,7 +51,7 @@ const probe = (identity: string, storage: IdentityStorage): string =>
   'column' in storage
     ? `SELECT '${identity}' AS identity, k.${storage.column} AS value, k.start_id FROM ${storage.via ?? BARRIERS} k WHERE k.${storage.column} = ?`
     : `SELECT '${identity}' AS identity, ${ATTEMPT_VALUE} AS value, k.start_id FROM (SELECT ? AS v) p JOIN ${BARRIERS} k
-        ON k.run_id = json_extract(p.v, '$[0]') AND k.step_run_id = json_extract(p.v, '$[1]') AND k.started_step_run_version = json_extract(p.v, '$[2]')`;
+        ON k.run_id = ${part(0)} AND k.step_run_id = ${part(1)} AND k.started_step_run_version = ${part(2)}`;
 
 /** One identity's probe alone (one value bound). */
 export const identityProbeSql = (identity: ReplayIdentity, table: IdentityTable = IDENTITY_STORAGE): string => probe(identity, table[identity]!);

@@ -34,8 +34,14 @@ export const LOOKUP_COMPACTED = `SELECT i.identity, i.value, i.start_id, i.run_i
 export const SELECT_RUN_COMPACTED = 'SELECT 1 AS compacted FROM run_compactions WHERE run_id = ?';
 export const NOW_MS = "SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER) AS now_ms";
 
-/** R3.1: the identities' key probes in one statement (identities.ts). */
-export const LOOKUP_REPLAY = lookupReplaySql();
+/**
+ * R3.1: the identities' key probes (identities.ts) and, in the same statement, the identities of
+ * compacted starts (LOOKUP_COMPACTED's rows, the probe pairs as JSON bound last). A live row has
+ * no run_id; a compacted row carries its record's digests.
+ */
+export const LOOKUP_REPLAY = `SELECT identity, value, start_id, NULL AS run_id, NULL AS command_digest, NULL AS barrier_digest, NULL AS compaction_digest
+  FROM (${lookupReplaySql()})
+  UNION ALL ${LOOKUP_COMPACTED}`;
 /** The same probes of a barrier's own values: a barrier read sees a fact missing or naming another start. */
 export const IDENTITIES_OF_START = identitiesOfStartSql();
 /** The command digest of the barrier a probe row names. */

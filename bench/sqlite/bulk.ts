@@ -16,8 +16,8 @@ const SEPARATOR_CODE = FIELD_SEPARATOR.charCodeAt(0);
 // Seeding writes exactly the rows the product would have written (derived by the domain), in
 // large transactions, so setup stays far cheaper than what is measured.
 
-/** Triggers that write a start's rows rather than check them (the replay index, 0087; the in-doubt index, 0092): a store "without triggers" keeps them. */
-export const ROW_WRITING_TRIGGERS: readonly string[] = ['tool_execution_start_barriers_index', 'in_doubt_starts_from_barrier', 'in_doubt_starts_leave_on_outcome'];
+/** Triggers that write a start's rows rather than check them (the in-doubt index): a store "without triggers" keeps them. */
+export const ROW_WRITING_TRIGGERS: readonly string[] = ['in_doubt_starts_from_barrier', 'in_doubt_starts_leave_on_outcome'];
 
 export class SqliteWriter {
   private readonly s: Record<keyof typeof SQL, Database.Statement | undefined>;

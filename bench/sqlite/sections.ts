@@ -47,7 +47,7 @@ const openBare = async (path: string, sync: Sync): Promise<SqliteWriter> => {
  * The bare baseline on a store with no triggers: the same rows without the database's own
  * checks (R9.1), which the bare transaction and the product both pay. Only the difference of
  * its CPU to the bare's is reported (the share of the triggers); nothing is compared to it.
- * The trigger that writes the replay index stays: it writes rows, it checks nothing.
+ * The triggers that write the in-doubt index stay: they write rows, they check nothing.
  */
 const openUntriggered = async (path: string, sync: Sync): Promise<SqliteWriter> => {
   const w = await openBare(path, sync);

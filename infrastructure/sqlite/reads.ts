@@ -208,7 +208,7 @@ export const readBarrier = (s: Statements, startId: string, keys?: EvidenceKeyri
     return requireNoTraceOfStart(startId, indexed, mutations, logged);
   }
   // The five events around the RunEvent the barrier names hold the one copy of every record's
-  // JSON (0080); the probes are the identity values the barrier mirrors.
+  // JSON; the probes are the identity values the barrier mirrors.
   const events = (s.startEvents.all(barrier.run_event_id, streamNameOf(barrier.run_id)) as unknown[][]).map(eventRowOf);
   // On an exact replay these are the values the lookup just probed in this transaction (probed).
   const identityRows = identityRowsOf(s, barrier, probeValuesOf(replayKeysOfBarrierRow(barrier)), probed);

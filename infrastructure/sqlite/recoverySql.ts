@@ -18,7 +18,7 @@ export const IN_DOUBT = `SELECT b.start_id FROM tool_execution_start_barriers b
   LIMIT coalesce(@limit, -1)`;
 
 /**
- * A page of the in-doubt index (0092), one statement per scope so that each reads its own index
+ * A page of the in-doubt index, one statement per scope so that each reads its own index
  * in listing order and stops at the limit: Project and Run are equalities, the cutoff a bound
  * (the largest integer when off).
  */

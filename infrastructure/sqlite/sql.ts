@@ -19,7 +19,7 @@ export const MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (
 export const SCHEMA_OBJECTS = "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'";
 export const SELECT_APPLIED = 'SELECT name, checksum FROM schema_migrations ORDER BY name';
 export const INSERT_APPLIED = 'INSERT INTO schema_migrations (name, checksum, applied_at_ms) VALUES (?, ?, ?)';
-/** R9.2: each ledger row binds when it was applied (0073); the migrator fills what it inserted. */
+/** R9.2: each ledger row binds when it was applied; the migrator fills what it inserted. */
 export const LEDGER_DIGEST_PRESENT = "SELECT 1 FROM pragma_table_info('schema_migrations') WHERE name = 'ledger_digest'";
 export const FILL_LEDGER_DIGESTS = 'UPDATE schema_migrations SET ledger_digest = ql3_fields_digest(?, name, checksum, applied_at_ms) WHERE ledger_digest IS NULL';
 /** The capability rows, checked by an open and by verify against what the migrations set. */
@@ -118,7 +118,7 @@ export const SELECT_BARRIER_WITH_FACTS = `SELECT b.*, a.*, t.*, r.*, m.* FROM to
   WHERE b.start_id = ?`;
 /**
  * The five events of a start, around the RunEvent its barrier names (R5.3): their data is the
- * one stored copy of each record's JSON (0080), proven against the barrier's mirror columns.
+ * one stored copy of each record's JSON, proven against the barrier's mirror columns.
  */
 export const SELECT_START_EVENTS = `SELECT e.stream_id, e.stream_position, e.event_id, e.event_type, e.data_json, e.committed_at_ms
   FROM events a JOIN events e ON e.stream_id = a.stream_id AND e.stream_position BETWEEN a.stream_position - 3 AND a.stream_position + 1
@@ -132,7 +132,7 @@ export const SELECT_INDEX_NAMES_START = indexNamesStartSql();
 export const SELECT_STREAM_EVENTS_OF_TYPE = `SELECT stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM events
   WHERE stream_id = ? AND event_type = ? ORDER BY stream_position`;
 
-/** A StepRun's last event in its Run's log: one seek in the StepRun version index (0084). */
+/** A StepRun's last event in its Run's log: one seek in the StepRun version index. */
 export const SELECT_LAST_STEP_RUN_EVENT = `SELECT stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM events
   WHERE stream_id = ? AND event_type IN ${STEP_RUN_EVENT_TYPES_SQL}
     AND json_extract(data_json, '$.stepRunId') = ?

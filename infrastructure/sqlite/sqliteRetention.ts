@@ -8,7 +8,7 @@ import type { SqliteStartBarrier, SqliteStartBarrierOptions } from './sqliteAuth
 
 // R14.2 on SQLite: the operator's retention path. It opens the store as the runtime does (the
 // migrations, the schema check), then registers ql3_retention_gate() on its own connection: the
-// one function the delete guards and the compaction tables' insert guards call (0094). The
+// one function the delete guards and the compaction tables' insert guards call. The
 // runtime's connection never registers it, so there its deletes and forged records do not even
 // prepare. Each Run is compacted in its own BEGIN IMMEDIATE: a crash leaves it whole or
 // compacted. The file shrinks afterwards: the first compaction turns auto_vacuum to INCREMENTAL

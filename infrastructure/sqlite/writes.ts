@@ -17,7 +17,7 @@ import { nowMsOf, type Statements } from './statements';
 // run in one transaction of the authority's one connection holding the write lock (a
 // lifecycle's `BEGIN IMMEDIATE`; a start's read snapshot, upgraded by its first write). Each
 // move appends its events first (each with its chain link, R9.2) and then moves the heads, so
-// the database's triggers (0062) can check that every head move is the image of the event
+// the database's triggers can check that every head move is the image of the event
 // just appended.
 
 const casStream = (s: Statements, stream: string, expected: number, next: number): void => {

@@ -34,6 +34,20 @@ export class SchemaMissingError extends MigrationError {
   }
 }
 
+/**
+ * The ledger names a migration this package does not ship where the package has another: the
+ * store was written by a version that was never released, and no upgrade path leads from it.
+ */
+export class UnreleasedStoreError extends MigrationError {
+  readonly reason = 'unreleased_store' as const;
+  readonly migration: string;
+  constructor(migration: string) {
+    super(`the store's migration ledger names ${migration}, which this package does not ship: the store was written by an unreleased version and must be recreated; nothing was applied`);
+    this.name = 'UnreleasedStoreError';
+    this.migration = migration;
+  }
+}
+
 export interface Migration {
   readonly name: string;
   readonly sql: string;
@@ -57,10 +71,13 @@ export const loadMigrations = (dialect: 'sqlite' | 'postgres'): Migration[] =>
   EMBEDDED_MIGRATIONS[dialect].map(({ name, sql }) => ({ name, sql, checksum: checksumOf(sql) }));
 
 /**
- * What is left to apply. Refuses a database whose applied migrations were edited (checksum
+ * What is left to apply. Refuses a database written by an unreleased version (its ledger names a
+ * migration this package does not ship), one whose applied migrations were edited (checksum
  * differs), are unknown to this code (the database is newer), or were applied out of order.
  */
 export const planMigrations = (known: readonly Migration[], applied: readonly AppliedMigration[]): Migration[] => {
+  const unreleased = applied.find((a, i) => i < known.length && !known.some((k) => k.name === a.name));
+  if (unreleased !== undefined) throw new UnreleasedStoreError(unreleased.name);
   applied.forEach((a, i) => {
     const k = known[i];
     if (k === undefined) {

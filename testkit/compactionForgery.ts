@@ -1,3 +1,4 @@
+import { barrierIdentitiesSql } from '../infrastructure/sqlite/identities';
 import { canonicalJson, compactionDigestOf, compactionRecordOf, type ReplayIdentity } from '../domain';
 import { buildScenario, type Scenario } from '../domain/scenario';
 import { insertRow, judge, type Forgery, type ForgeryTarget, type Statement } from './forgery';
@@ -23,7 +24,7 @@ const deletesOf = (target: ForgeryTarget, s: Scenario, startId: string): Stateme
   const t = target.raw.t;
   const byStart = ['start_whole_at_commit', 'start_outcomes', 'adapter_driver_claims', 'start_evidence_macs', 'start_replay_identities', 'in_doubt_starts', 'invocation_plans', 'resolution_notes', 'tool_execution_start_barriers', 'audit_receipts', 'trace_anchors', 'security_audit_events', 'step_run_mutations'];
   return [
-    ...byStart.filter((x) => target.backend === 'sqlite' || x !== 'start_whole_at_commit').map((x) => ({ sql: `DELETE FROM ${t(x)} WHERE start_id = ?`, params: [startId] })),
+    ...byStart.filter((x) => (target.backend === 'sqlite' ? x !== 'start_replay_identities' : x !== 'start_whole_at_commit')).map((x) => ({ sql: `DELETE FROM ${t(x)} WHERE start_id = ?`, params: [startId] })),
     { sql: `DELETE FROM ${t('step_runs')} WHERE run_id = ?`, params: [s.runId] },
     { sql: `DELETE FROM ${t('runs')} WHERE run_id = ?`, params: [s.runId] },
     { sql: `DELETE FROM ${t('events')} WHERE stream_id = ?`, params: [`run-${s.runId}`] },
@@ -36,7 +37,13 @@ const forgedRecord = async (target: ForgeryTarget, s: Scenario): Promise<Stateme
   const t = target.raw.t;
   const events = await target.raw.all<Row>(`SELECT * FROM ${t('events')} WHERE stream_id = ? ORDER BY stream_position`, [`run-${s.runId}`]);
   const barriers = await target.raw.all<Row>(`SELECT * FROM ${t('tool_execution_start_barriers')} WHERE run_id = ?`, [s.runId]);
-  const identities = await target.raw.all<Row>(`SELECT * FROM ${t('start_replay_identities')} WHERE start_id IN (SELECT start_id FROM ${t('tool_execution_start_barriers')} WHERE run_id = ?)`, [s.runId]);
+  // SQLite keeps its identities as the facts' own keys: each barrier's values
+  const identities = await target.raw.all<Row>(
+    target.backend === 'sqlite'
+      ? `SELECT identity, value, start_id FROM (${barrierIdentitiesSql()}) WHERE start_id IN (SELECT start_id FROM tool_execution_start_barriers WHERE run_id = ?)`
+      : `SELECT * FROM ${t('start_replay_identities')} WHERE start_id IN (SELECT start_id FROM ${t('tool_execution_start_barriers')} WHERE run_id = ?)`,
+    [s.runId],
+  );
   const record = compactionRecordOf({
     runId: s.runId,
     projectId: s.projectId,

@@ -55,7 +55,7 @@ export interface DamageSession {
   /** Set one cell; `refused` when a unique index or a type refuses the value. Returns the row's key after. */
   set(table: string, key: RowKey, column: string, value: unknown): Promise<{ applied: boolean; key: RowKey; reason?: string }>;
   /**
-   * Drop the identity index (SQLite: unkey the replay index table) and duplicate one identity row (naming `startId` instead, when
+   * Drop the identity index and duplicate one identity row (naming `startId` instead, when
    * given: a stray that claims the value for another start); `undo` puts both back.
    */
   duplicateIdentity(key: RowKey, startId?: string): Promise<{ undo: () => Promise<void> }>;
@@ -140,45 +140,10 @@ export const sqliteDamageSession = (source: string, copy: string): DamageSession
         return { applied: false, key, reason: (e as Error).message };
       }
     },
-    duplicateIdentity: async (key, startId) => {
-      const [table] = await raw.all<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'start_replay_identities'");
-      const [index] = await raw.all<{ sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = 'start_replay_identities_key'");
-      if ((await withoutRowidKey('start_replay_identities')) !== undefined) {
-        // The replay index is the table's own key (0082): a second row under one identity value
-        // needs the table unkeyed first. Its rows are set aside and undo makes it again from its own text.
-        const [identity, value] = JSON.parse(key) as [string, string];
-        await asOwner(async () => {
-          await raw.exec(`CREATE TABLE start_replay_identities_keyed AS SELECT identity, value, start_id FROM start_replay_identities;
-            DROP TABLE start_replay_identities;
-            CREATE TABLE start_replay_identities (identity TEXT NOT NULL, value TEXT NOT NULL, start_id TEXT NOT NULL) STRICT;
-            INSERT INTO start_replay_identities SELECT identity, value, start_id FROM start_replay_identities_keyed`);
-          await raw.run('INSERT INTO start_replay_identities SELECT identity, value, coalesce(?, start_id) FROM start_replay_identities_keyed WHERE identity = ? AND value = ?', [
-            startId ?? null,
-            identity,
-            value,
-          ]);
-        });
-        return {
-          undo: () =>
-            asOwner(async () => {
-              await raw.exec('DROP TABLE start_replay_identities');
-              await raw.exec(table!.sql);
-              await raw.exec('INSERT INTO start_replay_identities SELECT identity, value, start_id FROM start_replay_identities_keyed; DROP TABLE start_replay_identities_keyed');
-            }),
-        };
-      }
-      const dup = await asOwner(async () => {
-        await raw.exec('DROP INDEX start_replay_identities_key');
-        await raw.run('INSERT INTO start_replay_identities (identity, value, start_id) SELECT identity, value, coalesce(?, start_id) FROM start_replay_identities WHERE rowid = ?', [startId ?? null, key]);
-        return ((await raw.all<{ dup: number }>('SELECT max(rowid) AS dup FROM start_replay_identities')) as [{ dup: number }])[0].dup;
-      });
-      return {
-        undo: () =>
-          asOwner(async () => {
-            await raw.run('DELETE FROM start_replay_identities WHERE rowid = ?', [dup]);
-            await raw.exec(index!.sql);
-          }),
-      };
+    // SQLite keeps no replay index: each identity is the primary key of the row that holds it
+    // (or the barrier's unique attempt key), so a duplicate is a schema change the open refuses.
+    duplicateIdentity: async () => {
+      throw new Error('SQLite keeps its replay identities as the facts\' own keys: there is no index row to duplicate');
     },
     remove: async (table, key) => {
       const pk = await withoutRowidKey(table);

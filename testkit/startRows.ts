@@ -1,6 +1,8 @@
 import type { StoredStartRows } from '../application/checks/verifyRows';
 import { startEventPositions } from '../domain/eventRows';
 import type { RawSql } from './rawSql';
+import { REPLAY_IDENTITIES } from '../domain';
+import { identitiesOfBarrierSql } from '../infrastructure/sqlite/identities';
 
 /** Every stored row of one start, read raw (as `verifyStartRows` takes them). */
 export const readStartRows = async (raw: RawSql, startId: string): Promise<StoredStartRows> => {
@@ -22,11 +24,17 @@ export const readStartRows = async (raw: RawSql, startId: string): Promise<Store
         WHERE stream_id = ? AND stream_position >= ? AND stream_position <= ? ORDER BY stream_position`,
       [`run-${barrier.run_id}`, positions[0], positions[4]],
     )) as unknown as StoredStartRows['events'],
-    // the command digest is the barrier's (0081 / pg-0051)
-    identities: (await raw.all(
-      `SELECT i.identity, i.value, i.start_id, b.command_digest FROM ${t('start_replay_identities')} i
-        LEFT JOIN ${t('tool_execution_start_barriers')} b ON b.start_id = i.start_id WHERE i.start_id = ? ORDER BY i.identity`,
-      [startId],
-    )) as unknown as StoredStartRows['identities'],
+    // the command digest is the barrier's (pg-0051); on SQLite the identities are the facts' own keys
+    identities: (raw.dialect === 'sqlite'
+      ? await raw.all(
+          `SELECT i.identity, i.value, i.start_id, b.command_digest FROM (${identitiesOfBarrierSql()}) i
+            LEFT JOIN tool_execution_start_barriers b ON b.start_id = i.start_id ORDER BY i.identity`,
+          REPLAY_IDENTITIES.map(() => startId),
+        )
+      : await raw.all(
+          `SELECT i.identity, i.value, i.start_id, b.command_digest FROM ${t('start_replay_identities')} i
+            LEFT JOIN ${t('tool_execution_start_barriers')} b ON b.start_id = i.start_id WHERE i.start_id = ? ORDER BY i.identity`,
+          [startId],
+        )) as unknown as StoredStartRows['identities'],
   };
 };

@@ -6,7 +6,6 @@ import { eventRowsOf, lifecycleOf, type EventRowIn, type StartWrite } from '../l
 import type { LongRun } from '../lib/longRun';
 import { FIELD_SEPARATOR, SEED_ROW_KINDS, STREAM } from './seedRows';
 import * as SQL from './sql';
-import * as BEFORE from '../../testkit/legacyStartTables';
 
 const HEAD_CHECK = 'events_step_run_from_head';
 
@@ -17,39 +16,16 @@ const SEPARATOR_CODE = FIELD_SEPARATOR.charCodeAt(0);
 // Seeding writes exactly the rows the product would have written (derived by the domain), in
 // large transactions, so setup stays far cheaper than what is measured.
 
-/**
- * The replay index as it was before 0081 (each row repeating the command digest, and an index on
- * start_id), for the bare baseline on the schema before each fact was stored once.
- */
-const INDEX_BEFORE_COMPACT = `BEGIN;
-  DROP TABLE start_replay_identities;${BEFORE.REPLAY_INDEX_TABLE_BEFORE_COMPACT}${BEFORE.REPLAY_INDEX_INDEXES_BEFORE_COMPACT}
-  COMMIT;`;
-const INSERT_IDENTITY_BEFORE_COMPACT = `INSERT INTO start_replay_identities (identity, value, start_id, command_digest)
-  VALUES (@identity, @value, @start_id, @command_digest)`;
-
-/** Triggers that write a start's rows rather than check them (the replay index, 0087; the in-doubt index, 0092): a store "without triggers" keeps them. */
-export const ROW_WRITING_TRIGGERS: readonly string[] = ['tool_execution_start_barriers_index', 'in_doubt_starts_from_barrier', 'in_doubt_starts_leave_on_outcome'];
-
-/** Which start tables a writer fills: the product's own, or the fixed baseline from before each fact was stored once. */
-export type StartSchema = 'current' | 'before-stored-once';
+/** Triggers that write a start's rows rather than check them (the in-doubt index): a store "without triggers" keeps them. */
+export const ROW_WRITING_TRIGGERS: readonly string[] = ['in_doubt_starts_from_barrier', 'in_doubt_starts_leave_on_outcome'];
 
 export class SqliteWriter {
   private readonly s: Record<keyof typeof SQL, Database.Statement | undefined>;
   private seedKinds: { table: string; stmt: Database.Statement; integer: boolean[]; width: number }[] | undefined;
-  private readonly before: Record<'INSERT_AUDIT' | 'INSERT_TRACE' | 'INSERT_RECEIPT' | 'INSERT_MUTATION' | 'INSERT_BARRIER' | 'INSERT_IDENTITY', Database.Statement> | undefined;
-  constructor(
-    readonly db: Database.Database,
-    readonly schema: StartSchema = 'current',
-  ) {
+  constructor(readonly db: Database.Database) {
     db.exec(SQL.CREATE_FLOOR);
-    if (schema === 'before-stored-once') {
-      db.exec(BEFORE.SCHEMA_BEFORE_STORED_ONCE);
-      db.exec(INDEX_BEFORE_COMPACT);
-      const { INSERT_AUDIT, INSERT_TRACE, INSERT_RECEIPT, INSERT_MUTATION, INSERT_BARRIER } = BEFORE;
-      this.before = Object.fromEntries(Object.entries({ INSERT_AUDIT, INSERT_TRACE, INSERT_RECEIPT, INSERT_MUTATION, INSERT_BARRIER, INSERT_IDENTITY: INSERT_IDENTITY_BEFORE_COMPACT }).map(([k, sql]) => [k, db.prepare(sql)])) as never;
-    }
     const entries = Object.entries(SQL)
-      .filter(([k]) => k !== 'CREATE_FLOOR' && !(this.before !== undefined && k in this.before))
+      .filter(([k]) => k !== 'CREATE_FLOOR')
       .map(([k, sql]) => [k, db.prepare(sql)]);
     this.s = Object.fromEntries(entries) as Record<keyof typeof SQL, Database.Statement>;
   }
@@ -163,16 +139,6 @@ export class SqliteWriter {
   }
 
   private startRows(w: StartWrite): void {
-    if (this.before !== undefined) {
-      const { rows } = w;
-      this.before.INSERT_AUDIT.run({ ...rows.audit, event_json: rows.json.audit });
-      this.before.INSERT_TRACE.run({ ...rows.trace, anchor_json: rows.json.trace });
-      this.before.INSERT_RECEIPT.run({ ...rows.receipt, receipt_json: rows.json.receipt });
-      this.before.INSERT_MUTATION.run({ ...rows.mutation, mutation_json: rows.json.mutation });
-      this.before.INSERT_BARRIER.run({ ...rows.barrier, barrier_json: rows.json.barrier });
-      for (const i of rows.identities) this.before.INSERT_IDENTITY.run(i);
-      return;
-    }
     this.st('INSERT_AUDIT').run(w.rows.audit);
     this.st('INSERT_TRACE').run(w.rows.trace);
     this.st('INSERT_RECEIPT').run(w.rows.receipt);

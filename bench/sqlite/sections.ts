@@ -11,7 +11,7 @@ import { runRound, runSyncRound, summarize, type RoundResult, type Summary } fro
 import { target } from '../lib/report';
 import { flatWhy } from '../lib/flatWhy';
 import { lifecycleOf, startWriteOf, trustedDecoded } from '../lib/startRows';
-import { ROW_WRITING_TRIGGERS, SqliteWriter, type StartSchema } from './bulk';
+import { ROW_WRITING_TRIGGERS, SqliteWriter } from './bulk';
 import { canonicalBytesOfStart, leastOf, sqliteBytesAround, type BytesPerStart } from '../lib/bytes';
 import { verifyWholeStore } from './verifyCost';
 import { cachedSeed, seedStartedRuns } from './seed';
@@ -36,18 +36,18 @@ const openProduct = async (path: string, sync: Sync): Promise<{ a: SqliteStartBa
 };
 
 /** A migrated database driven by hand (no authority): the bare baseline. */
-const openBare = async (path: string, sync: Sync, schema: StartSchema = 'current'): Promise<SqliteWriter> => {
+const openBare = async (path: string, sync: Sync): Promise<SqliteWriter> => {
   await (await openSqliteStartBarrier({ path, synchronous: sync })).close();
   const db = new Database(path);
   for (const p of PRAGMAS(sync, 5000)) db.pragma(p);
-  return new SqliteWriter(db, schema);
+  return new SqliteWriter(db);
 };
 
 /**
  * The bare baseline on a store with no triggers: the same rows without the database's own
  * checks (R9.1), which the bare transaction and the product both pay. Only the difference of
  * its CPU to the bare's is reported (the share of the triggers); nothing is compared to it.
- * The trigger that writes the replay index stays: it writes rows, it checks nothing.
+ * The triggers that write the in-doubt index stay: they write rows, they check nothing.
  */
 const openUntriggered = async (path: string, sync: Sync): Promise<SqliteWriter> => {
   const w = await openBare(path, sync);
@@ -76,12 +76,10 @@ const throughputAndReplay = async (ctx: BenchContext): Promise<void> => {
   const modes: Sync[] = ['FULL', 'NORMAL'];
   const product = new Map<Sync, { a: SqliteStartBarrier; w: SqliteWriter }>();
   const bare = new Map<Sync, SqliteWriter>();
-  const bareBefore = new Map<Sync, SqliteWriter>();
   const untriggered = await openUntriggered(join(ctx.tmp, 'bare-untriggered-FULL.db'), 'FULL');
   for (const m of modes) {
     product.set(m, await openProduct(join(ctx.tmp, `product-${m}.db`), m));
     bare.set(m, await openBare(join(ctx.tmp, `bare-${m}.db`), m));
-    bareBefore.set(m, await openBare(join(ctx.tmp, `bare-before-${m}.db`), m, 'before-stored-once'));
   }
   const r: Record<string, RoundResult[]> = {};
   const push = (k: string, v: RoundResult) => (r[k] ??= []).push(v);
@@ -112,18 +110,12 @@ const throughputAndReplay = async (ctx: BenchContext): Promise<void> => {
         push('bare-untriggered-FULL', await runRound({ clients: 1, opsPerClient: n, op: (_c, i) => untriggered.bareStart(plainWrites[i]!) }));
       }
 
-      const o = bareBefore.get(m)!;
-      const beforeScenarios = fresh('o', n);
-      o.readyRuns(beforeScenarios);
-      const beforeWrites = beforeScenarios.map((s) => startWriteOf(trustedDecoded(s.startCommand()), lifecycleOf(s).state, now));
-      push(`bare-before-${m}`, await runRound({ clients: 1, opsPerClient: n, op: (_c, i) => o.bareStart(beforeWrites[i]!) }));
     }
   }
   untriggered.db.close();
   for (const m of modes) {
     await product.get(m)!.a.close();
     bare.get(m)!.db.close();
-    bareBefore.get(m)!.db.close();
   }
   const s = Object.fromEntries(Object.entries(r).map(([k, v]) => [k, summarize(v)]));
   for (const m of modes) {
@@ -132,14 +124,6 @@ const throughputAndReplay = async (ctx: BenchContext): Promise<void> => {
     ctx.figures.push(
       { id: `sqlite.floor.${m}`, section: 'sqlite', label: `SQLite ${m}: commit floor (BEGIN IMMEDIATE; INSERT; COMMIT)`, clients: 1, summary: floor, floor },
       { id: `sqlite.bare.${m}`, section: 'sqlite', label: `SQLite ${m}: bare transaction, same rows, no client checks (the schema's triggers run)`, clients: 1, summary: s[`bare-${m}`]!, floor },
-      {
-        id: `sqlite.bare-before.${m}`,
-        section: 'sqlite',
-        label: `SQLite ${m}: bare transaction, same rows, schema before each fact was stored once`,
-        clients: 1,
-        summary: s[`bare-before-${m}`]!,
-        floor,
-      },
       { id: `sqlite.prepare.${m}`, section: 'sqlite', label: `SQLite ${m}: prepare (new start)`, clients: 1, summary: s[`prepare-${m}`]!, floor },
       { id: `sqlite.replay.${m}`, section: 'sqlite', label: `SQLite ${m}: prepare, exact replay`, clients: 1, summary: s[`replay-${m}`]!, floor },
       { id: `sqlite.get.${m}`, section: 'sqlite', label: `SQLite ${m}: one prepared get (barrier by start_id)`, clients: 1, summary: s[`get-${m}`]! },
@@ -165,9 +149,7 @@ const bytesPerStart = async (ctx: BenchContext): Promise<void> => {
   const barePath = join(ctx.tmp, 'bytes-bare.db');
   const { a, w } = await openProduct(productPath, 'FULL');
   const b = await openBare(barePath, 'FULL');
-  const beforePath = join(ctx.tmp, 'bytes-bare-before.db');
-  const o = await openBare(beforePath, 'FULL', 'before-stored-once');
-  const rounds: Record<'product' | 'bare' | 'before', BytesPerStart[]> = { product: [], bare: [], before: [] };
+  const rounds: Record<'product' | 'bare', BytesPerStart[]> = { product: [], bare: [] };
   let canonical = 0;
   try {
     for (let round = 0; round < ctx.sizes.rounds; round++) {
@@ -181,20 +163,14 @@ const bytesPerStart = async (ctx: BenchContext): Promise<void> => {
       const writes = bareScenarios.map((s) => startWriteOf(trustedDecoded(s.startCommand()), lifecycleOf(s).state, now));
       canonical = writes.reduce((sum, x) => sum + canonicalBytesOfStart(x), 0) / writes.length;
       rounds.bare.push((await sqliteBytesAround(b.db, barePath, n, async () => writes.forEach((x) => b.bareStart(x)))).bytes);
-      const beforeScenarios = fresh('r', n);
-      o.readyRuns(beforeScenarios);
-      const beforeWrites = beforeScenarios.map((s) => startWriteOf(trustedDecoded(s.startCommand()), lifecycleOf(s).state, now));
-      rounds.before.push((await sqliteBytesAround(o.db, beforePath, n, async () => beforeWrites.forEach((x) => o.bareStart(x)))).bytes);
     }
   } finally {
     await a.close();
     b.db.close();
-    o.db.close();
   }
   ctx.bytes.push(
     { id: 'sqlite.bytes.prepare', label: 'SQLite FULL: prepare (new start)', ...leastOf(rounds.product), canonicalBytes: canonical, starts: n },
     { id: 'sqlite.bytes.bare', label: 'SQLite FULL: bare transaction, same rows', ...leastOf(rounds.bare), canonicalBytes: canonical, starts: n },
-    { id: 'sqlite.bytes.bare-before', label: 'SQLite FULL: bare transaction, schema before each fact was stored once', ...leastOf(rounds.before), canonicalBytes: canonical, starts: n },
   );
 };
 

@@ -9,14 +9,14 @@ const primary = (code: string): string => /^SQLITE_[A-Z]+/.exec(code)?.[0] ?? co
 /**
  * Driver errors never leave the adapter raw: busy is a timeout, a unique hit is a conflict, a
  * full disk or read-only storage is STORE_UNAVAILABLE (nothing was written), a file SQLite
- * itself finds malformed is CORRUPT_RECORD (R9.5), and so is a history trigger's refusal (0062,
- * R9.1): the decider planned on heads the log does not back.
+ * itself finds malformed is CORRUPT_RECORD (R9.5), and so is a history trigger's refusal
+ * (R9.1): the decider planned on heads the log does not back.
  */
 export const mapSqliteError = (e: unknown, startId?: string): unknown => {
   if (!isSqliteError(e)) return e;
   if (e.code === 'SQLITE_CONSTRAINT_TRIGGER' && e.message.startsWith('illegal history refused')) return new CorruptRecordError('run history', 'events', e.message);
   if (e.code === 'SQLITE_BUSY' || e.code === 'SQLITE_BUSY_TIMEOUT' || e.code === 'SQLITE_BUSY_SNAPSHOT') return new TransactionTimeoutError('busy', `database is locked by another writer (${e.message})`);
-  // the unique index of StepRun versions in the log (0084): the head is behind its log
+  // the unique index of StepRun versions in the log: the head is behind its log
   if (e.code === 'SQLITE_CONSTRAINT_UNIQUE' && e.message.includes('events_step_run_version')) {
     return new CorruptRecordError('run history', 'events', `a StepRun event repeats a version its log has: the StepRun head is behind its log (${e.message})`);
   }

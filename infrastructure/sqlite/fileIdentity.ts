@@ -93,7 +93,7 @@ export const assertBarrierOrEmpty = (db: Database.Database, path: string): void 
 };
 
 /**
- * The chain back-fill (0061) computes links in SQL; SQLite has no sha256 of its own. The
+ * The chain back-fill of a released store computes links in SQL; SQLite has no sha256 of its own. The
  * function exists on the migrator's connection only: no trigger can call it (directOnly).
  */
 export const registerMigrationFunctions = (db: Database.Database): void => {
@@ -107,7 +107,7 @@ export const registerMigrationFunctions = (db: Database.Database): void => {
       committed_at_ms: String(committed_at_ms),
     }),
   );
-  // The row digests (0073) back-fill the same way; the ledger's are written after each plan.
+  // The ledger's row digests are written the same way, after each plan.
   db.function('ql3_fields_digest', { deterministic: true, directOnly: true, varargs: true }, (tag, ...fields) =>
     fieldsDigest(String(tag), fields.map((f) => String(f))),
   );
@@ -230,8 +230,9 @@ export const migrateSqlite = (db: Database.Database, checkObjects = true): strin
       try {
         db.exec(m.sql);
       } catch (e) {
-        // a file the schema refuses (an object it makes exists already): typed, as on PostgreSQL
-        if (isSqliteError(e) && e.code === 'SQLITE_ERROR') throw new MigrationError(`migration ${m.name} failed: ${e.message}; nothing was applied`);
+        // a file the schema refuses (an object it makes exists already, stored rows it cannot
+        // carry forward): typed, as on PostgreSQL
+        if (isSqliteError(e) && (e.code === 'SQLITE_ERROR' || e.code.startsWith('SQLITE_CONSTRAINT'))) throw new MigrationError(`migration ${m.name} failed: ${e.message}; nothing was applied`);
         throw e;
       }
       db.prepare(SQL.INSERT_APPLIED).run(m.name, m.checksum, Date.now());

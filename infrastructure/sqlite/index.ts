@@ -9,5 +9,5 @@ export const openSqliteStartBarrier = async (options: SqliteStartBarrierOptions)
   withTelemetry(await openSqlite(options), undefined, { 'db.system.name': 'sqlite', ...(typeof options?.path === 'string' ? { 'db.namespace': options.path } : {}) });
 // The authority's types and the surface both driver subpaths share (application/storeSurface.ts).
 export * from '../../application/storeSurface';
-export { MigrationError, SchemaMissingError } from '../migrations';
+export { MigrationError, SchemaMissingError, UnreleasedStoreError } from '../migrations';
 export { openSqliteRetention, type SqliteRetention, type SqliteCompactReport, type CompactionStep, COMPACTION_STEPS } from './sqliteRetention';

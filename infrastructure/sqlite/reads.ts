@@ -95,6 +95,11 @@ export interface ProbedIdentities {
 
 /** An index row as its probe returns it (raw): identity, value, start_id. */
 type IndexCells = [identity: string, value: string, start_id: string];
+/**
+ * A row of the lookup (raw): a probe's, or a compacted start's identity with its record's
+ * digests (R14.2: they stand in for the barrier), run_id set only there.
+ */
+type LookupCells = [identity: ReplayIdentity, value: string, start_id: string, run_id: string | null, command_digest: string | null, barrier_digest: string | null, compaction_digest: string | null];
 
 /**
  * The index rows with the command digest of the barrier each names, null where that barrier is
@@ -115,32 +120,28 @@ const withDigests = (s: Statements, cells: readonly IndexCells[], known?: Barrie
 };
 
 /**
- * R3.1: every identity of the command through the unique replay index, one statement. `probed`,
+ * R3.1: every identity of the command through the key that holds it, one statement. `probed`,
  * when given, receives what was probed: the lookup and the barrier read's probes are the same
  * statement, so a barrier read later in the same transaction, with nothing written in between,
  * reuses these rows for the values it would probe again (readBarrier).
  */
 export const lookupReplay = (s: Statements, keys: ReplayKeys, probed?: { current?: ProbedIdentities }): ReplayHits => {
   const values = probeValuesOf(keys);
-  const rows = withDigests(s, s.lookup.all(...values) as IndexCells[]);
+  const replay = replayValuesOf(keys);
+  const all = s.lookup.all(...values, JSON.stringify(REPLAY_IDENTITIES.map((identity) => [identity, replay[identity]]))) as LookupCells[];
+  const rows = withDigests(s, all.filter((c) => c[3] === null) as unknown as IndexCells[]);
   const hits = noReplayHits() as Record<ReplayIdentity, ReplayHit[]>;
   for (const r of rows) {
     if (!(REPLAY_IDENTITIES as readonly string[]).includes(r.identity)) throw new CorruptRecordError('replay index', r.value, `unknown identity ${r.identity}`);
     if (r.command_digest === null) throw new CorruptRecordError('replay index', r.value, `names start ${r.start_id}, which has no barrier`);
     hits[r.identity] = [...hits[r.identity], { startId: r.start_id, commandDigest: r.command_digest }];
   }
-  compactedHits(s, keys, hits);
+  for (const [identity, , start_id, run_id, command_digest, barrier_digest, compaction_digest] of all) {
+    if (run_id === null) continue;
+    hits[identity] = [...hits[identity], { startId: start_id, commandDigest: command_digest!, compacted: { runId: run_id, barrierDigest: barrier_digest!, compactionDigest: compaction_digest ?? '' } }];
+  }
   if (probed !== undefined) probed.current = { values, rows: rows as ProbedIdentities['rows'] };
   return hits;
-};
-
-/** R14.2: an identity of a compacted start is a hit too (its record's digests stand in for the barrier). */
-const compactedHits = (s: Statements, keys: ReplayKeys, hits: Record<ReplayIdentity, ReplayHit[]>): void => {
-  const values = replayValuesOf(keys);
-  const probe = JSON.stringify(REPLAY_IDENTITIES.map((identity) => [identity, values[identity]]));
-  for (const r of s.lookupCompacted.all(probe) as { identity: ReplayIdentity; value: string; start_id: string; run_id: string; command_digest: string; barrier_digest: string; compaction_digest: string | null }[]) {
-    hits[r.identity] = [...hits[r.identity], { startId: r.start_id, commandDigest: r.command_digest, compacted: { runId: r.run_id, barrierDigest: r.barrier_digest, compactionDigest: r.compaction_digest ?? '' } }];
-  }
 };
 
 /** The index rows under the barrier's own identity values: the lookup's when it probed exactly these values, else probed now. */
@@ -207,7 +208,7 @@ export const readBarrier = (s: Statements, startId: string, keys?: EvidenceKeyri
     return requireNoTraceOfStart(startId, indexed, mutations, logged);
   }
   // The five events around the RunEvent the barrier names hold the one copy of every record's
-  // JSON (0080); the probes are the identity values the barrier mirrors.
+  // JSON; the probes are the identity values the barrier mirrors.
   const events = (s.startEvents.all(barrier.run_event_id, streamNameOf(barrier.run_id)) as unknown[][]).map(eventRowOf);
   // On an exact replay these are the values the lookup just probed in this transaction (probed).
   const identityRows = identityRowsOf(s, barrier, probeValuesOf(replayKeysOfBarrierRow(barrier)), probed);
@@ -223,15 +224,12 @@ export const readBarrier = (s: Statements, startId: string, keys?: EvidenceKeyri
   return keys === undefined ? verified : keys.verify(verified, s.evidenceMacs.all(startId) as EvidenceMacRow[]);
 };
 
-/** R5.4: the barrier of one attempt; the replay index and the barrier's own key must agree. */
+/** R5.4: the barrier of one attempt, by its unique attempt key. */
 export const readBarrierOfAttempt = (s: Statements, runId: string, stepRunId: string, startedStepRunVersion: number, keys?: EvidenceKeyring): StoredBarrier | null => {
   const attempt = attemptValue(runId, stepRunId, startedStepRunVersion);
-  const rows = s.attempt.all(attempt, runId, stepRunId, startedStepRunVersion) as { source: string; start_id: string }[];
-  const startId = agreedAttemptStart(
-    attempt,
-    rows.filter((r) => r.source === 'index').map((r) => r.start_id),
-    rows.filter((r) => r.source === 'barrier').map((r) => r.start_id),
-  );
+  // the attempt's key is the barrier's own: one list, both sides of the agreement
+  const starts = (s.attempt.all(runId, stepRunId, startedStepRunVersion) as { start_id: string }[]).map((r) => r.start_id);
+  const startId = agreedAttemptStart(attempt, starts, starts);
   if (startId === undefined) return requireAttemptNotInLog(attempt, stepRunId, startedStepRunVersion, s.eventsOfType.all(streamNameOf(runId), 'StepRunStarted') as EventRow[]);
   const found = readBarrier(s, startId, keys);
   if (found === null) throw new CorruptRecordError('replay index', attempt, `attempt names start ${startId}, which has no barrier`);

@@ -1,6 +1,6 @@
 // SQL owned by the SQLite recovery read models. Every value is a bound parameter.
-import type { ReplayIdentity } from '../../domain';
-import { IDENTITY_STORAGE, identityStartIdsSql } from './identities';
+import { REPLAY_IDENTITIES, type ReplayIdentity } from '../../domain';
+import { IDENTITY_STORAGE, barrierIdentitiesSql, identityProbeSql, identityStartIdsSql, keyedIdentitiesSql } from './identities';
 
 /**
  * A row in the Project's scope: its own project_id, or its Run's (R9.3: one changed mirror
@@ -18,7 +18,7 @@ export const IN_DOUBT = `SELECT b.start_id FROM tool_execution_start_barriers b
   LIMIT coalesce(@limit, -1)`;
 
 /**
- * A page of the in-doubt index (0092), one statement per scope so that each reads its own index
+ * A page of the in-doubt index, one statement per scope so that each reads its own index
  * in listing order and stops at the limit: Project and Run are equalities, the cutoff a bound
  * (the largest integer when off).
  */
@@ -52,7 +52,7 @@ export const RUNNING_STEP_RUNS = `SELECT * FROM step_runs sr WHERE sr.status = '
 export const ATTEMPT_START_IDS = `SELECT start_id FROM tool_execution_start_barriers
   WHERE run_id = ? AND step_run_id = ? ORDER BY started_step_run_version, start_id`;
 
-/** Each R4.1 identity, looked up in the replay index and in the barrier's own column(s). */
+/** Each R4.1 identity, looked up by the key that holds it. */
 export const IDENTITY_START_IDS = Object.fromEntries(
   Object.entries(IDENTITY_STORAGE).map(([identity, storage]) => [identity, identityStartIdsSql(storage)]),
 ) as Record<ReplayIdentity, string>;
@@ -78,14 +78,15 @@ export const STEP_RUN_ROWS_OF_RUN = 'SELECT * FROM step_runs WHERE run_id = ? OR
 
 // --- integrity checks of `verify`: each returns only the bad rows ---
 
+/** A value two barriers name under one identity (R4.1): each fact's key and start id refuse it, re-checked in case they were dropped. */
 export const DUPLICATE_IDENTITIES = `SELECT identity, value, count(*) AS n, group_concat(start_id, ', ') AS starts
-  FROM start_replay_identities GROUP BY identity, value HAVING count(*) > 1`;
+  FROM (${barrierIdentitiesSql()}) GROUP BY identity, value HAVING count(*) > 1`;
 /**
- * Index rows that name a barrier which does not hold their value (0081): the replay index
- * against the barriers. The other way (each barrier's identities in the index) is every
+ * Rows holding an identity of a start whose barrier does not hold that value: a fact naming a
+ * start that names another fact. The other way (each barrier's facts carry its start) is every
  * barrier's verified read, which probes each of its values.
  */
-export const STRAY_IDENTITIES = `SELECT i.identity, i.value, i.start_id FROM start_replay_identities i
+export const STRAY_IDENTITIES = `SELECT i.identity, i.value, i.start_id FROM (${keyedIdentitiesSql()}) i
   JOIN tool_execution_start_barriers b ON b.start_id = i.start_id
   WHERE i.value IS NOT CASE i.identity ${Object.entries(IDENTITY_STORAGE)
     .map(([identity, s]) => `WHEN '${identity}' THEN ${'column' in s ? `b.${s.column}` : 'json_array(b.run_id, b.step_run_id, b.started_step_run_version)'}`)
@@ -121,7 +122,8 @@ export const STREAM_HEADS = `SELECT * FROM (SELECT s.stream_id, s.stream_type, s
 export const COMPACTION_RECORDS = 'SELECT run_id, record_json, compaction_digest FROM run_compactions ORDER BY run_id';
 export const COMPACTED_IDENTITIES = 'SELECT identity, value, start_id, run_id, command_digest, barrier_digest FROM compacted_identities ORDER BY identity, value';
 export const EVENTS_BETWEEN = 'SELECT count(*) AS n FROM events WHERE global_position BETWEEN ? AND ?';
-export const LIVE_IDENTITY = 'SELECT 1 FROM start_replay_identities WHERE identity = ? AND value = ?';
+/** Whether a live row holds an identity value (the value bound): a probe of the key that holds it. */
+export const LIVE_IDENTITY = Object.fromEntries(REPLAY_IDENTITIES.map((identity) => [identity, identityProbeSql(identity)])) as Record<ReplayIdentity, string>;
 export const RUN_HAS_ROWS = 'SELECT 1 FROM runs WHERE run_id = ? UNION ALL SELECT 1 FROM streams WHERE stream_id = ?';
 export const GLOBAL_ORDER = 'SELECT count(*) AS n, min(global_position) AS lo, max(global_position) AS hi FROM events';
 /** Within each stream the global order follows the stream positions. */

@@ -19,7 +19,7 @@ export const MIGRATIONS_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (
 export const SCHEMA_OBJECTS = "SELECT type, name, tbl_name, sql FROM sqlite_master WHERE name NOT LIKE 'sqlite\\_%' ESCAPE '\\'";
 export const SELECT_APPLIED = 'SELECT name, checksum FROM schema_migrations ORDER BY name';
 export const INSERT_APPLIED = 'INSERT INTO schema_migrations (name, checksum, applied_at_ms) VALUES (?, ?, ?)';
-/** R9.2: each ledger row binds when it was applied (0073); the migrator fills what it inserted. */
+/** R9.2: each ledger row binds when it was applied; the migrator fills what it inserted. */
 export const LEDGER_DIGEST_PRESENT = "SELECT 1 FROM pragma_table_info('schema_migrations') WHERE name = 'ledger_digest'";
 export const FILL_LEDGER_DIGESTS = 'UPDATE schema_migrations SET ledger_digest = ql3_fields_digest(?, name, checksum, applied_at_ms) WHERE ledger_digest IS NULL';
 /** The capability rows, checked by an open and by verify against what the migrations set. */
@@ -34,11 +34,17 @@ export const LOOKUP_COMPACTED = `SELECT i.identity, i.value, i.start_id, i.run_i
 export const SELECT_RUN_COMPACTED = 'SELECT 1 AS compacted FROM run_compactions WHERE run_id = ?';
 export const NOW_MS = "SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER) AS now_ms";
 
-/** R3.1: the identities' unique-index probes in one statement (identities.ts). */
-export const LOOKUP_REPLAY = lookupReplaySql();
-/** The same probes plus every row naming the start: a barrier read sees duplicates and strays. */
+/**
+ * R3.1: the identities' key probes (identities.ts) and, in the same statement, the identities of
+ * compacted starts (LOOKUP_COMPACTED's rows, the probe pairs as JSON bound last). A live row has
+ * no run_id; a compacted row carries its record's digests.
+ */
+export const LOOKUP_REPLAY = `SELECT identity, value, start_id, NULL AS run_id, NULL AS command_digest, NULL AS barrier_digest, NULL AS compaction_digest
+  FROM (${lookupReplaySql()})
+  UNION ALL ${LOOKUP_COMPACTED}`;
+/** The same probes of a barrier's own values: a barrier read sees a fact missing or naming another start. */
 export const IDENTITIES_OF_START = identitiesOfStartSql();
-/** The command digest of the barrier an index row names (the replay index holds none, 0081). */
+/** The command digest of the barrier a probe row names. */
 export const SELECT_COMMAND_DIGEST = commandDigestOfStartSql();
 
 export const SELECT_RUN_HEAD = `SELECT r.run_id, r.project_id, r.snapshot_id, r.snapshot_digest, r.version, s.version AS stream_version
@@ -112,22 +118,21 @@ export const SELECT_BARRIER_WITH_FACTS = `SELECT b.*, a.*, t.*, r.*, m.* FROM to
   WHERE b.start_id = ?`;
 /**
  * The five events of a start, around the RunEvent its barrier names (R5.3): their data is the
- * one stored copy of each record's JSON (0080), proven against the barrier's mirror columns.
+ * one stored copy of each record's JSON, proven against the barrier's mirror columns.
  */
 export const SELECT_START_EVENTS = `SELECT e.stream_id, e.stream_position, e.event_id, e.event_type, e.data_json, e.committed_at_ms
   FROM events a JOIN events e ON e.stream_id = a.stream_id AND e.stream_position BETWEEN a.stream_position - 3 AND a.stream_position + 1
   WHERE a.event_id = ? AND a.stream_id = ? ORDER BY e.stream_position`;
-/** An attempt's start, from both sides: the replay index and the barrier's attempt columns. */
-export const SELECT_ATTEMPT = `SELECT 'index' AS source, start_id FROM start_replay_identities WHERE identity = 'attempt' AND value = ?
-  UNION ALL SELECT 'barrier', start_id FROM tool_execution_start_barriers WHERE run_id = ? AND step_run_id = ? AND started_step_run_version = ?`;
-/** Whether the replay index still names a start whose barrier row is missing. */
+/** An attempt's start: the barrier's unique attempt key. */
+export const SELECT_ATTEMPT = 'SELECT start_id FROM tool_execution_start_barriers WHERE run_id = ? AND step_run_id = ? AND started_step_run_version = ?';
+/** Whether rows still claim a start whose barrier row is missing. */
 export const SELECT_INDEX_NAMES_START = indexNamesStartSql();
 
 /** The events of one type in one Run stream, in order: the log's own record of every attempt (StepRunStarted) or StepRun (StepRunCreated). */
 export const SELECT_STREAM_EVENTS_OF_TYPE = `SELECT stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM events
   WHERE stream_id = ? AND event_type = ? ORDER BY stream_position`;
 
-/** A StepRun's last event in its Run's log: one seek in the StepRun version index (0084). */
+/** A StepRun's last event in its Run's log: one seek in the StepRun version index. */
 export const SELECT_LAST_STEP_RUN_EVENT = `SELECT stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM events
   WHERE stream_id = ? AND event_type IN ${STEP_RUN_EVENT_TYPES_SQL}
     AND json_extract(data_json, '$.stepRunId') = ?

@@ -4,7 +4,7 @@ import { checked, checkedClaim, checkedClaimRows, noBarrierToClaim, claimRowOf, 
 import { isSqliteError } from './connection';
 import { mapSqliteError } from './errors';
 
-// Driver claims (R11.2) in the authority's SQLite file (migration 0060), on its one connection.
+// Driver claims (R11.2) in the authority's SQLite file (adapter_driver_claims), on its one connection.
 
 const SQLITE = {
   now: "SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER) AS now_ms",
@@ -34,7 +34,7 @@ export const sqliteDriverClaims = (db: Database.Database, run: ClaimRunner): Dri
         return body();
       } catch (e) {
         if (isSqliteError(e) && e.code === 'SQLITE_CONSTRAINT_FOREIGNKEY') throw noBarrierToClaim(startId);
-        // the claim rules' trigger (0085): the history read back is not what this row follows
+        // the claim rules' trigger: the history read back is not what this row follows
         if (isSqliteError(e) && e.code === 'SQLITE_CONSTRAINT_TRIGGER' && e.message.startsWith('illegal history refused')) throw new CorruptRecordError('driver claim', startId, e.message);
         throw mapSqliteError(e, startId);
       }

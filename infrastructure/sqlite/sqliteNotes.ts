@@ -2,12 +2,12 @@ import type Database from 'better-sqlite3';
 import { purgeDigestOf, type NoteRow, type NoteStore } from '../../application/recoveryRules';
 import { mapSqliteError } from './errors';
 
-// R10.2: resolution notes on SQLite (migration 0059). Writes run as the authority's own write
+// R10.2: resolution notes on SQLite (resolution_notes). Writes run as the authority's own write
 // operations (its one connection, serially); reads are plain statements, so `verify` can read
 // a note from inside its snapshot on that same connection.
 
 const INSERT_NOTE = 'INSERT INTO resolution_notes (start_id, note_digest, note_text) VALUES (?, ?, ?) ON CONFLICT (start_id, note_digest) DO NOTHING';
-/** The purge time (the database clock) and its digest (0073) are written together. */
+/** The purge time (the database clock) and its digest are written together. */
 const PURGE_NOTE = `UPDATE resolution_notes SET note_text = NULL, purged_at_ms = ?, purge_digest = ?
   WHERE start_id = ? AND note_digest = ? AND note_text IS NOT NULL`;
 const NOW_MS = "SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER) AS now_ms";

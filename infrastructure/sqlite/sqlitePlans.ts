@@ -1,7 +1,7 @@
 import type Database from 'better-sqlite3';
 import type { InvocationPlanRow, PlanRowStore } from '../../application/invocationPlans';
 
-// Sealed invocation plans (R12.2) in the authority's SQLite file (migration 0093), through the
+// Sealed invocation plans (R12.2) in the authority's SQLite file (invocation_plans), through the
 // authority's own connection and its one-operation-at-a-time transactions.
 
 const SQL = {

@@ -1,4 +1,4 @@
-import { streamNameOf } from '../../domain';
+import { REPLAY_IDENTITIES, streamNameOf, type ReplayIdentity } from '../../domain';
 import type Database from 'better-sqlite3';
 import type { StartOutcomeRow } from '../../projections/outcomeRows';
 import type { RunRow, StepRunRow } from '../../projections/rows';
@@ -152,7 +152,7 @@ export const createSqliteRecoveryView = (host: SqliteRecoveryHost): RecoveryView
         ...compactionProblems({
           records,
           identities: p(RSQL.COMPACTED_IDENTITIES).all() as CompactedIdentityRow[],
-          isLive: (identity, value) => p(RSQL.LIVE_IDENTITY).get(identity, value) !== undefined,
+          isLive: (identity, value) => (REPLAY_IDENTITIES as readonly string[]).includes(identity) && p(RSQL.LIVE_IDENTITY[identity as ReplayIdentity]).get(value) !== undefined,
           runHasRows: (runId) => p(RSQL.RUN_HAS_ROWS).get(runId, streamNameOf(runId)) !== undefined,
         }),
       );

@@ -3,11 +3,12 @@ import type Database from 'better-sqlite3';
 import { canonicalJson, compactionBlockerOf, compactionDigestOf, compactionRecordOf, decodeCompactOptions, streamNameOf, type CompactReport, type ReplayIdentity, type StepRunStatus } from '../../domain';
 import { decide, type ClaimRow } from '../../application/driverClaimRules';
 import { openSqliteStartBarrier } from './sqliteAuthority';
+import { barrierIdentitiesSql } from './identities';
 import type { SqliteStartBarrier, SqliteStartBarrierOptions } from './sqliteAuthority';
 
 // R14.2 on SQLite: the operator's retention path. It opens the store as the runtime does (the
 // migrations, the schema check), then registers ql3_retention_gate() on its own connection: the
-// one function the delete guards and the compaction tables' insert guards call (0094). The
+// one function the delete guards and the compaction tables' insert guards call. The
 // runtime's connection never registers it, so there its deletes and forged records do not even
 // prepare. Each Run is compacted in its own BEGIN IMMEDIATE: a crash leaves it whole or
 // compacted. The file shrinks afterwards: the first compaction turns auto_vacuum to INCREMENTAL
@@ -33,7 +34,8 @@ const Q = {
     FROM tool_execution_start_barriers b WHERE run_id = ? ORDER BY start_id`,
   claims: 'SELECT * FROM adapter_driver_claims WHERE start_id IN (SELECT value FROM json_each(?)) ORDER BY start_id, generation, kind',
   events: 'SELECT global_position, stream_position, event_id, event_type, data_json, committed_at_ms, chain_digest FROM events WHERE stream_id = ? ORDER BY stream_position',
-  identities: 'SELECT identity, value, start_id FROM start_replay_identities WHERE start_id IN (SELECT value FROM json_each(?))',
+  // every identity each barrier holds (the facts' keys it names), as the compaction record binds them
+  identities: `SELECT identity, value, start_id FROM (${barrierIdentitiesSql()}) WHERE start_id IN (SELECT value FROM json_each(?))`,
   streamVersion: 'SELECT version FROM streams WHERE stream_id = ?',
   now: "SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER) AS now_ms",
 } as const;
@@ -42,7 +44,7 @@ const STARTS = '(SELECT value FROM json_each(@starts))';
 /** Children before parents, as the foreign keys need. */
 /** The tables whose key (or an index) leads with the start id, children before parents. */
 const BY_START = [
-  'start_whole_at_commit', 'start_outcomes', 'adapter_driver_claims', 'start_evidence_macs', 'start_replay_identities', 'in_doubt_starts', 'invocation_plans',
+  'start_whole_at_commit', 'start_outcomes', 'adapter_driver_claims', 'start_evidence_macs', 'in_doubt_starts', 'invocation_plans',
   'resolution_notes', 'tool_execution_start_barriers',
 ] as const;
 /** The fact tables, by their own keys (their start_id column has no index). */

@@ -5,7 +5,6 @@ import * as SQL from './sql';
 const STATEMENTS = {
   now: SQL.NOW_MS,
   lookup: SQL.LOOKUP_REPLAY,
-  lookupCompacted: SQL.LOOKUP_COMPACTED,
   runCompacted: SQL.SELECT_RUN_COMPACTED,
   identitiesOfStart: SQL.IDENTITIES_OF_START,
   commandDigest: SQL.SELECT_COMMAND_DIGEST,

@@ -17,7 +17,7 @@ import { nowMsOf, type Statements } from './statements';
 // run in one `BEGIN IMMEDIATE` of the authority's one connection, holding the write lock from
 // its first read (a start's exact replay is answered before, in a read transaction). Each
 // move appends its events first (each with its chain link, R9.2) and then moves the heads, so
-// the database's triggers (0062) can check that every head move is the image of the event
+// the database's triggers can check that every head move is the image of the event
 // just appended.
 
 const casStream = (s: Statements, stream: string, expected: number, next: number): void => {
@@ -90,7 +90,7 @@ const writeStep = (s: Statements, plan: StartWrite, step: StartWriteStep, last: 
       return;
     case 'barrier': // R3.7, and R3.5's head moves over the whole start
       insertEventRows(s, plan, plan.events.barrier, last);
-      s.insertBarrier.run(rows.barrier); // its insert writes its seven replay identities (0087)
+      s.insertBarrier.run(rows.barrier); // refused unless every fact it names carries its start id
       casRun(s, plan);
       return;
     default: {

@@ -271,7 +271,8 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
         start('audit_receipts', 'audit_receipt_id = ?', [record.audit.auditReceiptId]),
         start('step_run_mutations', 'mutation_id = ?', [record.mutation.mutationId]),
         start('events', 'stream_id = ? AND stream_position >= ? AND stream_position <= ? ORDER BY stream_position', [stream, sequence - 3, sequence + 1]),
-        start('start_replay_identities', 'start_id = ? ORDER BY identity', [record.startId]),
+        // SQLite keeps no replay index: its identities are the keys of the rows above
+        ...(store.backend === 'sqlite' ? [] : [start('start_replay_identities', 'start_id = ? ORDER BY identity', [record.startId])]),
         start('start_evidence_macs', 'start_id = ?', [record.startId]),
         byVerify('events', 'stream_id = ? AND (stream_position < ? OR stream_position > ?) ORDER BY stream_position', [stream, sequence - 3, sequence + 1]),
         byVerify('streams', 'stream_id = ?', [stream]),
@@ -340,7 +341,7 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
         }
       }
       // A duplicated identity row (its unique index dropped first): the index names two rows.
-      for (const row of await session.rows('start_replay_identities', 'start_id = ? ORDER BY identity', [startId])) {
+      for (const row of store.backend === 'sqlite' ? [] : await session.rows('start_replay_identities', 'start_id = ? ORDER BY identity', [startId])) {
         const what = `${store.backend} ${startId} start_replay_identities duplicate ${String(row.identity)}`;
         const dup = await session.duplicateIdentity(String(row._key));
         await probe(b.record, what);

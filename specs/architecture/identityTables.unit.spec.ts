@@ -28,19 +28,21 @@ describe('R4.1 one identity table per backend', () => {
     expect(Pg.identityOfViolation({ constraint: 'start_replay_identities_key', detail: 'Key (identity, value)=(ticketId, t-1) already exists.' }, table)).to.equal('ticketId');
   });
 
-  it('R4.1 a new identity needs one SQLite table entry (plus its migration): lookup, probes, recovery and violation mapping follow', () => {
-    const table = { ...Lite.IDENTITY_STORAGE, ticketId: { column: 'ticket_id', unique: ['tool_execution_start_barriers.ticket_id'] } };
-    expect(Lite.lookupReplaySql(table)).to.contain(`i.identity = 'ticketId' AND i.value = ?`);
+  it('R4.1 a new identity needs one SQLite table entry (plus the key that holds it): lookup, probes, recovery and violation mapping follow', () => {
+    const table = { ...Lite.IDENTITY_STORAGE, ticketId: { column: 'ticket_id', unique: ['tickets.ticket_id'], via: 'tickets' } };
+    // each identity is probed by the key of the row that holds it: the facts' own keys, no replay-index table
+    expect(Lite.lookupReplaySql(table)).to.contain(`SELECT 'ticketId' AS identity, k.ticket_id AS value, k.start_id FROM tickets k WHERE k.ticket_id = ?`);
     expect(Lite.lookupReplaySql(table).match(/\?/g)).to.have.length(REPLAY_IDENTITIES.length + 1);
-    expect(Lite.identitiesOfStartSql(table)).to.contain(`i.identity = 'ticketId'`);
-    // the compact replay index (0081): probes by identity value only, the command digest from the barrier
-    expect(Lite.identitiesOfStartSql(table).match(/\?/g)).to.have.length(REPLAY_IDENTITIES.length + 1);
-    expect(Lite.identitiesOfStartSql(table)).to.not.match(/start_id = \?/);
+    expect(Lite.lookupReplaySql(table)).to.not.contain('start_replay_identities');
+    expect(Lite.identitiesOfStartSql(table)).to.contain('FROM tickets k WHERE k.ticket_id = ?');
+    // the attempt is the barrier's unique key, probed by its three columns
+    expect(Lite.lookupReplaySql(table)).to.contain("k.run_id = CASE WHEN json_valid(p.v) THEN json_extract(p.v, '$[0]') END");
     // the command digest is read once per start the rows name, not joined to each probe
-    expect(Lite.lookupReplaySql(table)).to.not.contain('JOIN');
     expect(Lite.commandDigestOfStartSql()).to.contain('WHERE start_id = ?');
     expect(Lite.identityStartIdsSql(table.ticketId)).to.contain('WHERE ticket_id = @key');
-    expect(Lite.identityOfUniqueColumn('tool_execution_start_barriers.ticket_id', table)).to.equal('ticketId');
+    expect(Lite.identityOfUniqueColumn('tickets.ticket_id', table)).to.equal('ticketId');
+    expect(Lite.identityOfUniqueColumn('tool_execution_start_barriers.run_id')).to.equal('attempt');
+    expect(Lite.barrierIdentitiesSql(table)).to.contain(`SELECT 'ticketId' AS identity, k.ticket_id AS value`);
   });
 
   it('R4.1 PostgreSQL maps a refused event id to the identity its prefix names (events_event_id_key)', () => {

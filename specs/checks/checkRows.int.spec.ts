@@ -2,12 +2,8 @@ import { isDeepStrictEqual } from 'node:util';
 import { expect } from 'chai';
 import fc from 'fast-check';
 import { isLeft } from 'fp-ts/lib/Either';
-import { readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { gunzipSync } from 'node:zlib';
 import { CorruptRecordError, PAYLOAD_CODECS, StoredStartBarrierRecord, canonicalJson, isRunEventType, receiptDigestOf, digestedBarrierOf, traceDigestOf, verifyStoredBarrier, type StartFacts } from '../../domain';
 import { naturalEventIdOf, startEventJsonOf, startRowsOf } from '../../projections/rows';
-import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { buildScenario } from '../../domain/scenario';
 import { impliedFacts, provenBarrier } from '../../domain/checkRecords';
 import { checkStartRows, provenStartRows } from '../../application/checks/checkRows';
@@ -79,25 +75,17 @@ describe('R5.3 the one-pass verifier against the oracle (application/checks/chec
       ids.push(command.startId);
     }
     await a.close();
-    // A store written before R10.2: a barrier with annotations, an outcome with a free-text reason.
-    const legacyPath = freshDbPath('check-rows-legacy');
-    writeFileSync(legacyPath, gunzipSync(readFileSync(join(__dirname, '..', 'fixtures', 'legacy-store-before-r10.2.sqlite.gz'))));
-    await (await openSqliteStartBarrier({ path: legacyPath })).close();
     starts = [];
     streamRows = [];
-    for (const [file, startIds] of [
-      [path, ids],
-      [legacyPath, ['start-legacy-annotated-v3', 'start-legacy-open-v3']],
-    ] as const) {
+    for (const [file, startIds] of [[path, ids]] as const) {
       const raw = sqliteRaw(file);
       for (const id of startIds) starts.push(await readStartRows(raw, id));
       streamRows.push(...(await raw.all<EventRow>('SELECT stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM events ORDER BY global_position')));
       await raw.close();
     }
-    expect(starts.some((r) => JSON.parse(r.events[4]!.data_json).barrier.annotations !== undefined), 'a legacy annotated barrier').to.equal(true);
   });
 
-  it('R5.3 every stored start is proven in one pass, with the value the oracle returns (ASCII records, legacy annotated ones too, never fall back)', () => {
+  it('R5.3 every stored start is proven in one pass, with the value the oracle returns (ASCII records, never fall back)', () => {
     starts.forEach((rows, i) => {
       sameRowsAsOracle(`start ${i}`, rows);
       const ascii = /^[\x20-\x7e]*$/.test(rows.events[4]!.data_json);
@@ -194,8 +182,8 @@ describe('R5.3 the one-pass verifier against the oracle (application/checks/chec
   });
 
   it('R5.3 the stored barrier alone: provenBarrier never accepts what verifyStoredBarrier refuses, and codec `is` answers as `validate`', () => {
-    const annotated = starts.find((r) => r.events[4]!.data_json.includes('"annotations"'))!;
-    const base = { ...annotated.barrier, barrier_json: canonicalJson((JSON.parse(annotated.events[4]!.data_json) as { barrier: unknown }).barrier) };
+    const stored = starts[0]!;
+    const base = { ...stored.barrier, barrier_json: canonicalJson((JSON.parse(stored.events[4]!.data_json) as { barrier: unknown }).barrier) };
     const damaged = fc.oneof(
       fc.nat({ max: base.barrier_json.length - 1 }).chain((at) =>
         fc.constantFrom('0', '1', 'f', 'Z', '.', '-', ' ', '\\u0041').map((c) => `${base.barrier_json.slice(0, at)}${c}${base.barrier_json.slice(at + 1)}`),

@@ -1,20 +1,17 @@
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
 import { expect } from 'chai';
 import { ValidationError } from '../../domain';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
 import { openPostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
-import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
-import { BARRIER_APPLICATION_ID, readFileHeader } from '../../infrastructure/sqlite/fileIdentity';
 import { MigratedTemplate, createDatabase } from '../../testkit/postgresHarness';
 import { rejects } from '../../testkit/rejects';
 import { droppingOnClose } from './hostileInputConformance';
-import { freshDbPath } from '../support/tmp';
 
 // R10.2: stores written before reason codes hold free text that is bound by digest into
 // immutable, chained records: a barrier whose command carried `annotations`, an outcome with a
-// prose reason. The fixtures were written by the code of that time (a SQLite file, and a
+// prose reason. The fixture was written by the code of that time (a
 // pg_dump of schema ql3); after this code's migrations they still verify on every read, and
 // nothing new of that kind can be written.
 
@@ -51,17 +48,6 @@ const legacyChecks = (open: () => Promise<RecoverableStartBarrierAuthority>) => 
 
 describe('R10.2 legacy stores keep verifying', function () {
   this.timeout(120_000);
-
-  describe('SQLite (a file written before R10.2)', () => {
-    legacyChecks(async () => {
-      const path = freshDbPath('legacy');
-      writeFileSync(path, gunzipSync(readFileSync(join(FIXTURES, 'legacy-store-before-r10.2.sqlite.gz'))));
-      expect(readFileHeader(path).applicationId, 'the old file has no application id yet').to.equal(0);
-      const a = await openSqliteStartBarrier({ path });
-      expect(readFileHeader(path).applicationId, 'its first migration stamps it').to.equal(BARRIER_APPLICATION_ID);
-      return a;
-    });
-  });
 
   describe('PostgreSQL (a pg_dump of schema ql3 written before R10.2)', () => {
     const template = new MigratedTemplate();

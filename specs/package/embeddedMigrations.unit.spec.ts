@@ -24,7 +24,6 @@ const APPLIED_IN_THE_FIELD: Readonly<Record<string, string>> = {
   '0003-start-evidence': 'sha256:71b3206815400c9d0b6aeaeb688ccda8c27cab74fccaba8f99e4b3f3271de18d',
   '0055-tool-execution-start-barriers': 'sha256:5fc97e3cc99f858cbe2ccadeb8f0a5b6505a2350d677c52e334657f26d8950bf',
   '0056-capability-v28': 'sha256:216107280196c3d6c7d66efaa1cc9f7d6d16b4a8c160da78145dd5a51119eb1f',
-  '0057-recovery-read-models': 'sha256:814fb4ac0a5cab81dde868b0c625a58c329e865b9248860990bc63a1e09055d0',
   'pg-0001-event-store': 'sha256:16ea57e84123da72c433c452d106cfe6784ccd9f16c5b7ec6cef36d647f11c4a',
   'pg-0002-run-read-models': 'sha256:5d80bf471764f71ac12f90e3844abaa36951087979029d62fd8d600616212775',
   'pg-0003-start-evidence': 'sha256:a436311109772a972f6f5bedff939943b61e424802551d0c5b6033080aa5b5f1',

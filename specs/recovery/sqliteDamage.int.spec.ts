@@ -1,23 +1,22 @@
 import { expect } from 'chai';
 import Database from 'better-sqlite3';
 import { buildOnce, runCli } from '../cli/cliSuite';
-import { HEAD_GUARDS, UNDO_HISTORY_MIGRATIONS } from '../sqlite/historyUndo';
 import { CorruptRecordError } from '../../domain';
 import { openSqliteStartBarrier, type SqliteStartBarrier } from '../../infrastructure/sqlite';
-import { rebuildOutcomeRows } from '../../projections/outcomeRows';
 import { stepRunRowOf } from '../../projections/rows';
 import { openFreshSqlite } from '../sqlite/support';
 import { freshDbPath } from '../support/tmp';
 import { rejects, startedScenario } from './recoveryConformance';
-import { completion, expectCorrupt, rawSqlite } from './support';
+import { completion, expectCorrupt } from './support';
 import { withTriggersDropped } from '../../testkit/damage';
 
 // What only a real SQLite file can show: the outcome row and its event share one
-// transaction, the 0057 migration backfills an upgraded database, and damage (simulated with
+// transaction (an upgraded store's outcomes: specs/sqlite/upgradeFrom0056), and damage (simulated with
 // the raw connection after dropping the append-only triggers) fails closed and is listed by
 // `verify`.
 
-const byStart = <R extends { start_id: string }>(a: R, b: R) => (a.start_id < b.start_id ? -1 : 1);
+/** The triggers that guard the stream, Run and StepRun heads (R9.1). */
+const HEAD_GUARDS = ['streams_legal_move', 'streams_no_delete', 'runs_legal_move', 'runs_no_delete', 'step_runs_legal_move', 'step_runs_no_delete'] as const;
 
 describe('recovery read models on SQLite: atomicity, upgrade, damage', function () {
   this.timeout(60_000);
@@ -54,50 +53,20 @@ describe('recovery read models on SQLite: atomicity, upgrade, damage', function 
     expect(await a.recovery.inDoubt()).to.deep.equal([]);
   });
 
-  it('issue 5: migration 0057 projects outcome events appended before it existed', async () => {
-    const path = freshDbPath();
-    let b = await openSqliteStartBarrier({ path });
-    const lost = await startedScenario(b);
-    await b.recovery.resolve(lost.startId, 'lost', { decidedBy: 'ops', reason: 'worker_lost' });
-    const done = await startedScenario(b);
-    await b.recovery.resolve(done.startId, 'completed', { decidedBy: 'ops', reason: 'tool_succeeded' });
-    const open = await startedScenario(b);
-    const stored = (await rawSqlite(b)).outcomes;
-    // Take the database back to before 0057 (the log keeps the outcome events), and so before
-    // the projection trigger of 0058 and everything after it too.
-    b.db.exec(`${UNDO_HISTORY_MIGRATIONS} DROP TRIGGER events_project_start_outcome; DROP TABLE start_outcomes; DROP INDEX step_run_mutations_start;
-      DROP TABLE adapter_driver_claims; DROP TABLE start_evidence_macs; DROP TABLE run_event_macs; DROP TABLE run_event_seal_origins; DELETE FROM schema_migrations WHERE name >= '0057'; PRAGMA user_version = 56`);
-    await b.close();
-    b = await openSqliteStartBarrier({ path });
-    try {
-      const raw = await rawSqlite(b);
-      expect(raw.outcomes.sort(byStart)).to.deep.equal(stored.sort(byStart));
-      expect(raw.outcomes.sort(byStart)).to.deep.equal(rebuildOutcomeRows(raw.events).sort(byStart));
-      expect((await b.recovery.inDoubt()).map((e) => e.startId)).to.deep.equal([open.startId]);
-      expect((await b.recovery.verify()).ok).to.equal(true);
-    } finally {
-      await b.close();
-    }
-  });
-
-  it('issue 5 / R4.1: an identity bound to two barriers fails closed on lookup; verify lists the duplicate', async () => {
+  it('issue 5 / R4.1: a fact naming another start (its identity moved to another barrier) fails closed on lookup and on both barriers; verify lists it', async () => {
     const one = await startedScenario(a);
     const two = await startedScenario(a);
-    // The replay index is the table's own key (0082): the damaging process rebuilds it unkeyed.
-    a.db.exec(`PRAGMA legacy_alter_table = ON; ALTER TABLE start_replay_identities RENAME TO start_replay_identities_keyed;
-      CREATE TABLE start_replay_identities (identity TEXT NOT NULL, value TEXT NOT NULL, start_id TEXT NOT NULL) STRICT;
-      INSERT INTO start_replay_identities SELECT identity, value, start_id FROM start_replay_identities_keyed; PRAGMA legacy_alter_table = OFF`);
-    a.db
-      .prepare("INSERT INTO start_replay_identities (identity, value, start_id) VALUES ('traceId', ?, ?)")
-      .run(one.barrier.record.trace.traceId, two.startId);
-    // Refused as a schema the migrations did not make (R9.1) before the lookup counts the barriers;
-    // a fresh open refuses it too, and verify reads on and names the duplicate.
-    const error = await rejects(a.recovery.lookup('traceId', one.barrier.record.trace.traceId));
-    expect(error).to.be.instanceOf(CorruptRecordError);
-    expect(error.message).to.contain('table start_replay_identities is not defined as the migrations made it');
+    const traceId = one.barrier.record.trace.traceId;
+    // The identity is the key of the fact that holds it: the damaging process moves the fact.
+    withTriggersDropped(a.db as unknown as Database.Database, (t) => t.tbl_name === 'trace_anchors', () => a.db.prepare('UPDATE trace_anchors SET start_id = ? WHERE trace_id = ?').run(two.startId, traceId));
+    const lookup = await rejects(a.recovery.lookup('traceId', traceId));
+    expect(lookup).to.be.instanceOf(CorruptRecordError);
+    expect(lookup.message).to.contain(`names start ${two.startId}, whose barrier binds another value`);
+    expect(await rejects(a.barriers.getByStartId(one.startId))).to.be.instanceOf(CorruptRecordError);
+    expect(await rejects(a.barriers.prepare(one.s.startCommand()))).to.be.instanceOf(CorruptRecordError);
     const report = await a.recovery.verify();
-    expect(report.problems.map((p) => p.kind)).to.include.members(['duplicate_identity', 'barrier']);
-    expect(report.problems.find((p) => p.kind === 'duplicate_identity')!.record).to.equal(`traceId ${one.barrier.record.trace.traceId}`);
+    expect(report.problems.map((p) => p.kind)).to.include.members(['stray_identity', 'barrier']);
+    expect(report.problems.find((p) => p.kind === 'stray_identity')!.record).to.equal(`traceId ${traceId}`);
   });
 
   it('issue 5: verify lists every bad record: foreign keys, evidence without its move, running without a barrier, stream heads, in-doubt mismatch', async () => {

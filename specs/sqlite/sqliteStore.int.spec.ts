@@ -27,12 +27,10 @@ describe('SQLite backend (R5.1)', function () {
           (a.db.prepare('SELECT name FROM sqlite_master WHERE type = ? ORDER BY name').all(type) as { name: string }[]).map((r) => r.name);
         expect(names('table')).to.include.members([
           'streams', 'events', 'runs', 'step_runs', 'security_audit_events', 'trace_anchors', 'audit_receipts',
-          'step_run_mutations', 'tool_execution_start_barriers', 'start_replay_identities', 'capabilities', 'schema_migrations',
+          'step_run_mutations', 'tool_execution_start_barriers', 'capabilities', 'schema_migrations',
         ]);
-        // the replay index is the primary key of its WITHOUT ROWID table (0082)
-        expect(a.db.prepare("SELECT name, \"unique\", origin FROM pragma_index_list('start_replay_identities')").all()).to.deep.equal([
-          { name: 'sqlite_autoindex_start_replay_identities_1', unique: 1, origin: 'pk' },
-        ]);
+        // the replay identities are the facts' own keys: no table of their own
+        expect(names('table')).to.not.include('start_replay_identities');
         expect(names('trigger')).to.include.members(['events_no_update', 'events_no_delete', 'tool_execution_start_barriers_no_update', 'tool_execution_start_barriers_no_delete']);
         const fks = (a.db.prepare("SELECT \"table\" AS target, \"from\" AS col FROM pragma_foreign_key_list('tool_execution_start_barriers')").all() as { target: string; col: string }[])
           .map((f) => `${f.col}->${f.target}`)
@@ -182,7 +180,6 @@ describe('SQLite backend (R5.1)', function () {
         ['audit_receipts', 'start_id'],
         ['step_run_mutations', 'start_id'],
         ['tool_execution_start_barriers', 'barrier_digest'],
-        ['start_replay_identities', 'start_id'],
       ] as const) {
         expect(() => a.db.prepare(`UPDATE ${table} SET ${column} = 'x'`).run(), table).to.throw(/append-only|immutable/);
         expect(() => a.db.prepare(`DELETE FROM ${table}`).run(), table).to.throw(/append-only|immutable/);
@@ -197,7 +194,7 @@ describe('SQLite backend (R5.1)', function () {
         const statement = a.db.prepare(`EXPLAIN QUERY PLAN ${sql}`);
         const args = sql.includes('@') ? [named] : Array.from({ length: (sql.match(/\?/g) ?? []).length }, () => 'x');
         const plan = (statement.all(...args) as { detail: string }[]).map((r) => r.detail);
-        for (const step of plan) expect(step, `${sql}\n${plan.join('\n')}`).to.not.match(/^SCAN (events|start_replay_identities|tool_execution_start_barriers|step_runs|runs|streams)\b/);
+        for (const step of plan) expect(step, `${sql}\n${plan.join('\n')}`).to.not.match(/^SCAN (events|security_audit_events|trace_anchors|audit_receipts|step_run_mutations|tool_execution_start_barriers|step_runs|runs|streams)\b/);
       }
       await a.close();
     });
@@ -268,11 +265,9 @@ describe('SQLite backend (R5.1)', function () {
       const unique = (a.db.prepare("SELECT name FROM pragma_index_list('tool_execution_start_barriers') WHERE \"unique\" = 1").all() as { name: string }[]).map(
         ({ name }) => (a.db.prepare('SELECT name FROM pragma_index_info(?)').all(name) as { name: string }[]).map((c) => c.name).join(','),
       );
-      // Each identity is enforced once, by the replay index (0080): the attempt key there is
-      // the canonical [runId, stepRunId, startedStepRunVersion]; the barrier's own unique key is its startId.
-      expect(unique).to.deep.equal(['start_id']);
-      const index = (a.db.prepare("SELECT name FROM pragma_index_info('sqlite_autoindex_start_replay_identities_1')").all() as { name: string }[]).map((c) => c.name);
-      expect(index).to.deep.equal(['identity', 'value']);
+      // Each identity is the key of the row that holds it: the barrier's own keys are its startId and
+      // its attempt (run, StepRun, started version), whose canonical value is the JSON array below.
+      expect(unique.sort()).to.deep.equal(['run_id,step_run_id,started_step_run_version', 'start_id']);
       expect(attemptValue('r', 's', 3)).to.equal('["r","s",3]');
       await a.close();
     });

@@ -13,7 +13,6 @@ export const SQLITE_TABLES = [
   'audit_receipts',
   'step_run_mutations',
   'tool_execution_start_barriers',
-  'start_replay_identities',
   'capabilities',
   'schema_migrations',
 ] as const;

@@ -34,6 +34,21 @@ export class SchemaMissingError extends MigrationError {
   }
 }
 
+/**
+ * The ledger names a migration this package never shipped, at a place where it ships another:
+ * the store was written by an unreleased version (whose migrations were folded into one schema
+ * file before release). No upgrade path exists for it; nothing is written, the store is recreated.
+ */
+export class UnreleasedStoreError extends MigrationError {
+  readonly reason = 'unreleased_store' as const;
+  readonly migration: string;
+  constructor(migration: string) {
+    super(`database has migration ${migration}, which no released version of this package ships: the store was written by an unreleased version and must be recreated (nothing was written)`);
+    this.name = 'UnreleasedStoreError';
+    this.migration = migration;
+  }
+}
+
 export interface Migration {
   readonly name: string;
   readonly sql: string;
@@ -58,7 +73,8 @@ export const loadMigrations = (dialect: 'sqlite' | 'postgres'): Migration[] =>
 
 /**
  * What is left to apply. Refuses a database whose applied migrations were edited (checksum
- * differs), are unknown to this code (the database is newer), or were applied out of order.
+ * differs), are unknown to this code (the database is newer, or an unreleased version wrote it:
+ * UnreleasedStoreError), or were applied out of order.
  */
 export const planMigrations = (known: readonly Migration[], applied: readonly AppliedMigration[]): Migration[] => {
   applied.forEach((a, i) => {
@@ -66,6 +82,7 @@ export const planMigrations = (known: readonly Migration[], applied: readonly Ap
     if (k === undefined) {
       throw new MigrationError(`database has migration ${a.name} that this code does not know: the database is newer than the code; upgrade the package`);
     }
+    if (k.name !== a.name && !known.some((m) => m.name === a.name)) throw new UnreleasedStoreError(a.name);
     if (k.name !== a.name) throw new MigrationError(`migration order differs: database has ${a.name} where the code has ${k.name}`, true);
     if (k.checksum !== a.checksum) {
       throw new MigrationError(`migration ${a.name} was edited after it was applied (checksum ${a.checksum} in the database, ${k.checksum} in the code)`, true);

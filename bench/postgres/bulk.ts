@@ -48,13 +48,41 @@ const inTransaction = async (pool: Pool, body: (c: PoolClient) => Promise<void>)
   }
 };
 
+/**
+ * The start tables as they were before each fact was stored once (JSON copies and repeated
+ * unique keys): the fixed schema of the bare baseline `before-stored-once`, so the gain shows.
+ */
+export const PG_ADD_JSON_COPIES = `
+  ALTER TABLE ql3.security_audit_events ADD COLUMN event_json text;
+  ALTER TABLE ql3.trace_anchors ADD COLUMN anchor_json text;
+  ALTER TABLE ql3.audit_receipts ADD COLUMN receipt_json text;
+  ALTER TABLE ql3.step_run_mutations ADD COLUMN mutation_json text;
+  ALTER TABLE ql3.tool_execution_start_barriers ADD COLUMN barrier_json text;
+`;
+export const PG_RESTORE_REPEATED_KEYS = `
+  ALTER TABLE ql3.security_audit_events ALTER COLUMN event_json SET NOT NULL;
+  ALTER TABLE ql3.trace_anchors ALTER COLUMN anchor_json SET NOT NULL;
+  ALTER TABLE ql3.audit_receipts ALTER COLUMN receipt_json SET NOT NULL,
+    ADD CONSTRAINT audit_receipts_audit_event_id_key UNIQUE (audit_event_id), ADD CONSTRAINT audit_receipts_trace_id_key UNIQUE (trace_id);
+  ALTER TABLE ql3.step_run_mutations ALTER COLUMN mutation_json SET NOT NULL, ADD CONSTRAINT step_run_mutations_run_event_id_key UNIQUE (run_event_id);
+  DROP INDEX ql3.tool_execution_start_barriers_attempt;
+  ALTER TABLE ql3.tool_execution_start_barriers ALTER COLUMN barrier_json SET NOT NULL,
+    ADD CONSTRAINT tool_execution_start_barriers_mutation_id_key UNIQUE (mutation_id),
+    ADD CONSTRAINT tool_execution_start_barriers_run_event_id_key UNIQUE (run_event_id),
+    ADD CONSTRAINT tool_execution_start_barriers_trace_id_key UNIQUE (trace_id),
+    ADD CONSTRAINT tool_execution_start_barriers_audit_event_id_key UNIQUE (audit_event_id),
+    ADD CONSTRAINT tool_execution_start_barriers_audit_receipt_id_key UNIQUE (audit_receipt_id),
+    ADD CONSTRAINT tool_execution_start_barriers_attempt_key UNIQUE (run_id, step_run_id, started_step_run_version);
+`;
+
+
 /** A replay index row as stored (pg-0051): the identity and its start; the command digest is the barrier's. */
 const indexRowOf = ({ command_digest: _, ...row }: StartWrite['rows']['identities'][number]): Row => ({ ...row });
 
 /**
  * The replay index as it was before pg-0051 (each row repeating the command digest, and an index
  * on start_id), for the bare baseline on the schema before each fact was stored once: run after
- * testkit/legacyStartTables.ts's statements on a fresh database.
+ * PG_ADD_JSON_COPIES and PG_RESTORE_REPEATED_KEYS on a fresh database.
  */
 export const PG_INDEX_BEFORE_COMPACT = `
   ALTER TABLE ql3.start_replay_identities ADD COLUMN command_digest TEXT NOT NULL;

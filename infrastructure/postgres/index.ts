@@ -42,7 +42,7 @@ export { migratePostgres, assertSchemaCurrent, type MigrationReport } from './mi
 export type { StartBarrierAuthority, StartStep, StartStepHook } from '../../application/authority';
 export type { PrepareResult, StoredBarrier, StepRunView, StoredEvent, AppendOutcome } from '../../domain/records';
 export { START_STEPS } from '../../application/authority';
-export { MigrationError, SchemaMissingError } from '../migrations';
+export { MigrationError, SchemaMissingError, UnreleasedStoreError } from '../migrations';
 export { DriverMissingError, ConnectionError, type ConnectionFailure } from '../../application/openErrors';
 export { VERIFY_PHASES, type VerifyPhase, type VerifyProgressListener } from '../../application/verifyProgress';
 // The recovery surface the opener returns, typed from the subpath that makes it (as /sqlite does).

@@ -4,19 +4,15 @@ import { gunzipSync } from 'node:zlib';
 import { expect } from 'chai';
 import { ValidationError } from '../../domain';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
-import { openPostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
 import { openSqliteStartBarrier } from '../../infrastructure/sqlite';
 import { BARRIER_APPLICATION_ID, readFileHeader } from '../../infrastructure/sqlite/fileIdentity';
-import { MigratedTemplate, createDatabase } from '../../testkit/postgresHarness';
 import { rejects } from '../../testkit/rejects';
-import { droppingOnClose } from './hostileInputConformance';
 import { freshDbPath } from '../support/tmp';
 
 // R10.2: stores written before reason codes hold free text that is bound by digest into
 // immutable, chained records: a barrier whose command carried `annotations`, an outcome with a
-// prose reason. The fixtures were written by the code of that time (a SQLite file, and a
-// pg_dump of schema ql3); after this code's migrations they still verify on every read, and
-// nothing new of that kind can be written.
+// prose reason. The fixture was written by the code of that time (a SQLite file); after this
+// code's migrations it still verifies on every read, and nothing new of that kind can be written.
 
 const FIXTURES = join(__dirname, '..', 'fixtures');
 const ANNOTATED = 'start-legacy-annotated-v3';
@@ -60,17 +56,6 @@ describe('R10.2 legacy stores keep verifying', function () {
       const a = await openSqliteStartBarrier({ path });
       expect(readFileHeader(path).applicationId, 'its first migration stamps it').to.equal(BARRIER_APPLICATION_ID);
       return a;
-    });
-  });
-
-  describe('PostgreSQL (a pg_dump of schema ql3 written before R10.2)', () => {
-    const template = new MigratedTemplate();
-    after(() => template.dropAll());
-    legacyChecks(async () => {
-      await (await template.clone()).drop(); // the roles the dump grants to exist cluster-wide once migrated
-      const db = await createDatabase();
-      await db.admin((c) => c.query(gunzipSync(readFileSync(join(FIXTURES, 'legacy-store-before-r10.2.postgres.sql.gz'))).toString('utf8')));
-      return droppingOnClose(await openPostgresStartBarrier({ connectionString: db.url }), db);
     });
   });
 });

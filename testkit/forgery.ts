@@ -106,7 +106,8 @@ const startRowsIn = async (raw: RawSql, startId: string): Promise<{ events: Row[
     facts.push([table, await raw.all<Row>(`SELECT * FROM ${raw.t(table)} WHERE start_id = ?`, [startId])]);
   }
   facts.push(['tool_execution_start_barriers', [barrier]]);
-  facts.push(['start_replay_identities', await raw.all<Row>(`SELECT * FROM ${raw.t('start_replay_identities')} WHERE start_id = ?`, [startId])]);
+  // PostgreSQL keeps each identity in its fact's own key: no replay-index rows to copy
+  if (raw.dialect !== 'postgres') facts.push(['start_replay_identities', await raw.all<Row>(`SELECT * FROM ${raw.t('start_replay_identities')} WHERE start_id = ?`, [startId])]);
   return { events, facts };
 };
 
@@ -344,12 +345,18 @@ export const FORGERIES: readonly Forgery[] = [
   },
   {
     name: 'a replay identity naming a started start under a value its barrier does not hold (the value would answer as that start, or be refused to its own command)',
-    refusedBy: /permission denied|a value its barrier holds/,
+    refusedBy: /permission denied|a value its barrier holds|has no event of its own/,
     attempt: async (target) => {
       const s = buildScenario();
       await ready(target.authority, s);
-      const { startId } = (await target.authority.barriers.prepare(s.startCommand())).barrier.record;
-      return judge(target, s, [insertRow(target.raw, 'start_replay_identities', { identity: 'traceId', value: `trace-forged-${startId}`, start_id: startId })]);
+      const { record } = (await target.authority.barriers.prepare(s.startCommand())).barrier;
+      const startId = record.startId;
+      // PostgreSQL: the identity is the fact's own key, so the forgery is a fact row under a new key naming the start
+      const forged =
+        target.backend === 'postgres'
+          ? insertRow(target.raw, 'trace_anchors', { trace_id: `trace-forged-${startId}`, span_id: record.trace.spanId, start_id: startId, run_id: record.runId, step_run_id: record.stepRunId, trace_digest: record.trace.traceDigest, committed_at_ms: 1 })
+          : insertRow(target.raw, 'start_replay_identities', { identity: 'traceId', value: `trace-forged-${startId}`, start_id: startId });
+      return judge(target, s, [forged]);
     },
   },
   {

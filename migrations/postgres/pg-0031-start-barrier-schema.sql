@@ -44,8 +44,10 @@ SET LOCAL ROLE ql3_owner;
 
 -- The ADR's tables. Each start record's canonical JSON is stored once, in its event (chained,
 -- and fetched by every verified read): the fact tables keep their mirror columns and keys, not
--- copies of the JSON. A copy is dropped only once proven equal to its event, so a store where
--- one differs is refused rather than lose the evidence of the difference.
+-- copies of the JSON. Each R4.1 identity is held once, by the unique key of the fact that
+-- carries it, not by a separate replay index. A copy (and the index) is dropped only once
+-- proven equal to its source, so a store where one differs is refused rather than lose the
+-- evidence of the difference.
 DO $copies$
 DECLARE
   differs text;
@@ -68,7 +70,12 @@ BEGIN
      WHERE e.data_json IS DISTINCT FROM '{"barrier":' || o.barrier_json || ',"barrierDigest":' || to_json(o.barrier_digest)::text || '}'
     UNION ALL
     SELECT 'replay identity ' || i.identity || ' ' || i.value FROM ql3.start_replay_identities i
-      LEFT JOIN ql3.tool_execution_start_barriers b ON b.start_id = i.start_id WHERE b.command_digest IS DISTINCT FROM i.command_digest
+      LEFT JOIN ql3.tool_execution_start_barriers b ON b.start_id = i.start_id
+     WHERE b.command_digest IS DISTINCT FROM i.command_digest
+        OR i.value IS DISTINCT FROM CASE i.identity WHEN 'startId' THEN b.start_id WHEN 'mutationId' THEN b.mutation_id
+             WHEN 'runEventId' THEN b.run_event_id WHEN 'traceId' THEN b.trace_id WHEN 'auditEventId' THEN b.audit_event_id
+             WHEN 'auditReceiptId' THEN b.audit_receipt_id
+             WHEN 'attempt' THEN '[' || to_json(b.run_id)::text || ',' || to_json(b.step_run_id)::text || ',' || b.started_step_run_version::text || ']' END
   ) d LIMIT 1;
   IF differs IS NOT NULL THEN
     RAISE EXCEPTION 'a_stored_copy_differs_from_its_source: %', differs;
@@ -89,8 +96,9 @@ $lz4$;
 
 ALTER TABLE ql3.security_audit_events DROP COLUMN event_json;
 ALTER TABLE ql3.trace_anchors DROP COLUMN anchor_json;
--- Each identity of R4.1 is enforced once, by the replay index; the tables keep the primary
--- keys the foreign keys of R5.1 / R5.2 point at.
+-- Each identity of R4.1 is enforced once, by its fact's own key: the primary keys, the events'
+-- event id and the barrier's attempt key. The barrier's insert checks every fact it names is its
+-- own (below), so the unique keys that repeated that on the barrier and the receipt go.
 ALTER TABLE ql3.audit_receipts
   DROP CONSTRAINT audit_receipts_audit_event_id_key,
   DROP CONSTRAINT audit_receipts_trace_id_key,
@@ -104,11 +112,8 @@ ALTER TABLE ql3.tool_execution_start_barriers
   DROP CONSTRAINT tool_execution_start_barriers_trace_id_key,
   DROP CONSTRAINT tool_execution_start_barriers_audit_event_id_key,
   DROP CONSTRAINT tool_execution_start_barriers_audit_receipt_id_key,
-  DROP CONSTRAINT tool_execution_start_barriers_attempt_key,
   DROP COLUMN barrier_json;
--- A replay index row takes its command digest from the barrier it names.
-DROP INDEX ql3.start_replay_identities_start;
-ALTER TABLE ql3.start_replay_identities DROP COLUMN command_digest;
+DROP TABLE ql3.start_replay_identities;
 
 -- The heads are updated in place by every append: room on the page keeps those updates HOT.
 ALTER TABLE ql3.streams SET (fillfactor = 50);
@@ -231,9 +236,6 @@ CREATE TABLE ql3.compacted_identities (
 
 -- ------------------------------------------------------------------ indexes
 
--- R5.4's lookup by attempt reads the replay index and the barrier side, so a missing or stray
--- row fails closed.
-CREATE INDEX tool_execution_start_barriers_attempt ON ql3.tool_execution_start_barriers (run_id, step_run_id, started_step_run_version);
 -- verify proves no evidence exists without its StepRun move.
 CREATE INDEX step_run_mutations_start ON ql3.step_run_mutations (start_id);
 -- A StepRun moves once per version: its events are keyed by (stream, StepRun, version), which is
@@ -641,30 +643,37 @@ BEGIN
 END
 $fn$;
 
--- The replay index is the image of the barrier: its seven identities, written by the barrier's insert.
-CREATE FUNCTION ql3.index_start_barrier() RETURNS trigger
+-- A barrier binds the facts it names, each its own: every one carries the barrier's start id, so
+-- a fact (and the identity its key holds) binds one barrier at most, and the runtime cannot bind
+-- another start's facts. A compacted start's identities stay bound: reusing one is the unique
+-- violation a live one raises (one statement probes all seven).
+CREATE FUNCTION ql3.barrier_binds_its_facts() RETURNS trigger
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  reused record;
+  other text;
 BEGIN
-  INSERT INTO ql3.start_replay_identities (identity, value, start_id) VALUES
-    ('startId', NEW.start_id, NEW.start_id),
-    ('mutationId', NEW.mutation_id, NEW.start_id),
-    ('runEventId', NEW.run_event_id, NEW.start_id),
-    ('traceId', NEW.trace_id, NEW.start_id),
-    ('auditEventId', NEW.audit_event_id, NEW.start_id),
-    ('auditReceiptId', NEW.audit_receipt_id, NEW.start_id),
-    ('attempt', '[' || to_json(NEW.run_id)::text || ',' || to_json(NEW.step_run_id)::text || ',' || NEW.started_step_run_version::text || ']', NEW.start_id);
-  RETURN NULL;
-END
-$fn$;
-
--- A compacted start's identities stay bound: reusing one is the unique violation a live one raises.
-CREATE FUNCTION ql3.identity_not_compacted() RETURNS trigger
-LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
-BEGIN
-  IF EXISTS (SELECT 1 FROM ql3.compacted_identities c WHERE c.identity = NEW.identity AND c.value = NEW.value) THEN
-    RAISE EXCEPTION 'duplicate key value violates unique constraint "start_replay_identities_key"'
-      USING ERRCODE = 'unique_violation', CONSTRAINT = 'start_replay_identities_key', TABLE = 'start_replay_identities', SCHEMA = 'ql3',
-            DETAIL = format('Key (identity, value)=(%s, %s) already exists (compacted, R14.2).', NEW.identity, NEW.value);
+  SELECT c.identity, c.value INTO reused FROM ql3.compacted_identities c
+   WHERE (c.identity, c.value) IN (('startId', NEW.start_id), ('mutationId', NEW.mutation_id), ('runEventId', NEW.run_event_id),
+           ('traceId', NEW.trace_id), ('auditEventId', NEW.audit_event_id), ('auditReceiptId', NEW.audit_receipt_id),
+           ('attempt', '[' || to_json(NEW.run_id)::text || ',' || to_json(NEW.step_run_id)::text || ',' || NEW.started_step_run_version::text || ']'))
+   LIMIT 1;
+  IF FOUND THEN
+    RAISE EXCEPTION 'duplicate key value violates unique constraint "compacted_identities_pkey"'
+      USING ERRCODE = 'unique_violation', CONSTRAINT = 'compacted_identities_pkey', TABLE = 'compacted_identities', SCHEMA = 'ql3',
+            DETAIL = format('Key (identity, value)=(%s, %s) already exists (compacted, R14.2).', reused.identity, reused.value);
+  END IF;
+  -- a missing fact is the foreign keys' to refuse, at the end of the statement
+  SELECT f.what INTO other FROM (
+    SELECT 'step run mutation' AS what, m.start_id FROM ql3.step_run_mutations m WHERE m.mutation_id = NEW.mutation_id
+    UNION ALL SELECT 'trace anchor', t.start_id FROM ql3.trace_anchors t WHERE t.trace_id = NEW.trace_id
+    UNION ALL SELECT 'security audit event', a.start_id FROM ql3.security_audit_events a WHERE a.audit_event_id = NEW.audit_event_id
+    UNION ALL SELECT 'audit receipt', r.start_id FROM ql3.audit_receipts r WHERE r.audit_receipt_id = NEW.audit_receipt_id
+    UNION ALL SELECT 'RunEvent', CASE WHEN e.event_type = 'StepRunStarted' THEN e.data_json::json ->> 'startId' END
+                FROM ql3.events e WHERE e.event_id = NEW.run_event_id
+  ) f WHERE f.start_id IS DISTINCT FROM NEW.start_id LIMIT 1;
+  IF other IS NOT NULL THEN
+    PERFORM ql3.refuse_history(format('barrier %s names a %s of another start', NEW.start_id, other));
   END IF;
   RETURN NEW;
 END
@@ -954,18 +963,20 @@ BEGIN
   END IF;
   IF (r->>'streamVersion')::bigint IS DISTINCT FROM (SELECT version FROM ql3.streams WHERE stream_id = v_stream)
      OR jsonb_array_length(r->'barriers') <> cardinality(v_starts)
-     OR jsonb_array_length(r->'identities') <> (SELECT count(*) FROM ql3.start_replay_identities WHERE start_id = ANY (v_starts)) THEN
+     OR jsonb_array_length(r->'identities') <> 7 * cardinality(v_starts) THEN
     RAISE EXCEPTION 'compaction refused: the record does not bind the Run as stored' USING ERRCODE = 'check_violation';
   END IF;
   INSERT INTO ql3.run_compactions (run_id, record_json, compaction_digest) VALUES (v_run, p_record_json, p_digest);
   INSERT INTO ql3.compacted_identities (identity, value, start_id, run_id, command_digest, barrier_digest)
-    SELECT i.identity, i.value, i.start_id, v_run, b.command_digest, b.barrier_digest
-      FROM ql3.start_replay_identities i JOIN ql3.tool_execution_start_barriers b ON b.start_id = i.start_id
-     WHERE i.start_id = ANY (v_starts);
+    SELECT k.identity, k.value, b.start_id, v_run, b.command_digest, b.barrier_digest
+      FROM ql3.tool_execution_start_barriers b
+      CROSS JOIN LATERAL (VALUES ('startId', b.start_id), ('mutationId', b.mutation_id), ('runEventId', b.run_event_id),
+        ('traceId', b.trace_id), ('auditEventId', b.audit_event_id), ('auditReceiptId', b.audit_receipt_id),
+        ('attempt', '[' || to_json(b.run_id)::text || ',' || to_json(b.step_run_id)::text || ',' || b.started_step_run_version::text || ']')) k (identity, value)
+     WHERE b.start_id = ANY (v_starts);
   DELETE FROM ql3.start_outcomes WHERE start_id = ANY (v_starts);
   DELETE FROM ql3.adapter_driver_claims WHERE start_id = ANY (v_starts);
   DELETE FROM ql3.start_evidence_macs WHERE start_id = ANY (v_starts);
-  DELETE FROM ql3.start_replay_identities WHERE start_id = ANY (v_starts);
   DELETE FROM ql3.in_doubt_starts WHERE start_id = ANY (v_starts);
   DELETE FROM ql3.invocation_plans WHERE start_id = ANY (v_starts);
   DELETE FROM ql3.resolution_notes WHERE start_id = ANY (v_starts);
@@ -1055,13 +1066,10 @@ CREATE TRIGGER audit_receipts_beside_their_event BEFORE INSERT ON ql3.audit_rece
 CREATE TRIGGER step_run_mutations_beside_their_event BEFORE INSERT ON ql3.step_run_mutations
   FOR EACH ROW EXECUTE FUNCTION ql3.fact_beside_its_event();
 
-CREATE TRIGGER tool_execution_start_barriers_index AFTER INSERT ON ql3.tool_execution_start_barriers
-  FOR EACH ROW EXECUTE FUNCTION ql3.index_start_barrier();
+CREATE TRIGGER tool_execution_start_barriers_bind_facts BEFORE INSERT ON ql3.tool_execution_start_barriers
+  FOR EACH ROW EXECUTE FUNCTION ql3.barrier_binds_its_facts();
 CREATE TRIGGER in_doubt_starts_from_barrier AFTER INSERT ON ql3.tool_execution_start_barriers
   FOR EACH ROW EXECUTE FUNCTION ql3.in_doubt_from_barrier();
-
-CREATE TRIGGER start_replay_identities_not_compacted BEFORE INSERT ON ql3.start_replay_identities
-  FOR EACH ROW EXECUTE FUNCTION ql3.identity_not_compacted();
 
 CREATE TRIGGER start_outcomes_append_only BEFORE UPDATE OR DELETE ON ql3.start_outcomes
   FOR EACH ROW EXECUTE FUNCTION ql3.refuse_change('start outcomes are facts: append a new event instead');
@@ -1124,8 +1132,6 @@ REVOKE UPDATE, DELETE, TRUNCATE ON ALL TABLES IN SCHEMA ql3 FROM ql3_runtime;
 REVOKE INSERT ON ql3.streams, ql3.runs, ql3.step_runs FROM ql3_runtime;
 REVOKE INSERT ON ql3.events FROM ql3_runtime;
 GRANT INSERT (stream_id, stream_position, event_id, event_type, data_json, committed_at_ms) ON ql3.events TO ql3_runtime;
--- The replay index is written by the barrier's trigger alone.
-REVOKE INSERT ON ql3.start_replay_identities FROM ql3_runtime;
 
 REVOKE ALL ON ql3.start_outcomes, ql3.in_doubt_starts, ql3.resolution_notes, ql3.adapter_driver_claims, ql3.start_evidence_macs,
   ql3.run_event_macs, ql3.run_event_seal_origins, ql3.invocation_plans, ql3.start_gate, ql3.run_compactions, ql3.compacted_identities FROM PUBLIC;

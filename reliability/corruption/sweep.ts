@@ -339,8 +339,11 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
           }
         }
       }
-      // A duplicated identity row (its unique index dropped first): the index names two rows.
-      for (const row of await session.rows('start_replay_identities', 'start_id = ? ORDER BY identity', [startId])) {
+      // A duplicated identity row (its unique index dropped first): the index names two rows. A
+      // store without a replay-index table (PostgreSQL: each identity is its fact's primary or
+      // unique key, which the foreign keys need) has none to duplicate.
+      const indexRows = schema['start_replay_identities'] === undefined ? [] : await session.rows('start_replay_identities', 'start_id = ? ORDER BY identity', [startId]);
+      for (const row of indexRows) {
         const what = `${store.backend} ${startId} start_replay_identities duplicate ${String(row.identity)}`;
         const dup = await session.duplicateIdentity(String(row._key));
         await probe(b.record, what);

@@ -16,7 +16,7 @@ crashSuite({
       authority: a,
       raw: () => postgresRaw(db.url),
       reopen: () => openOn(db),
-      startRows: async (startId) => Number((await a.pool.query<{ n: string }>(START_ROWS_SQL((t) => `ql3.${t}`, '$1'), [startId])).rows[0]?.n),
+      startRows: async (startId) => Number((await a.pool.query<{ n: string }>(START_ROWS_SQL((t) => `ql3.${t}`, '$1', false), [startId])).rows[0]?.n),
       close: async () => {
         await a.close();
         await db.drop();

@@ -31,7 +31,11 @@ const adrRowsOf = async (c: Client): Promise<Record<string, Record<string, unkno
     audit_receipts: await q("SELECT o.*, e.data_json AS receipt_json FROM ql3.audit_receipts o JOIN ql3.events e ON e.event_id = 'receipt:' || o.audit_receipt_id"),
     step_run_mutations: await q('SELECT o.*, e.data_json AS mutation_json FROM ql3.step_run_mutations o JOIN ql3.events e ON e.event_id = o.run_event_id'),
     tool_execution_start_barriers: await q("SELECT o.*, (e.data_json::json -> 'barrier')::text AS barrier_json FROM ql3.tool_execution_start_barriers o JOIN ql3.events e ON e.event_id = 'barrier:' || o.start_id"),
-    start_replay_identities: await q('SELECT i.identity, i.value, i.start_id, b.command_digest FROM ql3.start_replay_identities i JOIN ql3.tool_execution_start_barriers b USING (start_id)'),
+    // pg-0030's replay index: seven rows per barrier, each repeating its command digest
+    start_replay_identities: await q(`SELECT k.identity, k.value, b.start_id, b.command_digest FROM ql3.tool_execution_start_barriers b
+      CROSS JOIN LATERAL (VALUES ('startId', b.start_id), ('mutationId', b.mutation_id), ('runEventId', b.run_event_id), ('traceId', b.trace_id),
+        ('auditEventId', b.audit_event_id), ('auditReceiptId', b.audit_receipt_id),
+        ('attempt', '[' || to_json(b.run_id)::text || ',' || to_json(b.step_run_id)::text || ',' || b.started_step_run_version || ']')) k (identity, value)`),
   };
 };
 

@@ -38,3 +38,12 @@ export const BARRIER_READ_COLUMNS = `(SELECT json_agg(${asArray('b', BARRIER_COL
   (SELECT json_agg(${asArray('m', MUTATION_COLUMNS)}) FROM ql3.step_run_mutations m WHERE m.mutation_id IN (SELECT mutation_id FROM b)) AS mutations,
   (SELECT json_agg(${asArray('around', ['n', ...EVENT_AROUND_COLUMNS])} ORDER BY n) FROM around) AS events,
   ${Array.from({ length: EVENTS_AROUND }, (_, i) => `(SELECT data_json FROM around WHERE n = ${i + 1}) AS ${EVENT_DATA_COLUMNS[i]}`).join(',\n  ')}`;
+
+/** The columns of ql3.read_barrier_rows (schema file): the barrier read above, with the MAC rows of its start. */
+export const READ_BARRIER_ROWS_COLUMNS = ['barriers', 'audits', 'traces', 'receipts', 'mutations', 'events', ...EVENT_DATA_COLUMNS, 'macs'] as const;
+/** The query ql3.read_barrier_rows runs (its parameter p_start_id): the schema file holds this text, a spec compares them. */
+export const READ_BARRIER_ROWS_SQL = `WITH
+  ${barrierCtes('')}
+SELECT
+  ${BARRIER_READ_COLUMNS},
+  (SELECT json_agg(m) FROM ql3.start_evidence_macs m WHERE m.start_id = :start_id AND EXISTS (SELECT 1 FROM b)) AS macs`.replace(/:start_id/g, 'p_start_id');

@@ -129,6 +129,17 @@ const keyMatches = (s: IdentityStorage, value: string): string =>
     ? `f.${s.key[0]} = ${value}`
     : `(${s.key.map((c) => `f.${c}`).join(', ')}) = ((${value})::json ->> 0, (${value})::json ->> 1, ((${value})::json ->> 2)::bigint)`;
 
+/** The canonical attempt's shape (identities hold only A-Z a-z 0-9 . _ -): a stored value that is not one (damage) is parsed by no probe. */
+const ATTEMPT_SHAPE = `'^\\["[A-Za-z0-9._-]*","[A-Za-z0-9._-]*",[0-9]{1,18}\\]$'`;
+/**
+ * The rows of `s` keyed by a stored value, which may be damaged: an attempt that is not
+ * canonical is filtered out first (OFFSET 0 keeps the filter before the parse) and matches none.
+ */
+const storedKeyRows = (s: IdentityStorage, value: string): string =>
+  s.key.length === 1
+    ? `${s.table} f WHERE ${keyMatches(s, value)}`
+    : `(SELECT ${value} AS v WHERE ${value} ~ ${ATTEMPT_SHAPE} OFFSET 0) ok JOIN ${s.table} f ON ${keyMatches(s, 'ok.v')} WHERE true`;
+
 /** One equality probe of an identity's unique key: (identity, value, start_id) of the row it finds. */
 export const probeSql = (identity: string, s: IdentityStorage, value: string): string =>
   `SELECT '${identity}'::text AS identity, ${value}::text AS value, ${s.startOf} AS start_id FROM ${s.table} f WHERE ${keyMatches(s, value)}${s.where === undefined ? '' : ` AND ${s.where}`}`;
@@ -174,7 +185,7 @@ export const barrierIdentitiesSql = (alias: string, table: IdentityTable = IDENT
  */
 export const liveCompactedSql = (table: IdentityTable = IDENTITY_STORAGE): string =>
   `SELECT c.identity, c.value FROM ql3.compacted_identities c WHERE ${Object.entries(table)
-    .map(([identity, s]) => `(c.identity = '${identity}' AND EXISTS (SELECT 1 FROM ${s.table} f WHERE ${keyMatches(s, 'c.value')}${s.where === undefined ? '' : ` AND ${s.where}`}))`)
+    .map(([identity, s]) => `(c.identity = '${identity}' AND EXISTS (SELECT 1 FROM ${storedKeyRows(s, 'c.value')}${s.where === undefined ? '' : ` AND ${s.where}`}))`)
     .join('\n     OR ')}`;
 
 const EVENT_ID_DETAIL = /\(event_id\)=\(([^)]*)\)/;

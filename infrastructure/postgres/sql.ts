@@ -1,7 +1,7 @@
 import type { StartWrite, StartWriteStep } from '../../application/startWritePlan';
 import { lookupReplaySql } from './identities';
 import { AUDIT_COLUMNS, BARRIER_COLUMNS, MUTATION_COLUMNS, RECEIPT_COLUMNS, TRACE_COLUMNS } from './rowColumns';
-import { BARRIER_READ_COLUMNS, barrierCtes } from './barrierReadSql';
+import { BARRIER_READ_COLUMNS, READ_BARRIER_ROWS_COLUMNS, barrierCtes } from './barrierReadSql';
 import { sealedSpanColumns, sealedSpanCtes } from './sealedSpanSql';
 import { named, prefixed, type NamedSql, type Params } from './named';
 import { lastStepRunEventColumn, RUN_STATE_CTES, runStateColumns } from './runStateSql';
@@ -205,19 +205,21 @@ const HEAD = '(SELECT version FROM stream)';
  * the replay lookup of R3.1; when it found nothing, the Run, its stream head and the StepRun
  * (what the decision of R3.2 needs); when it found a hit (a replay or a conflict, never a new
  * start), every row a read of this start's barrier re-verifies, with its MAC row (R5.3, R9.4),
- * so that an exact replay needs no second round trip.
+ * so that an exact replay needs no second round trip. Those rows come from
+ * ql3.read_barrier_rows (the barrier read of barrierReadSql.ts, in the schema), called only
+ * behind the lookup's hit: a new start's read never builds the barrier read.
  */
 const readStartSql = (keyed: boolean): NamedSql =>
   named(`WITH
   lookup AS (${lookupReplaySql()}),
-  ${RUN_STATE_CTES},${keyed ? `\n  ${sealedSpanCtes(HEAD, HEAD, KEYED_NEW_START)},` : ''}
-  ${barrierCtes(' AND EXISTS (SELECT 1 FROM lookup)')}
+  ${RUN_STATE_CTES}${keyed ? `,\n  ${sealedSpanCtes(HEAD, HEAD, KEYED_NEW_START)}` : ''}
 SELECT (SELECT json_agg(json_build_array(l.identity, l.value, l.start_id, l.command_digest)) FROM lookup l) AS hits,
   ${runStateColumns(' WHERE NOT EXISTS (SELECT 1 FROM lookup)', false)},
   ${lastStepRunEventColumn(' AND NOT EXISTS (SELECT 1 FROM lookup)')},
-  ${BARRIER_READ_COLUMNS},
-  (SELECT json_agg(m) FROM ql3.start_evidence_macs m WHERE m.start_id = :start_id AND EXISTS (SELECT 1 FROM b)) AS macs,
-  ${keyed ? sealedSpanColumns(KEYED_NEW_START, 'seal_') : UNSEALED_SPAN_COLUMNS}`);
+  ${READ_BARRIER_ROWS_COLUMNS.map((c) => `br.${c}`).join(', ')},
+  ${keyed ? sealedSpanColumns(KEYED_NEW_START, 'seal_') : UNSEALED_SPAN_COLUMNS}
+  FROM (VALUES (1)) AS one (x)
+  LEFT JOIN LATERAL (SELECT * FROM ql3.read_barrier_rows(:start_id) WHERE EXISTS (SELECT 1 FROM lookup)) br ON true`);
 /**
  * An unkeyed store's start reads no sealed span: the columns a keyed read fills, empty. A
  * statement of its own, not the keyed one behind a false gate: PostgreSQL builds every node of

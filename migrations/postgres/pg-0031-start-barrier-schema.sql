@@ -882,6 +882,41 @@ BEGIN
 END
 $fn$;
 
+-- Every row a read of one barrier re-verifies (R5.3), in the columns and order the reader
+-- names (infrastructure/postgres/barrierReadSql.ts, which a spec holds this body to). A function
+-- so that the first read of a start runs it only when its replay lookup hit: a new start's read
+-- never builds it.
+CREATE FUNCTION ql3.read_barrier_rows(p_start_id text)
+  RETURNS TABLE (barriers json, audits json, traces json, receipts json, mutations json, events json,
+                 event_data_1 text, event_data_2 text, event_data_3 text, event_data_4 text, event_data_5 text, macs json)
+LANGUAGE plpgsql STABLE SET search_path = pg_catalog, pg_temp AS $fn$
+#variable_conflict use_column
+BEGIN
+  RETURN QUERY
+  WITH
+    b AS (SELECT * FROM ql3.tool_execution_start_barriers WHERE start_id = p_start_id),
+    anchor AS (SELECT e.stream_id, e.stream_position FROM ql3.events e JOIN b ON e.event_id = b.run_event_id),
+    around AS (
+      SELECT e.global_position, e.stream_id, e.stream_position, e.event_id, e.event_type, e.data_json, e.committed_at_ms,
+             (e.stream_position - anchor.stream_position + 4)::int AS n
+        FROM anchor JOIN ql3.events e ON e.stream_id = anchor.stream_id
+                                     AND e.stream_position BETWEEN anchor.stream_position - 3 AND anchor.stream_position + 1)
+  SELECT
+    (SELECT json_agg(json_build_array(b.start_id, b.command_digest, b.barrier_digest, b.project_id, b.run_id, b.step_run_id, b.started_step_run_version, b.started_step_run_digest, b.mutation_id, b.mutation_digest, b.run_event_id, b.trace_id, b.trace_digest, b.audit_event_id, b.audit_receipt_id, b.audit_receipt_digest, b.adapter_id, b.committed_at_ms)) FROM b) AS barriers,
+    (SELECT json_agg(json_build_array(a.audit_event_id, a.start_id, a.run_id, a.step_run_id, a.audit_event_digest, a.committed_at_ms)) FROM ql3.security_audit_events a WHERE a.audit_event_id IN (SELECT audit_event_id FROM b)) AS audits,
+    (SELECT json_agg(json_build_array(t.trace_id, t.span_id, t.start_id, t.run_id, t.step_run_id, t.trace_digest, t.committed_at_ms)) FROM ql3.trace_anchors t WHERE t.trace_id IN (SELECT trace_id FROM b)) AS traces,
+    (SELECT json_agg(json_build_array(r.audit_receipt_id, r.audit_event_id, r.trace_id, r.start_id, r.receipt_digest, r.committed_at_ms)) FROM ql3.audit_receipts r WHERE r.audit_receipt_id IN (SELECT audit_receipt_id FROM b)) AS receipts,
+    (SELECT json_agg(json_build_array(m.mutation_id, m.run_event_id, m.start_id, m.run_id, m.step_run_id, m.from_status, m.to_status, m.from_version, m.to_version, m.run_event_sequence, m.mutation_digest, m.started_step_run_digest, m.requested_at_ms, m.committed_at_ms)) FROM ql3.step_run_mutations m WHERE m.mutation_id IN (SELECT mutation_id FROM b)) AS mutations,
+    (SELECT json_agg(json_build_array(around.n, around.global_position, around.stream_id, around.stream_position, around.event_id, around.event_type, around.committed_at_ms) ORDER BY n) FROM around) AS events,
+    (SELECT data_json FROM around WHERE n = 1) AS event_data_1,
+    (SELECT data_json FROM around WHERE n = 2) AS event_data_2,
+    (SELECT data_json FROM around WHERE n = 3) AS event_data_3,
+    (SELECT data_json FROM around WHERE n = 4) AS event_data_4,
+    (SELECT data_json FROM around WHERE n = 5) AS event_data_5,
+    (SELECT json_agg(m) FROM ql3.start_evidence_macs m WHERE m.start_id = p_start_id AND EXISTS (SELECT 1 FROM b)) AS macs;
+END
+$fn$;
+
 CREATE FUNCTION ql3.purge_resolution_note(p_start_id text, p_note_digest text) RETURNS integer
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
@@ -1148,7 +1183,7 @@ GRANT SELECT ON ql3.run_compactions, ql3.compacted_identities TO ql3_runtime, ql
 -- Functions: no PUBLIC right on any; each role calls what it needs.
 REVOKE ALL ON ALL FUNCTIONS IN SCHEMA ql3 FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION ql3.take_start_turn(text, bigint, boolean), ql3.take_run_turn(text, boolean), ql3.await_run_turn(text, integer),
-  ql3.purge_resolution_note(text, text), ql3.shred_invocation_plan(text), ql3.require_sync_standby() TO ql3_runtime;
+  ql3.purge_resolution_note(text, text), ql3.shred_invocation_plan(text), ql3.require_sync_standby(), ql3.read_barrier_rows(text) TO ql3_runtime;
 GRANT EXECUTE ON FUNCTION ql3.compact_run(text, text) TO ql3_retention;
 -- refuse_change runs with the rights of whoever attempts the change, and asks this one.
 GRANT EXECUTE ON FUNCTION ql3.compacted_row(jsonb) TO PUBLIC;

@@ -4,6 +4,7 @@ import { expect } from 'chai';
 import { loadMigrations } from '../../infrastructure/migrations';
 import { migratePostgres } from '../../infrastructure/postgres/migrate';
 import { readSchemaObjects } from '../../infrastructure/postgres/schemaObjects';
+import { READ_BARRIER_ROWS_SQL } from '../../infrastructure/postgres/barrierReadSql';
 import { createDatabase, type TestDatabase } from '../../testkit/postgresHarness';
 
 // The readable schema file is the schema: a fresh database migrated to the ADR's pg-0030 and
@@ -47,10 +48,11 @@ describe(`the PostgreSQL schema file (${FILE}) against the live catalog`, functi
   let adrDefinitions: ReadonlyMap<string, string>;
   let todayDefinitions: ReadonlyMap<string, string>;
   const dbs: TestDatabase[] = [];
+  let today: TestDatabase;
 
   before(async () => {
     const adr = await createDatabase();
-    const today = await createDatabase();
+    today = await createDatabase();
     dbs.push(adr, today);
     const [a, b] = [await migrated(adr, 'pg-0031'), await migrated(today)];
     [adrObjects, todayObjects, adrDefinitions, todayDefinitions] = [a.objects, b.objects, a.definitions, b.definitions];
@@ -106,6 +108,12 @@ describe(`the PostgreSQL schema file (${FILE}) against the live catalog`, functi
         kind === 'column' ? new RegExp(`DROP COLUMN ${name.split('.')[1]}\\b`) : kind === 'index' ? new RegExp(`DROP (INDEX ql3\\.|CONSTRAINT )${name}\\b`) : new RegExp(`DROP \\w+ (ql3\\.)?${name}\\b`);
       expect(CODE, `${k} is dropped by the file`).to.match(pattern);
     }
+  });
+
+  it('ql3.read_barrier_rows runs the barrier read its reader decodes (barrierReadSql.ts), column for column', async () => {
+    const src = await today.admin(async (c) => (await c.query<{ src: string }>("SELECT prosrc AS src FROM pg_proc WHERE proname = 'read_barrier_rows'")).rows[0]!.src);
+    const flat = (text: string) => text.replace(/\s+/g, ' ').trim();
+    expect(flat(src)).to.contain(flat(READ_BARRIER_ROWS_SQL));
   });
 
   it('every grant that differs from pg-0030 is a GRANT or REVOKE of the file', () => {

@@ -51,7 +51,7 @@ const IN_DOUBT = named(`SELECT b.start_id FROM ql3.tool_execution_start_barriers
   ORDER BY b.committed_at_ms, b.start_id
   LIMIT :limit::bigint`);
 /**
- * A page of the in-doubt index (pg-0064), one statement per scope so that each reads its own
+ * A page of the in-doubt index, one statement per scope so that each reads its own
  * index in listing order and stops at the limit: Project and Run are equalities, the cutoff a
  * bound (the largest bigint when off).
  */

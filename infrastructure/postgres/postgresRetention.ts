@@ -6,7 +6,7 @@ import { barrierIdentitiesSql } from './identities';
 
 // R14.2 on PostgreSQL: the operator's retention path. Its login is a member of ql3_runtime (it
 // opens and reads the store as the runtime does) and of ql3_retention, the one role that may
-// execute ql3.compact_run (pg-0067), an owner function that
+// execute ql3.compact_run, an owner function that
 // checks the rule again, writes the record and the identities and deletes the Run's rows; the
 // runtime (ql3_runtime) has neither that grant nor DELETE on any ql3 table. Each Run is compacted
 // in its own transaction, its Run head locked first: a crash leaves it whole or compacted. The
@@ -37,7 +37,7 @@ const EMPTIED = [
 
 const Q = {
   runs: 'SELECT run_id, project_id FROM ql3.runs ORDER BY run_id',
-  // the Run's turn, as a lifecycle writer takes it (pg-0037): no write of the Run runs beside the compaction
+  // the Run's turn, as a lifecycle writer takes it: no write of the Run runs beside the compaction
   turn: 'SELECT ql3.await_run_turn($1, $2) AS found',
   head: 'SELECT project_id FROM ql3.runs WHERE run_id = $1',
   stepRunStatuses: 'SELECT status FROM ql3.step_runs WHERE run_id = $1',

@@ -238,7 +238,7 @@ export const HEADS_AND_LOG_END = named(`SELECT (SELECT version FROM ql3.streams 
   (SELECT version FROM ql3.runs WHERE run_id = :run_id) AS run_version,
   (SELECT max(stream_position) FROM ql3.events WHERE stream_id = :stream_id) AS logged`);
 
-/** R3.2, R3.5: the Run turn and the Run version the start was decided on (pg-0045); the last attempt alone (pg-0052). */
+/** R3.2, R3.5: the Run turn and the Run version the start was decided on; the last attempt alone. */
 export const TAKE_START_TURN = named('SELECT ql3.take_start_turn(:run_id, :expected_version::bigint, :alone::boolean) AS now_ms');
 
 /** R5.4 lookup by attempt: the barrier's unique attempt key. */

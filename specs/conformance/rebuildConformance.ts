@@ -70,7 +70,7 @@ export const rebuildSuite = (backend: RebuildBackend): void => {
             : []),
         ];
         for (const [table, projection, key] of tables) {
-          // The replay index holds no command digest (0081 / pg-0051): it is the barrier's, compared above.
+          // The replay index holds no command digest (0081): it is the barrier's, compared above.
           const rows = (rebuilt[projection] as unknown as Record<string, unknown>[]).map((r) => (table === 'start_replay_identities' ? withoutCommandDigest(r) : r));
           const want = sortedBy(rows, key);
           const stored = sortedBy(await backend.rows(a, table), key);

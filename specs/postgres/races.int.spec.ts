@@ -510,7 +510,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
   it('R5.2 R9.5 a fresh deployment: 8 clients starting on distinct Runs over empty tables: each start commits or ends typed (CONCURRENCY_EXHAUSTED) having written nothing, and its re-call commits', async () => {
     // SSI locks B-tree pages: on tiny tables every lookup and insert share one leaf page, so
     // starts of different Runs can fail each other. Their attempts are not serialised (R9.5):
-    // retries pause at random, and the last one runs alone (pg-0052, startGate.int.spec.ts);
+    // retries pause at random, and the last one runs alone (startGate.int.spec.ts);
     // a start that still ends in a failure is whole-or-nothing like any other.
     const racers = await clients(8);
     const scenarios = racers.map(() => Array.from({ length: 15 }, () => buildScenario()));

@@ -132,7 +132,7 @@ describe('PostgreSQL start transaction (R3, R5.2)', function () {
     // round trip 1 is the unlocked read (the replay lookup among it: no predicate lock shared
     // with other Runs); round trip 2 is one simple query, one implicit SERIALIZABLE transaction:
     // the timeouts SET LOCAL (inlined), the Run's turn and expected version (R9.5: the Run row
-    // lock, no advisory key; a first attempt, so not alone: pg-0052), the write, each statement
+    // lock, no advisory key; a first attempt, so not alone), the write, each statement
     // prepared once per connection
     expect(statements).to.have.length(2);
     // the replay lookup probes each fact's own unique key

@@ -115,7 +115,7 @@ export interface RecoverableStartBarrierAuthority extends StartBarrierAuthority 
   readonly recovery: RecoveryApi;
   /**
    * The saga's driver claims (R11.2), kept beside this authority's records (SQLite 0060,
-   * PostgreSQL pg-0034). Each call opens what it needs; `close()` them when done.
+   * PostgreSQL). Each call opens what it needs; `close()` them when done.
    */
   driverClaims(): DriverClaims;
   /** Sealed invocation plans (R12.2): what operators see of a tool input, and shredding. */

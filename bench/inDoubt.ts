@@ -15,7 +15,7 @@ import { seedStartedRuns as seedSqlite } from './sqlite/seed';
 // `--only in-doubt`: the 100-row page of the in-doubt listing (`recovery.inDoubt({ limit: 100 })`,
 // what `in-doubt --limit 100` runs) with 10^5 starts in doubt beside a 10^3 store, on both
 // backends. Every seeded Run is started and never resolved, so every one of its starts is in
-// doubt: the crash storm's shape. The page reads the in-doubt index (0092, pg-0064), so its
+// doubt: the crash storm's shape. The page reads the in-doubt index (0092), so its
 // cost is the rows it lists, not the number in doubt; the two figures should be close. SQLite
 // is measured again keyed (R9.4): the seeded barriers get their MACs, and a keyed page checks
 // the MAC of each barrier it lists and reads nothing else of the store.

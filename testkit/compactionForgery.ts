@@ -22,9 +22,9 @@ const finished = async (target: ForgeryTarget): Promise<{ s: Scenario; startId: 
 /** Every delete compaction makes, as plain SQL (children first). */
 const deletesOf = (target: ForgeryTarget, s: Scenario, startId: string): Statement[] => {
   const t = target.raw.t;
-  const byStart = ['start_whole_at_commit', 'start_outcomes', 'adapter_driver_claims', 'start_evidence_macs', 'start_replay_identities', 'in_doubt_starts', 'invocation_plans', 'resolution_notes', 'tool_execution_start_barriers', 'audit_receipts', 'trace_anchors', 'security_audit_events', 'step_run_mutations'];
+  const byStart = ['start_whole_at_commit', 'start_outcomes', 'adapter_driver_claims', 'start_evidence_macs', 'in_doubt_starts', 'invocation_plans', 'resolution_notes', 'tool_execution_start_barriers', 'audit_receipts', 'trace_anchors', 'security_audit_events', 'step_run_mutations'];
   return [
-    ...byStart.filter((x) => (target.backend === 'sqlite' ? x !== 'start_replay_identities' : x !== 'start_whole_at_commit')).map((x) => ({ sql: `DELETE FROM ${t(x)} WHERE start_id = ?`, params: [startId] })),
+    ...byStart.filter((x) => target.backend === 'sqlite' || x !== 'start_whole_at_commit').map((x) => ({ sql: `DELETE FROM ${t(x)} WHERE start_id = ?`, params: [startId] })),
     { sql: `DELETE FROM ${t('step_runs')} WHERE run_id = ?`, params: [s.runId] },
     { sql: `DELETE FROM ${t('runs')} WHERE run_id = ?`, params: [s.runId] },
     { sql: `DELETE FROM ${t('events')} WHERE stream_id = ?`, params: [`run-${s.runId}`] },
@@ -37,13 +37,18 @@ const forgedRecord = async (target: ForgeryTarget, s: Scenario): Promise<Stateme
   const t = target.raw.t;
   const events = await target.raw.all<Row>(`SELECT * FROM ${t('events')} WHERE stream_id = ? ORDER BY stream_position`, [`run-${s.runId}`]);
   const barriers = await target.raw.all<Row>(`SELECT * FROM ${t('tool_execution_start_barriers')} WHERE run_id = ?`, [s.runId]);
-  // SQLite keeps its identities as the facts' own keys: each barrier's values
-  const identities = await target.raw.all<Row>(
-    target.backend === 'sqlite'
-      ? `SELECT identity, value, start_id FROM (${barrierIdentitiesSql()}) WHERE start_id IN (SELECT start_id FROM tool_execution_start_barriers WHERE run_id = ?)`
-      : `SELECT * FROM ${t('start_replay_identities')} WHERE start_id IN (SELECT start_id FROM ${t('tool_execution_start_barriers')} WHERE run_id = ?)`,
-    [s.runId],
-  );
+  // each identity is its fact's own key: the seven values of each barrier
+  const identities =
+    target.backend === 'postgres'
+      ? await target.raw.all<Row>(
+          `SELECT k.identity, k.value, b.start_id FROM ${t('tool_execution_start_barriers')} b
+            CROSS JOIN LATERAL (VALUES ('startId', b.start_id), ('mutationId', b.mutation_id), ('runEventId', b.run_event_id), ('traceId', b.trace_id),
+              ('auditEventId', b.audit_event_id), ('auditReceiptId', b.audit_receipt_id),
+              ('attempt', '[' || to_json(b.run_id)::text || ',' || to_json(b.step_run_id)::text || ',' || b.started_step_run_version || ']')) k (identity, value)
+            WHERE b.run_id = ?`,
+          [s.runId],
+        )
+      : await target.raw.all<Row>(`SELECT identity, value, start_id FROM (${barrierIdentitiesSql()}) WHERE start_id IN (SELECT start_id FROM tool_execution_start_barriers WHERE run_id = ?)`, [s.runId]);
   const record = compactionRecordOf({
     runId: s.runId,
     projectId: s.projectId,

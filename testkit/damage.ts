@@ -198,21 +198,9 @@ export const postgresDamageSession = async (url: string): Promise<DamageSession>
         return { applied: false, key, reason: (e as Error).message };
       }
     },
-    duplicateIdentity: async (key, startId) => {
-      const [dup] = await asReplica(async () => {
-        await raw.exec('DROP INDEX ql3.start_replay_identities_key');
-        return raw.all<{ _key: string }>(
-          'INSERT INTO ql3.start_replay_identities (identity, value, start_id) SELECT identity, value, coalesce(?::text, start_id) FROM ql3.start_replay_identities WHERE ctid = ?::tid RETURNING ctid::text AS _key',
-          [startId ?? null, key],
-        );
-      });
-      return {
-        undo: () =>
-          asReplica(async () => {
-            await raw.run('DELETE FROM ql3.start_replay_identities WHERE ctid = ?::tid', [dup!._key]);
-            await raw.exec('CREATE UNIQUE INDEX start_replay_identities_key ON ql3.start_replay_identities (identity, value)');
-          }),
-      };
+    duplicateIdentity: async () => {
+      // each identity is its fact's own primary or unique key, which the foreign keys need: there is no index of its own to drop
+      throw new Error('PostgreSQL keeps no replay-index table: an identity is its fact\'s own key');
     },
     remove: async (table, key) => {
       const [row] = await asReplica(() => raw.all<Record<string, unknown>>(`DELETE FROM ql3.${table} WHERE ctid = ?::tid RETURNING *`, [key]));

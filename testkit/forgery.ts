@@ -106,8 +106,7 @@ const startRowsIn = async (raw: RawSql, startId: string): Promise<{ events: Row[
     facts.push([table, await raw.all<Row>(`SELECT * FROM ${raw.t(table)} WHERE start_id = ?`, [startId])]);
   }
   facts.push(['tool_execution_start_barriers', [barrier]]);
-  // SQLite keeps no replay index: its identities are the facts' own keys, copied above
-  if (raw.dialect !== 'sqlite') facts.push(['start_replay_identities', await raw.all<Row>(`SELECT * FROM ${raw.t('start_replay_identities')} WHERE start_id = ?`, [startId])]);
+  // no replay-index rows to copy: each identity is its fact's own key, copied above
   return { events, facts };
 };
 
@@ -349,12 +348,11 @@ export const FORGERIES: readonly Forgery[] = [
     attempt: async (target) => {
       const s = buildScenario();
       await ready(target.authority, s);
-      const { startId } = (await target.authority.barriers.prepare(s.startCommand())).barrier.record;
-      // SQLite: the identity is the key of a fact row, so the forgery is a Trace row of that start
-      const row = target.backend === 'sqlite'
-        ? insertRow(target.raw, 'trace_anchors', { trace_id: `trace-forged-${startId}`, span_id: 'span-forged', start_id: startId, run_id: s.runId, step_run_id: s.stepRunId, trace_digest: `sha256:${'0'.repeat(64)}`, committed_at_ms: 1 })
-        : insertRow(target.raw, 'start_replay_identities', { identity: 'traceId', value: `trace-forged-${startId}`, start_id: startId });
-      return judge(target, s, [row]);
+      const { record } = (await target.authority.barriers.prepare(s.startCommand())).barrier;
+      const startId = record.startId;
+      // the identity is the fact's own key, so the forgery is a fact row under a new key naming the start
+      const forged = insertRow(target.raw, 'trace_anchors', { trace_id: `trace-forged-${startId}`, span_id: record.trace.spanId, start_id: startId, run_id: record.runId, step_run_id: record.stepRunId, trace_digest: record.trace.traceDigest, committed_at_ms: 1 });
+      return judge(target, s, [forged]);
     },
   },
   {

@@ -274,7 +274,6 @@ export const TABLES = [
   'audit_receipts',
   'step_run_mutations',
   'tool_execution_start_barriers',
-  'start_replay_identities',
   'capabilities',
 ] as const;
 

@@ -48,16 +48,43 @@ const inTransaction = async (pool: Pool, body: (c: PoolClient) => Promise<void>)
   }
 };
 
-/** A replay index row as stored (pg-0051): the identity and its start; the command digest is the barrier's. */
-const indexRowOf = ({ command_digest: _, ...row }: StartWrite['rows']['identities'][number]): Row => ({ ...row });
+/**
+ * The start tables as they were before each fact was stored once (JSON copies and repeated
+ * unique keys): the fixed schema of the bare baseline `before-stored-once`, so the gain shows.
+ */
+export const PG_ADD_JSON_COPIES = `
+  ALTER TABLE ql3.security_audit_events ADD COLUMN event_json text;
+  ALTER TABLE ql3.trace_anchors ADD COLUMN anchor_json text;
+  ALTER TABLE ql3.audit_receipts ADD COLUMN receipt_json text;
+  ALTER TABLE ql3.step_run_mutations ADD COLUMN mutation_json text;
+  ALTER TABLE ql3.tool_execution_start_barriers ADD COLUMN barrier_json text;
+`;
+export const PG_RESTORE_REPEATED_KEYS = `
+  ALTER TABLE ql3.security_audit_events ALTER COLUMN event_json SET NOT NULL;
+  ALTER TABLE ql3.trace_anchors ALTER COLUMN anchor_json SET NOT NULL;
+  ALTER TABLE ql3.audit_receipts ALTER COLUMN receipt_json SET NOT NULL,
+    ADD CONSTRAINT audit_receipts_audit_event_id_key UNIQUE (audit_event_id), ADD CONSTRAINT audit_receipts_trace_id_key UNIQUE (trace_id);
+  ALTER TABLE ql3.step_run_mutations ALTER COLUMN mutation_json SET NOT NULL, ADD CONSTRAINT step_run_mutations_run_event_id_key UNIQUE (run_event_id);
+  DROP INDEX ql3.tool_execution_start_barriers_attempt;
+  ALTER TABLE ql3.tool_execution_start_barriers ALTER COLUMN barrier_json SET NOT NULL,
+    ADD CONSTRAINT tool_execution_start_barriers_mutation_id_key UNIQUE (mutation_id),
+    ADD CONSTRAINT tool_execution_start_barriers_run_event_id_key UNIQUE (run_event_id),
+    ADD CONSTRAINT tool_execution_start_barriers_trace_id_key UNIQUE (trace_id),
+    ADD CONSTRAINT tool_execution_start_barriers_audit_event_id_key UNIQUE (audit_event_id),
+    ADD CONSTRAINT tool_execution_start_barriers_audit_receipt_id_key UNIQUE (audit_receipt_id),
+    ADD CONSTRAINT tool_execution_start_barriers_attempt_key UNIQUE (run_id, step_run_id, started_step_run_version);
+`;
+
 
 /**
- * The replay index as it was before pg-0051 (each row repeating the command digest, and an index
- * on start_id), for the bare baseline on the schema before each fact was stored once: run after
- * testkit/legacyStartTables.ts's statements on a fresh database.
+ * The replay index the ADR's schema kept beside the facts (seven rows per start, each repeating
+ * the command digest, a unique index and one on start_id), for the bare baseline on the schema
+ * before each fact was stored once: run after PG_ADD_JSON_COPIES and PG_RESTORE_REPEATED_KEYS on
+ * a fresh database. Today each identity is its fact's own key, with no table of its own.
  */
 export const PG_INDEX_BEFORE_COMPACT = `
-  ALTER TABLE ql3.start_replay_identities ADD COLUMN command_digest TEXT NOT NULL;
+  CREATE TABLE ql3.start_replay_identities (identity TEXT NOT NULL, value TEXT NOT NULL, start_id TEXT NOT NULL REFERENCES ql3.tool_execution_start_barriers (start_id), command_digest TEXT NOT NULL);
+  CREATE UNIQUE INDEX start_replay_identities_key ON ql3.start_replay_identities (identity, value);
   CREATE INDEX start_replay_identities_start ON ql3.start_replay_identities (start_id);`;
 
 /** Ready Runs (the lifecycle of `buildScenario`), 1,000 per statement group. */
@@ -97,13 +124,13 @@ export const seedLongRun = async (pool: Pool, long: LongRun, committedAtMs = Dat
 
 /**
  * The bare baseline: `BEGIN`, one statement inserting every row a start inserts (five events,
- * the evidence, the mutation, the barrier, seven identities) and moving the StepRun, stream and
+ * the evidence, the mutation, the barrier; seven index rows on the schema before) and moving the StepRun, stream and
  * Run heads, `COMMIT`. No lookup, no lock, no compare-and-set, READ COMMITTED.
  */
 export class BareStart {
   private text: string | undefined;
   private order: ((w: StartWrite) => unknown[])[] = [];
-  /** `before-stored-once`: the rows with their JSON copies, for the tables as they were before pg-0050. */
+  /** `before-stored-once`: the rows with their JSON copies and the replay index, for the tables as they were before each fact was stored once. */
   constructor(private readonly schema: 'current' | 'before-stored-once' = 'current') {}
   private rowOf(w: StartWrite, key: 'audit' | 'trace' | 'receipt' | 'mutation' | 'barrier'): Row {
     if (this.schema === 'current') return w.rows[key] as unknown as Row;
@@ -111,9 +138,9 @@ export class BareStart {
     return { ...(w.rows[key] as unknown as Row), [column]: w.rows.json[key] };
   }
 
-  /** The replay index rows: the schema before also repeated the command digest in each (pg-0051 took it out). */
+  /** The replay index rows of the schema before (each repeating the command digest); today none: each identity is its fact's key. */
   private identityRows(w: StartWrite): Row[] {
-    return (this.schema === 'current' ? w.rows.identities.map(indexRowOf) : w.rows.identities) as unknown as Row[];
+    return (this.schema === 'current' ? [] : w.rows.identities) as unknown as Row[];
   }
 
   private compile(w: StartWrite): string {
@@ -136,8 +163,10 @@ export class BareStart {
     single('receipt', 'audit_receipts');
     single('mutation', 'step_run_mutations');
     single('barrier', 'tool_execution_start_barriers');
-    const idCols = add('i', 'start_replay_identities', this.identityRows(w));
-    this.order.push((x) => columnsOf(this.identityRows(x), idCols));
+    if (this.schema !== 'current') {
+      const idCols = add('i', 'start_replay_identities', this.identityRows(w));
+      this.order.push((x) => columnsOf(this.identityRows(x), idCols));
+    }
     parts.push(
       `s AS (UPDATE ql3.step_runs SET status = $${n + 1}, version = $${n + 2}, digest = $${n + 3}, state_json = $${n + 4} WHERE run_id = $${n + 5} AND step_run_id = $${n + 6})`,
       `h AS (UPDATE ql3.streams SET version = $${n + 7} WHERE stream_id = $${n + 8})`,
@@ -190,8 +219,7 @@ export const seedStartedRuns = async (pool: Pool, runs: readonly SeededRun[]): P
       await insertRows(c, 'audit_receipts', batch.map((r) => ({ ...r.start.rows.receipt })));
       await insertRows(c, 'step_run_mutations', batch.map((r) => ({ ...r.start.rows.mutation })));
       await insertRows(c, 'tool_execution_start_barriers', batch.map((r) => ({ ...r.start.rows.barrier })));
-      await insertRows(c, 'start_replay_identities', batch.flatMap((r) => r.start.rows.identities.map(indexRowOf)));
-      // the in-doubt index (pg-0064) as its trigger writes it: every seeded start is in doubt
+      // the in-doubt index as its trigger writes it: every seeded start is in doubt
       await insertRows(c, 'in_doubt_starts', batch.map(({ start: { rows: { barrier: b } } }) => ({ start_id: b.start_id, project_id: b.project_id, run_id: b.run_id, committed_at_ms: b.committed_at_ms })));
     });
   }

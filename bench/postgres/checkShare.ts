@@ -17,8 +17,8 @@ export interface CheckShare {
 }
 
 const SELF_TIMES = `SELECT funcname AS name, self_time FROM pg_stat_user_functions WHERE schemaname = 'ql3'`;
-/** Functions that write a start's rows rather than check them (the replay index, pg-0059): the bare transaction writes the same rows itself. */
-const ROW_WRITERS: ReadonlySet<string> = new Set(['index_start_barrier']);
+/** Functions that write a start's rows rather than check them: the bare transaction writes the same rows itself (none today: each identity is its fact's own key). */
+const ROW_WRITERS: ReadonlySet<string> = new Set<string>();
 
 const selfTimes = async (pool: Pool): Promise<Map<string, number>> => {
   const { rows } = await pool.query<{ name: string; self_time: number }>(SELF_TIMES);

@@ -13,8 +13,7 @@ import { target, type Figure } from '../lib/report';
 import { flatWhy } from '../lib/flatWhy';
 import { lifecycleOf, seededRunOf, startWriteOf, trustedDecoded } from '../lib/startRows';
 import { countingPool, createDatabase, type BenchDatabase, type PoolCounters } from './admin';
-import { PG_ADD_JSON_COPIES, PG_RESTORE_REPEATED_KEYS } from '../../testkit/legacyStartTables';
-import { BareStart, CREATE_FLOOR, PG_INDEX_BEFORE_COMPACT, floorTransaction, selectBarrier, seedLongRun, seedReadyRuns, seedStartedRuns } from './bulk';
+import { BareStart, CREATE_FLOOR, PG_ADD_JSON_COPIES, PG_INDEX_BEFORE_COMPACT, PG_RESTORE_REPEATED_KEYS, floorTransaction, selectBarrier, seedLongRun, seedReadyRuns, seedStartedRuns } from './bulk';
 import { pgbenchInit, pgbenchRound } from './pgbench';
 import { pgCheckShare } from './checkShare';
 import { canonicalBytesOfStart, leastOf, pgBytesAround, type BytesPerStart } from '../lib/bytes';
@@ -127,7 +126,7 @@ export const postgresSections = async (ctx: BenchContext, adminUrl: string): Pro
     pools.push(bare.pool);
     await bare.pool.query(CREATE_FLOOR);
     // The same bare transaction on the start tables as they were before each fact was stored
-    // once (pg-0050): a fixed baseline (testkit/legacyStartTables.ts), so the schema's gain shows.
+    // once: a fixed baseline (bulk.ts), so the schema's gain shows.
     const beforeDb = await createDatabase(adminUrl);
     dbs.push(beforeDb);
     await (await openPostgresStartBarrier({ connectionString: beforeDb.url })).close();

@@ -4,7 +4,7 @@ import type { Queryable } from './query';
 
 // R14.2 on PostgreSQL: what a compacted Run still answers. The start path never reads these
 // tables: a compacted Run has no head (the decider says run_not_found) and a compacted identity
-// refuses its reuse in the database (pg-0067's trigger raises the index's unique violation). Only
+// refuses its reuse in the database (the barrier's insert trigger raises the unique violation a live identity would). Only
 // such a refusal reads them, to answer as SQLite does: START_COMPACTED for an exact replay, a
 // conflict for drift, run_compacted for a new command on the Run.
 

@@ -1,13 +1,15 @@
 import { compactionProblems, type CompactedIdentityRow, type CompactionRow } from '../../application/retentionRules';
 import type { VerifyProblem } from '../../application/authority';
 import type { Queryable } from './query';
+import { liveCompactedSql } from './identities';
 
 // R14.2: what verify checks of compaction on PostgreSQL, as on SQLite (retentionRules.ts): each
 // record's digest, the identities kept for it, none also live, no row of a compacted Run left.
 
 const RECORDS = 'SELECT run_id, record_json, compaction_digest FROM ql3.run_compactions ORDER BY run_id';
 const IDENTITIES = 'SELECT identity, value, start_id, run_id, command_digest, barrier_digest FROM ql3.compacted_identities ORDER BY identity, value';
-const LIVE = `SELECT i.identity, i.value FROM ql3.compacted_identities i JOIN ql3.start_replay_identities l ON l.identity = i.identity AND l.value = i.value`;
+/** A compacted identity whose value a live fact's own key holds again. */
+const LIVE = liveCompactedSql();
 const WITH_ROWS = `SELECT c.run_id FROM ql3.run_compactions c
   WHERE EXISTS (SELECT 1 FROM ql3.runs r WHERE r.run_id = c.run_id) OR EXISTS (SELECT 1 FROM ql3.streams s WHERE s.stream_id = 'run-' || c.run_id)`;
 

@@ -21,13 +21,13 @@ export const SQLSTATE = {
   readOnlyTransaction: '25006',
   /** feature_not_supported: what a hot standby answers a SERIALIZABLE transaction (the one feature our statements may lack). */
   featureNotSupported: '0A000',
-  /** Raised by ql3.require_sync_standby (pg-0065): no synchronous standby is attached; nothing was written. */
+  /** Raised by ql3.require_sync_standby: no synchronous standby is attached; nothing was written. */
   noSyncStandby: 'Q3S01',
-  /** Raised by the event trigger (pg-0036): the insert would make an illegal history (R9.1). */
+  /** Raised by the event trigger: the insert would make an illegal history (R9.1). */
   historyRefused: 'Q3H01',
-  /** Raised by ql3.take_start_turn (pg-0045) before any write: another writer of the Run was first. */
+  /** Raised by ql3.take_start_turn before any write: another writer of the Run was first. */
   turnLost: 'Q3T01',
-  /** Raised by the streams guard (pg-0067): the Run was compacted and is never written again (R14.2). */
+  /** Raised by the streams guard: the Run was compacted and is never written again (R14.2). */
   runCompacted: 'Q3C01',
 } as const;
 
@@ -66,7 +66,7 @@ export const isRetryable = (e: unknown): boolean => {
   return code === SQLSTATE.serializationFailure || code === SQLSTATE.deadlockDetected;
 };
 
-/** The unique index of StepRun versions in the log (pg-0056): a hit means the head is behind its log. */
+/** The unique index of StepRun versions in the log: a hit means the head is behind its log. */
 const STEP_RUN_VERSION_INDEX = 'events_step_run_version_key';
 
 const repeatsStepRunVersion = (e: unknown): boolean =>

@@ -41,7 +41,7 @@ export { postgresRecoveryOf } from './postgresRecoveryView';
 export { migratePostgres, assertSchemaCurrent, type MigrationReport } from './migrate';
 // The authority's types and the surface both driver subpaths share (application/storeSurface.ts).
 export * from '../../application/storeSurface';
-export { MigrationError, SchemaMissingError } from '../migrations';
+export { MigrationError, SchemaMissingError, UnreleasedStoreError } from '../migrations';
 export type { PoolErrorHandler } from './pool';
 export { settleStart, isSettleable, DEFAULT_SETTLE_DEADLINE_MS, type SettleOptions } from '../../application/settle';
 export { openPostgresRetention, postgresRetentionOn, type PostgresRetention, type PostgresCompactReport, type PgCompactionStep, PG_COMPACTION_STEPS } from './postgresRetention';

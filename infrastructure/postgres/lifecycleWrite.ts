@@ -45,7 +45,7 @@ const insertLifecycleEvents = async (tx: Tx, stream: string, from: number, event
 
 /**
  * The lifecycle unit of work over one transaction; appended events are pushed to `collect`.
- * Only the events are inserted: the event trigger (pg-0036) moves the stream, Run and StepRun
+ * Only the events are inserted: the event trigger moves the stream, Run and StepRun
  * heads from them and refuses a move the lifecycle does not allow (R9.1).
  */
 export const lifecycleUnitOfWork = (tx: Tx, collect: StoredEvent[], sealer?: PostgresSealer, keys?: EvidenceKeyring): LifecycleUnitOfWork => ({

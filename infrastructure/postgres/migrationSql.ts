@@ -18,7 +18,7 @@ export const MIGRATIONS_PRESENT = named(`SELECT to_regclass(:table) IS NOT NULL 
 export const SELECT_APPLIED = named('SELECT name, checksum FROM ql3.schema_migrations ORDER BY name');
 /** The capability rows, checked by an open and by verify against what the migrations set. */
 export const SELECT_CAPABILITIES = named('SELECT name, version FROM ql3.capabilities ORDER BY name');
-/** The ledger as an open and verify check it: each row with when it was applied and its digest (pg-0042). */
+/** The ledger as an open and verify check it: each row with when it was applied and its digest. */
 export const SELECT_LEDGER = named('SELECT name, checksum, applied_at_ms, ledger_digest FROM ql3.schema_migrations ORDER BY name');
 export const INSERT_APPLIED = named(`INSERT INTO ql3.schema_migrations (name, checksum, applied_at_ms)
   VALUES (:name, :checksum, (extract(epoch FROM clock_timestamp()) * 1000)::bigint)`);

@@ -61,7 +61,7 @@ interface CommonOptions {
   /**
    * Refuse every start while the primary has no synchronous standby attached (STORE_UNAVAILABLE,
    * reason `no_sync_standby`, nothing written), so no start is acknowledged on one node only
-   * (R13.3). Default false. Checked in the start's write transaction (pg-0065).
+   * (R13.3). Default false. Checked in the start's write transaction.
    */
   readonly requireSynchronousStandby?: boolean;
 }
@@ -251,7 +251,7 @@ class PostgresAuthority implements PostgresStartBarrier {
         return startAnswerBeforeBegin(q, decoded, hits, this.keys);
       };
       const start = async (tx: Tx) => {
-        if (this.requireSynchronousStandby) await tx.client.query(SQL.REQUIRE_SYNC_STANDBY); // before any write (pg-0065)
+        if (this.requireSynchronousStandby) await tx.client.query(SQL.REQUIRE_SYNC_STANDBY); // before any write
         return runStartTransaction(startUnitOfWork(tx, mode, this.keys, this.sealer), decoded, this.hook, sealed);
       };
       return await this.transaction(runId, start, lookup, budget, turnBusy);

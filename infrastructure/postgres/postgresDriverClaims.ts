@@ -4,7 +4,7 @@ import { checked, checkedClaim, checkedClaimRows, noBarrierToClaim, claimRowOf, 
 import { SQLSTATE, isUniqueViolation, mapPgError, sqlStateOf, unavailableReasonOf } from './errors';
 import type { PostgresTimeouts } from './transactions';
 
-// Driver claims (R11.2) in schema ql3 (migration pg-0034), on the authority's pool.
+// Driver claims (R11.2) in schema ql3, on the authority's pool.
 
 const PG = {
   rows: 'SELECT start_id, generation, kind, driver_id, at_ms, lease_until_ms, claim_digest FROM ql3.adapter_driver_claims WHERE start_id = $1 ORDER BY generation, kind',
@@ -38,7 +38,7 @@ export const postgresDriverClaims = (pool: Pool, timeouts: Pick<PostgresTimeouts
       broken = unavailableReasonOf(e) !== undefined;
       if (!broken) await client.query('ROLLBACK').catch(() => undefined);
       if (sqlStateOf(e) === SQLSTATE.foreignKeyViolation) throw noBarrierToClaim(startId);
-      // the claim rules' trigger (pg-0058): the history read back is not what this row follows
+      // the claim rules' trigger: the history read back is not what this row follows
       if (sqlStateOf(e) === SQLSTATE.historyRefused) throw new CorruptRecordError('driver claim', startId, e instanceof Error ? e.message : String(e));
       if (isUniqueViolation(e)) throw e; // the caller re-reads
       throw mapPgError(e);

@@ -3,12 +3,12 @@ import type { NoteRow, NoteStore } from '../../application/recoveryRules';
 import { mapPgError } from './errors';
 import { bind, named } from './named';
 
-// R10.2: resolution notes on PostgreSQL (pg-0033): one short autocommit statement each, on the
-// authority's pool. The runtime role may insert a note and purge it (pg-0039), nothing else.
+// R10.2: resolution notes on PostgreSQL: one short autocommit statement each, on the
+// authority's pool. The runtime role may insert a note and purge it, nothing else.
 
 const INSERT_NOTE = named(`INSERT INTO ql3.resolution_notes (start_id, note_digest, note_text) VALUES (:start_id, :note_digest, :note_text)
   ON CONFLICT (start_id, note_digest) DO NOTHING`);
-/** Through the owner's function (pg-0039): the runtime role has no UPDATE of its own (R9.1). */
+/** Through the owner's function: the runtime role has no UPDATE of its own (R9.1). */
 const PURGE_NOTE = named('SELECT ql3.purge_resolution_note(:start_id, :note_digest) AS purged');
 const NOTES_OF = named('SELECT start_id, note_digest, note_text, purged_at_ms, purge_digest FROM ql3.resolution_notes WHERE start_id = :start_id ORDER BY note_digest');
 const ALL_NOTES = named('SELECT start_id, note_digest, note_text, purged_at_ms, purge_digest FROM ql3.resolution_notes ORDER BY start_id, note_digest');

@@ -3,7 +3,7 @@ import type { InvocationPlanRow, PlanRowStore } from '../../application/invocati
 import { mapTimeout } from './errors';
 import { bind, named } from './named';
 
-// Sealed invocation plans (R12.2) in schema ql3 (pg-0066): one short autocommit statement each,
+// Sealed invocation plans (R12.2) in schema ql3: one short autocommit statement each,
 // on the authority's pool. The runtime role inserts and reads; it shreds only through the
 // owner's function (it has no UPDATE of its own).
 

@@ -14,7 +14,7 @@ import { readSchemaObjects, schemaObjectProblems } from './schemaObjects';
 import { mapPgError, unavailableReasonOf } from './errors';
 import { readLedger } from './migrate';
 import { eventsOfType, runHeadsOf } from './reads';
-import { IDENTITY_STORAGE, barrierValueSql, identityStartIdsSql } from './identities';
+import { IDENTITY_STORAGE, identityStartIdsSql } from './identities';
 import { createPostgresNoteStore } from './postgresNotes';
 import { readSealedSpan } from './postgresSeals';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
@@ -51,7 +51,7 @@ const IN_DOUBT = named(`SELECT b.start_id FROM ql3.tool_execution_start_barriers
   ORDER BY b.committed_at_ms, b.start_id
   LIMIT :limit::bigint`);
 /**
- * A page of the in-doubt index (pg-0064), one statement per scope so that each reads its own
+ * A page of the in-doubt index, one statement per scope so that each reads its own
  * index in listing order and stops at the limit: Project and Run are equalities, the cutoff a
  * bound (the largest bigint when off).
  */
@@ -74,7 +74,7 @@ const RESOLVED_RUN_IDS = named(`SELECT DISTINCT b.run_id FROM ql3.tool_execution
   ORDER BY b.run_id`);
 const ATTEMPT_START_IDS = named(`SELECT start_id FROM ql3.tool_execution_start_barriers
   WHERE run_id = :run_id AND step_run_id = :step_run_id ORDER BY started_step_run_version, start_id`);
-/** Each R4.1 identity, looked up in the replay index and in the barrier's own column(s). */
+/** Each R4.1 identity, looked up by its own unique key. */
 const IDENTITY_START_IDS = Object.fromEntries(
   Object.entries(IDENTITY_STORAGE).map(([identity, storage]) => [identity, named(identityStartIdsSql(storage))]),
 ) as Record<ReplayIdentity, NamedSql>;
@@ -131,18 +131,6 @@ const orphansOf = (fk: { child: string; parent: string; child_columns: string[];
       AND NOT EXISTS (SELECT 1 FROM ql3.${quoteIdent(fk.parent)} p WHERE ${pairs.map(([c, p]) => `p.${p} = c.${c}`).join(' AND ')})
     LIMIT 100`);
 };
-const DUPLICATE_IDENTITIES = named(`SELECT identity, value, count(*) AS n, string_agg(start_id, ', ' ORDER BY start_id) AS starts
-  FROM ql3.start_replay_identities GROUP BY identity, value HAVING count(*) > 1`);
-/**
- * Index rows that name a barrier which does not hold their value (pg-0051): the replay index
- * against the barriers. The other way (each barrier's identities in the index) is every
- * barrier's verified read, which probes each of its values.
- */
-const STRAY_IDENTITIES = named(`SELECT i.identity, i.value, i.start_id FROM ql3.start_replay_identities i
-  JOIN ql3.tool_execution_start_barriers b ON b.start_id = i.start_id
-  WHERE i.value IS DISTINCT FROM CASE i.identity ${Object.entries(IDENTITY_STORAGE)
-    .map(([identity, s]) => `WHEN '${identity}' THEN ${barrierValueSql(s, 'b')}`)
-    .join(' ')} END`);
 const DUPLICATE_ATTEMPTS = named(`SELECT run_id, step_run_id, started_step_run_version, count(*) AS n, string_agg(start_id, ', ' ORDER BY start_id) AS starts
   FROM ql3.tool_execution_start_barriers GROUP BY run_id, step_run_id, started_step_run_version HAVING count(*) > 1`);
 const evidence = (table: string, id: string) => `SELECT '${table}' AS table_name, e.${id} AS record_id, e.start_id AS start_id,
@@ -184,7 +172,6 @@ const RunPageRow = t.intersection([RunRowCodec, t.type({ stream_version: t.union
 const LoggedEventRowCodec = t.intersection([EventRowCodec, t.type({ chain_digest: t.union([t.string, t.null]) })]);
 const LinkedEventRowCodec = t.intersection([LoggedEventRowCodec, t.type({ previous_chain: t.union([t.string, t.null]) })]);
 const ForeignKeyRow = t.type({ conname: t.string, child: t.string, parent: t.string, child_columns: t.array(t.string), parent_columns: t.array(t.string) });
-const DuplicateIdentityRow = t.type({ identity: t.string, value: t.string, n: PgInt, starts: t.string });
 const DuplicateAttemptRow = t.type({ run_id: t.string, step_run_id: t.string, started_step_run_version: PgInt, n: PgInt, starts: t.string });
 const EvidenceRow = t.type({ table_name: t.string, record_id: t.string, start_id: t.string, has_move: t.boolean, has_barrier: t.boolean });
 const MutationOrphanRow = t.type({ mutation_id: t.string, start_id: t.string });
@@ -247,12 +234,6 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
         for (const o of orphans) {
           problems.push({ kind: 'foreign_key', record: `${fk.child} ctid ${o.row_id}`, problem: `references a missing ${fk.parent} row (${fk.conname})` });
         }
-      }
-      for (const r of await rowsOf(client, DUPLICATE_IDENTITIES, {}, DuplicateIdentityRow, 'replay index', 'duplicates')) {
-        problems.push({ kind: 'duplicate_identity', record: `${r.identity} ${r.value}`, problem: `bound to ${r.n} barriers: ${r.starts} (R4.1)` });
-      }
-      for (const r of await rowsOf(client, STRAY_IDENTITIES, {}, t.type({ identity: t.string, value: t.string, start_id: t.string }), 'replay index', 'strays')) {
-        problems.push({ kind: 'stray_identity', record: `${r.identity} ${r.value}`, problem: `names start ${r.start_id}, whose barrier does not hold this value (R4.1)` });
       }
       for (const r of await rowsOf(client, DUPLICATE_ATTEMPTS, {}, DuplicateAttemptRow, 'start barrier', 'duplicates')) {
         problems.push({ kind: 'duplicate_attempt', record: `${r.run_id}/${r.step_run_id} v${r.started_step_run_version}`, problem: `${r.n} barriers for one attempt: ${r.starts} (R4.1)` });

@@ -2,10 +2,11 @@ import type { PoolClient } from 'pg';
 import { canonicalJson, compactionBlockerOf, compactionDigestOf, compactionRecordOf, decodeCompactOptions, streamNameOf, type CompactReport, type ReplayIdentity, type StepRunStatus } from '../../domain';
 import { decide, type ClaimRow } from '../../application/driverClaimRules';
 import { openPostgresStartBarrier, type PostgresStartBarrier, type PostgresStartBarrierOptions } from './postgresAuthority';
+import { barrierIdentitiesSql } from './identities';
 
 // R14.2 on PostgreSQL: the operator's retention path. Its login is a member of ql3_runtime (it
 // opens and reads the store as the runtime does) and of ql3_retention, the one role that may
-// execute ql3.compact_run (pg-0067), an owner function that
+// execute ql3.compact_run, an owner function that
 // checks the rule again, writes the record and the identities and deletes the Run's rows; the
 // runtime (ql3_runtime) has neither that grant nor DELETE on any ql3 table. Each Run is compacted
 // in its own transaction, its Run head locked first: a crash leaves it whole or compacted. The
@@ -30,13 +31,13 @@ export type PgCompactionStep = (typeof PG_COMPACTION_STEPS)[number];
 
 /** The tables compaction deletes from: the ones its VACUUM visits. */
 const EMPTIED = [
-  'start_outcomes', 'adapter_driver_claims', 'start_evidence_macs', 'start_replay_identities', 'in_doubt_starts', 'invocation_plans', 'resolution_notes', 'audit_receipts',
+  'start_outcomes', 'adapter_driver_claims', 'start_evidence_macs', 'in_doubt_starts', 'invocation_plans', 'resolution_notes', 'audit_receipts',
   'trace_anchors', 'security_audit_events', 'step_run_mutations', 'tool_execution_start_barriers', 'step_runs', 'runs', 'run_event_macs', 'events', 'streams',
 ] as const;
 
 const Q = {
   runs: 'SELECT run_id, project_id FROM ql3.runs ORDER BY run_id',
-  // the Run's turn, as a lifecycle writer takes it (pg-0037): no write of the Run runs beside the compaction
+  // the Run's turn, as a lifecycle writer takes it: no write of the Run runs beside the compaction
   turn: 'SELECT ql3.await_run_turn($1, $2) AS found',
   head: 'SELECT project_id FROM ql3.runs WHERE run_id = $1',
   stepRunStatuses: 'SELECT status FROM ql3.step_runs WHERE run_id = $1',
@@ -47,7 +48,7 @@ const Q = {
     FROM ql3.adapter_driver_claims WHERE start_id = ANY ($1::text[]) ORDER BY start_id, generation, kind`,
   events: `SELECT global_position::float8 AS global_position, stream_position::float8 AS stream_position, event_id, event_type, data_json,
     committed_at_ms::float8 AS committed_at_ms, chain_digest FROM ql3.events WHERE stream_id = $1 ORDER BY stream_position`,
-  identities: 'SELECT identity, value, start_id FROM ql3.start_replay_identities WHERE start_id = ANY ($1::text[])',
+  identities: `SELECT k.identity, k.value, b.start_id FROM ql3.tool_execution_start_barriers b CROSS JOIN LATERAL ${barrierIdentitiesSql('b')} WHERE b.start_id = ANY ($1::text[])`,
   streamVersion: 'SELECT version::float8 AS version FROM ql3.streams WHERE stream_id = $1',
   now: 'SELECT (extract(epoch FROM clock_timestamp()) * 1000)::int8::float8 AS now_ms',
   bytes: `SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0)::float8 AS bytes FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'ql3' AND c.relkind = 'r'`,

@@ -16,7 +16,7 @@ import type { Tx } from './transactions';
 
 const INSERT_SEAL_CTE = `seal AS (INSERT INTO ql3.run_event_macs (stream_id, from_position, to_position, key_id, mac)
     VALUES (:seal_stream_id, :seal_from_position, :seal_to_position, :seal_key_id, :seal_mac) RETURNING 1)`;
-/** A start's seals: the barrier's MAC (pg-0040) and the seal of its five events, one statement. */
+/** A start's seals: the barrier's MAC and the seal of its five events, one statement. */
 export const INSERT_START_SEALS = named(`WITH ${INSERT_SEAL_CTE}
   INSERT INTO ql3.start_evidence_macs (start_id, key_id, mac) VALUES (:start_id, :key_id, :mac)`);
 /** A keyed lifecycle append: the events and their seal, one statement. */

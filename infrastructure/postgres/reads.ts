@@ -8,7 +8,7 @@ import type { EventRow } from '../../domain/eventRows';
 import type { StoredBarrier, StoredEvent } from '../../domain/records';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { requireSealedSpan } from '../../application/eventSeals';
-import { paramOf } from './identities';
+import { identityRowsOfFacts, paramOf } from './identities';
 import { readSealedSpan } from './postgresSeals';
 import { run, type Queryable } from './query';
 import {
@@ -77,7 +77,7 @@ export const requireNoTraceOfRun = async (q: Queryable, runId: string): Promise<
   if (row?.traced === true) throw new CorruptRecordError('run', runId, 'the stream, its log, a StepRun or a start barrier exists but the run head is missing');
 };
 
-/** R3.1: every identity of the command through the unique replay index, one statement. */
+/** R3.1: every identity of the command through its own unique key, one statement. */
 export const lookupReplay = async (q: Queryable, keys: ReplayKeys): Promise<ReplayHits> => {
   const values = replayValuesOf(keys);
   const rows = await run(q, SQL.LOOKUP_REPLAY, Object.fromEntries(Object.entries(values).map(([identity, value]) => [paramOf(identity), value])));
@@ -109,33 +109,21 @@ const macRowsOf = async (q: Queryable, startId: string) =>
  * The barrier columns of one read (READ_BARRIER, or the start's first round trip, READ_START),
  * verified: null when no barrier row and nothing else names the start, else every row checked.
  */
-export const verifyBarrierRow = (row: Record<string, unknown>, startId: string, probed: readonly ReplayIdentityRow[] = []): StoredBarrier | null => {
+export const verifyBarrierRow = (row: Record<string, unknown>, startId: string): StoredBarrier | null => {
   const kind = 'start barrier';
   const barrier = atMostOne(decodeArrayRows(BarrierRowCodec, SQL.BARRIER_COLUMNS, row.barriers, kind, startId), kind, startId);
-  const identities = identityRowsOf(row.identities, startId, probed);
-  if (barrier === undefined) {
-    // No barrier under this id is an answer only if nothing else claims the start exists.
-    if (identities.length > 0) throw new CorruptRecordError(kind, startId, 'the replay index names this start but its barrier row is missing');
-    return null;
-  }
-  return checkStartRows({
+  if (barrier === undefined) return null;
+  const facts = {
     barrier,
     audit: atMostOne(decodeArrayRows(AuditEventRowCodec, SQL.AUDIT_COLUMNS, row.audits, 'security audit event', startId), 'security audit event', startId),
     trace: atMostOne(decodeArrayRows(TraceAnchorRowCodec, SQL.TRACE_COLUMNS, row.traces, 'trace anchor', startId), 'trace anchor', startId),
     receipt: atMostOne(decodeArrayRows(AuditReceiptRowCodec, SQL.RECEIPT_COLUMNS, row.receipts, 'audit receipt', startId), 'audit receipt', startId),
     mutation: atMostOne(decodeArrayRows(MutationRowCodec, SQL.MUTATION_COLUMNS, row.mutations, 'step run mutation', startId), 'step run mutation', startId),
-    events: eventsOfRead(row, startId),
-    identities,
-  });
-};
-
-/**
- * The rows of the barrier's identity probes: those the statement already sent as hits of the
- * lookup (`probed`, READ_START), then the `identities` column, each a json array (sql.ts).
- */
-const identityRowsOf = (raw: unknown, startId: string, probed: readonly ReplayIdentityRow[]): ReplayIdentityRow[] => {
-  const rows = decodeArrayRows(ReplayIdentityRowCodec, SQL.IDENTITY_COLUMNS, raw, 'replay index', startId);
-  return probed.length === 0 ? rows : [...probed, ...rows];
+  };
+  const events = eventsOfRead(row, startId);
+  // The facts' own keys are the replay identities: their rows, as read, are the identity rows.
+  const identities = identityRowsOfFacts({ ...facts, runEventRead: events.some((e) => e.event_id === barrier.run_event_id) });
+  return checkStartRows({ ...facts, events, identities });
 };
 
 /** The events of a barrier read, each given back its JSON: the text column its place names (sql.ts). */
@@ -158,21 +146,18 @@ const eventsOfRead = (row: Record<string, unknown>, startId: string) => {
 /** The MAC rows a READ_START row carries (json), for the keyring's check (R9.4). */
 export const macRowsOfRead = (row: Record<string, unknown>, startId: string) => decodeRows(EvidenceMacRowCodec, row.macs, 'evidence MAC', startId);
 
-/** R5.4 lookup by attempt: the replay index and the barrier's own unique key must agree. */
+/** R5.4 lookup by attempt: the barrier's own unique key (run, StepRun, started version). */
 export const readBarrierOfAttempt = async (q: Queryable, runId: string, stepRunId: string, startedStepRunVersion: number, keys?: EvidenceKeyring): Promise<StoredBarrier | null> => {
   const value = attemptValue(runId, stepRunId, startedStepRunVersion);
   const find = async () => {
-    const rows = await run<{ source: string; start_id: string }>(q, SQL.FIND_ATTEMPT, {
-      attempt: value,
+    const rows = await run<{ start_id: string }>(q, SQL.FIND_ATTEMPT, {
       run_id: runId,
       step_run_id: stepRunId,
       started_step_run_version: startedStepRunVersion,
     });
-    return agreedAttemptStart(
-      value,
-      rows.filter((r) => r.source === 'index').map((r) => r.start_id),
-      rows.filter((r) => r.source === 'barrier').map((r) => r.start_id),
-    );
+    // The attempt's own unique key is the index: the barriers under it must be at most one.
+    const barriers = rows.map((r) => r.start_id);
+    return agreedAttemptStart(value, barriers, barriers);
   };
   let startId = await find();
   if (startId === undefined) {
@@ -180,7 +165,7 @@ export const readBarrierOfAttempt = async (q: Queryable, runId: string, stepRunI
       return requireAttemptNotInLog(value, stepRunId, startedStepRunVersion, await eventsOfType(q, runId, 'StepRunStarted'));
     } catch (e) {
       // Two statements, two snapshots: a start that committed between them is in the log and,
-      // read again after it, in the index too. Only an index that still lacks it is damage.
+      // read again after it, under the barrier's key too. Only a key that still lacks it is damage.
       startId = await find();
       if (startId === undefined) throw e;
     }

@@ -27,7 +27,7 @@ import { takeGateAlone, type AttemptBudget, type PostgresTimeouts, type Postgres
 //    an exact replay is answered.
 // 2. writeStart: one write query (roundTripSql.ts): SERIALIZABLE, the timeouts SET LOCAL, the
 //    Run turn taken without waiting and the Run version the decision was made on compared
-//    (pg-0045), the batched write of R3.3 .. R3.7 (the heads moved by the event trigger), the
+//, the batched write of R3.3 .. R3.7 (the heads moved by the event trigger), the
 //    keyed seal when configured and the sealed invocation plan when given (R12.2), all one
 //    implicit transaction that commits when the query ends. The server stamps the clock
 //    (R3.10), so the protocol plans with CLOCK_AT_WRITE and the write returns the clock.
@@ -50,7 +50,7 @@ export interface RoundTripContext {
   /** Keyed only: stores the seal origin before the authority's first keyed write (postgresSeals.ts). */
   readonly sealer: PostgresSealer | undefined;
   readonly hook: StartStepHook | undefined;
-  /** `requireSynchronousStandby`: the write transaction first checks a synchronous standby is attached (pg-0065). */
+  /** `requireSynchronousStandby`: the write transaction first checks a synchronous standby is attached. */
   readonly requireSyncStandby: boolean;
   /**
    * A start that lost the Run's turn goes on under the turn: the transaction that takes the turn
@@ -140,7 +140,7 @@ const roundTripUnitOfWork = (ctx: RoundTripContext, session: Session, decoded: D
   };
 };
 
-/** Q3T01 (pg-0045): another writer of the Run was first; `busy` when it still holds the turn. */
+/** Q3T01: another writer of the Run was first; `busy` when it still holds the turn. */
 const turnLost = (e: unknown): 'busy' | 'moved' | undefined => {
   if (sqlStateOf(e) !== SQLSTATE.turnLost) return undefined;
   return (e as { detail?: string }).detail === 'busy' ? 'busy' : 'moved';

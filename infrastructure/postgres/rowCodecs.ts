@@ -122,8 +122,8 @@ export const ReplayIdentityRowCodec = t.type({
   command_digest: t.string,
 });
 
-/** A hit of READ_START (sql.ts): the row's IDENTITY_COLUMNS, and whether it is also one of the barrier's own probes. */
-export const HitTupleCodec = t.tuple([ReplayIdentityRowCodec.props.identity, t.string, t.string, t.string, t.boolean]);
+/** A hit of READ_START (sql.ts): identity, value, start_id, command_digest. */
+export const HitTupleCodec = t.tuple([ReplayIdentityRowCodec.props.identity, t.string, t.string, t.string]);
 
 /** Decode one row or fail closed, naming what and where. */
 export const decodeRow = <A>(codec: t.Decoder<unknown, A>, raw: unknown, kind: string, id: string): A => {

@@ -35,7 +35,7 @@ export const RUN_TRACES = named(`SELECT EXISTS (SELECT 1 FROM ql3.streams WHERE 
 
 const eventColumns = (from: string) => `SELECT global_position, stream_id, stream_position, event_id, event_type, data_json, committed_at_ms FROM ${from}`;
 
-/** The StepRun's last event in the Run's log, as one json row: one descent of the StepRun version index (pg-0056). */
+/** The StepRun's last event in the Run's log, as one json row: one descent of the StepRun version index. */
 export const lastStepRunEventColumn = (gate: string) => `(SELECT row_to_json(e) FROM (
           ${eventColumns('ql3.events')}
            WHERE stream_id = :stream_id

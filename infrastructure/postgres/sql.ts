@@ -1,7 +1,7 @@
 import type { StartWrite, StartWriteStep } from '../../application/startWritePlan';
 import { lookupReplaySql } from './identities';
 import { AUDIT_COLUMNS, BARRIER_COLUMNS, MUTATION_COLUMNS, RECEIPT_COLUMNS, TRACE_COLUMNS } from './rowColumns';
-import { BARRIER_READ_COLUMNS, barrierCtes } from './barrierReadSql';
+import { BARRIER_READ_COLUMNS, READ_BARRIER_ROWS_COLUMNS, barrierCtes } from './barrierReadSql';
 import { sealedSpanColumns, sealedSpanCtes } from './sealedSpanSql';
 import { named, prefixed, type NamedSql, type Params } from './named';
 import { lastStepRunEventColumn, RUN_STATE_CTES, runStateColumns } from './runStateSql';
@@ -22,7 +22,7 @@ export * from './runStateSql';
 
 // ------------------------------------------------------------------ R3.1 replay lookup
 
-/** The identities of R4.1 in one statement, each an equality probe of the unique index. */
+/** The identities of R4.1 in one statement, each an equality probe of its fact's unique key. */
 export const LOOKUP_REPLAY = named(lookupReplaySql());
 /**
  * The same probes before BEGIN, with the Run's version at that moment (startWrite.ts): one row
@@ -108,7 +108,7 @@ const EVIDENCE: Step = {
 };
 
 /**
- * R3.4 and R3.5: the StepRun and the Run / stream heads move by the event trigger (pg-0036) as
+ * R3.4 and R3.5: the StepRun and the Run / stream heads move by the event trigger as
  * the StepRunStarted and the other facts are inserted, each a compare-and-set on the head the
  * event names (status, version and digest of the StepRun; the stream position): the runtime
  * role has no UPDATE. The steps stay in the plan (the fault hook still runs between them).
@@ -125,7 +125,7 @@ const RUN_EVENT: Step = {
   params: (plan) => prefixed('mutation_', plan.rows.mutation, eventParams('run_event_', RUN_EVENT_EVENTS, plan.events.runEvent)),
 };
 
-/** R3.7: the barrier event and the immutable barrier row, whose insert writes its seven replay identities (pg-0059). */
+/** R3.7: the barrier event and the immutable barrier row, whose insert checks that every fact it names is its own. */
 const BARRIER: Step = {
   ctes: [
     ['barrier_event', insertEvents('barrier_event_', BARRIER_EVENTS)],
@@ -205,23 +205,21 @@ const HEAD = '(SELECT version FROM stream)';
  * the replay lookup of R3.1; when it found nothing, the Run, its stream head and the StepRun
  * (what the decision of R3.2 needs); when it found a hit (a replay or a conflict, never a new
  * start), every row a read of this start's barrier re-verifies, with its MAC row (R5.3, R9.4),
- * so that an exact replay needs no second round trip. On a replay the barrier's identity
- * values are the command's: each hit says whether it is also one of the barrier's probes, and
- * `identities` carries only the rows of the barrier's other values, so no row travels twice.
+ * so that an exact replay needs no second round trip. Those rows come from
+ * ql3.read_barrier_rows (the barrier read of barrierReadSql.ts, in the schema), called only
+ * behind the lookup's hit: a new start's read never builds the barrier read.
  */
 const readStartSql = (keyed: boolean): NamedSql =>
   named(`WITH
   lookup AS (${lookupReplaySql()}),
-  ${RUN_STATE_CTES},${keyed ? `\n  ${sealedSpanCtes(HEAD, HEAD, KEYED_NEW_START)},` : ''}
-  ${barrierCtes(' AND EXISTS (SELECT 1 FROM lookup)', 'lookup')}
-SELECT (SELECT json_agg(json_build_array(l.identity, l.value, l.start_id, l.command_digest,
-                                         EXISTS (SELECT 1 FROM keys k WHERE k.identity = l.identity AND k.value = l.value)))
-          FROM lookup l) AS hits,
+  ${RUN_STATE_CTES}${keyed ? `,\n  ${sealedSpanCtes(HEAD, HEAD, KEYED_NEW_START)}` : ''}
+SELECT (SELECT json_agg(json_build_array(l.identity, l.value, l.start_id, l.command_digest)) FROM lookup l) AS hits,
   ${runStateColumns(' WHERE NOT EXISTS (SELECT 1 FROM lookup)', false)},
   ${lastStepRunEventColumn(' AND NOT EXISTS (SELECT 1 FROM lookup)')},
-  ${BARRIER_READ_COLUMNS},
-  (SELECT json_agg(m) FROM ql3.start_evidence_macs m WHERE m.start_id = :start_id AND EXISTS (SELECT 1 FROM b)) AS macs,
-  ${keyed ? sealedSpanColumns(KEYED_NEW_START, 'seal_') : UNSEALED_SPAN_COLUMNS}`);
+  ${READ_BARRIER_ROWS_COLUMNS.map((c) => `br.${c}`).join(', ')},
+  ${keyed ? sealedSpanColumns(KEYED_NEW_START, 'seal_') : UNSEALED_SPAN_COLUMNS}
+  FROM (VALUES (1)) AS one (x)
+  LEFT JOIN LATERAL (SELECT * FROM ql3.read_barrier_rows(:start_id) WHERE EXISTS (SELECT 1 FROM lookup)) br ON true`);
 /**
  * An unkeyed store's start reads no sealed span: the columns a keyed read fills, empty. A
  * statement of its own, not the keyed one behind a false gate: PostgreSQL builds every node of
@@ -240,13 +238,11 @@ export const HEADS_AND_LOG_END = named(`SELECT (SELECT version FROM ql3.streams 
   (SELECT version FROM ql3.runs WHERE run_id = :run_id) AS run_version,
   (SELECT max(stream_position) FROM ql3.events WHERE stream_id = :stream_id) AS logged`);
 
-/** R3.2, R3.5: the Run turn and the Run version the start was decided on (pg-0045); the last attempt alone (pg-0052). */
+/** R3.2, R3.5: the Run turn and the Run version the start was decided on; the last attempt alone. */
 export const TAKE_START_TURN = named('SELECT ql3.take_start_turn(:run_id, :expected_version::bigint, :alone::boolean) AS now_ms');
 
-/** R5.4 lookup by attempt: the replay index and the barrier's own unique key must agree. */
-export const FIND_ATTEMPT = named(`SELECT 'index' AS source, i.start_id FROM ql3.start_replay_identities i WHERE i.identity = 'attempt' AND i.value = :attempt
-UNION ALL
-SELECT 'barrier', b.start_id FROM ql3.tool_execution_start_barriers b
+/** R5.4 lookup by attempt: the barrier's unique attempt key. */
+export const FIND_ATTEMPT = named(`SELECT b.start_id FROM ql3.tool_execution_start_barriers b
   WHERE b.run_id = :run_id AND b.step_run_id = :step_run_id AND b.started_step_run_version = :started_step_run_version`);
 
 /** What a Run's log is checked against (agreedStreamVersion): both heads, the StepRun heads' versions, its barriers. */

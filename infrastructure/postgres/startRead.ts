@@ -3,7 +3,7 @@ import { REPLAY_IDENTITIES, replayKeysOf, streamNameOf, type DecodedStartCommand
 import type { StoredBarrier } from '../../domain/records';
 import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { existingBarrierOf } from '../../application/startProtocol';
-import { replayValuesOf, type ReplayIdentityRow } from '../../projections/rows';
+import { replayValuesOf } from '../../projections/rows';
 import { paramOf } from './identities';
 import { run, type Queryable } from './query';
 import { macRowsOfRead, readBarrier, runStateAtLogEnd, verifyBarrierRow, type RunStateColumns } from './reads';
@@ -18,8 +18,6 @@ import * as SQL from './sql';
 /** What the first round trip read: the replay hits, and the row itself (it holds the Run state only when there are no hits: a new start). */
 export interface StartRead {
   readonly hits: ReplayHits;
-  /** The hits that are also rows of the barrier's identity probes (sql.ts READ_START): sent once, read for both. */
-  readonly probed: readonly ReplayIdentityRow[];
   readonly row: Record<string, unknown>;
 }
 
@@ -44,17 +42,15 @@ export const readStart = async (q: PoolClient | Pool, decoded: DecodedStartComma
   const [row] = await run<Record<string, unknown>>(q, keyed ? SQL.READ_START_KEYED : SQL.READ_START, params);
   if (row === undefined) throw new Error('READ_START returned no row');
   const hits = noReplayHits() as Record<ReplayIdentity, ReplayHit[]>;
-  const probed: ReplayIdentityRow[] = [];
-  for (const [identity, value, start_id, command_digest, isProbe] of decodeRows(HitTupleCodec, row.hits, 'replay index', c.startId)) {
+  for (const [identity, , start_id, command_digest] of decodeRows(HitTupleCodec, row.hits, 'replay index', c.startId)) {
     hits[identity] = [...hits[identity], { startId: start_id, commandDigest: command_digest }];
-    if (isProbe) probed.push({ identity, value, start_id, command_digest });
   }
-  return { hits, probed, row };
+  return { hits, row };
 };
 
 /** The start's own barrier from round trip 1 (read only when the lookup hit), verified with its MAC when keyed. */
 export const barrierOfRead = (read: StartRead, startId: string, keys: EvidenceKeyring | undefined): StoredBarrier | null => {
-  const verified = verifyBarrierRow(read.row, startId, read.probed);
+  const verified = verifyBarrierRow(read.row, startId);
   return keys === undefined || verified === null ? verified : keys.verify(verified, macRowsOfRead(read.row, startId));
 };
 

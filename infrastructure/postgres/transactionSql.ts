@@ -9,7 +9,7 @@ export const BEGIN_SERIALIZABLE = 'BEGIN ISOLATION LEVEL SERIALIZABLE';
 export const COMMIT = 'COMMIT';
 export const ROLLBACK = 'ROLLBACK';
 /**
- * `requireSynchronousStandby` (pg-0065): in the write transaction, before any write; no
+ * `requireSynchronousStandby`: in the write transaction, before any write; no
  * synchronous standby attached raises Q3S01 and the transaction rolls back.
  */
 export const REQUIRE_SYNC_STANDBY = 'SELECT ql3.require_sync_standby() AS sync_standbys';
@@ -21,7 +21,7 @@ const CLOCK = 'SELECT (extract(epoch FROM transaction_timestamp()) * 1000)::bigi
 /**
  * BEGIN, SET LOCAL of the three timeouts, the transaction clock of R3.10 read once (every row
  * of the transaction carries it), and the Run turn (the Run head's row lock, taken without
- * waiting by `ql3.take_run_turn`, pg-0037), in one simple-protocol round trip. The simple
+ * waiting by `ql3.take_run_turn`), in one simple-protocol round trip. The simple
  * protocol takes no parameters, so the timeouts are inlined (integers the authority validated
  * on open, checked again by setLocalTimeouts) and the Run id is the driver's escaped literal.
  * The clock and the turn are the last two results.
@@ -38,7 +38,7 @@ export const beginConfigured = (t: Timeouts): ((runLiteral: string, begun: boole
 };
 
 /**
- * A last attempt's first round trip (R9.5, pg-0057): BEGIN, the timeouts, and the start gate
+ * A last attempt's first round trip (R9.5): BEGIN, the timeouts, and the start gate
  * taken exclusively, queued for at most lock_timeout. LOCK TABLE takes no snapshot, so the
  * SERIALIZABLE snapshot, fixed by the next statement, sees every writer that held the gate
  * before: none is concurrent with this attempt, and none can fail it.

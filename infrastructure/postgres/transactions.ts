@@ -136,7 +136,7 @@ export class PostgresTransactions {
   }
 
   /**
-   * The operation's last attempt (R9.5): it runs alone (pg-0052), waiting for the write
+   * The operation's last attempt (R9.5): it runs alone, waiting for the write
    * transactions then running and making the ones after it wait, so no writer of another Run
    * can make it fail on a page they share.
    */
@@ -250,7 +250,7 @@ export class PostgresTransactions {
 }
 
 /**
- * A last attempt's gate (R9.5, pg-0057): BEGIN, the timeouts, and the start gate held
+ * A last attempt's gate (R9.5): BEGIN, the timeouts, and the start gate held
  * exclusively before the snapshot (true). A session that holds the gate all along (a
  * superuser's pg_dump takes ACCESS SHARE on every table) makes the wait end at lock_timeout:
  * the lock is undone to its savepoint and the attempt runs as any other, in the same

@@ -340,14 +340,6 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
           }
         }
       }
-      // A duplicated identity row (its unique index dropped first): the index names two rows.
-      for (const row of store.backend === 'sqlite' ? [] : await session.rows('start_replay_identities', 'start_id = ? ORDER BY identity', [startId])) {
-        const what = `${store.backend} ${startId} start_replay_identities duplicate ${String(row.identity)}`;
-        const dup = await session.duplicateIdentity(String(row._key));
-        await probe(b.record, what);
-        await dup.undo();
-        await expectRestored(startId, b.barrierDigest, what);
-      }
       log(`  ${store.backend} sweep: start ${startId}: ${cellsTried} cells tried so far, ${detected} detected`);
     }
     tableCount = Object.keys(schema).length;

@@ -6,8 +6,9 @@ import * as Memory from '../../infrastructure/memory/identities';
 import * as Pg from '../../infrastructure/postgres/identities';
 import * as Lite from '../../infrastructure/sqlite/identities';
 
-// R4.1: the seven identities live in one table per backend, and everything a backend does
-// with them (lookup, probes, recovery lookup, unique-violation mapping) is derived from it.
+// R4.1: where the seven identities live is one table per backend (on PostgreSQL, the unique key
+// of the fact that carries each), and everything a backend does with them (lookup, probes,
+// recovery lookup, unique-violation mapping) is derived from it.
 
 const ROOT = join(__dirname, '..', '..');
 
@@ -16,16 +17,29 @@ describe('R4.1 one identity table per backend', () => {
     for (const table of [Memory.IDENTITY_STORAGE, Pg.IDENTITY_STORAGE, Lite.IDENTITY_STORAGE]) expect(Object.keys(table)).to.deep.equal([...REPLAY_IDENTITIES]);
   });
 
-  it('R4.1 a new identity needs one PostgreSQL table entry (plus its migration): lookup, probes, recovery and violation mapping follow', () => {
-    const table = { ...Pg.IDENTITY_STORAGE, ticketId: { column: 'ticket_id', constraints: ['tool_execution_start_barriers_ticket_id_key'] } };
-    expect(Pg.lookupReplaySql(table)).to.contain(`('ticketId', :ticket_id)`);
-    expect(Pg.barrierProbesSql(table)).to.contain(`SELECT 'ticketId', b.ticket_id FROM b`);
-    // the compact replay index (pg-0051): every probe is derived from the barrier, none reads the index by start_id
-    expect(Pg.barrierProbesSql(table)).to.not.contain('start_replay_identities');
+  it('R4.1 a new identity needs one PostgreSQL table entry (plus its key in the schema file): lookup, recovery, compaction guard and violation mapping follow', () => {
+    const ticket: Pg.IdentityStorage = {
+      table: 'ql3.tickets',
+      key: ['ticket_id'],
+      startOf: 'f.start_id',
+      barrier: ['ticket_id'],
+      constraints: ['tickets_pkey'],
+      fact: ({ barrier }) => ({ value: barrier.start_id, start_id: barrier.start_id }),
+    };
+    const table = { ...Pg.IDENTITY_STORAGE, ticketId: ticket };
+    // each identity is probed in its own fact's unique key, never in a replay-index table
+    expect(Pg.lookupReplaySql(table)).to.contain(`SELECT 'ticketId'::text AS identity, :ticket_id::text AS value, f.start_id AS start_id FROM ql3.tickets f WHERE f.ticket_id = :ticket_id`);
+    expect(Pg.lookupReplaySql(table)).to.not.contain('start_replay_identities');
     expect(Pg.lookupReplaySql(table)).to.contain('ib.command_digest');
-    expect(Pg.identityStartIdsSql(table.ticketId)).to.contain('WHERE ticket_id = :key');
-    expect(Pg.identityOfViolation({ constraint: 'tool_execution_start_barriers_ticket_id_key' }, table)).to.equal('ticketId');
-    expect(Pg.identityOfViolation({ constraint: 'start_replay_identities_key', detail: 'Key (identity, value)=(ticketId, t-1) already exists.' }, table)).to.equal('ticketId');
+    expect(Pg.identityStartIdsSql(ticket)).to.contain('WHERE f.ticket_id = :key');
+    expect(Pg.liveCompactedSql(table)).to.contain(`c.identity = 'ticketId' AND EXISTS (SELECT 1 FROM ql3.tickets f WHERE f.ticket_id = c.value)`);
+    expect(Pg.barrierIdentitiesSql('b', table)).to.contain(`('ticketId', b.ticket_id)`);
+    expect(Pg.identityOfViolation({ constraint: 'tickets_pkey' }, table)).to.equal('ticketId');
+    // a compacted identity's reuse names it in the key the guard raises
+    expect(Pg.identityOfViolation({ constraint: 'compacted_identities_pkey', detail: 'Key (identity, value)=(ticketId, t-1) already exists (compacted, R14.2).' }, table)).to.equal('ticketId');
+    // the attempt is the barrier's own unique key, matched against the parts of its canonical JSON
+    expect(Pg.lookupReplaySql()).to.contain('(f.run_id, f.step_run_id, f.started_step_run_version) = ((:attempt)::json ->> 0');
+    expect(Pg.identityOfViolation({ constraint: 'tool_execution_start_barriers_attempt_key' })).to.equal('attempt');
   });
 
   it('R4.1 a new identity needs one SQLite table entry (plus the key that holds it): lookup, probes, recovery and violation mapping follow', () => {

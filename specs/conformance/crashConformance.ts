@@ -52,11 +52,10 @@ const runWorker = (args: readonly string[]) =>
     p.on('exit', (code, signal) => resolve({ signal, code, out }));
   });
 
-/** The evidence, mutation and replay-index rows of one start (`t` spells a table for the dialect; `replayIndex`: the store keeps one). */
-export const START_ROWS_SQL = (t: (table: string) => string, param: string, replayIndex = true): string =>
+/** The evidence and mutation rows of one start (`t` spells a table for the dialect). */
+export const START_ROWS_SQL = (t: (table: string) => string, param: string): string =>
   `SELECT (SELECT count(*) FROM ${t('security_audit_events')} WHERE start_id = ${param}) + (SELECT count(*) FROM ${t('trace_anchors')} WHERE start_id = ${param})
-        + (SELECT count(*) FROM ${t('audit_receipts')} WHERE start_id = ${param}) + (SELECT count(*) FROM ${t('step_run_mutations')} WHERE start_id = ${param})
-        ${replayIndex ? `+ (SELECT count(*) FROM ${t('start_replay_identities')} WHERE start_id = ${param})` : ''} AS n`;
+        + (SELECT count(*) FROM ${t('audit_receipts')} WHERE start_id = ${param}) + (SELECT count(*) FROM ${t('step_run_mutations')} WHERE start_id = ${param}) AS n`;
 
 export const crashSuite = (backend: CrashBackend): void => {
   describe(`crash inside the start transaction (R3.9): ${backend.name}`, function () {

@@ -28,7 +28,6 @@ const APPLIED_IN_THE_FIELD: Readonly<Record<string, string>> = {
   'pg-0002-run-read-models': 'sha256:5d80bf471764f71ac12f90e3844abaa36951087979029d62fd8d600616212775',
   'pg-0003-start-evidence': 'sha256:a436311109772a972f6f5bedff939943b61e424802551d0c5b6033080aa5b5f1',
   'pg-0030-tool-execution-start-barriers': 'sha256:dc777cbeff38034b00931d04a0dbadcdf81ce482242d90aee3c2aefcaf0a35e8',
-  'pg-0031-recovery-read-models': 'sha256:929ce3c6333579be7caf107325876cefa1cab39003bf8de735ebf237364b48e2',
 };
 
 describe('R6.1 migrations embedded in the code', () => {

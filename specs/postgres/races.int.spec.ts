@@ -72,7 +72,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
     const after = await countRows(store.main.pool);
     expect(countOf(after, 'tool_execution_start_barriers') - countOf(before, 'tool_execution_start_barriers')).to.equal(1);
     expect(countOf(after, 'security_audit_events') - countOf(before, 'security_audit_events')).to.equal(1);
-    expect(countOf(after, 'start_replay_identities') - countOf(before, 'start_replay_identities')).to.equal(7);
+    expect(countOf(after, 'step_run_mutations') - countOf(before, 'step_run_mutations')).to.equal(1);
   });
 
   it('R3.5 R13.1 eight clients start eight different StepRuns of one Run: each created or CONCURRENCY_EXHAUSTED having written nothing (lost turns count), re-called until created, all chained on the Run version', async () => {
@@ -286,23 +286,19 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
   });
 
   it('R4.3 a 23505 from a unique index is resolved by a fresh lookup into a typed conflict, never a raw pg error', async () => {
-    // A value committed long before, but missing from the replay index (its identity rows were
-    // removed by hand), so the lookup cannot see it: only the fact table's own unique index
-    // can refuse the start, with a plain 23505.
+    // A RunEvent id that is already the id of a lifecycle event of another Run: the replay lookup
+    // reads RunEvents (StepRunStarted) only, so only the log's own unique event id can refuse the
+    // start, with a plain 23505.
     const s = await setUp();
-    const first = s.startCommand();
-    await store.main.barriers.prepare(first);
-    await store.db.admin(async (c) => {
-      await c.query('SET session_replication_role = replica');
-      await c.query('DELETE FROM ql3.start_replay_identities WHERE start_id = $1', [first.startId]);
-    });
+    await store.main.barriers.prepare(s.startCommand());
+    const [taken] = await store.db.admin(async (c) => (await c.query<{ event_id: string }>("SELECT event_id FROM ql3.events WHERE stream_id = $1 AND event_type = 'StepRunCreated'", [`run-${s.runId}`])).rows);
     const other = await setUp();
     const fresh = other.startCommand();
-    const reuse = { ...fresh, evidence: { ...fresh.evidence, auditEventId: first.evidence.auditEventId } };
+    const reuse = { ...fresh, mutation: { ...fresh.mutation, runEventId: taken!.event_id } };
     const before = await countRows(store.main.pool);
     const error = await rejects(store.main.barriers.prepare(reuse));
     expect(error, error.message).to.be.instanceOf(SemanticConflictError);
-    expect((error as SemanticConflictError).identity).to.equal('auditEventId');
+    expect((error as SemanticConflictError).identity).to.equal('runEventId');
     expect(error.message).to.contain('already used by another record');
     expect(await countRows(store.main.pool)).to.deep.equal(before);
   });
@@ -454,7 +450,7 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
   it('R5.2 R9.5 a fresh deployment: 8 clients starting on distinct Runs over empty tables: each start commits or ends typed (CONCURRENCY_EXHAUSTED) having written nothing, and its re-call commits', async () => {
     // SSI locks B-tree pages: on tiny tables every lookup and insert share one leaf page, so
     // starts of different Runs can fail each other. Their attempts are not serialised (R9.5):
-    // retries pause at random, and the last one runs alone (pg-0052, startGate.int.spec.ts);
+    // retries pause at random, and the last one runs alone (startGate.int.spec.ts);
     // a start that still ends in a failure is whole-or-nothing like any other.
     const racers = await clients(8);
     const scenarios = racers.map(() => Array.from({ length: 15 }, () => buildScenario()));

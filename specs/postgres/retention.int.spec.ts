@@ -74,7 +74,7 @@ describe('R14.2 retention on PostgreSQL: only ql3_retention compacts, the functi
       ['SELECT ql3.compact_run($1, $2)', [JSON.stringify({ runId: runIds[0] }), `sha256:${'0'.repeat(64)}`]],
       ['DELETE FROM ql3.events', []],
       ['DELETE FROM ql3.tool_execution_start_barriers', []],
-      ['DELETE FROM ql3.start_replay_identities', []],
+      ['DELETE FROM ql3.step_run_mutations', []],
       ['DELETE FROM ql3.runs', []],
       [`INSERT INTO ql3.run_compactions (run_id, record_json, compaction_digest) VALUES ('x', '{}', 'sha256:${'0'.repeat(64)}')`, []],
     ]);

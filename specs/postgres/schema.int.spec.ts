@@ -12,7 +12,7 @@ import { countOf, countRows, createDatabase, openOn, rejects, TABLES, testPool, 
 
 const PRODUCT_ROLES = ['ql3_admin', 'ql3_reader', 'ql3_worker_ingress', 'ql3_package_executor'] as const;
 const ALL_ROLES = ['ql3_owner', 'ql3_runtime', ...PRODUCT_ROLES] as const;
-const FACT_TABLES = ['events', 'security_audit_events', 'trace_anchors', 'audit_receipts', 'step_run_mutations', 'tool_execution_start_barriers', 'start_replay_identities'] as const;
+const FACT_TABLES = ['events', 'security_audit_events', 'trace_anchors', 'audit_receipts', 'step_run_mutations', 'tool_execution_start_barriers'] as const;
 const HEAD_TABLES = ['streams', 'runs', 'step_runs'] as const;
 
 describe('PostgreSQL schema and roles (R5.2)', function () {
@@ -39,9 +39,10 @@ describe('PostgreSQL schema and roles (R5.2)', function () {
         const owners = (await c.query<{ o: string }>(`SELECT DISTINCT tableowner AS o FROM pg_tables WHERE schemaname = 'ql3'`)).rows.map((r) => r.o);
         expect(owners).to.deep.equal(['ql3_owner']);
         expect((await c.query(`SELECT version FROM ql3.capabilities WHERE name = 'control-core'`)).rows).to.deep.equal([{ version: '29' }]);
-        // the replay index is a UNIQUE INDEX on (identity, value), as R6.4's constant-cost lookup needs
-        const idx = await c.query<{ def: string }>(`SELECT indexdef AS def FROM pg_indexes WHERE schemaname = 'ql3' AND indexname = 'start_replay_identities_key'`);
-        expect(idx.rows[0]?.def).to.match(/CREATE UNIQUE INDEX .* \(identity, value\)/);
+        // each identity is a unique key of the fact that holds it (R6.4's constant-cost lookup): the attempt's is the barrier's
+        const idx = await c.query<{ def: string }>(`SELECT indexdef AS def FROM pg_indexes WHERE schemaname = 'ql3' AND indexname = 'tool_execution_start_barriers_attempt_key'`);
+        expect(idx.rows[0]?.def).to.match(/CREATE UNIQUE INDEX .* \(run_id, step_run_id, started_step_run_version\)/);
+        expect(tables).to.not.include('start_replay_identities');
         // foreign keys from the barrier to StepRun, mutation, RunEvent, Trace, Audit event, Audit receipt
         const fks = await c.query<{ target: string }>(
           `SELECT confrelid::regclass::text AS target FROM pg_constraint WHERE conrelid = 'ql3.tool_execution_start_barriers'::regclass AND contype = 'f' ORDER BY 1`,
@@ -59,7 +60,7 @@ describe('PostgreSQL schema and roles (R5.2)', function () {
       });
     });
 
-    it('R5.2 the events JSON is compressed with lz4 when the server has it, pglz (the default) when not (pg-0055)', async () => {
+    it('R5.2 the events JSON is compressed with lz4 when the server has it, pglz (the default) when not', async () => {
       const a = await openOn(db);
       await a.close();
       await db.admin(async (c) => {
@@ -231,16 +232,13 @@ describe('PostgreSQL schema and roles (R5.2)', function () {
       }
     });
 
-    it('R5.2 ql3_runtime: SELECT and INSERT on the barrier, never UPDATE, DELETE or TRUNCATE, on it or on any fact; no INSERT on the replay index (R4.1, R9.1: the barrier\'s insert writes it)', async () => {
+    it('R5.2 ql3_runtime: SELECT and INSERT on the barrier, never UPDATE, DELETE or TRUNCATE, on it or on any fact; a barrier may bind only facts of its own start (R4.1, R9.1)', async () => {
       const runtime = as('ql3_runtime');
       expect(await attempt(runtime, 'SELECT count(*) FROM ql3.tool_execution_start_barriers')).to.equal('ok');
       // INSERT on the barrier is granted: this one gets past the privilege check and fails only on the foreign key
       expect(
         await attempt(runtime, `INSERT INTO ql3.tool_execution_start_barriers (start_id) VALUES ('no-such-start')`),
       ).to.be.oneOf(['23502', '23503']);
-      expect(
-        await attempt(runtime, `INSERT INTO ql3.start_replay_identities (identity, value, start_id) VALUES ('startId', 'x', 'no-such-start')`),
-      ).to.equal(DENIED);
       for (const table of FACT_TABLES) {
         expect(await attempt(runtime, `SELECT count(*) FROM ql3.${table}`), `SELECT ${table}`).to.equal('ok');
         expect(await attempt(runtime, `UPDATE ql3.${table} SET start_id = start_id`.replace('start_id = start_id', table === 'events' ? 'event_id = event_id' : 'start_id = start_id')), `UPDATE ${table}`).to.equal(DENIED);
@@ -270,7 +268,7 @@ describe('PostgreSQL schema and roles (R5.2)', function () {
            CROSS JOIN unnest(ARRAY['UPDATE', 'DELETE', 'TRUNCATE']) p WHERE n.nspname = 'ql3' AND c.relkind = 'r' AND c.relname <> 'start_gate'`,
       );
       expect(rows[0]?.any).to.equal(false);
-      // The one exception (pg-0057): UPDATE on the start gate, the right LOCK TABLE asks for a
+      // The one exception: UPDATE on the start gate, the right LOCK TABLE asks for a
       // last attempt's exclusive lock. The gate has no column to set and no row; nothing can fill it.
       const gate = await runtime.query<{ columns: string; update: boolean; others: boolean }>(
         `SELECT (SELECT count(*) FROM pg_attribute WHERE attrelid = 'ql3.start_gate'::regclass AND attnum > 0 AND NOT attisdropped) AS columns,
@@ -283,7 +281,7 @@ describe('PostgreSQL schema and roles (R5.2)', function () {
       expect(await attempt(runtime, 'DELETE FROM ql3.start_gate')).to.equal(DENIED);
       expect(await attempt(runtime, 'CREATE TABLE ql3.sneaky (x int)')).to.equal(DENIED);
       expect(await attempt(runtime, 'ALTER TABLE ql3.tool_execution_start_barriers DISABLE TRIGGER USER')).to.equal(DENIED);
-      expect(await attempt(runtime, 'DROP INDEX ql3.start_replay_identities_key')).to.equal(DENIED);
+      expect(await attempt(runtime, 'ALTER TABLE ql3.tool_execution_start_barriers DROP CONSTRAINT tool_execution_start_barriers_attempt_key')).to.equal(DENIED);
     });
 
     it('R9.1 every SECURITY DEFINER function pins search_path; a function without it (the inlined helpers of the event trigger) runs for no product role', async () => {
@@ -305,10 +303,10 @@ describe('PostgreSQL schema and roles (R5.2)', function () {
       expect(await attempt(as('ql3_runtime'), `SELECT ql3.tagged_digest('a', 'b')`)).to.equal(DENIED);
     });
 
-    it('R5.2 no other product role has any right on the barrier table or the replay index: not even SELECT', async () => {
+    it('R5.2 no other product role has any right on the barrier table: not even SELECT', async () => {
       for (const role of PRODUCT_ROLES) {
         const pool = as(role);
-        for (const table of ['tool_execution_start_barriers', 'start_replay_identities']) {
+        for (const table of ['tool_execution_start_barriers']) {
           expect(await attempt(pool, `SELECT count(*) FROM ql3.${table}`), `${role} SELECT ${table}`).to.equal(DENIED);
           expect(await attempt(pool, `INSERT INTO ql3.${table} DEFAULT VALUES`), `${role} INSERT ${table}`).to.equal(DENIED);
           expect(await attempt(pool, `UPDATE ql3.${table} SET start_id = start_id`), `${role} UPDATE ${table}`).to.equal(DENIED);
@@ -317,7 +315,7 @@ describe('PostgreSQL schema and roles (R5.2)', function () {
         }
         const { rows } = await pool.query<{ any: boolean }>(
           `SELECT bool_or(has_table_privilege(t, p)) AS any
-             FROM unnest(ARRAY['ql3.tool_execution_start_barriers', 'ql3.start_replay_identities']) t,
+             FROM unnest(ARRAY['ql3.tool_execution_start_barriers']) t,
                   unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE', 'REFERENCES', 'TRIGGER']) p`,
         );
         expect(rows[0]?.any, role).to.equal(false);

@@ -4,10 +4,10 @@ import { buildScenario } from '../../domain/scenario';
 import type { PostgresStartBarrier } from '../../infrastructure/postgres';
 import { sharedStore, withStranger } from './sharedStore';
 
-// R9.5, R5.2 (pg-0052): starts of different Runs still meet on shared B-tree pages under
+// R9.5, R5.2: starts of different Runs still meet on shared B-tree pages under
 // SERIALIZABLE (SSI locks the index pages their probes read), most on a young store. A start's
 // last attempt therefore runs alone: it takes the start gate exclusively (queued for at most
-// lock_timeout) before its snapshot (pg-0057), and so meets no concurrent writer. No start of an
+// lock_timeout) before its snapshot, and so meets no concurrent writer. No start of an
 // unrelated Run runs out of retries that way, and a session holding the gate (as pg_dump holds every table) delays the last attempt (and the
 // writers queued behind its request) by a bound, and never makes a start fail.
 
@@ -48,7 +48,7 @@ describe('PostgreSQL: the last attempt runs alone (R9.5, R5.2)', function () {
 
   // What the gate is for: the attempt's SERIALIZABLE snapshot must follow it, or the writers that
   // commit while it waits are concurrent with it, and SSI fails it on what both read and wrote
-  // (pg-0057). With index scans off every statement reads whole tables, so a writer that
+  //. With index scans off every statement reads whole tables, so a writer that
   // commits during the wait always forms that structure with an attempt whose snapshot came first.
   const whileAWriterHoldsTheGate = async (act: (last: PostgresStartBarrier) => Promise<string>): Promise<string> => {
     const [w] = await readyRuns(1);

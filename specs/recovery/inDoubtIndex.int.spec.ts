@@ -9,7 +9,7 @@ import { migratedDbPath, openFreshSqlite } from '../sqlite/support';
 import { startedScenario } from './recoveryConformance';
 import { eachFreshPostgres, expectCorrupt } from './support';
 
-// The in-doubt index (0092, pg-0064): a page of the listing (`inDoubt({ limit })`) reads the
+// The in-doubt index (0092): a page of the listing (`inDoubt({ limit })`) reads the
 // projection of starts with no outcome through an index in listing order, so it costs the rows
 // it lists. Plans are asserted, never timings (bench/inDoubt.ts has the figures). The database
 // keeps the index with the barrier and outcome rows; a page fails closed on what it reads
@@ -94,7 +94,7 @@ describe('in-doubt index on SQLite (0092)', function () {
   });
 });
 
-describe('in-doubt index on PostgreSQL (pg-0064)', function () {
+describe('in-doubt index on PostgreSQL', function () {
   this.timeout(120_000);
   const on = eachFreshPostgres();
 

@@ -1,20 +1,16 @@
 import { expect } from 'chai';
 import { buildOnce, runCli } from '../cli/cliSuite';
-import { UNDO_HISTORY_MIGRATIONS } from '../postgres/historyUndo';
 import { CorruptRecordError } from '../../domain';
 import { openPostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
-import { rebuildOutcomeRows, normaliseOutcomeRow } from '../../projections/outcomeRows';
 import { rejects, startedScenario } from './recoveryConformance';
-import { completion, eachFreshPostgres, expectCorrupt, rawPostgres } from './support';
+import { completion, eachFreshPostgres, expectCorrupt } from './support';
 
-// What only the real server can show for pg-0031: the projection trigger writes the outcome
-// row in the statement that appends its event (a failing projection rolls the event back),
-// the migration backfills, no product role can write the read model, and damage (made as the
+// What only the real server can show for the outcome read model: the projection trigger writes
+// the outcome row in the statement that appends its event (a failing projection rolls the event
+// back), no product role can write the read model, and damage (made as the
 // superuser with the append-only triggers and foreign keys switched off) fails closed.
 
-const byStart = <R extends { start_id: string }>(a: R, b: R) => (a.start_id < b.start_id ? -1 : 1);
-
-describe('recovery read models on PostgreSQL: atomicity, upgrade, grants, damage', function () {
+describe('recovery read models on PostgreSQL: atomicity, grants, damage', function () {
   this.timeout(120_000);
   const on = eachFreshPostgres();
 
@@ -27,26 +23,6 @@ describe('recovery read models on PostgreSQL: atomicity, upgrade, grants, damage
     expect((await on.a.runs.getStepRun(s.runId, s.stepRunId))?.status).to.equal('running');
     expect((await on.a.recovery.inDoubt()).map((e) => e.startId)).to.deep.equal([startId]);
     expect((await on.a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'tool_succeeded' })).status).to.equal('recorded');
-  });
-
-  it('issue 5: pg-0031 projects outcome events appended before it existed', async () => {
-    const lost = await startedScenario(on.a);
-    await on.a.recovery.resolve(lost.startId, 'lost', { decidedBy: 'ops', reason: 'worker_lost' });
-    const open = await startedScenario(on.a);
-    const stored = (await rawPostgres(on.a)).outcomes;
-    await on.a.close();
-    await on.db.admin((c) =>
-      c.query(`${UNDO_HISTORY_MIGRATIONS}
-        DROP TABLE ql3.start_outcomes; DROP TRIGGER events_project_start_outcome ON ql3.events; DROP FUNCTION ql3.project_start_outcome();
-        DROP INDEX ql3.step_run_mutations_start; DROP TABLE ql3.adapter_driver_claims; DROP TABLE ql3.start_evidence_macs; DROP TABLE ql3.run_event_macs, ql3.run_event_seal_origins;
-        DELETE FROM ql3.schema_migrations WHERE name >= 'pg-0031'`),
-    );
-    on.a = await openPostgresStartBarrier({ connectionString: on.db.url });
-    const raw = await rawPostgres(on.a);
-    expect(raw.outcomes.map(normaliseOutcomeRow).sort(byStart)).to.deep.equal(stored.map(normaliseOutcomeRow).sort(byStart));
-    expect(raw.outcomes.map(normaliseOutcomeRow)).to.deep.equal(rebuildOutcomeRows(raw.events));
-    expect((await on.a.recovery.inDoubt()).map((e) => e.startId)).to.deep.equal([open.startId]);
-    expect((await on.a.recovery.verify()).ok).to.equal(true);
   });
 
   it('issue 5: no product role can write the read model; the runtime and operators can read it', async () => {

@@ -16,7 +16,7 @@ crashSuite({
       authority: a,
       raw: async () => sqliteRaw(path),
       reopen: () => openSqliteStartBarrier({ path }),
-      startRows: async (startId) => (a.db.prepare(START_ROWS_SQL((t) => t, '@id', false)).get({ id: startId }) as { n: number }).n,
+      startRows: async (startId) => (a.db.prepare(START_ROWS_SQL((t) => t, '@id')).get({ id: startId }) as { n: number }).n,
       close: () => a.close(),
     };
   },

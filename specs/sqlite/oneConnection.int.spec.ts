@@ -74,7 +74,7 @@ describe('R12.1/R12.2/ADR §4 SQLite: one connection for the start, its sealed p
       expect(start.findIndex((sql) => /INTO invocation_plans/.test(sql)), 'the plan is written inside the start transaction, after the barrier').to.be.greaterThan(start.findIndex((sql) => /INTO tool_execution_start_barriers/.test(sql)));
       const lookup = txs[txs.indexOf(start) - 1]!;
       expect(lookup[0], 'the replay lookup before it').to.equal('BEGIN DEFERRED');
-      expect(lookup.some((sql) => /FROM start_replay_identities/.test(sql)) && !lookup.some(isWrite)).to.equal(true);
+      expect(lookup.some((sql) => /FROM (tool_execution_start_barriers|step_run_mutations)\b/.test(sql)) && !lookup.some(isWrite)).to.equal(true);
       expect(trace.filter((sql) => /INTO invocation_plans/.test(sql)), 'the plan is written once').to.have.length(1);
       expect(txs.filter((tx) => tx.some((sql) => /INTO adapter_driver_claims/.test(sql))).map((tx) => tx[0])).to.deep.equal(['BEGIN IMMEDIATE', 'BEGIN IMMEDIATE']); // claim, release
       expect(trace.filter((sql) => sql === 'BEGIN IMMEDIATE')).to.have.length(4); // the start, claim, release, outcome

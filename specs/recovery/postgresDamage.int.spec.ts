@@ -1,7 +1,6 @@
 import { expect } from 'chai';
 import { buildOnce, runCli } from '../cli/cliSuite';
 import { CorruptRecordError } from '../../domain';
-import { openPostgresStartBarrier } from '../../infrastructure/postgres/postgresAuthority';
 import { rejects, startedScenario } from './recoveryConformance';
 import { completion, eachFreshPostgres, expectCorrupt } from './support';
 

@@ -97,7 +97,9 @@ const runMocha = (group, jobs) =>
     const t0 = Date.now();
     const scratch = mkdtempSync(join(tmpdir(), 'sb-test-'));
     const countsFile = join(scratch, 'counts.json');
-    const timesFile = join(scratch, 'times.jsonl');
+    // kept after the run: every spec file's own time, for whoever tunes the suite
+    const timesFile = join(root, 'bench-results', `test-times.${group.join('+')}.jsonl`);
+    rmSync(timesFile, { force: true });
     // --exit: a spec that fails before it closes a server it opened must fail the run, not hang it.
     const parallel = jobs > 1 ? ['--parallel', '--jobs', String(jobs)] : [];
     const files = parallel.length > 0 ? filesOf(group) : group.map((t) => TIERS[t]);
@@ -143,6 +145,7 @@ for (const r of runs) {
   console.log(row(r.group.join('+'), seconds(r.ms), undefined, `  one pool, ${r.jobs} spec files at a time (* the tier's files' own times, added up)${exited}`));
   const slowest = [...r.times].sort((a, b) => b.ms - a.ms).slice(0, 6);
   console.log(`  slowest files: ${slowest.map((t) => `${t.files.map((f) => f.replace(/^.*specs\//, '')).join(',')} ${seconds(t.ms)}`).join('; ')}`);
+  console.log(`  every file's time: bench-results/test-times.${r.group.join('+')}.jsonl`);
 }
 console.log(row('total', seconds(Date.now() - startedAt)));
 const all = runs.flatMap((r) => r.tiers);

@@ -7,11 +7,13 @@
 // package and the bench smoke test all run what this one compile made (SB_PREBUILT=1 tells them
 // not to compile again).
 import { spawn, spawnSync } from 'node:child_process';
-import { cpSync, readdirSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
+const startedAt = Date.now();
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(import.meta.url);
 
@@ -20,13 +22,20 @@ const TIERS = {
   int: 'specs/**/*.int.spec.ts',
   soak: 'specs/**/*.soak.spec.ts',
 };
-// Spec files per tier run at once (mocha --parallel, one worker process per file at a time):
-// most of an int spec's time is waiting on PostgreSQL, fsyncs and child processes, not CPU.
-// SB_TEST_JOBS overrides; 1 runs the tier serially.
-const JOBS = { unit: 1, int: Number(process.env.SB_TEST_JOBS ?? 2), soak: 1 };
+// The int and soak tiers share one mocha pool (--parallel, one worker process per spec file at a
+// time): their files mostly wait on PostgreSQL, fsyncs, child processes, a Patroni switch or a
+// tool's timeout, so a few at once keep the 2 cores busy. SB_TEST_JOBS overrides; 1 runs the
+// pool serially. The unit tier is CPU only and runs serially before it.
+const POOLED = ['int', 'soak'];
+const JOBS = Number(process.env.SB_TEST_JOBS ?? 3);
 // The slowest files go first, so no long one starts last and runs alone at the end.
 // (The CLI specs start a child process per command: about half of the int tier's time.)
 const SLOW_FIRST = [
+  'specs/reliability/corruption.soak.spec.ts',
+  'specs/reliability/reliability.soak.spec.ts',
+  'specs/reliability/adapters.soak.spec.ts',
+  'specs/package/consumer.soak.spec.ts',
+  'specs/bench/quick.soak.spec.ts',
   'specs/cli/hostileInput.int.spec.ts',
   'specs/cli/sqlite.int.spec.ts',
   'specs/postgres/damage.int.spec.ts',
@@ -35,15 +44,15 @@ const SLOW_FIRST = [
   'specs/postgres/bounds.int.spec.ts',
 ];
 
-/** A tier's spec files, the slowest first (mocha hands them to free workers in this order). */
-const filesOf = (tier) => {
-  const suffix = TIERS[tier].replace('specs/**/*', '');
+/** The tiers' spec files, the slowest first (mocha hands them to free workers in this order). */
+const filesOf = (tiers) => {
+  const suffixes = tiers.map((t) => TIERS[t].replace('specs/**/*', ''));
   const found = [];
   const walk = (dir) => {
     for (const e of readdirSync(join(root, dir), { withFileTypes: true })) {
       const path = `${dir}/${e.name}`;
       if (e.isDirectory()) walk(path);
-      else if (e.name.endsWith(suffix)) found.push(path);
+      else if (suffixes.some((s) => e.name.endsWith(s))) found.push(path);
     }
   };
   walk('specs');
@@ -78,41 +87,69 @@ const compile = () => {
   return Date.now() - t0;
 };
 
-/** Runs one tier's mocha, echoing its output, and reads its closing counts. */
-const runTier = (tier) =>
+/**
+ * Runs one mocha over some tiers (the unit tier alone, serially; int and soak in one pool),
+ * echoing its output, and reads each tier's counts (scripts/tierReporter.cjs) and each spec
+ * file's own time (testkit/mochaHooks.ts).
+ */
+const runMocha = (group, jobs) =>
   new Promise((resolve) => {
     const t0 = Date.now();
+    const scratch = mkdtempSync(join(tmpdir(), 'sb-test-'));
+    const countsFile = join(scratch, 'counts.json');
+    // kept after the run: every spec file's own time, for whoever tunes the suite
+    const timesFile = join(root, 'bench-results', `test-times.${group.join('+')}.jsonl`);
+    rmSync(timesFile, { force: true });
     // --exit: a spec that fails before it closes a server it opened must fail the run, not hang it.
-    const jobs = Number.isInteger(JOBS[tier]) && JOBS[tier] > 1 ? ['--parallel', '--jobs', String(JOBS[tier])] : [];
-    const files = jobs.length > 0 ? filesOf(tier) : [TIERS[tier]];
-    const child = spawn(process.execPath, [require.resolve('mocha/bin/mocha.js'), '--exit', ...jobs, ...files], {
+    const parallel = jobs > 1 ? ['--parallel', '--jobs', String(jobs)] : [];
+    const files = parallel.length > 0 ? filesOf(group) : group.map((t) => TIERS[t]);
+    const reporter = ['--reporter', join(root, 'scripts', 'tierReporter.cjs')];
+    const child = spawn(process.execPath, [require.resolve('mocha/bin/mocha.js'), '--exit', ...reporter, ...parallel, ...files], {
       cwd: root,
-      env: { ...process.env, SB_PREBUILT: '1' },
-      stdio: ['ignore', 'pipe', 'inherit'],
-    });
-    const chunks = [];
-    child.stdout.on('data', (chunk) => {
-      process.stdout.write(chunk);
-      chunks.push(chunk);
+      env: { ...process.env, SB_PREBUILT: '1', SB_TIER_COUNTS: countsFile, SB_TEST_TIMES: timesFile },
+      stdio: ['ignore', 'inherit', 'inherit'],
     });
     child.on('close', (code) => {
-      // mocha's summary lines ("  N passing (…)"); failure details follow them, so read them all.
-      const out = Buffer.concat(chunks).toString('utf8');
-      const count = (word) => Number([...out.matchAll(new RegExp(`^  (\\d+) ${word}\\b`, 'gm'))].pop()?.[1] ?? 0);
-      resolve({ tier, code, ms: Date.now() - t0, passed: count('passing'), failed: count('failing'), pending: count('pending') });
+      const read = (file, parse) => (existsSync(file) ? parse(readFileSync(file, 'utf8')) : undefined);
+      const counts = read(countsFile, JSON.parse) ?? {};
+      const times = read(timesFile, (t) => t.split('\n').filter(Boolean).map((l) => JSON.parse(l))) ?? [];
+      rmSync(scratch, { recursive: true, force: true });
+      const tiers = group.map((tier) => {
+        const c = counts[tier] ?? { passed: 0, failed: 0, pending: 0 };
+        const own = times.filter((t) => t.files.some((f) => f.endsWith(TIERS[tier].replace('specs/**/*', ''))));
+        return { tier, ...c, filesMs: own.reduce((n, t) => n + t.ms, 0) };
+      });
+      resolve({ group, jobs, code, ms: Date.now() - t0, tiers, times });
     });
   });
 
 const compileMs = compile();
-const results = [];
-for (const tier of tiers) results.push(await runTier(tier));
+const runs = [];
+const serial = tiers.filter((t) => !POOLED.includes(t));
+const pooled = tiers.filter((t) => POOLED.includes(t));
+for (const tier of serial) runs.push(await runMocha([tier], 1));
+if (pooled.length > 0) runs.push(await runMocha(pooled, Number.isInteger(JOBS) && JOBS > 0 ? JOBS : 1));
 
-console.log('\n  tier      time       passed  failed  pending');
-console.log(`  compile   ${seconds(compileMs).padStart(8)}`);
-for (const r of results) {
-  console.log(`  ${r.tier.padEnd(8)}  ${seconds(r.ms).padStart(8)}  ${String(r.passed).padStart(7)}  ${String(r.failed).padStart(6)}  ${String(r.pending).padStart(7)}${r.code !== 0 && r.failed === 0 ? `  (mocha exited ${r.code})` : ''}`);
+const row = (name, time, c, note = '') =>
+  `  ${name.padEnd(9)} ${time.padStart(9)}${c ? `  ${String(c.passed).padStart(7)}  ${String(c.failed).padStart(6)}  ${String(c.pending).padStart(7)}` : ''}${note}`;
+console.log('\n  tier           time   passed  failed  pending');
+console.log(row('compile', seconds(compileMs)));
+for (const r of runs) {
+  const exited = r.code !== 0 && r.tiers.every((t) => t.failed === 0) ? `  (mocha exited ${r.code})` : '';
+  if (r.group.length === 1 && r.jobs === 1) {
+    console.log(row(r.group[0], seconds(r.ms), r.tiers[0], exited));
+    continue;
+  }
+  // Side by side in one pool: a tier's time is the sum of its files' own times.
+  for (const t of r.tiers) console.log(row(t.tier, `${seconds(t.filesMs)}*`, t));
+  console.log(row(r.group.join('+'), seconds(r.ms), undefined, `  one pool, ${r.jobs} spec files at a time (* the tier's files' own times, added up)${exited}`));
+  const slowest = [...r.times].sort((a, b) => b.ms - a.ms).slice(0, 6);
+  console.log(`  slowest files: ${slowest.map((t) => `${t.files.map((f) => f.replace(/^.*specs\//, '')).join(',')} ${seconds(t.ms)}`).join('; ')}`);
+  console.log(`  every file's time: bench-results/test-times.${r.group.join('+')}.jsonl`);
 }
-const total = (k) => results.reduce((n, r) => n + r[k], 0);
-const failed = total('failed') + results.filter((r) => r.code !== 0 && r.failed === 0).length;
+console.log(row('total', seconds(Date.now() - startedAt)));
+const all = runs.flatMap((r) => r.tiers);
+const total = (k) => all.reduce((n, t) => n + t[k], 0);
+const failed = total('failed') + runs.filter((r) => r.code !== 0 && r.tiers.every((t) => t.failed === 0)).length;
 console.log(`\ntests: ${total('passed')} passed, ${failed} failed, ${total('pending')} skipped`);
 process.exit(failed === 0 ? 0 : 1);

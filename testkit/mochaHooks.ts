@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { existsSync, rmSync } from 'node:fs';
+import { appendFileSync, existsSync, rmSync } from 'node:fs';
 import { runAfterRun } from './afterRun';
 
 // Loaded by .mocharc.json. The run is named once, in mocha's own process, before any spec
@@ -22,8 +22,22 @@ export const mochaGlobalTeardown = async (): Promise<void> => {
   rmSync(runMarker(run), { force: true });
 };
 
+// Under scripts/test.mjs (SB_TEST_TIMES names a file): each spec file's own time, one JSON line
+// per file, so the int and soak tiers that share one pool still print their times.
+let fileStarted = 0;
+function recordFileTime(this: Mocha.Context): void {
+  const out = process.env.SB_TEST_TIMES;
+  if (out === undefined || out === '') return;
+  const root = this.test?.parent;
+  const files = [...new Set([...(root?.suites ?? []), ...(root?.tests ?? [])].map((r) => r.file))];
+  appendFileSync(out, `${JSON.stringify({ files, ms: Date.now() - fileStarted })}\n`);
+}
+
 // Root hooks: a process's own clean-ups (SQLite templates and the like) after its specs; in
-// parallel mode mocha runs them after each file.
+// parallel mode mocha runs them around each file.
 export const mochaHooks = {
-  afterAll: runAfterRun,
+  beforeAll: (): void => {
+    fileStarted = Date.now();
+  },
+  afterAll: [runAfterRun, recordFileTime],
 };

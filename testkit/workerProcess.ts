@@ -1,6 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { join, relative, sep } from 'node:path';
 
-// Child processes that run TypeScript through tsx, speak in lines on stdout, and can be
+// Child processes that run TypeScript (through tsx, or compiled: nodeArgsOf), speak in lines on stdout, and can be
 // SIGKILLed by their pid. Used by the crash soak and by the SQLite crash spec.
 
 export interface WorkerExit {
@@ -22,8 +24,29 @@ export interface Worker {
   kill(): void;
 }
 
+// The repository's root, whether this file runs from its source or from tsc's output in bench-results/build.
+const BUILD = `${sep}bench-results${sep}build${sep}`;
+const REPO = __dirname.includes(BUILD) ? __dirname.slice(0, __dirname.indexOf(BUILD)) : join(__dirname, '..');
+
+/**
+ * Node's arguments to run one of this repository's TypeScript scripts: through tsx, or under
+ * `npm test` (SB_PREBUILT=1: scripts/test.mjs has just compiled every source into
+ * bench-results/build) its compiled twin with plain node, which starts in a fraction of tsx's
+ * time. A script inside that build (code that itself runs compiled) runs as its .js.
+ */
+export const nodeArgsOf = (script: string): string[] => {
+  if (script.endsWith('.ts')) {
+    const js = script.replace(/\.ts$/, '.js');
+    if (!existsSync(script) && existsSync(js)) return [js];
+    const path = relative(REPO, script);
+    const twin = join(REPO, 'bench-results', 'build', path.replace(/\.ts$/, '.js'));
+    if (process.env.SB_PREBUILT === '1' && !path.startsWith('..') && existsSync(twin)) return [twin];
+  }
+  return ['--require', 'tsx/cjs', script];
+};
+
 export const spawnTsxWorker = (script: string, args: readonly string[], env: Record<string, string> = {}): Worker => {
-  const child = spawn(process.execPath, ['--require', 'tsx/cjs', script, ...args], {
+  const child = spawn(process.execPath, [...nodeArgsOf(script), ...args], {
     env: { ...process.env, ...env },
     stdio: ['pipe', 'pipe', 'pipe'],
   });

@@ -6,6 +6,7 @@ import type { ToolAdapter } from '../../domain';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
 import { createToolStepSaga, openExecution, type ExecutionAuthority, type SagaResult } from '../../application/saga';
 import { planKeyEnv, plansFromEnv } from '../../testkit/planKeys';
+import { nodeArgsOf } from '../../testkit/workerProcess';
 import type { BackendName } from '../../testkit/rawSql';
 import { freshStore } from '../lib/stores';
 import { ADAPTER_NAMES, adapterFor, executionClassOf, type AdapterConfig, type AdapterName } from '../../testkit/adapters/fixtures';
@@ -140,7 +141,7 @@ export const runAdapterPhase = async (options: AdapterPhaseOptions): Promise<Ada
           if (scenario === 'saga_killed' || scenario === 'killed_after_seal') {
             // Asynchronously: the HTTP and MCP tools the child calls live in this process.
             const at = scenario === 'saga_killed' ? 'answered' : 'sealed';
-            const child = await runChild(['--require', 'tsx/cjs', join(__dirname, 'sagaChild.ts'), options.backend, store.target, JSON.stringify(call), JSON.stringify(config('ok')), at]);
+            const child = await runChild([...nodeArgsOf(join(__dirname, 'sagaChild.ts')), options.backend, store.target, JSON.stringify(call), JSON.stringify(config('ok')), at]);
             const answered = new RegExp(`${at} (\\S+)`).exec(child.stdout)?.[1];
             if (child.signal !== 'SIGKILL' || answered === undefined) {
               failures.push(`${options.backend} ${adapter} ${scenario}: the saga child was not killed when ${at} (${child.signal ?? child.status}: ${child.stderr.slice(0, 300)})`);

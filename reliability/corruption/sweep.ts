@@ -8,6 +8,7 @@ import { buildScenario } from '../../domain/scenario';
 import type { BackendName } from '../../testkit/rawSql';
 import { mutateCell, postgresDamageSession, reformatJson, sqliteDamageSession, type DamageSession } from '../../testkit/damage';
 import { openAuthority, withStore, type AnyAuthority, type Store } from '../lib/stores';
+import { nodeArgsOf } from '../../testkit/workerProcess';
 import { retentionOn } from '../../infrastructure/sqlite/sqliteRetention';
 import type { SqliteStartBarrier } from '../../infrastructure/sqlite';
 import { postgresRetentionOn } from '../../infrastructure/postgres/postgresRetention';
@@ -188,7 +189,7 @@ const sweepOn = async (store: Store, options: SweepOptions): Promise<SweepReport
   writeFileSync(keyFile, JSON.stringify({ active: SWEEP_KEY.id, keys: { [SWEEP_KEY.id]: SWEEP_KEY.secret.toString('base64') } }), { mode: 0o600 });
   const cli = (): number => {
     const args = store.backend === 'sqlite' ? ['--db', target] : ['--postgres', target];
-    const r = spawnSync(process.execPath, ['--require', 'tsx/cjs', CLI, 'verify', ...args], { cwd: ROOT, encoding: 'utf8', timeout: 60_000, env: { ...process.env, NO_COLOR: '1', QINGLONG_BARRIER_KEYRING_FILE: keyFile } });
+    const r = spawnSync(process.execPath, [...nodeArgsOf(CLI), 'verify', ...args], { cwd: ROOT, encoding: 'utf8', timeout: 60_000, env: { ...process.env, NO_COLOR: '1', QINGLONG_BARRIER_KEYRING_FILE: keyFile } });
     return r.status ?? -1;
   };
 

@@ -6,7 +6,7 @@ import { START_STEPS, type RecoverableStartBarrierAuthority, type StartBarrierAu
 import { attemptIdsOf } from '../../domain';
 import { checkStore, describeProblems } from '../../testkit/invariants';
 import type { RawSql } from '../../testkit/rawSql';
-import { spawnTsxWorker } from '../../testkit/workerProcess';
+import { nodeArgsOf, spawnTsxWorker } from '../../testkit/workerProcess';
 import { planOf } from '../saga/sagaConformance';
 
 // R3.9 with a real crash, on every SQL backend from one source: a process is SIGKILLed inside
@@ -43,9 +43,9 @@ const START_WORKER = join(__dirname, 'startWorker.ts');
 const SAGA_WORKER = join(__dirname, 'sagaCrashWorker.ts');
 
 /** A worker process, run to its end: how it ended and what it printed. */
-const runWorker = (args: readonly string[]) =>
+const runWorker = ([script, ...args]: readonly [string, ...string[]]) =>
   new Promise<{ signal: NodeJS.Signals | null; code: number | null; out: string }>((resolve) => {
-    const p = spawn(process.execPath, ['--require', 'tsx/cjs', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const p = spawn(process.execPath, [...nodeArgsOf(script), ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     p.stdout.on('data', (d: Buffer) => (out += d.toString()));
     p.stderr.on('data', (d: Buffer) => (out += d.toString()));
@@ -191,7 +191,7 @@ export const compactionCrashSuite = (backend: CompactionCrashBackend): void => {
         }
         await a.close();
         const r = await new Promise<{ signal: NodeJS.Signals | null; out: string }>((resolve) => {
-          const p = spawn(process.execPath, ['--require', 'tsx/cjs', COMPACTION_WORKER, target, step], { stdio: ['ignore', 'pipe', 'pipe'] });
+          const p = spawn(process.execPath, [...nodeArgsOf(COMPACTION_WORKER), target, step], { stdio: ['ignore', 'pipe', 'pipe'] });
           let out = '';
           p.stdout.on('data', (d: Buffer) => (out += d.toString()));
           p.stderr.on('data', (d: Buffer) => (out += d.toString()));

@@ -5,10 +5,11 @@ import { freshDir } from '../support/tmp';
 import { spawnTsxWorker } from '../../testkit/workerProcess';
 
 // The short form of `npm run reliability` inside `npm test`: 10 SIGKILLs per backend, ~1,000
-// fuzzed commands and as many fuzzed stored records, a corruption sweep of one start per
-// backend, every forgery of testkit/forgery.ts per backend, and the PostgreSQL failover on a
-// Patroni cluster (etcd, three nodes, HAProxy; made and removed by the harness): one switchover
-// and one kill -9 of the leader's postmaster.
+// fuzzed commands and as many fuzzed stored records, every forgery of testkit/forgery.ts per
+// backend, and the PostgreSQL failover on a Patroni cluster (etcd, three nodes, HAProxy; made
+// and removed by the harness): one switchover and one kill -9 of the leader's postmaster. The
+// corruption sweep (corruption.soak.spec.ts) and the adapters phase (adapters.soak.spec.ts) run
+// as their own harness processes, so `npm test` runs the three side by side.
 // Real SQLite files and real PostgreSQL throughout; no timed assertions (the harness bounds
 // its own time and fails if it runs over). It runs as its own process, as an operator runs it,
 // and is read back from its JSON report: specs/ and reliability/ share only testkit/.
@@ -39,18 +40,6 @@ interface ReportJson {
     failures: unknown[];
     records: { cases: number; changed: number; detected: number; sameAsOracle: number };
   };
-  readonly corruption: {
-    backend: string;
-    cellsTried: number;
-    detected: number;
-    undetected: unknown[];
-    cliRuns: number;
-    cliExit5: number;
-    failures: unknown[];
-    tables: number;
-    columns: number;
-    columnsReached: number;
-  }[];
   readonly forgery: { backend: string; attempts: number; refused: number; detected: number; accepted: number; outcomes: { name: string; outcome: string }[] }[];
   readonly failover: (Outcomes & {
     untyped: number;
@@ -74,15 +63,14 @@ interface ReportJson {
 }
 
 describe('reliability harness, short form', function () {
-  // Above the short run's own limit (reliability/run.ts), so the harness stops itself first.
-  this.timeout(540_000);
+  // Above the short run's own 12-minute limit (reliability/run.ts), so the harness stops itself first.
+  this.timeout(780_000);
   let report: ReportJson;
   let SHORT: ReportJson['sizes'];
 
   before(async () => {
     const json = join(freshDir('reliability'), 'report.json');
-    // The adapters phase has its own short form (specs/reliability/adapters.soak.spec.ts).
-    const run = spawnTsxWorker(join(__dirname, '..', '..', 'reliability', 'run.ts'), ['--short', '--only', 'soak,fuzz,corruption,forgery,failover', '--json', json, '--no-docs']);
+    const run = spawnTsxWorker(join(__dirname, '..', '..', 'reliability', 'run.ts'), ['--short', '--only', 'soak,fuzz,forgery,failover', '--json', json, '--no-docs']);
     const exit = await run.exited;
     // The counts the full run prints, for whoever reads the test log.
     console.log(run.lines.join('\n').replace(/^/gm, '      '));
@@ -144,21 +132,6 @@ describe('reliability harness, short form', function () {
     expect(r.detected).to.equal(r.changed);
     // the one-pass verifier every read path uses gave its oracle's verdict and error on each
     expect(r.sameAsOracle).to.equal(r.cases);
-  });
-
-  it('R5.3/R9.2 corruption sweep over every table of the live schema: every damaged cell is detected by the repository, by verify, and by the CLI (exit 5): detected = tried on both backends, no gap allowed', () => {
-    expect(report.corruption.map((c) => c.backend)).to.deep.equal(['sqlite', 'postgres']);
-    for (const c of report.corruption) {
-      expect(c.cellsTried, c.backend).to.be.greaterThan(100);
-      // every table of the live schema was swept (a table without a target is a failure below);
-      // no miss is allowed anywhere: every cell tried is detected
-      expect(c.tables, c.backend).to.be.greaterThan(10);
-      expect(c.columnsReached, c.backend).to.equal(c.columns);
-      expect(c.detected, c.backend).to.equal(c.cellsTried);
-      expect(c.undetected, c.backend).to.deep.equal([]);
-      expect(c.cliExit5, c.backend).to.equal(c.cliRuns);
-      expect(c.failures, c.backend).to.deep.equal([]);
-    }
   });
 
   it('R8/R13.2 PostgreSQL failover on Patroni (synchronous_mode_strict, through HAProxy): a switchover and a kill -9 of the leader\'s postmaster lose no acknowledged start, leave none partial, every acknowledged start is on all three nodes, every ambiguous start settles by replay', () => {

@@ -7,6 +7,7 @@ import type { RecoverableStartBarrierAuthority } from '../../application/authori
 import { openExecution, recover, runTool, type RunToolCall } from '../../application/saga';
 import { httpAdapter } from '../../infrastructure/adapters';
 import { planKeyEnv } from '../../testkit/planKeys';
+import { nodeArgsOf } from '../../testkit/workerProcess';
 import { outputDigestOf } from '../../domain';
 
 // A runtime killed after its tool's side effect, on a real store: the tool (an HTTP server in
@@ -73,7 +74,7 @@ export interface CrashBackend {
 
 /** Run the killed runtime to its death; it must die by SIGKILL after the side effect. */
 const killedRuntime = async (tool: ToolSide, kind: string, location: string, runId: string, callId: string): Promise<void> => {
-  const child = spawn(process.execPath, ['--require', 'tsx/cjs', join(__dirname, 'runToolChild.ts'), kind, location, tool.url, runId, callId], {
+  const child = spawn(process.execPath, [...nodeArgsOf(join(__dirname, 'runToolChild.ts')), kind, location, tool.url, runId, callId], {
     cwd: join(__dirname, '..', '..'),
     env: { ...process.env, ...planKeyEnv() },
     stdio: ['ignore', 'ignore', 'pipe'],

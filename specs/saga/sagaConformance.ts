@@ -26,6 +26,7 @@ import { createToolStepSaga, openExecution, type ExecutionAuthority, type ToolSt
 import { rejects } from '../../testkit/rejects';
 import { openedPlanOf, type PlanStoreOptions } from '../../application/invocationPlans';
 import { planKeyEnv } from '../../testkit/planKeys';
+import { nodeArgsOf } from '../../testkit/workerProcess';
 
 // The orchestration saga against real authorities. The adapter is the only test double here (the
 // real process, HTTP and MCP adapters have their own suite, specs/adapters): it meets the
@@ -313,7 +314,7 @@ export const sagaConformance = (backend: SagaBackend): void => {
         void createSaga({ adapter: stuck, leaseGraceMs: 0 }).drive(triggerOf(s), plan);
         await atPort;
       } else {
-        const child = spawnSync(process.execPath, ['--require', 'tsx/cjs', join(__dirname, 'crashChild.ts'), on.env.target.kind, on.env.target.location, JSON.stringify(triggerOf(s)), JSON.stringify(plan)], {
+        const child = spawnSync(process.execPath, [...nodeArgsOf(join(__dirname, 'crashChild.ts')), on.env.target.kind, on.env.target.location, JSON.stringify(triggerOf(s)), JSON.stringify(plan)], {
           cwd: join(__dirname, '..', '..'),
           env: { ...process.env, ...planKeyEnv() },
           encoding: 'utf8',

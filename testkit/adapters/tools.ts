@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+import { nodeArgsOf } from '../workerProcess';
 
 // Real tools for the adapter specs, the reliability phase and the README example: a shell
 // command, an HTTP server and MCP servers (streamable HTTP in this process, stdio in a child),
@@ -231,11 +232,11 @@ export const startMcpHttpTool = async (dir: string, name = 'mcp-http-tool'): Pro
   return Object.assign(tool, { url: `${url}/mcp`, effects, close: () => closeServer(http) });
 };
 
-/** The stdio server's command line: this repository's tsx runs `mcpStdioTool.ts`. */
+/** The stdio server's command line: node runs `mcpStdioTool.ts` (through tsx, or its compiled twin: nodeArgsOf). */
 export const mcpStdioCommand = (effectsPath: string, mode: ToolMode, probeOut?: string) => ({
   kind: 'stdio' as const,
   command: process.execPath,
-  args: ['--require', 'tsx/cjs', join(__dirname, 'mcpStdioTool.ts')],
+  args: nodeArgsOf(join(__dirname, 'mcpStdioTool.ts')),
   env: { TOOL_EFFECTS: effectsPath, TOOL_MODE: mode, ...(probeOut === undefined ? {} : { PROBE_OUT: probeOut }) },
   cwd: join(__dirname, '..', '..'),
 });

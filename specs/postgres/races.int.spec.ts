@@ -1,3 +1,4 @@
+import { nodeArgsOf } from '../../testkit/workerProcess';
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -140,13 +141,13 @@ describe('PostgreSQL races (R5.2, R4.2, R4.3)', function () {
   });
 
   it('R4.2 eight separate OS processes, same command: exactly one created, seven existing', async function () {
-    // Eight Node processes loading the sources through tsx: minutes on a loaded 2-core machine.
+    // Eight Node processes (compiled under npm test, through tsx alone): minutes on a loaded 2-core machine.
     this.timeout(240_000);
     const s = await setUp();
     const command = s.startCommand();
     const worker = join(__dirname, 'raceWorker.ts');
     const procs: ChildProcessWithoutNullStreams[] = Array.from({ length: RACERS }, () =>
-      spawn(process.execPath, ['--require', 'tsx/cjs', worker, store.db.url, JSON.stringify(command)], { stdio: ['pipe', 'pipe', 'pipe'] }),
+      spawn(process.execPath, [...nodeArgsOf(worker), store.db.url, JSON.stringify(command)], { stdio: ['pipe', 'pipe', 'pipe'] }),
     );
     const stderr: string[] = [];
     const outputs = procs.map((p) => {

@@ -114,7 +114,7 @@ export interface RecoveryApi {
 export interface RecoverableStartBarrierAuthority extends StartBarrierAuthority {
   readonly recovery: RecoveryApi;
   /**
-   * The saga's driver claims (R11.2), kept beside this authority's records (SQLite 0060,
+   * The saga's driver claims (R11.2), kept beside this authority's records (SQLite or
    * PostgreSQL). Each call opens what it needs; `close()` them when done.
    */
   driverClaims(): DriverClaims;

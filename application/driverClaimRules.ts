@@ -4,7 +4,7 @@ import { CLAIM_DIGEST_TAG, fieldsDigest } from '../domain/eventChain';
 import type { StoredBarrier, VerifyProblem } from '../domain/records';
 
 // One driver per attempt (R11.2), as a lease recorded in the store beside the barrier
-// (migrations 0060). A claim is one insert-only row per generation; a generation
+// (the schema file). A claim is one insert-only row per generation; a generation
 // ends by a release row or by its lease running out on the database clock. Nothing about the
 // tool is stored: a start id, a driver id, a generation and two clock readings. The rules are
 // here once; each backend only reads and inserts rows (its *DriverClaims.ts).
@@ -16,7 +16,7 @@ export interface ClaimRow {
   driver_id: string;
   at_ms: number | string;
   lease_until_ms: number | string;
-  /** R9.2: the row's own cells, bound (0073), so a moved time or driver is seen. */
+  /** R9.2: the row's own cells, bound, so a moved time or driver is seen. */
   claim_digest: string | null;
 }
 

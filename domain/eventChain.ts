@@ -2,8 +2,8 @@ import { createHash, hash } from 'node:crypto';
 
 // R9.2: the Run stream as a hash chain. Each event row binds the chain digest of the event
 // before it in its stream, so a change to any cell of any event row changes its link and
-// every link after it. The database computes (PostgreSQL, pg-0035/pg-0036) or checks
-// (SQLite, 0061/0062) the same value; `verify` re-derives it from the log with this function.
+// every link after it. The database computes (PostgreSQL) or checks
+// (SQLite) the same value; `verify` re-derives it from the log with this function.
 
 export const EVENT_CHAIN_TAG = 'qinglong/run-event-chain@v1';
 
@@ -35,7 +35,7 @@ export const eventChainDigest = (previous: string, row: ChainedCells): string =>
 /**
  * sha256(tag 0x00 field 0x00 ... field) for a row that binds its own cells (R9.2): a driver
  * claim, a note's purge, a migration ledger row. The database computes the same value in its
- * migrations and owner functions (pg-0042 `ql3.fields_digest`, 0073 through the migrator's
+ * migrations and owner functions (`ql3.fields_digest` on PostgreSQL, on SQLite through the migrator's
  * `ql3_fields_digest`). Numbers are their decimal text, as the database prints a bigint.
  */
 export const fieldsDigest = (tag: string, fields: readonly (string | number)[]): string => {

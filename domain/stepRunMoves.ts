@@ -18,7 +18,7 @@ export const STATUS_AFTER: Readonly<Record<string, StepRunStatus>> = {
 /** Every StepRun event type. */
 export const STEP_RUN_EVENT_TYPES: readonly string[] = Object.keys(STATUS_AFTER);
 
-/** `('StepRunCreated', ...)`: the SQL list the StepRun version index (0084, pg-0056) is filtered by; a query must name it so to use the index. */
+/** `('StepRunCreated', ...)`: the SQL list the StepRun version index is filtered by; a query must name it so to use the index. */
 export const STEP_RUN_EVENT_TYPES_SQL = `(${STEP_RUN_EVENT_TYPES.map((t) => `'${t}'`).join(', ')})`;
 
 /** The statuses each StepRun event may move from (domain/lifecycle.ts, the start decider). */

@@ -96,7 +96,7 @@ export const planMigrations = (known: readonly Migration[], applied: readonly Ap
  * a missing or extra row, or a capability other than the one the migrations set is a problem
  * to report. An open refuses the same ledger (MigrationError); verify sees it without reopening.
  */
-/** A ledger row as verify reads it: with when it was applied and the digest binding that (0073). */
+/** A ledger row as verify reads it: with when it was applied and the digest binding that. */
 export interface LedgerRow extends AppliedMigration {
   readonly applied_at_ms: number | string;
   readonly ledger_digest: string | null;

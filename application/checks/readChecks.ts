@@ -183,7 +183,7 @@ export const requireHeadIsItsLog = (s: StepRunState, runCreated: EventRow | unde
 };
 
 /**
- * R9.1 in memory, as the SQL stores' triggers (0084): a StepRun event after
+ * R9.1 in memory, as the SQL stores' triggers: a StepRun event after
  * StepRunCreated follows its StepRun's last event in the log, one version on, by a move the
  * lifecycle allows; an outcome names the start it follows. `last`: that last event, if any.
  */

@@ -104,7 +104,7 @@ export interface NoteRow {
   readonly note_digest: string;
   readonly note_text: string | null;
   readonly purged_at_ms: number | string | null;
-  /** R9.2: binds the purge time (0073); NULL while the note holds text. */
+  /** R9.2: binds the purge time; NULL while the note holds text. */
   readonly purge_digest: string | null;
 }
 

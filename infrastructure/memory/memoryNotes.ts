@@ -1,7 +1,7 @@
 import { purgeDigestOf, type NoteRow, type NoteStore } from '../../application/recoveryRules';
 
 // R10.2: the redactable side record of resolution notes, in memory (the twin of the
-// `resolution_notes` tables of migrations 0059). Keyed by a Map: ids are data.
+// `resolution_notes` tables). Keyed by a Map: ids are data.
 
 export const createMemoryNoteStore = (clock: () => number): NoteStore => {
   const rows = new Map<string, NoteRow>();

@@ -21,7 +21,7 @@ export interface Tables {
   receipts: Map<string, AuditReceiptRow>;
   mutations: Map<string, MutationRow>;
   barriers: Map<string, BarrierRow>;
-  /** As the SQL replay index (0081): the command digest is the barrier's. */
+  /** As in the SQL stores: the command digest is the barrier's. */
   identities: Map<string, Omit<ReplayIdentityRow, 'command_digest'>>;
   /** Recovery read model: outcome rows by start id. */
   outcomes: Map<string, StartOutcomeRow>;
@@ -99,7 +99,7 @@ export const stepRunLogRows = (t: Tables, stream: string, stepRunId: string): [r
   stepRunEventRows(t, stream, stepRunId),
 ];
 
-/** What the SQL stores' event triggers check against the log (0084), for a StepRun event about to be appended. */
+/** What the SQL stores' event triggers check against the log, for a StepRun event about to be appended. */
 export const requireFollowsLogIn = (t: Tables, stream: string, type: string, data: unknown): void => {
   if (type === 'ToolExecutionStartBarrierCommitted') return requireStartFollowsLog(t, stream, (data as { barrier: StartBarrierRecord }).barrier);
   const d = data as { stepRunId?: unknown; stepRunVersion?: unknown; startId?: unknown };
@@ -113,7 +113,7 @@ export const requireFollowsLogIn = (t: Tables, stream: string, type: string, dat
 };
 
 /**
- * What the SQL stores' start trigger checks (0089): a start authorises what the log made,
+ * What the SQL stores' start trigger checks: a start authorises what the log made,
  * its Run's RunCreated (Project, snapshot), its StepRun's StepRunCreated (kind, tool definition)
  * and the move it started from (its approval), not what a head row says.
  */

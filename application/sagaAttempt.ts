@@ -20,43 +20,13 @@ import type { StartOutcome, StoredBarrier } from '../domain/records';
 import type { ExecutionAuthority } from './execution';
 import type { OpenedPlan } from './invocationPlans';
 import type { SagaTelemetry } from './telemetry';
+import type { InDoubtWhy, SagaBase, SagaResult } from './sagaResult';
+
+export type { InDoubtWhy, SagaResult } from './sagaResult';
 
 // One attempt of the orchestration saga, from a committed start to its outcome fact (R3.8,
 // R11.2): the plan opened, the attempt claimed, the ticket minted, the adapter reached (or
 // inspected first by a driver that takes over). Every way out releases the claim.
-
-interface SagaBase {
-  readonly prepared: 'created' | 'existing';
-  readonly barrier: StoredBarrier;
-}
-
-export type InDoubtWhy =
-  /** `start` threw or timed out: the tool may or may not have acted. */
-  | 'start_unknown'
-  /** The adapter answered but the outcome could not be recorded. */
-  | 'record_failed'
-  /** An earlier driver may have invoked, and the adapter has neither inspect nor idempotent starts. */
-  | 'no_inspect'
-  | 'inspect_unknown'
-  | 'inspect_running';
-
-export type SagaResult =
-  /** The outcome is now a fact: from the adapter's answer (`via: start`) or from inspect. */
-  | (SagaBase & {
-      readonly status: 'completed' | 'failed';
-      readonly invoked: boolean;
-      readonly via: 'start' | 'inspect';
-      readonly outcome: StartOutcome;
-      readonly report: AdapterReport | InspectReport;
-      /** The tool's output as the adapter returned it (bounded; never recorded), when it could. */
-      readonly output?: ToolOutput;
-    })
-  /** The attempt already had an outcome fact (replay, or decided by someone else meanwhile). */
-  | (SagaBase & { readonly status: 'already_resolved'; readonly invoked: boolean; readonly outcome: StartOutcome })
-  /** Another driver holds the attempt's claim: this one did nothing. */
-  | (SagaBase & { readonly status: 'claimed_elsewhere'; readonly invoked: false; readonly holder: DriverClaim })
-  /** Unknown or unrecordable outcome: recovery lists it, `inspect` may resolve it. */
-  | (SagaBase & { readonly status: 'in_doubt'; readonly invoked: boolean; readonly why: InDoubtWhy; readonly error?: { readonly code?: string; readonly message: string } });
 
 /** What an attempt needs of the saga that drives it, fixed when the saga is made. */
 export interface AttemptContext {

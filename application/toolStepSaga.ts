@@ -15,10 +15,11 @@ import { Identity, decodeOrThrow, integer } from '../domain/codecs';
 import { CLAIM_LEASE_GRACE_MS } from './driverClaimRules';
 import { ExecutionAuthority, refuseUnknown, type ExecutionPort } from './execution';
 import type { RedactionContract } from './invocationPlans';
-import { runAttempt, type AttemptContext, type SagaResult } from './sagaAttempt';
+import { runAttempt, type AttemptContext } from './sagaAttempt';
+import type { SagaResult } from './sagaResult';
 import { sagaTelemetry } from './telemetry';
 
-export type { InDoubtWhy, SagaResult } from './sagaAttempt';
+export type { InDoubtWhy, SagaResult } from './sagaResult';
 
 // The orchestration saga (process manager) for one Tool StepRun attempt, over a real authority
 // and a contracted adapter (domain/adapter.ts). The order is the whole point (R3.8): the

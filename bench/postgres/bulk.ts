@@ -65,14 +65,12 @@ export const PG_RESTORE_REPEATED_KEYS = `
   ALTER TABLE ql3.audit_receipts ALTER COLUMN receipt_json SET NOT NULL,
     ADD CONSTRAINT audit_receipts_audit_event_id_key UNIQUE (audit_event_id), ADD CONSTRAINT audit_receipts_trace_id_key UNIQUE (trace_id);
   ALTER TABLE ql3.step_run_mutations ALTER COLUMN mutation_json SET NOT NULL, ADD CONSTRAINT step_run_mutations_run_event_id_key UNIQUE (run_event_id);
-  DROP INDEX ql3.tool_execution_start_barriers_attempt;
   ALTER TABLE ql3.tool_execution_start_barriers ALTER COLUMN barrier_json SET NOT NULL,
     ADD CONSTRAINT tool_execution_start_barriers_mutation_id_key UNIQUE (mutation_id),
     ADD CONSTRAINT tool_execution_start_barriers_run_event_id_key UNIQUE (run_event_id),
     ADD CONSTRAINT tool_execution_start_barriers_trace_id_key UNIQUE (trace_id),
     ADD CONSTRAINT tool_execution_start_barriers_audit_event_id_key UNIQUE (audit_event_id),
-    ADD CONSTRAINT tool_execution_start_barriers_audit_receipt_id_key UNIQUE (audit_receipt_id),
-    ADD CONSTRAINT tool_execution_start_barriers_attempt_key UNIQUE (run_id, step_run_id, started_step_run_version);
+    ADD CONSTRAINT tool_execution_start_barriers_audit_receipt_id_key UNIQUE (audit_receipt_id);
 `;
 
 

@@ -238,7 +238,7 @@ describe('qinglong-barrier CLI: hostile input and read-only reads', function () 
       json(await runCli(['--db', path, 'prepare', '--command', '-'], JSON.stringify(ex.start)));
       const header = readFileSync(path).subarray(0, 100);
       expect(header.readInt32BE(68), 'application_id').to.equal(0x51424152);
-      expect(header.readInt32BE(60), 'user_version').to.be.at.least(59);
+      expect(header.readInt32BE(60), 'user_version').to.equal(57); // the number of the last migration, 0057-start-barrier-schema
       const hash = hashOf(path);
       for (const command of [['show', '--start-id', ex.start.startId], ['history', ex.start.stepRun.runId, ex.start.stepRun.stepRunId], ['in-doubt'], ['verify']]) {
         const r = await runCli(['--db', path, ...command]);
@@ -250,7 +250,7 @@ describe('qinglong-barrier CLI: hostile input and read-only reads', function () 
     it('R10.3 migrate creates a barrier database and is idempotent; it refuses a foreign file', async () => {
       const path = join(freshDir('cli-migrate'), 'barrier.db');
       const first = json<{ applied: string[] }>(await runCli(['--db', path, 'migrate']));
-      expect(first.applied).to.include('0059-resolution-notes');
+      expect(first.applied).to.include('0057-start-barrier-schema');
       expect(json<{ applied: string[] }>(await runCli(['--db', path, 'migrate'])).applied).to.deep.equal([]);
       expect(json<unknown[]>(await runCli(['--db', path, 'in-doubt']))).to.deep.equal([]);
       const foreign = join(freshDir('cli-migrate'), 'other.db');

@@ -54,11 +54,6 @@ export interface DamageSession {
   rows(table: string, where: string, params: readonly unknown[]): Promise<Record<string, unknown>[]>;
   /** Set one cell; `refused` when a unique index or a type refuses the value. Returns the row's key after. */
   set(table: string, key: RowKey, column: string, value: unknown): Promise<{ applied: boolean; key: RowKey; reason?: string }>;
-  /**
-   * Drop the identity index and duplicate one identity row (naming `startId` instead, when
-   * given: a stray that claims the value for another start); `undo` puts both back.
-   */
-  duplicateIdentity(key: RowKey, startId?: string): Promise<{ undo: () => Promise<void> }>;
   /** Delete one row; `undo` puts the same row back. */
   remove(table: string, key: RowKey): Promise<{ undo: () => Promise<void> }>;
   /** Insert one row as the owner (no trigger or foreign key runs); `undo` deletes it again. */
@@ -140,11 +135,6 @@ export const sqliteDamageSession = (source: string, copy: string): DamageSession
         return { applied: false, key, reason: (e as Error).message };
       }
     },
-    // SQLite keeps no replay index: each identity is the primary key of the row that holds it
-    // (or the barrier's unique attempt key), so a duplicate is a schema change the open refuses.
-    duplicateIdentity: async () => {
-      throw new Error('SQLite keeps its replay identities as the facts\' own keys: there is no index row to duplicate');
-    },
     remove: async (table, key) => {
       const pk = await withoutRowidKey(table);
       const where = pk === undefined ? 'rowid = ?' : pk.map((c) => `"${c}" = ?`).join(' AND ');
@@ -197,10 +187,6 @@ export const postgresDamageSession = async (url: string): Promise<DamageSession>
       } catch (e) {
         return { applied: false, key, reason: (e as Error).message };
       }
-    },
-    duplicateIdentity: async () => {
-      // each identity is its fact's own primary or unique key, which the foreign keys need: there is no index of its own to drop
-      throw new Error('PostgreSQL keeps no replay-index table: an identity is its fact\'s own key');
     },
     remove: async (table, key) => {
       const [row] = await asReplica(() => raw.all<Record<string, unknown>>(`DELETE FROM ql3.${table} WHERE ctid = ?::tid RETURNING *`, [key]));

@@ -73,9 +73,6 @@ export const memoryDamageSession = (authority: RecoverableStartBarrierAuthority)
       map.set(nextKey, next);
       return { applied: true, key: nextKey };
     },
-    duplicateIdentity: async () => {
-      throw new Error('the in-memory replay index is keyed by (identity, value): a duplicate cannot be stored');
-    },
     remove: async (table, key: RowKey) => {
       if (table === 'events') {
         const i = Number(key);

@@ -30,8 +30,6 @@ export interface DamageBackend {
   readonly guarded: readonly string[];
   /** Whether the store keeps the event chain of R9.2 (not in memory: no file holds its rows). */
   readonly chained: boolean;
-  /** Whether the replay index's unique key can be dropped to store a duplicate (not in memory, where it is the Map key). */
-  readonly duplicatesIdentities: boolean;
   /**
    * Whether the store keeps its replay identities in a table of their own (default); where it
    * does not (SQLite), each identity is the key of the row that holds it, swept with that row.
@@ -734,30 +732,6 @@ export const damageSuite = (backend: DamageBackend): void => {
             const back = await store.damage.set('events', key, column, row![column]);
             expect(back.applied).to.equal(true);
             key = back.key;
-          }
-        }
-      }
-      await expectHealthy();
-    });
-
-    // (not in memory: its replay index is the Map's key, there is no index to drop)
-    if (backend.duplicatesIdentities) it('R5.3 an identity bound to several rows (unique index dropped, row duplicated or claimed by another start) fails closed', async () => {
-      for (const identity of REPLAY_IDENTITIES) {
-        for (const claimedBy of [undefined, 'some-other-start']) {
-          const what = `${identity} -> ${claimedBy ?? 'same start'}`;
-          const [row] = await store.damage.rows('start_replay_identities', 'start_id = ? AND identity = ?', [command.startId, identity]);
-          const dup = await store.damage.duplicateIdentity(String(row!._key), claimedBy);
-          try {
-            const read = await rejects(a().barriers.getByStartId(command.startId));
-            expect(read, `${what}: ${read.message}`).to.be.instanceOf(CorruptRecordError);
-            const byAttempt = await rejects(a().barriers.getByStepRunAttempt(s.runId, s.stepRunId, version));
-            expect(byAttempt, `${what}: ${byAttempt.message}`).to.be.instanceOf(CorruptRecordError);
-            // SQLite's replay index is its table's own key: unkeying it is a schema change, refused as one first (R9.1)
-            if (identity === 'attempt') expect(byAttempt.message).to.match(/bound to 2 barriers|table start_replay_identities is not defined as the migrations made it/);
-            const replay = await rejects(a().barriers.prepare(command));
-            expect(replay, `${what}: ${replay.message}`).to.be.instanceOf(CorruptRecordError);
-          } finally {
-            await dup.undo();
           }
         }
       }

@@ -7,7 +7,6 @@ damageSuite({
   guarded: [],
   // the replay index is a Map keyed by (identity, value): there is no index to drop
   chained: false,
-  duplicatesIdentities: false,
   open: async (seed) => {
     const authority = await openMemoryStartBarrier();
     await seed(authority);

@@ -5,7 +5,6 @@ import { damageSuite } from '../conformance/damageConformance';
 damageSuite({
   name: 'PostgreSQL',
   chained: true,
-  duplicatesIdentities: false, // each identity is its fact's own key: a primary key the foreign keys need cannot be dropped
   replayIndex: false,
   // CHECK constraints hold even with triggers and foreign keys off
   guarded: ['step_run_mutations.to_status', 'step_run_mutations.from_version', 'step_run_mutations.to_version'],

@@ -8,7 +8,6 @@ import { openFreshSqlite } from './support';
 damageSuite({
   name: 'SQLite',
   chained: true,
-  duplicatesIdentities: false,
   replayIndex: false,
   // the damage session turns CHECK constraints off on its connection
   guarded: [],

@@ -26,12 +26,12 @@ export const FILL_LEDGER_DIGESTS = 'UPDATE schema_migrations SET ledger_digest =
 export const SELECT_CAPABILITIES = 'SELECT name, version FROM capabilities ORDER BY name';
 export const SELECT_LEDGER = 'SELECT name, checksum, applied_at_ms, ledger_digest FROM schema_migrations ORDER BY name';
 
-/** SQLite's own clock (R3.10), read once per transaction. */
 /** R14.2: the identities of compacted starts (they still refuse reuse), with their record's digest. */
 export const LOOKUP_COMPACTED = `SELECT i.identity, i.value, i.start_id, i.run_id, i.command_digest, i.barrier_digest, c.compaction_digest
   FROM compacted_identities i LEFT JOIN run_compactions c ON c.run_id = i.run_id
   WHERE (i.identity, i.value) IN (SELECT json_extract(p.value, '$[0]'), json_extract(p.value, '$[1]') FROM json_each(?) p)`;
 export const SELECT_RUN_COMPACTED = 'SELECT 1 AS compacted FROM run_compactions WHERE run_id = ?';
+/** SQLite's own clock (R3.10), read once per transaction. */
 export const NOW_MS = "SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER) AS now_ms";
 
 /**

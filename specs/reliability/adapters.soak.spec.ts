@@ -1,9 +1,6 @@
-import { existsSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { expect } from 'chai';
 import { ADAPTER_NAMES } from '../../testkit/adapters/fixtures';
-import { spawnTsxWorker } from '../../testkit/workerProcess';
-import { freshDir } from '../support/tmp';
+import { runShortHarness } from './shortHarness';
 
 // The short form of the adapters phase of `npm run reliability` (R11.4) inside `npm test`: one
 // trial of each fault for each real adapter (process, HTTP, MCP over streamable HTTP and over
@@ -56,16 +53,7 @@ describe('R11.4: adapters under faults, short form of the reliability phase', fu
   let printed: string;
 
   before(async () => {
-    // The harness runs as `npm run reliability` would (specs never import it): its JSON report is read back.
-    const json = join(freshDir('reliability-adapters'), 'report.json');
-    const run = spawnTsxWorker(join(__dirname, '..', '..', 'reliability', 'run.ts'), ['--short', '--only', 'adapters', '--json', json, '--no-docs']);
-    const exit = await run.exited;
-    printed = run.lines.join('\n');
-    console.log(printed.replace(/^/gm, '      '));
-    expect(exit.signal, run.stderr()).to.equal(null);
-    // no report: the harness itself failed; its stderr says why
-    expect(existsSync(json), `the harness exited ${String(exit.code)} without a report: ${run.stderr().slice(-4000)}`).to.equal(true);
-    report = JSON.parse(readFileSync(json, 'utf8')) as AdaptersReport;
+    ({ report, printed } = await runShortHarness<AdaptersReport>('adapters', 'reliability-adapters'));
   });
 
   it('R11.2/R11.4: every fault was run for every adapter on SQLite and PostgreSQL, and the harness saw no failure', () => {

@@ -1,8 +1,5 @@
 import { expect } from 'chai';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { freshDir } from '../support/tmp';
-import { spawnTsxWorker } from '../../testkit/workerProcess';
+import { runShortHarness } from './shortHarness';
 
 // The corruption sweep of `npm run reliability --short` inside `npm test`, one start per
 // backend swept cell by cell. It runs as its own harness process (the other short phases are
@@ -31,13 +28,7 @@ describe('reliability harness, short form: the corruption sweep', function () {
   let report: ReportJson;
 
   before(async () => {
-    const json = join(freshDir('reliability-corruption'), 'report.json');
-    const run = spawnTsxWorker(join(__dirname, '..', '..', 'reliability', 'run.ts'), ['--short', '--only', 'corruption', '--json', json, '--no-docs']);
-    const exit = await run.exited;
-    // The counts the full run prints, for whoever reads the test log.
-    console.log(run.lines.join('\n').replace(/^/gm, '      '));
-    expect(exit.signal, run.stderr()).to.equal(null);
-    report = JSON.parse(readFileSync(json, 'utf8')) as ReportJson;
+    ({ report } = await runShortHarness<ReportJson>('corruption', 'reliability-corruption'));
   });
 
   it('R5.3/R9.2 corruption sweep over every table of the live schema: every damaged cell is detected by the repository, by verify, and by the CLI (exit 5): detected = tried on both backends, no gap allowed', () => {

@@ -1,8 +1,5 @@
 import { expect } from 'chai';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { freshDir } from '../support/tmp';
-import { spawnTsxWorker } from '../../testkit/workerProcess';
+import { runShortHarness } from './shortHarness';
 
 // The short form of `npm run reliability` inside `npm test`: 10 SIGKILLs per backend, ~1,000
 // fuzzed commands and as many fuzzed stored records, every forgery of testkit/forgery.ts per
@@ -69,13 +66,7 @@ describe('reliability harness, short form', function () {
   let SHORT: ReportJson['sizes'];
 
   before(async () => {
-    const json = join(freshDir('reliability'), 'report.json');
-    const run = spawnTsxWorker(join(__dirname, '..', '..', 'reliability', 'run.ts'), ['--short', '--only', 'soak,fuzz,forgery,failover', '--json', json, '--no-docs']);
-    const exit = await run.exited;
-    // The counts the full run prints, for whoever reads the test log.
-    console.log(run.lines.join('\n').replace(/^/gm, '      '));
-    expect(exit.signal, run.stderr()).to.equal(null);
-    report = JSON.parse(readFileSync(json, 'utf8')) as ReportJson;
+    ({ report } = await runShortHarness<ReportJson>('soak,fuzz,forgery,failover', 'reliability'));
     SHORT = report.sizes;
   });
 

@@ -20,7 +20,7 @@ import { stepRunDigest, stepRunDigestAt, type RunState, type StepRunState } from
 export interface ReplayHit {
   readonly startId: string;
   readonly commandDigest: string;
-  /** R14.2: the start's Run was compacted; only its compaction record holds it now. */
+  /** R14.2: the start's Run was compacted; only its compaction record holds it now ('' as its digest: no record binds the Run). */
   readonly compacted?: { readonly runId: string; readonly barrierDigest: string; readonly compactionDigest: string };
 }
 export type ReplayHits = { readonly [K in ReplayIdentity]: readonly ReplayHit[] };
@@ -104,6 +104,10 @@ export const classifyReplay = (decoded: DecodedStartCommand, hits: ReplayHits): 
     // R14.2: an exact replay of a compacted start is answered as such, never `created`.
     const compacted = REPLAY_IDENTITIES.map((identity) => hits[identity][0]?.compacted);
     const first = compacted[0];
+    // a compacted identity whose Run no compaction record binds (read back as '') is damage, not an answer
+    if (compacted.some((c) => c?.compactionDigest === '')) {
+      throw new CorruptRecordError('compaction record', decoded.command.startId, 'its compacted identities name a Run no compaction record binds');
+    }
     if (first !== undefined && compacted.every((c) => c?.compactionDigest === first.compactionDigest)) {
       throw new StartCompactedError(decoded.command.startId, first.runId, first.barrierDigest, first.compactionDigest);
     }

@@ -1,6 +1,9 @@
 import { expect } from 'chai';
 import {
   CorruptRecordError,
+  StartCompactedError,
+  classifyReplay,
+  type ReplayHits,
   PreconditionError,
   RECORD_TAGS,
   REPLAY_IDENTITIES,
@@ -433,6 +436,15 @@ describe('R4 replay identity', () => {
       auditReceiptId: a.evidence.auditReceiptId,
       attempt: { runId: a.stepRun.runId, stepRunId: a.stepRun.stepRunId, startedStepRunVersion: a.stepRun.expectedVersion + 1 },
     });
+  });
+
+  it('R14.2 R9.3 an exact replay of a compacted start whose compaction record is gone fails closed (CORRUPT_RECORD), never START_COMPACTED', () => {
+    const { a, aDigest } = committedStart();
+    const decoded = decodeStartCommand(a);
+    const compactedHits = (compactionDigest: string) =>
+      Object.fromEntries(REPLAY_IDENTITIES.map((identity) => [identity, [{ startId: a.startId, commandDigest: aDigest, compacted: { runId: a.stepRun.runId, barrierDigest: `sha256:${'c'.repeat(64)}`, compactionDigest } }]])) as unknown as ReplayHits;
+    expect(() => classifyReplay(decoded, compactedHits(`sha256:${'d'.repeat(64)}`))).to.throw(StartCompactedError);
+    expect(() => classifyReplay(decoded, compactedHits(''))).to.throw(CorruptRecordError, /no compaction record binds/);
   });
 
   it('R4.3 the same startId with different content is a semantic conflict naming startId', () => {

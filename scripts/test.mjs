@@ -92,9 +92,21 @@ const compile = () => {
  * echoing its output, and reads each tier's counts (scripts/tierReporter.cjs) and each spec
  * file's own time (testkit/mochaHooks.ts).
  */
+// Busy CPU seconds of the whole machine (every process: mocha, its children, PostgreSQL), from
+// /proc/stat; undefined where there is none.
+const machineBusyMs = () => {
+  try {
+    const [, ...ticks] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).map(Number);
+    return (ticks.reduce((a, b) => a + b, 0) - ticks[3] - ticks[4]) * 10;
+  } catch {
+    return undefined;
+  }
+};
+
 const runMocha = (group, jobs) =>
   new Promise((resolve) => {
     const t0 = Date.now();
+    const busy0 = machineBusyMs();
     const scratch = mkdtempSync(join(tmpdir(), 'sb-test-'));
     const countsFile = join(scratch, 'counts.json');
     // kept after the run: every spec file's own time, for whoever tunes the suite
@@ -119,7 +131,9 @@ const runMocha = (group, jobs) =>
         const own = times.filter((t) => t.files.some((f) => f.endsWith(TIERS[tier].replace('specs/**/*', ''))));
         return { tier, ...c, filesMs: own.reduce((n, t) => n + t.ms, 0) };
       });
-      resolve({ group, jobs, code, ms: Date.now() - t0, tiers, times });
+      const busy1 = machineBusyMs();
+      const busyMs = busy0 === undefined || busy1 === undefined ? undefined : busy1 - busy0;
+      resolve({ group, jobs, code, ms: Date.now() - t0, tiers, times, busyMs });
     });
   });
 
@@ -145,6 +159,10 @@ for (const r of runs) {
   console.log(row(r.group.join('+'), seconds(r.ms), undefined, `  one pool, ${r.jobs} spec files at a time (* the tier's files' own times, added up)${exited}`));
   const slowest = [...r.times].sort((a, b) => b.ms - a.ms).slice(0, 6);
   console.log(`  slowest files: ${slowest.map((t) => `${t.files.map((f) => f.replace(/^.*specs\//, '')).join(',')} ${seconds(t.ms)}`).join('; ')}`);
+  const cpu = (k) => r.times.reduce((n, t) => n + (t.cpuMs?.[k] ?? 0), 0);
+  if (r.busyMs !== undefined) {
+    console.log(`  CPU: ${seconds(r.busyMs)} busy on the machine; mocha workers ${seconds(cpu('own'))}, their child processes ${seconds(cpu('children'))}, the rest (PostgreSQL, HA tools) ${seconds(r.busyMs - cpu('own') - cpu('children'))}`);
+  }
   console.log(`  every file's time: bench-results/test-times.${r.group.join('+')}.jsonl`);
 }
 console.log(row('total', seconds(Date.now() - startedAt)));

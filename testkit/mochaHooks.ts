@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import { appendFileSync, existsSync, rmSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync, rmSync } from 'node:fs';
 import { runAfterRun } from './afterRun';
 
 // Loaded by .mocharc.json. The run is named once, in mocha's own process, before any spec
@@ -25,12 +25,28 @@ export const mochaGlobalTeardown = async (): Promise<void> => {
 // Under scripts/test.mjs (SB_TEST_TIMES names a file): each spec file's own time, one JSON line
 // per file, so the int and soak tiers that share one pool still print their times.
 let fileStarted = 0;
+let cpuStarted = { own: 0, children: 0 };
+
+// CPU seconds of this worker and of the child processes it has reaped (CLI runs, soak runners),
+// from /proc/self/stat: what a file costs the machine, which its wall time in a pool hides.
+// PostgreSQL's backends are not children, so their time is not in either figure.
+const cpuNow = (): { own: number; children: number } => {
+  try {
+    const fields = readFileSync('/proc/self/stat', 'utf8').replace(/^.*\) /, '').split(' ');
+    const tick = (i: number): number => Number(fields[i - 3]) * 10; // 100 ticks per second
+    return { own: tick(14) + tick(15), children: tick(16) + tick(17) };
+  } catch {
+    return { own: 0, children: 0 };
+  }
+};
 function recordFileTime(this: Mocha.Context): void {
   const out = process.env.SB_TEST_TIMES;
   if (out === undefined || out === '') return;
   const root = this.test?.parent;
   const files = [...new Set([...(root?.suites ?? []), ...(root?.tests ?? [])].map((r) => r.file))];
-  appendFileSync(out, `${JSON.stringify({ files, ms: Date.now() - fileStarted })}\n`);
+  const cpu = cpuNow();
+  const cpuMs = { own: cpu.own - cpuStarted.own, children: cpu.children - cpuStarted.children };
+  appendFileSync(out, `${JSON.stringify({ files, ms: Date.now() - fileStarted, cpuMs })}\n`);
 }
 
 // Root hooks: a process's own clean-ups (SQLite templates and the like) after its specs; in
@@ -38,6 +54,7 @@ function recordFileTime(this: Mocha.Context): void {
 export const mochaHooks = {
   beforeAll: (): void => {
     fileStarted = Date.now();
+    cpuStarted = cpuNow();
   },
   afterAll: [runAfterRun, recordFileTime],
 };

@@ -2,12 +2,6 @@ import { existsSync, statSync } from 'node:fs';
 import type { PoolClient } from 'pg';
 import { ValidationError } from '../../domain';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
-import { migratePostgres, pendingMigrationSql } from '../postgres/migrate';
-import { DEFAULT_TIMEOUTS, openPostgresStartBarrier } from '../postgres/postgresAuthority';
-import { connectTyped, createOwnedPool, secretsOf } from '../postgres/pool';
-import { mapPgError, unavailableReasonOf } from '../postgres/errors';
-import { openSqliteStartBarrier } from '../sqlite';
-import { migrateSqliteFile } from '../sqlite/fileIdentity';
 import { keyringFromEnvironment } from './keyring';
 import { planKeyringFrom } from './planKeyring';
 
@@ -15,6 +9,20 @@ import { planKeyringFrom } from './planKeyring';
 // scripts: QINGLONG_BARRIER_DB, QINGLONG_BARRIER_POSTGRES; the deployment keyring from the
 // key file QINGLONG_BARRIER_KEYRING_FILE names (keyring.ts); the plan keyring from --plan-keyring
 // or QINGLONG_BARRIER_PLAN_KEYRING_FILE (planKeyring.ts).
+
+// Each backend's code is loaded by the first command that uses it: a CLI process is short, and
+// a SQLite command (or --help) need not load PostgreSQL's, nor the reverse.
+export const postgresModules = () => ({
+  ...(require('../postgres/migrate') as typeof import('../postgres/migrate')),
+  ...(require('../postgres/postgresAuthority') as typeof import('../postgres/postgresAuthority')),
+  ...(require('../postgres/pool') as typeof import('../postgres/pool')),
+  ...(require('../postgres/errors') as typeof import('../postgres/errors')),
+  ...(require('../postgres/postgresRetention') as typeof import('../postgres/postgresRetention')),
+});
+export const sqliteModules = () => ({
+  ...(require('../sqlite') as typeof import('../sqlite')),
+  ...(require('../sqlite/fileIdentity') as typeof import('../sqlite/fileIdentity')),
+});
 
 export interface BackendOptions {
   readonly db?: string;
@@ -64,6 +72,7 @@ export const targetOf = (options: BackendOptions): { db: string | undefined; pos
  * deadline for every lock it waits for end in a typed error, never a hang.
  */
 const withMigrationClient = async <T>(postgres: string, options: BackendOptions, body: (client: PoolClient, deadlineMs: number) => Promise<T>): Promise<T> => {
+  const { DEFAULT_TIMEOUTS, connectTyped, createOwnedPool, mapPgError, secretsOf, unavailableReasonOf } = postgresModules();
   const lockMs = lockTimeoutOf(options.lockTimeout);
   const timeouts = { ...DEFAULT_TIMEOUTS, ...(lockMs === undefined ? {} : { lockMs }) };
   const pool = createOwnedPool({ connectionString: postgres, poolConfig: { max: 1 }, onError: () => undefined, session: timeouts });
@@ -86,9 +95,9 @@ const withMigrationClient = async <T>(postgres: string, options: BackendOptions,
 /** `migrate`: applies what is pending (creating a missing SQLite file) and names it. */
 export const migrateBackend = async (options: BackendOptions): Promise<string[]> => {
   const { db, postgres } = targetOf(options);
-  if (postgres !== undefined) return withMigrationClient(postgres, options, async (client, deadlineMs) => [...(await migratePostgres(client, undefined, { deadlineMs })).applied]);
+  if (postgres !== undefined) return withMigrationClient(postgres, options, async (client, deadlineMs) => [...(await postgresModules().migratePostgres(client, undefined, { deadlineMs })).applied]);
   if (db === undefined) throw usage('which database? give --db PATH (SQLite) or --postgres URL');
-  return migrateSqliteFile(db);
+  return sqliteModules().migrateSqliteFile(db);
 };
 
 /**
@@ -98,7 +107,7 @@ export const migrateBackend = async (options: BackendOptions): Promise<string[]>
 export const migrationSqlOf = async (options: BackendOptions): Promise<string> => {
   const { postgres } = targetOf(options);
   if (postgres === undefined) throw usage('--print-sql prints the SQL for PostgreSQL: give --postgres URL (a SQLite file is migrated by migrate itself)');
-  return withMigrationClient(postgres, options, async (client) => (await pendingMigrationSql(client)).sql);
+  return withMigrationClient(postgres, options, async (client) => (await postgresModules().pendingMigrationSql(client)).sql);
 };
 
 /** Opens the chosen authority with no more rights than `access` needs. */
@@ -109,7 +118,7 @@ export const openBackend = async (options: BackendOptions, access: BackendAccess
   const plans = planKeyringFrom(options.planKeyring);
   const keyed = { ...(keys === undefined ? {} : { evidenceKeys: keys }), ...(plans === undefined ? {} : { plans }) };
   if (postgres !== undefined) {
-    return openPostgresStartBarrier({
+    return postgresModules().openPostgresStartBarrier({
       connectionString: postgres,
       migrate: access !== 'read' && (options.migrate ?? true),
       ...(lockMs === undefined ? {} : { timeouts: { lockMs } }),
@@ -118,5 +127,5 @@ export const openBackend = async (options: BackendOptions, access: BackendAccess
   }
   if (db === undefined) throw usage('which database? give --db PATH (SQLite) or --postgres URL');
   if (access !== 'create' && !existsSync(db)) throw new NoDatabaseError(db);
-  return openSqliteStartBarrier({ path: db, ...(access === 'read' ? { readOnly: true } : {}), ...(lockMs === undefined ? {} : { busyTimeoutMs: lockMs }), ...keyed });
+  return sqliteModules().openSqliteStartBarrier({ path: db, ...(access === 'read' ? { readOnly: true } : {}), ...(lockMs === undefined ? {} : { busyTimeoutMs: lockMs }), ...keyed });
 };

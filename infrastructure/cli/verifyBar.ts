@@ -1,4 +1,3 @@
-import { Presets, SingleBar } from 'cli-progress';
 import { ValidationError } from '../../domain';
 import type { VerifyPhase, VerifyProgressListener } from '../../application/verifyProgress';
 
@@ -23,6 +22,8 @@ export interface VerifyBar {
 
 export const createVerifyBar = (stream: NodeJS.WriteStream): VerifyBar | undefined => {
   if (!stream.isTTY) return undefined;
+  // loaded only for a terminal: scripts and CI never draw a bar
+  const { Presets, SingleBar } = require('cli-progress') as typeof import('cli-progress');
   const bar = new SingleBar(
     { stream, format: 'verify {phase} [{bar}] {percentage}% | ETA {eta_formatted}', hideCursor: true, etaBuffer: 50, fps: 5 },
     Presets.shades_classic,

@@ -170,12 +170,13 @@ export const runAdapterPhase = async (options: AdapterPhaseOptions): Promise<Ada
           // Orchestration replays the trigger; the claim of a killed driver runs out first.
           serverMode('ok');
           let replay: SagaResult | undefined;
-          for (let i = 0; i < 300 && (await authority.recovery.outcome(startId)) === null; i++) {
+          for (let i = 0; i < 20 && (await authority.recovery.outcome(startId)) === null; i++) {
             // killed after the seal: the restarted saga has the start id and the stored plan, nothing else
             replay = scenario === 'killed_after_seal' ? await createToolStepSaga({ execution, adapter: adapterFor(config('ok')), sagaId: 'restarted-saga', leaseGraceMs: 0 }).resume(startId) : await drive(adapterFor(config('ok')));
             if (replay.status !== 'claimed_elsewhere') break;
             c.claimHeld++;
-            await sleep(100);
+            // a lease is never renewed: wait it out, as runTool does, rather than ask again and again
+            await sleep(Math.max(0, replay.holder.leaseUntilMs - Date.now()) + 50);
           }
           if (replay !== undefined && (replay.status === 'completed' || replay.status === 'failed')) {
             if (replay.via === 'inspect') c.resolvedByInspect++;

@@ -53,7 +53,10 @@ describe('R11.4: adapters under faults, short form of the reliability phase', fu
   let printed: string;
 
   before(async () => {
-    ({ report, printed } = await runShortHarness<AdaptersReport>('adapters', 'reliability-adapters'));
+    // One harness per backend, side by side: the phase mostly waits (leases, timeouts, tools), so the two overlap.
+    const runs = await Promise.all(['sqlite', 'postgres'].map((b) => runShortHarness<AdaptersReport>('adapters', `reliability-adapters-${b}`, b)));
+    report = { adapters: runs.flatMap((r) => r.report.adapters) };
+    printed = runs.map((r) => r.printed).join('\n');
   });
 
   it('R11.2/R11.4: every fault was run for every adapter on SQLite and PostgreSQL, and the harness saw no failure', () => {

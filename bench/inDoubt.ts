@@ -76,7 +76,7 @@ const figures = (ctx: BenchContext, backend: 'sqlite' | 'sqlite.keyed' | 'postgr
 
 export const inDoubtSection = async (ctx: BenchContext, adminUrl: string, backends: { sqlite: boolean; postgres: boolean }): Promise<void> => {
   const small = ctx.sizes.quick ? 200 : 1_000;
-  const large = ctx.sizes.quick ? 2_000 : 100_000;
+  const large = ctx.sizes.quick ? 600 : 100_000;
   if (backends.sqlite) {
     ctx.log(`in-doubt (SQLite): seeding ${fmtN(small)} and ${fmtN(large)} started Runs`);
     const r: { small: RoundResult[]; large: RoundResult[] } = { small: [], large: [] };

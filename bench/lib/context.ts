@@ -29,7 +29,7 @@ export interface Sizes {
 
 export const QUICK: Sizes = {
   quick: true,
-  rounds: 2,
+  rounds: 1,
   sqliteOps: 40,
   pgOpsPerClient: 5,
   pgClients: [1, 4, 8, 16],
@@ -39,9 +39,9 @@ export const QUICK: Sizes = {
   scaleOps: 40,
   streamShort: 10,
   streamLong: 400,
-  rssStarts: 1_000,
+  rssStarts: 400,
   edgeStarts: 200,
-  edgeIdleMs: 2_000,
+  edgeIdleMs: 500,
   pgbenchSeconds: 1,
   pgHistory: 200,
 };

@@ -1,6 +1,6 @@
 import { expect } from 'chai';
 import { ADAPTER_NAMES } from '../../testkit/adapters/fixtures';
-import { runShortHarness } from './shortHarness';
+import { runShortHarnesses } from './shortHarness';
 
 // The short form of the adapters phase of `npm run reliability` (R11.4) inside `npm test`: one
 // trial of each fault for each real adapter (process, HTTP, MCP over streamable HTTP and over
@@ -53,10 +53,8 @@ describe('R11.4: adapters under faults, short form of the reliability phase', fu
   let printed: string;
 
   before(async () => {
-    // One harness per backend, side by side: the phase mostly waits (leases, timeouts, tools), so the two overlap.
-    const runs = await Promise.all(['sqlite', 'postgres'].map((b) => runShortHarness<AdaptersReport>('adapters', `reliability-adapters-${b}`, b)));
-    report = { adapters: runs.flatMap((r) => r.report.adapters) };
-    printed = runs.map((r) => r.printed).join('\n');
+    // one harness per backend, side by side: the phase mostly waits (leases, timeouts, tools)
+    ({ report, printed } = await runShortHarnesses<AdaptersReport>([{ phases: 'adapters', backends: 'sqlite' }, { phases: 'adapters', backends: 'postgres' }], 'reliability-adapters'));
   });
 
   it('R11.2/R11.4: every fault was run for every adapter on SQLite and PostgreSQL, and the harness saw no failure', () => {

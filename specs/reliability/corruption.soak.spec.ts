@@ -1,8 +1,8 @@
 import { expect } from 'chai';
-import { runShortHarness } from './shortHarness';
+import { runShortHarnesses } from './shortHarness';
 
 // The corruption sweep of `npm run reliability --short` inside `npm test`, one start per
-// backend swept cell by cell. It runs as its own harness process (the other short phases are
+// backend swept cell by cell. It runs as its own harness processes, one per backend (the other short phases are
 // specs/reliability/reliability.soak.spec.ts), so `npm test` runs it beside them; read back from
 // its JSON report, as the other phases are. Real SQLite files and real PostgreSQL; no timed
 // assertions (the harness bounds its own time).
@@ -28,7 +28,8 @@ describe('reliability harness, short form: the corruption sweep', function () {
   let report: ReportJson;
 
   before(async () => {
-    ({ report } = await runShortHarness<ReportJson>('corruption', 'reliability-corruption'));
+    // one harness per backend, side by side
+    ({ report } = await runShortHarnesses<ReportJson>([{ phases: 'corruption', backends: 'sqlite' }, { phases: 'corruption', backends: 'postgres' }], 'reliability-corruption'));
   });
 
   it('R5.3/R9.2 corruption sweep over every table of the live schema: every damaged cell is detected by the repository, by verify, and by the CLI (exit 5): detected = tried on both backends, no gap allowed', () => {

@@ -87,22 +87,22 @@ const compile = () => {
   return Date.now() - t0;
 };
 
-/**
- * Runs one mocha over some tiers (the unit tier alone, serially; int and soak in one pool),
- * echoing its output, and reads each tier's counts (scripts/tierReporter.cjs) and each spec
- * file's own time (testkit/mochaHooks.ts).
- */
-// Busy CPU seconds of the whole machine (every process: mocha, its children, PostgreSQL), from
-// /proc/stat; undefined where there is none.
+// Busy CPU milliseconds of the whole machine (every process: mocha, its children, PostgreSQL),
+// from /proc/stat (user, nice, system, irq, softirq; 100 ticks a second); undefined where there is none.
 const machineBusyMs = () => {
   try {
-    const [, ...ticks] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).map(Number);
-    return (ticks.reduce((a, b) => a + b, 0) - ticks[3] - ticks[4]) * 10;
+    const [user, nice, system, , , irq, softirq] = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+    return (user + nice + system + irq + softirq) * 10;
   } catch {
     return undefined;
   }
 };
 
+/**
+ * Runs one mocha over some tiers (the unit tier alone, serially; int and soak in one pool),
+ * echoing its output, and reads each tier's counts (scripts/tierReporter.cjs) and each spec
+ * file's own time and CPU (testkit/mochaHooks.ts).
+ */
 const runMocha = (group, jobs) =>
   new Promise((resolve) => {
     const t0 = Date.now();

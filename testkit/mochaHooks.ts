@@ -25,18 +25,24 @@ export const mochaGlobalTeardown = async (): Promise<void> => {
 // Under scripts/test.mjs (SB_TEST_TIMES names a file): each spec file's own time, one JSON line
 // per file, so the int and soak tiers that share one pool still print their times.
 let fileStarted = 0;
-let cpuStarted = { own: 0, children: 0 };
+let cpuStarted: Cpu | undefined;
+
+interface Cpu {
+  readonly own: number;
+  readonly children: number;
+}
 
 // CPU seconds of this worker and of the child processes it has reaped (CLI runs, soak runners),
 // from /proc/self/stat: what a file costs the machine, which its wall time in a pool hides.
-// PostgreSQL's backends are not children, so their time is not in either figure.
-const cpuNow = (): { own: number; children: number } => {
+// PostgreSQL's backends are not children, so their time is not in either figure. Undefined
+// where there is no /proc: the line then has no cpuMs, rather than a zero.
+const cpuNow = (): Cpu | undefined => {
   try {
     const fields = readFileSync('/proc/self/stat', 'utf8').replace(/^.*\) /, '').split(' ');
     const tick = (i: number): number => Number(fields[i - 3]) * 10; // 100 ticks per second
     return { own: tick(14) + tick(15), children: tick(16) + tick(17) };
   } catch {
-    return { own: 0, children: 0 };
+    return undefined;
   }
 };
 function recordFileTime(this: Mocha.Context): void {
@@ -44,9 +50,9 @@ function recordFileTime(this: Mocha.Context): void {
   if (out === undefined || out === '') return;
   const root = this.test?.parent;
   const files = [...new Set([...(root?.suites ?? []), ...(root?.tests ?? [])].map((r) => r.file))];
-  const cpu = cpuNow();
-  const cpuMs = { own: cpu.own - cpuStarted.own, children: cpu.children - cpuStarted.children };
-  appendFileSync(out, `${JSON.stringify({ files, ms: Date.now() - fileStarted, cpuMs })}\n`);
+  const [cpu, started] = [cpuNow(), cpuStarted];
+  const cpuMs = cpu === undefined || started === undefined ? undefined : { own: cpu.own - started.own, children: cpu.children - started.children };
+  appendFileSync(out, `${JSON.stringify({ files, ms: Date.now() - fileStarted, ...(cpuMs === undefined ? {} : { cpuMs }) })}\n`);
 }
 
 // Root hooks: a process's own clean-ups (SQLite templates and the like) after its specs; in

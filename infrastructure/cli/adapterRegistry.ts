@@ -18,18 +18,18 @@ import { readJsonInput } from './input';
 export type { AdapterRegistry };
 
 // The adapters are loaded by the commands that ask one (in-doubt --adapters, inspect), not by every CLI run.
-const adapters = () => ({
-  ...(require('../adapters/process') as typeof import('../adapters/process')),
-  ...(require('../adapters/http') as typeof import('../adapters/http')),
-  ...(require('../adapters/mcp') as typeof import('../adapters/mcp')),
-  ...(require('../adapters/registry') as typeof import('../adapters/registry')),
-});
+const adapters = {
+  process: () => require('../adapters/process') as typeof import('../adapters/process'),
+  http: () => require('../adapters/http') as typeof import('../adapters/http'),
+  mcp: () => require('../adapters/mcp') as typeof import('../adapters/mcp'),
+  registry: () => require('../adapters/registry') as typeof import('../adapters/registry'),
+};
 
 const MODULES = new Set(['.mjs', '.cjs', '.js']);
 
 /** `--adapters FILE`: a module is imported (the runtime's own declaration), anything else is strict JSON. */
 export const readAdapterRegistry = async (file: string): Promise<AdapterRegistry> =>
-  MODULES.has(extname(file)) ? adapters().loadAdapters(file) : adapters().defineAdapters((await readJsonInput(file, 'adapter registry')) as AdapterRegistryDeclaration);
+  MODULES.has(extname(file)) ? adapters.registry().loadAdapters(file) : adapters.registry().defineAdapters((await readJsonInput(file, 'adapter registry')) as AdapterRegistryDeclaration);
 
 /** What the adapter's tool says of a start, or why it cannot be asked. */
 export type InspectAnswer = InspectReport | { readonly state: 'unavailable'; readonly why: 'adapter_not_configured' | 'adapter_has_no_inspect' };
@@ -48,14 +48,14 @@ export const inspectWith = async (registry: AdapterRegistry, authority: Recovera
   if (entry === undefined) return { state: 'unavailable', why: 'adapter_not_configured' };
   switch (entry.kind) {
     case 'process':
-      return adapters().inspectProcessJournal(entry.journalDir, ticket.startId, attempt);
+      return adapters.process().inspectProcessJournal(entry.journalDir, ticket.startId, attempt);
     case 'http':
       // inspect only: the start URL is never called here
       if (entry.statusUrl === undefined) return NO_INSPECT;
-      return adapters().httpAdapter({ ref: adapter, url: entry.statusUrl, statusUrl: entry.statusUrl }).inspect!(ticket);
+      return adapters.http().httpAdapter({ ref: adapter, url: entry.statusUrl, statusUrl: entry.statusUrl }).inspect!(ticket);
     case 'mcp':
       if (entry.statusTool === undefined) return NO_INSPECT;
-      return adapters().mcpAdapter({ ref: adapter, transport: entry.transport, tool: entry.statusTool, statusTool: entry.statusTool }).inspect!(ticket);
+      return adapters.mcp().mcpAdapter({ ref: adapter, transport: entry.transport, tool: entry.statusTool, statusTool: entry.statusTool }).inspect!(ticket);
     default: {
       const _exhaustive: never = entry;
       throw new Error(`unknown adapter kind ${String(_exhaustive)}`);

@@ -10,19 +10,17 @@ import { planKeyringFrom } from './planKeyring';
 // key file QINGLONG_BARRIER_KEYRING_FILE names (keyring.ts); the plan keyring from --plan-keyring
 // or QINGLONG_BARRIER_PLAN_KEYRING_FILE (planKeyring.ts).
 
-// Each backend's code is loaded by the first command that uses it: a CLI process is short, and
-// a SQLite command (or --help) need not load PostgreSQL's, nor the reverse.
-export const postgresModules = () => ({
-  ...(require('../postgres/migrate') as typeof import('../postgres/migrate')),
-  ...(require('../postgres/postgresAuthority') as typeof import('../postgres/postgresAuthority')),
-  ...(require('../postgres/pool') as typeof import('../postgres/pool')),
-  ...(require('../postgres/errors') as typeof import('../postgres/errors')),
-  ...(require('../postgres/postgresRetention') as typeof import('../postgres/postgresRetention')),
-});
-export const sqliteModules = () => ({
-  ...(require('../sqlite') as typeof import('../sqlite')),
-  ...(require('../sqlite/fileIdentity') as typeof import('../sqlite/fileIdentity')),
-});
+// Each backend's code is loaded by the command that uses it: a CLI process is short, and a
+// SQLite command (or --help) need not load PostgreSQL's, nor the reverse.
+export const backendModules = {
+  pgMigrate: () => require('../postgres/migrate') as typeof import('../postgres/migrate'),
+  pgAuthority: () => require('../postgres/postgresAuthority') as typeof import('../postgres/postgresAuthority'),
+  pgPool: () => require('../postgres/pool') as typeof import('../postgres/pool'),
+  pgErrors: () => require('../postgres/errors') as typeof import('../postgres/errors'),
+  pgRetention: () => require('../postgres/postgresRetention') as typeof import('../postgres/postgresRetention'),
+  sqlite: () => require('../sqlite') as typeof import('../sqlite'),
+  sqliteFile: () => require('../sqlite/fileIdentity') as typeof import('../sqlite/fileIdentity'),
+};
 
 export interface BackendOptions {
   readonly db?: string;
@@ -72,7 +70,9 @@ export const targetOf = (options: BackendOptions): { db: string | undefined; pos
  * deadline for every lock it waits for end in a typed error, never a hang.
  */
 const withMigrationClient = async <T>(postgres: string, options: BackendOptions, body: (client: PoolClient, deadlineMs: number) => Promise<T>): Promise<T> => {
-  const { DEFAULT_TIMEOUTS, connectTyped, createOwnedPool, mapPgError, secretsOf, unavailableReasonOf } = postgresModules();
+  const { DEFAULT_TIMEOUTS } = backendModules.pgAuthority();
+  const { connectTyped, createOwnedPool, secretsOf } = backendModules.pgPool();
+  const { mapPgError, unavailableReasonOf } = backendModules.pgErrors();
   const lockMs = lockTimeoutOf(options.lockTimeout);
   const timeouts = { ...DEFAULT_TIMEOUTS, ...(lockMs === undefined ? {} : { lockMs }) };
   const pool = createOwnedPool({ connectionString: postgres, poolConfig: { max: 1 }, onError: () => undefined, session: timeouts });
@@ -95,9 +95,9 @@ const withMigrationClient = async <T>(postgres: string, options: BackendOptions,
 /** `migrate`: applies what is pending (creating a missing SQLite file) and names it. */
 export const migrateBackend = async (options: BackendOptions): Promise<string[]> => {
   const { db, postgres } = targetOf(options);
-  if (postgres !== undefined) return withMigrationClient(postgres, options, async (client, deadlineMs) => [...(await postgresModules().migratePostgres(client, undefined, { deadlineMs })).applied]);
+  if (postgres !== undefined) return withMigrationClient(postgres, options, async (client, deadlineMs) => [...(await backendModules.pgMigrate().migratePostgres(client, undefined, { deadlineMs })).applied]);
   if (db === undefined) throw usage('which database? give --db PATH (SQLite) or --postgres URL');
-  return sqliteModules().migrateSqliteFile(db);
+  return backendModules.sqliteFile().migrateSqliteFile(db);
 };
 
 /**
@@ -107,7 +107,7 @@ export const migrateBackend = async (options: BackendOptions): Promise<string[]>
 export const migrationSqlOf = async (options: BackendOptions): Promise<string> => {
   const { postgres } = targetOf(options);
   if (postgres === undefined) throw usage('--print-sql prints the SQL for PostgreSQL: give --postgres URL (a SQLite file is migrated by migrate itself)');
-  return withMigrationClient(postgres, options, async (client) => (await postgresModules().pendingMigrationSql(client)).sql);
+  return withMigrationClient(postgres, options, async (client) => (await backendModules.pgMigrate().pendingMigrationSql(client)).sql);
 };
 
 /** Opens the chosen authority with no more rights than `access` needs. */
@@ -118,7 +118,7 @@ export const openBackend = async (options: BackendOptions, access: BackendAccess
   const plans = planKeyringFrom(options.planKeyring);
   const keyed = { ...(keys === undefined ? {} : { evidenceKeys: keys }), ...(plans === undefined ? {} : { plans }) };
   if (postgres !== undefined) {
-    return postgresModules().openPostgresStartBarrier({
+    return backendModules.pgAuthority().openPostgresStartBarrier({
       connectionString: postgres,
       migrate: access !== 'read' && (options.migrate ?? true),
       ...(lockMs === undefined ? {} : { timeouts: { lockMs } }),
@@ -127,5 +127,5 @@ export const openBackend = async (options: BackendOptions, access: BackendAccess
   }
   if (db === undefined) throw usage('which database? give --db PATH (SQLite) or --postgres URL');
   if (access !== 'create' && !existsSync(db)) throw new NoDatabaseError(db);
-  return sqliteModules().openSqliteStartBarrier({ path: db, ...(access === 'read' ? { readOnly: true } : {}), ...(lockMs === undefined ? {} : { busyTimeoutMs: lockMs }), ...keyed });
+  return backendModules.sqlite().openSqliteStartBarrier({ path: db, ...(access === 'read' ? { readOnly: true } : {}), ...(lockMs === undefined ? {} : { busyTimeoutMs: lockMs }), ...keyed });
 };

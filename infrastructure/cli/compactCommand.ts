@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import type { Command } from 'commander';
-import { NoDatabaseError, lockTimeoutOf, postgresModules, sqliteModules, targetOf, usage, type BackendOptions } from './backend';
+import { NoDatabaseError, backendModules, lockTimeoutOf, targetOf, usage, type BackendOptions } from './backend';
 import { keyringFromEnvironment } from './keyring';
 
 // `compact --before DATE` (R14.2): the operator's retention path. On SQLite it opens the file
@@ -24,8 +24,8 @@ export const addCompactCommand = (program: Command): void => {
       const keyed = keys === undefined ? {} : { evidenceKeys: keys };
       const retention =
         postgres !== undefined
-          ? await postgresModules().openPostgresRetention({ connectionString: postgres, migrate: options.migrate ?? true, ...(lockMs === undefined ? {} : { timeouts: { lockMs } }), ...keyed })
-          : await sqliteModules().openSqliteRetention({ path: db!, ...(lockMs === undefined ? {} : { busyTimeoutMs: lockMs }), ...keyed });
+          ? await backendModules.pgRetention().openPostgresRetention({ connectionString: postgres, migrate: options.migrate ?? true, ...(lockMs === undefined ? {} : { timeouts: { lockMs } }), ...keyed })
+          : await backendModules.sqlite().openSqliteRetention({ path: db!, ...(lockMs === undefined ? {} : { busyTimeoutMs: lockMs }), ...keyed });
       try {
         process.stdout.write(`${JSON.stringify(await retention.compact({ before: opts.before }), null, 2)}\n`);
       } finally {

@@ -5,7 +5,7 @@
 // One tsc run typechecks every source (product, specs, bench, reliability) and emits them into
 // bench-results/build; dist/ is the product's part of that output, so the CLI specs, the packed
 // package and the bench smoke test all run what this one compile made (SB_PREBUILT=1 tells them
-// not to compile again).
+// not to compile again). The unit tier needs no build: it runs beside tsc (one core each).
 import { spawn, spawnSync } from 'node:child_process';
 import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -69,22 +69,26 @@ for (const t of asked) {
 const tiers = asked.length > 0 ? asked : Object.keys(TIERS);
 const seconds = (ms) => `${(ms / 1000).toFixed(1)} s`;
 
+/** Resolves with tsc's exit code and its time; a failed step exits the run. */
 const compile = () => {
   const t0 = Date.now();
-  const step = (args) => {
-    const r = spawnSync(process.execPath, args, { cwd: root, stdio: 'inherit' });
-    if (r.status !== 0) process.exit(r.status ?? 1);
-  };
-  step([join(root, 'scripts', 'embedMigrations.mjs')]);
+  const embed = spawnSync(process.execPath, [join(root, 'scripts', 'embedMigrations.mjs')], { cwd: root, stdio: 'inherit' });
+  if (embed.status !== 0) process.exit(embed.status ?? 1);
   const out = join(root, 'bench-results', 'build');
   const dist = join(root, 'dist');
   rmSync(out, { recursive: true, force: true }); // no stale output of a file since removed
   rmSync(dist, { recursive: true, force: true });
-  step([require.resolve('typescript/bin/tsc'), '-p', join(root, 'tsconfig.test.json')]);
-  for (const layer of ['domain', 'application', 'infrastructure', 'projections']) {
-    cpSync(join(out, layer), join(dist, layer), { recursive: true });
-  }
-  return Date.now() - t0;
+  return new Promise((resolve) => {
+    const tsc = spawn(process.execPath, [require.resolve('typescript/bin/tsc'), '-p', join(root, 'tsconfig.test.json')], { cwd: root, stdio: 'inherit' });
+    tsc.on('close', (code) => {
+      if (code === 0) {
+        for (const layer of ['domain', 'application', 'infrastructure', 'projections']) {
+          cpSync(join(out, layer), join(dist, layer), { recursive: true });
+        }
+      }
+      resolve({ code: code ?? 1, ms: Date.now() - t0 });
+    });
+  });
 };
 
 // Busy CPU milliseconds of the whole machine (every process: mocha, its children, PostgreSQL),
@@ -137,11 +141,16 @@ const runMocha = (group, jobs) =>
     });
   });
 
-const compileMs = compile();
+const compiling = compile();
 const runs = [];
 const serial = tiers.filter((t) => !POOLED.includes(t));
 const pooled = tiers.filter((t) => POOLED.includes(t));
 for (const tier of serial) runs.push(await runMocha([tier], 1));
+const { code: compileCode, ms: compileMs } = await compiling;
+if (compileCode !== 0) {
+  console.error(`test: tsc exited ${compileCode}; the int and soak tiers need its build`);
+  process.exit(compileCode);
+}
 if (pooled.length > 0) runs.push(await runMocha(pooled, Number.isInteger(JOBS) && JOBS > 0 ? JOBS : 1));
 
 const row = (name, time, c, note = '') =>
@@ -151,7 +160,7 @@ console.log(row('compile', seconds(compileMs)));
 for (const r of runs) {
   const exited = r.code !== 0 && r.tiers.every((t) => t.failed === 0) ? `  (mocha exited ${r.code})` : '';
   if (r.group.length === 1 && r.jobs === 1) {
-    console.log(row(r.group[0], seconds(r.ms), r.tiers[0], exited));
+    console.log(row(r.group[0], seconds(r.ms), r.tiers[0], `  beside the compile${exited}`));
     continue;
   }
   // Side by side in one pool: a tier's time is the sum of its files' own times.

@@ -8,6 +8,7 @@ import {
   type LifecycleCommand,
   type ToolExecutionStartCommand,
 } from '../../domain';
+import { buildScenario } from '../../domain/scenario';
 import { freshDir } from '../support/tmp';
 
 // The built CLI (`dist/infrastructure/cli/main.js`, the package `bin`) run as a child process
@@ -66,10 +67,19 @@ export interface CliDatabase {
   close(): Promise<void>;
 }
 
-interface Example {
+export interface Example {
   lifecycle: LifecycleCommand[];
   start: ToolExecutionStartCommand;
 }
+
+/**
+ * A fresh scenario as `example` prints it (JSON), made in this process: for specs whose subject
+ * is another command. The `example` specs and the walkthrough run the bin.
+ */
+export const exampleScenario = (): Example => {
+  const s = buildScenario({ requestedAtMs: Date.now() });
+  return JSON.parse(JSON.stringify({ lifecycle: s.lifecycle, start: s.startCommand() })) as Example;
+};
 
 const file = (value: unknown): string => {
   const path = join(freshDir('cli'), 'command.json');
@@ -176,7 +186,7 @@ export const cliSuite = (backend: CliBackend): void => {
 
     describe('exit codes', () => {
       it('exit 2 validation: invalid UTF-8, unknown or forbidden fields, bad arguments, unknown commands', async () => {
-        const ex = await example();
+        const ex = exampleScenario();
         await applyAll(ex);
         const cases: [string, readonly string[], (Buffer | string)?][] = [
           ['invalid UTF-8 on stdin', ['prepare', '--command', '-'], Buffer.from([0x7b, 0x22, 0xff, 0xfe, 0x22, 0x7d])],
@@ -209,7 +219,7 @@ export const cliSuite = (backend: CliBackend): void => {
       });
 
       it('exit 3 precondition: Run or StepRun not as expected, unknown start', async () => {
-        const ex = await example();
+        const ex = exampleScenario();
         const missing = await cli(['prepare', '--command', '-'], JSON.stringify(ex.start));
         expect(missing.code).to.equal(3);
         expect(missing.stderr).to.contain('run_not_found');
@@ -229,7 +239,7 @@ export const cliSuite = (backend: CliBackend): void => {
       });
 
       it('exit 4 semantic conflict: drift under an existing identity, a second different outcome', async () => {
-        const ex = await example();
+        const ex = exampleScenario();
         await applyAll(ex);
         json(await cli(['prepare', '--command', '-'], JSON.stringify(ex.start)));
         const drift = await cli(['prepare', '--command', '-'], JSON.stringify({ ...ex.start, admission: { ...ex.start.admission, timeoutMs: 31_000 } }));
@@ -240,10 +250,10 @@ export const cliSuite = (backend: CliBackend): void => {
       });
 
       it('exit 5 corrupt record: a damaged barrier row fails closed on show, and verify lists every bad record', async () => {
-        const ex = await example();
+        const ex = exampleScenario();
         await applyAll(ex);
         json(await cli(['prepare', '--command', '-'], JSON.stringify(ex.start)));
-        const healthy = await example();
+        const healthy = exampleScenario();
         await applyAll(healthy);
         json(await cli(['prepare', '--command', '-'], JSON.stringify(healthy.start)));
         await db.corruptBarrier(ex.start.startId);
@@ -263,7 +273,7 @@ export const cliSuite = (backend: CliBackend): void => {
       });
 
       it('exit 6 concurrency or timeout: a start that cannot get its lock in time', async () => {
-        const ex = await example();
+        const ex = exampleScenario();
         await applyAll(ex);
         const lock = await db.holdLock(ex.start.stepRun.runId);
         try {
@@ -293,7 +303,7 @@ export const cliSuite = (backend: CliBackend): void => {
     it('issue 5 R6.1: verify draws a progress bar with its phase and an ETA only when stderr is a terminal', async function () {
       const script = spawnSync('script', ['--version'], { encoding: 'utf8' });
       if (script.status !== 0) this.skip(); // util-linux `script` gives the child a pseudo-terminal
-      const ex = await example();
+      const ex = exampleScenario();
       await applyAll(ex);
       json(await cli(['prepare', '--command', '-'], JSON.stringify(ex.start)));
       const command = [process.execPath, CLI, ...db.args, 'verify'].map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
@@ -307,7 +317,7 @@ export const cliSuite = (backend: CliBackend): void => {
     });
 
     it('R6.1 verify reports progress to a non-terminal: a line per phase (or JSON lines with --progress json), none with --progress none; a bad mode is exit 2', async () => {
-      const ex = await example();
+      const ex = exampleScenario();
       await applyAll(ex);
       json(await cli(['prepare', '--command', '-'], JSON.stringify(ex.start)));
       const lines = await cli(['verify']);

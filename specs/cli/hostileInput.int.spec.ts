@@ -4,19 +4,13 @@ import { existsSync, readdirSync, readFileSync, truncateSync, writeFileSync } fr
 import { dirname, join } from 'node:path';
 import Database from 'better-sqlite3';
 import { expect } from 'chai';
-import type { LifecycleCommand, ToolExecutionStartCommand } from '../../domain';
 import { MigratedTemplate, createDatabase } from '../../testkit/postgresHarness';
 import { freshDir } from '../support/tmp';
-import { CLI, ROOT, buildOnce, json, runCli, type CliResult } from './cliSuite';
+import { CLI, ROOT, buildOnce, exampleScenario, json, runCli, type CliResult, type Example } from './cliSuite';
 
 // The CLI as a hostile or careless operator drives it (built bin, child processes): text with
 // two meanings (R10.1), sources that never end, replays compared byte for byte (R4.2), and read
 // commands pointed at files and databases that are not barrier stores (R10.3).
-
-interface Example {
-  lifecycle: LifecycleCommand[];
-  start: ToolExecutionStartCommand;
-}
 
 /** The CLI fed 64 KiB chunks on stdin until it exits: it must stop reading, not drain the source. */
 const runCliEndlessStdin = (args: readonly string[]): Promise<CliResult & { fed: number }> =>
@@ -75,7 +69,7 @@ const writeAndInputCases = (name: string, open: () => Promise<{ args: string[]; 
     afterEach(() => db.close());
 
     const ready = async (): Promise<Example> => {
-      const ex = json<Example>(await runCli(['example']));
+      const ex = exampleScenario();
       json(await cli(['apply', '--command', '-'], JSON.stringify(ex.lifecycle)));
       return ex;
     };
@@ -92,7 +86,7 @@ const writeAndInputCases = (name: string, open: () => Promise<{ args: string[]; 
     }
 
     it('R10.1 apply refuses a lifecycle command with a duplicate key (file and stdin); nothing is applied', async () => {
-      const ex = json<Example>(await runCli(['example']));
+      const ex = exampleScenario();
       const text = JSON.stringify(ex.lifecycle[0]).replace('"runId":', '"runId":"other-run","runId":');
       refused(await cli(['apply', '--command', fileWith(text)]), 'data.runId');
       refused(await cli(['apply', '--command', '-'], text), 'data.runId');
@@ -199,7 +193,7 @@ describe('qinglong-barrier CLI: hostile input and read-only reads', function () 
           expect(readdirSync(dirname(path)), `${command[0]} left no -wal/-shm/journal`).to.deep.equal(files);
         }
         if (what !== 'a 0-byte file') {
-          const ex = json<Example>(await runCli(['example']));
+          const ex = exampleScenario();
           expect((await runCli(['--db', path, 'apply', '--command', '-'], JSON.stringify(ex.lifecycle))).code).to.equal(2);
           expect(hashOf(path)).to.equal(hash);
         }
@@ -208,7 +202,7 @@ describe('qinglong-barrier CLI: hostile input and read-only reads', function () 
 
     it('R10.1 --db naming a directory is bad input for every command (exit 2, the usual message, no driver error); nothing is created in it', async () => {
       const dir = freshDir('cli-db-dir');
-      const ex = json<Example>(await runCli(['example']));
+      const ex = exampleScenario();
       const commands = [...READ_COMMANDS, ['migrate'], ['apply', '--command', '-'], ['prepare', '--command', '-']];
       for (const command of commands) {
         const r = await runCli(['--db', dir, ...command], command[0] === 'apply' ? JSON.stringify(ex.lifecycle) : command[0] === 'prepare' ? JSON.stringify(ex.start) : undefined);
@@ -233,7 +227,7 @@ describe('qinglong-barrier CLI: hostile input and read-only reads', function () 
 
     it('R10.3 read commands on a barrier database leave its file byte-identical; the file names itself (application_id, user_version)', async () => {
       const path = join(freshDir('cli-barrier'), 'barrier.db');
-      const ex = json<Example>(await runCli(['example']));
+      const ex = exampleScenario();
       json(await runCli(['--db', path, 'apply', '--command', '-'], JSON.stringify(ex.lifecycle)));
       json(await runCli(['--db', path, 'prepare', '--command', '-'], JSON.stringify(ex.start)));
       const header = readFileSync(path).subarray(0, 100);

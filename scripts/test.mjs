@@ -7,7 +7,7 @@
 // package and the bench smoke test all run what this one compile made (SB_PREBUILT=1 tells them
 // not to compile again). The unit tier needs no build: it runs beside tsc (one core each).
 import { spawn, spawnSync } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
@@ -115,6 +115,7 @@ const runMocha = (group, jobs) =>
     const countsFile = join(scratch, 'counts.json');
     // kept after the run: every spec file's own time, for whoever tunes the suite
     const timesFile = join(root, 'bench-results', `test-times.${group.join('+')}.jsonl`);
+    mkdirSync(dirname(timesFile), { recursive: true }); // a clean clone: the unit tier may start before tsc makes it
     rmSync(timesFile, { force: true });
     // --exit: a spec that fails before it closes a server it opened must fail the run, not hang it.
     const parallel = jobs > 1 ? ['--parallel', '--jobs', String(jobs)] : [];

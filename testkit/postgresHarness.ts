@@ -55,23 +55,13 @@ const markRunUsed = (): void => {
 };
 export const runMarker = (run: string): string => join(tmpdir(), `sb-test-run-${run}.pg`);
 
-/**
- * Drops every database of a run (after its last spec: the template, retired and idle clones,
- * anything a killed spec left). Several sessions drop side by side: each DROP DATABASE waits for
- * a checkpoint, and the checkpoints that concurrent drops ask for at once are one.
- */
+/** Drops every database of a run (after its last spec: the template, idle clones, anything a killed spec left). */
 export const dropRunDatabases = async (run: string): Promise<void> => {
   if (!/^[0-9a-f]{8}$/.test(run)) throw new Error(`refusing run name ${run}`);
-  const names = await withAdmin(async (c) => {
+  await withAdmin(async (c) => {
     const { rows } = await c.query<{ name: string }>(`SELECT datname AS name FROM pg_database WHERE datname ~ $1`, [`^sb_[0-9a-f]{8}${run}(_tpl)?$`]);
-    return rows.map((r) => r.name);
+    for (const { name } of rows) await c.query(`DROP DATABASE IF EXISTS ${ident(name)} WITH (FORCE)`);
   });
-  const next = (): string | undefined => names.pop();
-  const dropper = () =>
-    withAdmin(async (c) => {
-      for (let name = next(); name !== undefined; name = next()) await c.query(`DROP DATABASE IF EXISTS ${ident(name)} WITH (FORCE)`);
-    });
-  await Promise.all(Array.from({ length: Math.min(8, names.length) }, dropper));
 };
 
 export const urlOf = (database: string): string => {
@@ -88,21 +78,11 @@ export interface TestDatabase {
   drop(): Promise<void>;
 }
 
-/**
- * Under a shared run a database a spec has done with is retired, not dropped: its sessions are
- * ended and the run's teardown drops it with the rest (dropRunDatabases). DROP DATABASE forces a
- * checkpoint, and one in the middle of the pool flushes every other spec's dirty pages and
- * stalls their commits behind its fsyncs.
- */
 const make = (name: string): TestDatabase => ({
   name,
   url: urlOf(name),
   admin: (body) => withAdmin(body, name),
-  drop: () =>
-    withAdmin(async (c) => {
-      if (SHARED) await c.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1`, [ident(name).slice(1, -1)]);
-      else await c.query(`DROP DATABASE IF EXISTS ${ident(name)} WITH (FORCE)`);
-    }),
+  drop: () => withAdmin(async (c) => void (await c.query(`DROP DATABASE IF EXISTS ${ident(name)} WITH (FORCE)`))),
 });
 
 /** A fresh, empty database (no schema: migrations are the spec's business). */

@@ -102,6 +102,13 @@ const machineBusyMs = () => {
   }
 };
 
+// Node reads NODE_EXTRA_CA_CERTS at every start (a machine's whole CA bundle: about 40 ms of CPU
+// a process where it names 144 certificates), and the specs start over a thousand node
+// processes (the CLI, workers, harnesses) that speak TLS to nothing. They run without it; npm,
+// which may reach the registry, gets it back in the consumer soak (SB_NPM_EXTRA_CA_CERTS).
+const { NODE_EXTRA_CA_CERTS: extraCa, ...inherited } = process.env;
+const specEnv = { ...inherited, ...(extraCa === undefined ? {} : { SB_NPM_EXTRA_CA_CERTS: extraCa }) };
+
 /**
  * Runs one mocha over some tiers (the unit tier alone, serially; int and soak in one pool),
  * echoing its output, and reads each tier's counts (scripts/tierReporter.cjs) and each spec
@@ -123,7 +130,7 @@ const runMocha = (group, jobs) =>
     const reporter = ['--reporter', join(root, 'scripts', 'tierReporter.cjs')];
     const child = spawn(process.execPath, [require.resolve('mocha/bin/mocha.js'), '--exit', ...reporter, ...parallel, ...files], {
       cwd: root,
-      env: { ...process.env, SB_PREBUILT: '1', SB_TIER_COUNTS: countsFile, SB_TEST_TIMES: timesFile },
+      env: { ...specEnv, SB_PREBUILT: '1', SB_TIER_COUNTS: countsFile, SB_TEST_TIMES: timesFile },
       stdio: ['ignore', 'inherit', 'inherit'],
     });
     child.on('close', (code) => {

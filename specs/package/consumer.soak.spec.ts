@@ -31,8 +31,11 @@ const PKG = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
 const TSC = join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
 const NPM_FLAGS = ['--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts', '--loglevel=error'];
 
+/** npm may reach the registry: it gets back the CA bundle `npm test` keeps from the other child processes (scripts/test.mjs). */
+const npmCa = (): NodeJS.ProcessEnv => (process.env.SB_NPM_EXTRA_CA_CERTS === undefined ? {} : { NODE_EXTRA_CA_CERTS: process.env.SB_NPM_EXTRA_CA_CERTS });
+
 const sh = (command: string, args: readonly string[], cwd: string, env: NodeJS.ProcessEnv = {}): SpawnSyncReturns<string> =>
-  spawnSync(command, args, { cwd, encoding: 'utf8', env: { ...process.env, ...env }, maxBuffer: 64 * 1024 * 1024 });
+  spawnSync(command, args, { cwd, encoding: 'utf8', env: { ...process.env, ...(command === 'npm' ? npmCa() : {}), ...env }, maxBuffer: 64 * 1024 * 1024 });
 
 const ok = (r: SpawnSyncReturns<string>, what: string): string => {
   expect(r.status, `${what} failed:\n${r.stdout}\n${r.stderr}`).to.equal(0);

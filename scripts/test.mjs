@@ -69,7 +69,7 @@ for (const t of asked) {
 const tiers = asked.length > 0 ? asked : Object.keys(TIERS);
 const seconds = (ms) => `${(ms / 1000).toFixed(1)} s`;
 
-/** Resolves with tsc's exit code and its time; a failed step exits the run. */
+/** Embeds the migrations (a failure exits the run), then starts tsc: resolves with its exit code and the compile's time. */
 const compile = () => {
   const t0 = Date.now();
   const embed = spawnSync(process.execPath, [join(root, 'scripts', 'embedMigrations.mjs')], { cwd: root, stdio: 'inherit' });

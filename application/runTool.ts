@@ -72,11 +72,14 @@ const sagaOf = (execution: ExecutionAuthority, adapter: ToolAdapter, options: Pi
     ...(redaction === undefined ? {} : { redaction }),
   });
 
-/** Resume while another driver's lease lives, if asked: a lease is never renewed, so each wait ends. */
+/** Until another driver's lease has run out: a lease is never renewed, so the wait ends. */
+export const waitOutLease = (holder: { readonly leaseUntilMs: number }): Promise<void> => sleep(Math.max(0, holder.leaseUntilMs - Date.now()) + 50);
+
+/** Resume while another driver's lease lives, if asked. */
 const waitingOutClaims = async (saga: ToolStepSaga, first: SagaResult, wait: boolean): Promise<SagaResult> => {
   let result = first;
   for (let i = 0; wait && result.status === 'claimed_elsewhere' && i < MAX_CLAIM_WAITS; i++) {
-    await sleep(Math.max(0, result.holder.leaseUntilMs - Date.now()) + 50);
+    await waitOutLease(result.holder);
     result = await saga.resume(result.barrier.record.startId);
   }
   return result;

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import type { ToolAdapter } from '../../domain';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
 import { createToolStepSaga, openExecution, type ExecutionAuthority, type SagaResult } from '../../application/saga';
+import { waitOutLease } from '../../application/runTool';
 import { planKeyEnv, plansFromEnv } from '../../testkit/planKeys';
 import { nodeArgsOf } from '../../testkit/workerProcess';
 import type { BackendName } from '../../testkit/rawSql';
@@ -98,8 +99,6 @@ const runChild = (args: readonly string[]): Promise<{ signal: NodeJS.Signals | n
     });
   });
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
 export const runAdapterPhase = async (options: AdapterPhaseOptions): Promise<AdapterPhaseReport> => {
   const log = options.log ?? (() => undefined);
   const dir = mkdtempSync(join(tmpdir(), 'qlb-adapters-'));
@@ -175,8 +174,8 @@ export const runAdapterPhase = async (options: AdapterPhaseOptions): Promise<Ada
             replay = scenario === 'killed_after_seal' ? await createToolStepSaga({ execution, adapter: adapterFor(config('ok')), sagaId: 'restarted-saga', leaseGraceMs: 0 }).resume(startId) : await drive(adapterFor(config('ok')));
             if (replay.status !== 'claimed_elsewhere') break;
             c.claimHeld++;
-            // a lease is never renewed: wait it out, as runTool does, rather than ask again and again
-            await sleep(Math.max(0, replay.holder.leaseUntilMs - Date.now()) + 50);
+            // wait the lease out, as runTool does, rather than ask again and again
+            await waitOutLease(replay.holder);
           }
           if (replay !== undefined && (replay.status === 'completed' || replay.status === 'failed')) {
             if (replay.via === 'inspect') c.resolvedByInspect++;

@@ -1,9 +1,16 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import type { Scenario } from '../../domain/scenario';
+import { buildScenario, type Scenario } from '../../domain/scenario';
 
-// `example --out DIR`: the scenario as two files that `apply --command` and `prepare --command`
-// take exactly as they are (no jq): the lifecycle commands as one JSON array, the start command.
+// `example`: a fresh scenario, printed as its lifecycle commands and start command, or with
+// `--out DIR` written as two files that `apply --command` and `prepare --command` take exactly
+// as they are (no jq): the lifecycle commands as one JSON array, the start command.
+
+/** The scenario `example` makes: fresh ids, requested now. */
+export const exampleScenario = (withApproval = false): Scenario => buildScenario({ requestedAtMs: Date.now(), ...(withApproval ? { withApproval: true } : {}) });
+
+/** What `example` prints of it. */
+export const printedExample = (scenario: Scenario) => ({ lifecycle: scenario.lifecycle, start: scenario.startCommand() });
 
 export interface ExampleFiles {
   readonly lifecycle: string;

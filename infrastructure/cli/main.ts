@@ -14,14 +14,13 @@ import {
   type ToolExecutionStartCommand,
 } from '../../domain';
 import { Identity } from '../../domain/codecs';
-import { buildScenario } from '../../domain/scenario';
 import type { RecoverableStartBarrierAuthority } from '../../application/authority';
 import { inspectEach, readAdapterRegistry, type AdapterRegistry } from './adapterRegistry';
 import { openBackend, type BackendAccess, type BackendOptions } from './backend';
 import { formatDuration, parseDuration } from './duration';
 import { EXIT, exitCodeOf, openRefusedAsDamage } from './exitCodes';
 import { readJsonInput } from './input';
-import { writeExampleFiles } from './exampleFiles';
+import { exampleScenario, printedExample, writeExampleFiles } from './exampleFiles';
 import { planRetry } from './retry';
 import { PROGRESS_MODES, createVerifyProgressOutput } from './verifyBar';
 import { addShowCommand, planShown, withPlans } from './showCommand';
@@ -109,8 +108,8 @@ Sealed plans: --plan-keyring FILE or QINGLONG_BARRIER_PLAN_KEYRING_FILE (show, i
     .option('--approval', 'a StepRun waiting for an exact approval instead of a ready one')
     .option('--out <dir>', 'write DIR/lifecycle.json (for apply) and DIR/start.json (for prepare) instead of printing')
     .action((opts: { approval?: boolean; out?: string }) => {
-      const s = buildScenario({ requestedAtMs: Date.now(), ...(opts.approval ? { withApproval: true } : {}) });
-      print(opts.out === undefined ? { lifecycle: s.lifecycle, start: s.startCommand() } : writeExampleFiles(opts.out, s));
+      const s = exampleScenario(opts.approval === true);
+      print(opts.out === undefined ? printedExample(s) : writeExampleFiles(opts.out, s));
     });
 
   program

@@ -8,7 +8,7 @@ import {
   type LifecycleCommand,
   type ToolExecutionStartCommand,
 } from '../../domain';
-import { buildScenario } from '../../domain/scenario';
+import { exampleScenario as cliExample, printedExample } from '../../infrastructure/cli/exampleFiles';
 import { freshDir } from '../support/tmp';
 
 // The built CLI (`dist/infrastructure/cli/main.js`, the package `bin`) run as a child process
@@ -76,10 +76,7 @@ export interface Example {
  * A fresh scenario as `example` prints it (JSON), made in this process: for specs whose subject
  * is another command. The `example` specs and the walkthrough run the bin.
  */
-export const exampleScenario = (): Example => {
-  const s = buildScenario({ requestedAtMs: Date.now() });
-  return JSON.parse(JSON.stringify({ lifecycle: s.lifecycle, start: s.startCommand() })) as Example;
-};
+export const exampleScenario = (): Example => JSON.parse(JSON.stringify(printedExample(cliExample()))) as Example;
 
 const file = (value: unknown): string => {
   const path = join(freshDir('cli'), 'command.json');

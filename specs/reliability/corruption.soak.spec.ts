@@ -4,8 +4,8 @@ import { runShortHarnesses } from './shortHarness';
 // The corruption sweep of `npm run reliability --short` inside `npm test`, one start per
 // backend swept cell by cell. It runs as its own harness processes, one per backend (the other
 // short phases are specs/reliability/reliability.soak.spec.ts), so `npm test` runs it beside
-// them; read back from their JSON reports, as the other phases are. Real SQLite files and real PostgreSQL; no timed
-// assertions (the harness bounds its own time).
+// them; read back from their JSON reports, as the other phases are. Real SQLite files and real
+// PostgreSQL; no timed assertions (the harness bounds its own time).
 
 interface ReportJson {
   readonly corruption: {

@@ -96,8 +96,9 @@ const main = async (): Promise<void> => {
     for (const command of JSON.parse(readFileSync(inflightFile, 'utf8')) as ToolExecutionStartCommand[]) {
       say(`BEGIN ${command.startId} ${Buffer.from(JSON.stringify(command)).toString('base64')}`);
       const r = await retrying(() => authority.barriers.prepare(command));
-      say(`ACK ${r.outcome} ${command.startId} ${r.barrier.barrierDigest}`);
-      say(`RESOLVED ${command.startId} ${r.outcome}`);
+      // One write (a pipe write under PIPE_BUF is atomic): a kill between an ACK and its
+      // RESOLVED would leave the start acknowledged but never counted as resolved.
+      say(`ACK ${r.outcome} ${command.startId} ${r.barrier.barrierDigest}\nRESOLVED ${command.startId} ${r.outcome}`);
     }
   }
 

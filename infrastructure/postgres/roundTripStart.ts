@@ -86,12 +86,13 @@ const roundTripUnitOfWork = (ctx: RoundTripContext, session: Session, decoded: D
   let read: StartRead | undefined;
   /** With a hook: the clock of the transaction lockForStart began. */
   let begunAtMs: number | undefined;
-  /** alone false: a last attempt already holds the start gate exclusively (takeGateAlone). */
-  const turnOf = (runId: string, expected: number): Part => ({ sql: SQL.TAKE_START_TURN, params: { run_id: runId, expected_version: expected, alone: false } });
+  /** Whether a last attempt holds the start gate (takeGateAlone): its turn then waits for a moment's holder (ql3.lock_run_head). */
+  let alone = false;
+  const turnOf = (runId: string, expected: number): Part => ({ sql: SQL.TAKE_START_TURN, params: { run_id: runId, expected_version: expected, alone } });
   /** A last attempt's transaction is open from here, with the gate or without it (no second BEGIN, R9.5). */
   const gateIfLast = async () => {
     if (!ctx.tx.isLastAttempt(budget)) return;
-    await takeGateAlone(client, ctx.timeouts);
+    alone = await takeGateAlone(client, ctx.timeouts);
     session.open = true;
   };
   const head = () => (session.open ? guard : [...setLocalTimeouts(ctx.timeouts), ...guard]);

@@ -30,11 +30,13 @@ const CLOCK = 'SELECT (extract(epoch FROM transaction_timestamp()) * 1000)::bigi
  * statement: a writer that had to wait for the turn inside its transaction would then fail on
  * the previous holder's writes. So the turn never waits here; `AWAIT_RUN_TURN` waits outside.
  * `begun`: a last attempt's transaction is already open, its timeouts set, holding the start
- * gate or not (`beginAlone`), so only the clock and the turn are left to read.
+ * gate or not (`beginAlone`), so only the clock and the turn are left to read. `alone`: it holds
+ * the gate, so no other writer is in a transaction and the turn waits for the moment an
+ * `AWAIT_RUN_TURN` may hold the row (ql3.lock_run_head).
  */
-export const beginConfigured = (t: Timeouts): ((runLiteral: string, begun: boolean) => string) => {
+export const beginConfigured = (t: Timeouts): ((runLiteral: string, begun: boolean, alone: boolean) => string) => {
   const begin = [BEGIN_SERIALIZABLE, ...setLocalTimeouts(t)].join('; ');
-  return (runLiteral, begun) => `${begun ? '' : `${begin}; `}${CLOCK}; SELECT ql3.take_run_turn(${runLiteral}, false) AS turn`;
+  return (runLiteral, begun, alone) => `${begun ? '' : `${begin}; `}${CLOCK}; SELECT ql3.take_run_turn(${runLiteral}, ${alone}) AS turn`;
 };
 
 /**

@@ -86,7 +86,7 @@ const RETRY_PAUSE_MS = 20;
 
 export class PostgresTransactions {
   /** BEGIN + SET LOCAL of the timeouts + the transaction clock + the Run turn, one round trip (sql.ts). */
-  private readonly beginText: (runLiteral: string, gated: boolean) => string;
+  private readonly beginText: (runLiteral: string, begun: boolean, alone: boolean) => string;
 
   constructor(
     private readonly pool: Pool,
@@ -209,8 +209,9 @@ export class PostgresTransactions {
         this.spend(budget); // every BEGIN counts (R13.1)
         try {
           // a last attempt has its transaction open already, with the gate or without it
-          const begun = this.isLastAttempt(budget) && (await takeGateAlone(client, this.timeouts), true);
-          const results = (await client.query(this.beginText(runLiteral, begun))) as unknown as { rows: { now_ms?: unknown; turn?: unknown }[] }[];
+          const begun = this.isLastAttempt(budget);
+          const alone = begun && (await takeGateAlone(client, this.timeouts));
+          const results = (await client.query(this.beginText(runLiteral, begun, alone))) as unknown as { rows: { now_ms?: unknown; turn?: unknown }[] }[];
           const turn = results[results.length - 1]?.rows[0]?.turn;
           turnVersion = turn === null || turn === undefined ? null : decodeRow(PgInt, turn, 'run turn', runId);
           nowMs = decodeRow(PgInt, results[results.length - 2]?.rows[0]?.now_ms, 'transaction clock', 'transaction_timestamp()');

@@ -803,10 +803,12 @@ $fn$;
 
 -- ------------------------------------------------------------------ functions: called by the roles
 
--- The Run turn is the Run head's row lock. take_start_turn takes it without waiting and
--- compares the version the start was decided on (Q3T01: busy or moved, nothing written);
--- take_run_turn takes it for the other writers; await_run_turn waits for it, bounded.
-CREATE FUNCTION ql3.take_start_gate(p_alone boolean) RETURNS void
+-- The Run turn is the Run head's row lock. take_start_turn takes it (without waiting, but on a
+-- last attempt) and compares the version the start was decided on (Q3T01: busy or moved,
+-- nothing written); take_run_turn takes it for the other writers; await_run_turn waits for it,
+-- bounded, outside any transaction.
+-- take_start_gate answers whether this transaction holds the gate alone.
+CREATE FUNCTION ql3.take_start_gate(p_alone boolean) RETURNS boolean
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   deadline timestamptz := clock_timestamp() + interval '20 ms';
@@ -816,7 +818,7 @@ BEGIN
     LOOP
       BEGIN
         LOCK TABLE ql3.start_gate IN ACCESS EXCLUSIVE MODE NOWAIT;
-        RETURN;
+        RETURN true;
       EXCEPTION WHEN lock_not_available THEN
         EXIT WHEN clock_timestamp() >= deadline;
       END;
@@ -826,12 +828,31 @@ BEGIN
     -- come meanwhile wait behind the request, at most that long).
     BEGIN
       PERFORM ql3.wait_start_gate_alone();
-      RETURN;
+      RETURN true;
     EXCEPTION WHEN lock_not_available THEN
       NULL; -- held all along (pg_dump): run as any other attempt
     END;
   END IF;
   LOCK TABLE ql3.start_gate IN ACCESS SHARE MODE;
+  RETURN false;
+END
+$fn$;
+
+-- The Run head's row lock for a writer. Held alone, the gate leaves no other writer inside a
+-- transaction, so the row is held at most for a moment by an await_run_turn (or by an owner's
+-- session): a last attempt waits for it, within lock_timeout, instead of losing its turn to a
+-- writer that is only waiting. Every other attempt takes it without waiting.
+CREATE FUNCTION ql3.lock_run_head(p_run_id text, p_alone boolean) RETURNS bigint
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+  v bigint;
+BEGIN
+  IF ql3.take_start_gate(p_alone) THEN
+    SELECT version INTO v FROM ql3.runs WHERE run_id = p_run_id FOR UPDATE;
+  ELSE
+    SELECT version INTO v FROM ql3.runs WHERE run_id = p_run_id FOR UPDATE NOWAIT;
+  END IF;
+  RETURN v;
 END
 $fn$;
 
@@ -847,9 +868,8 @@ LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
   v bigint;
 BEGIN
-  PERFORM ql3.take_start_gate(p_alone);
   BEGIN
-    SELECT version INTO v FROM ql3.runs WHERE run_id = p_run_id FOR UPDATE NOWAIT;
+    v := ql3.lock_run_head(p_run_id, p_alone);
   EXCEPTION WHEN lock_not_available OR serialization_failure THEN
     RAISE EXCEPTION 'the turn of Run % is held by another writer; nothing was written', p_run_id
       USING ERRCODE = 'Q3T01', DETAIL = 'busy';
@@ -864,12 +884,8 @@ $fn$;
 
 CREATE FUNCTION ql3.take_run_turn(p_run_id text, p_alone boolean) RETURNS bigint
 LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, pg_temp AS $fn$
-DECLARE
-  v bigint;
 BEGIN
-  PERFORM ql3.take_start_gate(p_alone);
-  SELECT version INTO v FROM ql3.runs WHERE run_id = p_run_id FOR UPDATE NOWAIT;
-  RETURN v;
+  RETURN ql3.lock_run_head(p_run_id, p_alone);
 END
 $fn$;
 

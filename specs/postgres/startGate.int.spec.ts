@@ -111,6 +111,39 @@ describe('PostgreSQL: the last attempt runs alone (R9.5, R5.2)', function () {
     });
   });
 
+  // Writers that lost the turn wait for it outside any transaction (ql3.await_run_turn), taking
+  // the Run head's row lock for the length of one statement. A last attempt holding the gate
+  // alone must not lose its turn to one of them: it waits that moment out.
+  it('R9.5 R13.1 given the Run head row held for a moment (as a waiting writer\'s await_run_turn holds it), when a start\'s and a lifecycle command\'s last attempts take the turn, then they wait for it and commit, not CONCURRENCY_EXHAUSTED', async () => {
+    const [last] = await clients(1, { maxRetries: 0, timeouts: { lockMs: 5_000 } });
+    const [s] = await readyRuns(1);
+    const whileTheRowIsHeld = async (act: () => Promise<string>): Promise<string> =>
+      store.db.admin(async (holder) => {
+        await holder.query('BEGIN');
+        await holder.query('SELECT 1 FROM ql3.runs WHERE run_id = $1 FOR UPDATE', [s!.runId]);
+        let done: Promise<string> | undefined;
+        try {
+          done = act().catch((e: Error) => `${e.name}: ${e.message}`);
+          let waiting = false;
+          for (let i = 0; i < 1000 && !waiting; i++) {
+            waiting = await store.db.admin(async (c) => (await c.query(`SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%take_%_turn%'`)).rowCount === 1);
+            if (!waiting) await new Promise((r) => setTimeout(r, 5));
+          }
+          expect(waiting, 'the last attempt waits for the row').to.equal(true);
+        } finally {
+          await holder.query('ROLLBACK');
+        }
+        return done;
+      });
+    expect(await whileTheRowIsHeld(async () => (await last!.barriers.prepare(s!.startCommand())).outcome)).to.equal('created');
+    const stepRunId = `${s!.stepRunId}-next`;
+    const created = await whileTheRowIsHeld(async () => {
+      await last!.runs.handle({ type: 'CreateStepRun', data: { runId: s!.runId, stepRunId, kind: 'tool', toolDefinition: s!.stepRun.toolDefinition!, requestedAtMs: 1 } });
+      return (await store.main.runs.getStepRun(s!.runId, stepRunId))?.status ?? 'missing';
+    });
+    expect(created).to.equal('created');
+  });
+
   it('R9.5 given a login with CONNECT only, when it tries to lock the start gate, then it is refused: only the product\'s runtime (a last attempt) and its functions take it', async () => {
     await withStranger(store.db, 'ql3_spec_gate', async (stranger) => {
       for (const mode of ['ACCESS SHARE', 'ACCESS EXCLUSIVE']) {

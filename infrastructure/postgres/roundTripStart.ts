@@ -92,7 +92,7 @@ const roundTripUnitOfWork = (ctx: RoundTripContext, session: Session, decoded: D
   /** A last attempt's transaction is open from here, with the gate or without it (no second BEGIN, R9.5). */
   const gateIfLast = async () => {
     if (!ctx.tx.isLastAttempt(budget)) return;
-    alone = await takeGateAlone(client, ctx.timeouts);
+    alone = await takeGateAlone(client, ctx.timeouts, budget);
     session.open = true;
   };
   const head = () => (session.open ? guard : [...setLocalTimeouts(ctx.timeouts), ...guard]);

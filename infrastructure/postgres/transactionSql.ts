@@ -28,11 +28,11 @@ const CLOCK = 'SELECT (extract(epoch FROM transaction_timestamp()) * 1000)::bigi
  *
  * The turn rides in the first round trip because a SERIALIZABLE snapshot is taken by the first
  * statement: a writer that had to wait for the turn inside its transaction would then fail on
- * the previous holder's writes. So the turn never waits here; `AWAIT_RUN_TURN` waits outside.
- * `begun`: a last attempt's transaction is already open, its timeouts set, holding the start
- * gate or not (`beginAlone`), so only the clock and the turn are left to read. `alone`: it holds
- * the gate, so no other writer is in a transaction and the turn waits for the moment an
- * `AWAIT_RUN_TURN` may hold the row (ql3.lock_run_head).
+ * the previous holder's writes. So the turn does not wait here (`AWAIT_RUN_TURN` waits outside),
+ * but for a last attempt that holds the start gate (`alone`): no other writer is then in a
+ * transaction, and the only holder it can wait for is an `AWAIT_RUN_TURN`, which writes nothing
+ * (ql3.lock_run_head). `begun`: a last attempt's transaction is already open, its timeouts set,
+ * holding the gate or not (`beginAlone`), so only the clock and the turn are left to read.
  */
 export const beginConfigured = (t: Timeouts): ((runLiteral: string, begun: boolean, alone: boolean) => string) => {
   const begin = [BEGIN_SERIALIZABLE, ...setLocalTimeouts(t)].join('; ');

@@ -210,7 +210,7 @@ export class PostgresTransactions {
         try {
           // a last attempt has its transaction open already, with the gate or without it
           const begun = this.isLastAttempt(budget);
-          const alone = begun && (await takeGateAlone(client, this.timeouts));
+          const alone = begun && (await takeGateAlone(client, this.timeouts, budget));
           const results = (await client.query(this.beginText(runLiteral, begun, alone))) as unknown as { rows: { now_ms?: unknown; turn?: unknown }[] }[];
           const turn = results[results.length - 1]?.rows[0]?.turn;
           turnVersion = turn === null || turn === undefined ? null : decodeRow(PgInt, turn, 'run turn', runId);
@@ -257,10 +257,12 @@ export class PostgresTransactions {
  * the lock is undone to its savepoint and the attempt runs as any other, in the same
  * transaction (false), so the gate costs no second BEGIN (R13.1). Either way the transaction is
  * open, its timeouts set and no snapshot taken yet (LOCK, SAVEPOINT and ROLLBACK TO take none).
+ * Its lock_timeout is what is left of the deadline where that is less: the waits for the gate
+ * and then for the Run's turn (ql3.lock_run_head) both end within the operation's bound (R13.1).
  */
-export const takeGateAlone = async (client: PoolClient, timeouts: PostgresTimeouts): Promise<boolean> => {
+export const takeGateAlone = async (client: PoolClient, timeouts: PostgresTimeouts, budget: AttemptBudget): Promise<boolean> => {
   try {
-    await client.query(SQL.beginAlone(timeouts));
+    await client.query(SQL.beginAlone({ ...timeouts, lockMs: Math.min(timeouts.lockMs, msLeft(budget)) }));
     return true;
   } catch (e) {
     if (unavailableReasonOf(e) !== undefined) throw e;

@@ -803,8 +803,8 @@ $fn$;
 
 -- ------------------------------------------------------------------ functions: called by the roles
 
--- The Run turn is the Run head's row lock. take_start_turn takes it (without waiting, but on a
--- last attempt) and compares the version the start was decided on (Q3T01: busy or moved,
+-- The Run turn is the Run head's row lock. take_start_turn takes it (without waiting, except on
+-- a last attempt) and compares the version the start was decided on (Q3T01: busy or moved,
 -- nothing written); take_run_turn takes it for the other writers; await_run_turn waits for it,
 -- bounded, outside any transaction.
 -- take_start_gate answers whether this transaction holds the gate alone.

@@ -1,5 +1,6 @@
 import { expect } from 'chai';
-import { ConcurrencyExhaustedError } from '../../domain';
+import { ConcurrencyExhaustedError, TransactionTimeoutError } from '../../domain';
+import { rejects } from '../../testkit/rejects';
 import { buildScenario } from '../../domain/scenario';
 import type { PostgresStartBarrier } from '../../infrastructure/postgres';
 import { sharedStore, withStranger } from './sharedStore';
@@ -142,6 +143,25 @@ describe('PostgreSQL: the last attempt runs alone (R9.5, R5.2)', function () {
       return (await store.main.runs.getStepRun(s!.runId, stepRunId))?.status ?? 'missing';
     });
     expect(created).to.equal('created');
+  });
+
+  it('R13.1 given the Run head row held past the deadline, when a last attempt waits for it, then it ends typed within the deadline, not lock_timeout, having written nothing', async () => {
+    const [last] = await clients(1, { maxRetries: 0, timeouts: { lockMs: 60_000, statementMs: 60_000, deadlineMs: 300 } });
+    const [s] = await readyRuns(1);
+    const command = s!.startCommand();
+    await store.db.admin(async (holder) => {
+      await holder.query('BEGIN');
+      await holder.query('SELECT 1 FROM ql3.runs WHERE run_id = $1 FOR UPDATE', [s!.runId]);
+      try {
+        const startedAt = Date.now();
+        const e = await rejects(last!.barriers.prepare(command));
+        expect(e instanceof ConcurrencyExhaustedError || e instanceof TransactionTimeoutError, String(e)).to.equal(true);
+        expect(Date.now() - startedAt, 'ended by the deadline, not the 60 s lock and statement timeouts').to.be.below(30_000);
+      } finally {
+        await holder.query('ROLLBACK');
+      }
+    });
+    expect(await store.main.barriers.getByStartId(command.startId)).to.equal(null);
   });
 
   it('R9.5 given a login with CONNECT only, when it tries to lock the start gate, then it is refused: only the product\'s runtime (a last attempt) and its functions take it', async () => {

@@ -1,5 +1,5 @@
 import { EpochMillis, Identity, decodeOrThrow, integer, strictObject } from '../domain/codecs';
-import { CorruptRecordError, PreconditionError, ValidationError, type ClaimResult, type DriverClaim, type DriverClaims } from '../domain';
+import { CorruptRecordError, PreconditionError, ValidationError, type DriverClaim, type DriverClaims } from '../domain';
 import { CLAIM_DIGEST_TAG, fieldsDigest } from '../domain/eventChain';
 import type { StoredBarrier, VerifyProblem } from '../domain/records';
 

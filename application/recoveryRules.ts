@@ -11,7 +11,7 @@ import type { RecoveryBackend } from './recovery/view';
 // view (recovery/view.ts), so the backends cannot drift. One file per operation in recovery/;
 // the rule they share, an answer only from records that agree, in recovery/agreement.ts.
 
-export type { InDoubtFilter, InDoubtIndexRow, NoteRow, NoteStore, RecoveryBackend, RecoveryCounts, RecoveryView } from './recovery/view';
+export type { InDoubtFilter, InDoubtIndexRow, NoteRow, NoteStore, RecoveryBackend, RecoveryCounts, RecoveryView, VerifySession } from './recovery/view';
 export { purgeDigestOf, purgeProblemOf } from './recovery/notes';
 export { MAX_IN_DOUBT_LIMIT } from './recovery/inDoubt';
 export { evidenceProblemOf } from './recovery/verify';

@@ -16,11 +16,11 @@ import {
   type ToolAdapter,
   type ToolOutput,
 } from '../domain';
-import type { StartOutcome, StoredBarrier } from '../domain/records';
+import type { StoredBarrier } from '../domain/records';
 import type { ExecutionAuthority } from './execution';
 import type { OpenedPlan } from './invocationPlans';
 import type { SagaTelemetry } from './telemetry';
-import type { InDoubtWhy, SagaBase, SagaResult } from './sagaResult';
+import type { SagaBase, SagaResult } from './sagaResult';
 
 export type { InDoubtWhy, SagaResult } from './sagaResult';
 

@@ -5,7 +5,6 @@ import {
   EpochMillis,
   Identity,
   Ref,
-  SafeText,
   Sequence,
   Version,
   decodeOrThrow,

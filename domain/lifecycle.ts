@@ -1,6 +1,6 @@
 import * as t from 'io-ts';
 import type { Command } from '@event-driven-io/emmett';
-import { Digest, EpochMillis, Identity, Ref, SafeText, Version, decodeOrThrow, oneOf, strictObject } from './codecs';
+import { Digest, EpochMillis, Identity, Ref, Version, decodeOrThrow, oneOf, strictObject } from './codecs';
 import { ApprovalBinding } from './command';
 import { PreconditionError, ValidationError, type ValidationIssue } from './errors';
 import { optionalResolutionFields, resolutionFields } from './resolution';

@@ -35,18 +35,24 @@ export const verifyOperation =
   (backend: RecoveryBackend): RecoveryApi['verify'] =>
   async (options = {}) => {
     const { onProgress } = checkedVerifyOptions(options);
-    const run = await VerifyRun.open(backend, onProgress);
-    await walkBarriers(run);
-    await walkOutcomes(run);
-    await walkRuns(run);
-    await walkStepRuns(run);
-    await walkEvents(run);
-    compareWithLog(run);
-    await walkInDoubtIndex(run);
-    await walkNotes(run);
+    // The walks are compared with each other, so they read one snapshot: a start committed
+    // between two of them would otherwise be a difference.
+    const run = await backend.verifySession(async (session) => {
+      const run = await VerifyRun.open(backend, session, onProgress);
+      await walkBarriers(run);
+      await walkOutcomes(run);
+      await walkRuns(run);
+      await walkStepRuns(run);
+      await walkEvents(run);
+      compareWithLog(run);
+      await walkInDoubtIndex(run);
+      await walkNotes(run);
+      run.progress.integrity(false);
+      await run.walk('schema', 'integrity checks', async () => void run.problems.push(...(await run.snapshot((v) => v.integrityProblems()))));
+      return run;
+    });
+    // a plan is written in its start's transaction, and audited against its barrier alone
     const plans = await walkPlans(run);
-    run.progress.integrity(false);
-    await run.walk('schema', 'integrity checks', async () => void run.problems.push(...(await run.snapshot((v) => v.integrityProblems()))));
     run.progress.integrity(true);
     const { problems, warnings, checked, notes, seals, keys } = run;
     return { ok: problems.length === 0, checked, notes, ...(keys === undefined ? {} : { seals }), ...(plans === undefined ? {} : { plans }), problems, warnings };

@@ -34,7 +34,7 @@ export const walkEvents = (run: VerifyRun): Promise<void> =>
             if (isOutcomeEventType(e.type) && 'resolution' in e.data && e.data.resolution.noteDigest !== undefined) {
               const { startId, resolution } = e.data as { startId: string; resolution: { noteDigest: string } };
               run.boundNotes.add(`${startId}\u0000${resolution.noteDigest}`);
-              const n = noteOf(startId, resolution.noteDigest, await run.backend.notes.rows(startId));
+              const n = noteOf(startId, resolution.noteDigest, await run.noteReads.rows(startId));
               if (n.status === 'purged') run.notes.purged++;
               else run.notes.present++;
             }
@@ -111,7 +111,7 @@ export const walkInDoubtIndex = async (run: VerifyRun): Promise<void> => {
  */
 export const walkNotes = (run: VerifyRun): Promise<void> =>
   run.walk('note', 'resolution_notes', async () => {
-    for (const row of await run.backend.notes.all()) {
+    for (const row of await run.noteReads.all()) {
       const damaged = run.boundNotes.has(`${row.start_id}\u0000${row.note_digest}`) ? undefined : purgeProblemOf(row);
       if (damaged !== undefined) run.problems.push({ kind: 'note', record: row.start_id, problem: damaged });
       if (row.note_text === null || run.boundNotes.has(`${row.start_id}\u0000${row.note_digest}`)) continue;

@@ -3,7 +3,7 @@ import type { VerifyProblem } from '../../domain/records';
 import { LogDerivation } from '../checks/logDerivation';
 import type { EvidenceKeyring } from '../evidenceKeys';
 import { createVerifyProgress, type VerifyProgress, type VerifyProgressListener } from '../verifyProgress';
-import type { RecoveryBackend, RecoveryCounts, RecoveryView } from './view';
+import type { RecoveryBackend, RecoveryCounts, RecoveryView, VerifySession } from './view';
 
 // One run of `recovery.verify`: what its walks found, and what they saw of the store, kept for
 // the comparisons with the log that follow them (verifyRecords.ts, verifyLog.ts).
@@ -42,22 +42,30 @@ export class VerifyRun {
   /** Set once the store is counted (open): until then nothing is reported. */
   progress: VerifyProgress = { tick: () => undefined, integrity: () => undefined };
 
-  private constructor(readonly backend: RecoveryBackend) {
+  private constructor(
+    readonly backend: RecoveryBackend,
+    private readonly session: VerifySession,
+  ) {
     this.keys = backend.keyring?.();
   }
 
-  /** A run whose progress is weighted by the store's counts (a store that cannot count them is reported damaged, and walked still). */
-  static async open(backend: RecoveryBackend, onProgress: VerifyProgressListener | undefined): Promise<VerifyRun> {
-    const run = new VerifyRun(backend);
+  /** A run in `session`, its progress weighted by the store's counts (a store that cannot count them is reported damaged, and walked still). */
+  static async open(backend: RecoveryBackend, session: VerifySession, onProgress: VerifyProgressListener | undefined): Promise<VerifyRun> {
+    const run = new VerifyRun(backend, session);
     let counts: RecoveryCounts = { barriers: 0, outcomes: 0, runs: 0, stepRuns: 0, events: 0 };
     await run.walk('schema', 'counts', async () => void (counts = await run.snapshot((v) => v.counts())));
     run.progress = createVerifyProgress(counts, onProgress);
     return run;
   }
 
-  /** `snapshot`, or `verifySnapshot` where the backend has one. */
+  /** One read in the snapshot the whole run holds: every walk sees the same state of the store. */
   snapshot<T>(body: (view: RecoveryView) => Promise<T>): Promise<T> {
-    return (this.backend.verifySnapshot ?? this.backend.snapshot).call(this.backend, body) as Promise<T>;
+    return this.session.read(body);
+  }
+
+  /** The notes as of that snapshot. */
+  get noteReads(): VerifySession['notes'] {
+    return this.session.notes;
   }
 
   /**

@@ -119,13 +119,25 @@ export interface NoteStore {
   all(): Promise<readonly NoteRow[]>;
 }
 
+/** Reads inside the one snapshot `verify` holds: the recovery view, and the notes as of it. */
+export interface VerifySession {
+  read<T>(body: (view: RecoveryView) => Promise<T>): Promise<T>;
+  readonly notes: Pick<NoteStore, 'rows' | 'all'>;
+}
+
 export interface RecoveryBackend {
   /** Resolution notes (R10.2). */
   readonly notes: NoteStore;
   /** Run `body` against one consistent snapshot. */
   snapshot<T>(body: (view: RecoveryView) => Promise<T>): Promise<T>;
-  /** `snapshot` for `verify`, where a backend that refuses its reads on a damaged schema reports the damage instead. */
-  verifySnapshot?<T>(body: (view: RecoveryView) => Promise<T>): Promise<T>;
+  /**
+   * `verify`'s reads: `body` runs with one snapshot held for all of them, so its walks, and
+   * the comparisons between them, see one state of the store while writers go on. A read that
+   * fails on damage leaves the snapshot usable for the next walk, and a backend that refuses
+   * its reads on a damaged schema reads it here, to report the damage. Inside `body`, read
+   * only through the session (the SQLite authority is busy with it until it ends).
+   */
+  verifySession<T>(body: (session: VerifySession) => Promise<T>): Promise<T>;
   /** The authority's lifecycle handler (`runs.handle`): resolutions are lifecycle events. */
   handle(command: unknown): Promise<AppendOutcome>;
   /** Business time for a resolution that names none (never the commit time). */

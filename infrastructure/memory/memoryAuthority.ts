@@ -1,8 +1,8 @@
 import { requireFunction, requireFunctions, requireKnownOptions } from '../../application/openErrors';
 import { decodeAttemptArgs, decodeRunArgs, decodeStartIdArgs, decodeStepRunArgs } from '../../domain/readArgs';
 import { randomUUID } from 'node:crypto';
-import { CompareAndSetLostError, CorruptRecordError, PreconditionError, canonicalJson, decodeStartAttempt, noReplayHits, streamNameOf, type DriverClaims, type ReplayIdentity, type RunState, type StartAttemptContext } from '../../domain';
-import { attemptValue, naturalEventIdOf, runRowOf, replayValuesOf, stepRunRowOf } from '../../projections/rows';
+import { CompareAndSetLostError, CorruptRecordError, PreconditionError, canonicalJson, decodeStartAttempt, streamNameOf, type DriverClaims, type RunState, type StartAttemptContext } from '../../domain';
+import { attemptValue, naturalEventIdOf, runRowOf, stepRunRowOf } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import { startEventPositions } from '../../domain/eventRows';
 import { checkStartRows } from '../../application/checks/checkRows';
@@ -291,11 +291,15 @@ class MemoryAuthority implements RecoverableStartBarrierAuthority {
 
   /** The note side record; a field so a spec can play a resolve that stopped after its note. */
   private readonly noteStore = createMemoryNoteStore(() => this.clock());
+  private readonly recoveryView = (tables: Tables) => createMemoryRecoveryView(tables, { readBarrier: (id) => this.readBarrier(tables, id), nowMs: () => this.clock() });
+
   /** Recovery read models and operator resolutions, over the current tables. */
   readonly recovery: RecoveryApi = createRecoveryApi({
-    snapshot: async (body) => {
-      const tables = this.tables;
-      return body(createMemoryRecoveryView(tables, { readBarrier: (id) => this.readBarrier(tables, id), nowMs: () => this.clock() }));
+    snapshot: async (body) => body(this.recoveryView(this.tables)),
+    // committed tables are never changed, only replaced: holding one is holding a snapshot
+    verifySession: async (body) => {
+      const [view, notes] = [this.recoveryView(this.tables), await this.noteStore.all()];
+      return body({ read: (read) => read(view), notes: { all: async () => notes, rows: async (id) => notes.filter((n) => n.start_id === id) } });
     },
     handle: (command) => this.runs.handle(command),
     keyring: () => this.keys,

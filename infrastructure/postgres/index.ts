@@ -37,7 +37,7 @@ export {
   type PostgresWriteMode,
   type RecoverablePostgresStartBarrier,
 } from './postgresAuthority';
-export { postgresRecoveryOf } from './postgresRecoveryView';
+export { postgresRecoveryOf } from './postgresRecovery';
 export { migratePostgres, assertSchemaCurrent, type MigrationReport } from './migrate';
 // The authority's types and the surface both driver subpaths share (application/storeSurface.ts).
 export * from '../../application/storeSurface';

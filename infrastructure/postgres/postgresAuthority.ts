@@ -14,7 +14,7 @@ import { createEvidenceKeyring, type EvidenceKeyring, type EvidenceKeyringOption
 import { isUniqueViolation, mapPgError } from './errors';
 import { lifecycleUnitOfWork } from './lifecycleWrite';
 import { assertSchemaCurrent, migratePostgres } from './migrate';
-import { postgresRecoveryOf } from './postgresRecoveryView';
+import { postgresRecoveryOf } from './postgresRecovery';
 import { loadStepRunFromLog, requireHeadsAtLogEnd, readBarrier, readBarrierOfAttempt, readStream } from './reads';
 import { postgresSealer, type PostgresSealer } from './postgresSeals';
 import * as SQL from './sql';

@@ -1,29 +1,25 @@
 import * as t from 'io-ts';
 import { compactionProblemsOn } from './compactionVerify';
-import type { InvocationPlans } from '../../application/invocationPlans';
 import type { Pool, PoolClient } from 'pg';
-import { CorruptRecordError, START_OUTCOME_KINDS, type LifecycleCommand, type ReplayIdentity } from '../../domain';
+import { START_OUTCOME_KINDS, type ReplayIdentity } from '../../domain';
 import { oneOf } from '../../domain/codecs';
 import type { StartOutcomeRow } from '../../projections/outcomeRows';
-import type { BarriersApi, RecoveryApi, RunsApi } from '../../application/authority';
+import type { BarriersApi, RunsApi } from '../../application/authority';
 import type { VerifyProblem } from '../../domain/records';
-import { createRecoveryApi, evidenceProblemOf, type RecoveryView } from '../../application/recoveryRules';
+import { evidenceProblemOf, type RecoveryView } from '../../application/recoveryRules';
 import { claimHistoryProblems, type StoredClaimRow } from '../../application/driverClaimRules';
 import { schemaProblems } from '../migrations';
 import { readSchemaObjects, schemaObjectProblems } from './schemaObjects';
-import { mapPgError, unavailableReasonOf } from './errors';
 import { readLedger } from './migrate';
 import { eventsOfType, runHeadsOf } from './reads';
 import { IDENTITY_STORAGE, identityStartIdsSql } from './identities';
-import { createPostgresNoteStore } from './postgresNotes';
 import { readSealedSpan } from './postgresSeals';
-import type { EvidenceKeyring } from '../../application/evidenceKeys';
 import { bind, named, type NamedSql, type Params } from './named';
 import { EventRowCodec, PgInt, RunRowCodec, StepRunRowCodec, decodeRow } from './rowCodecs';
 import type { PostgresTimeouts } from './transactions';
 
 /** What the recovery view needs of its authority: the pool, its timeouts, its verified reads and lifecycle (named here, so postgresAuthority.ts is not imported back). */
-type RecoveryHost = { readonly pool: Pool; readonly timeouts: PostgresTimeouts; readonly barriers: BarriersApi; readonly runs: RunsApi };
+export type RecoveryHost = { readonly pool: Pool; readonly timeouts: PostgresTimeouts; readonly barriers: BarriersApi; readonly runs: RunsApi };
 
 // The PostgreSQL side of the recovery read models. The outcome rows are written by the
 // projection trigger (a migration) in the transaction that appends the outcome event; this
@@ -33,9 +29,6 @@ type RecoveryHost = { readonly pool: Pool; readonly timeouts: PostgresTimeouts; 
 
 // ------------------------------------------------------------------ SQL (schema ql3, bound values only)
 
-export const BEGIN_SNAPSHOT = 'BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY';
-const SET_SNAPSHOT_TIMEOUT = named(`SELECT set_config('statement_timeout', :statement_timeout, true),
-  (extract(epoch FROM transaction_timestamp()) * 1000)::bigint AS now_ms`);
 
 /**
  * A row in the Project's scope: its own project_id, or its Run's (R9.3: one changed mirror
@@ -177,12 +170,12 @@ const EvidenceRow = t.type({ table_name: t.string, record_id: t.string, start_id
 const MutationOrphanRow = t.type({ mutation_id: t.string, start_id: t.string });
 const StreamHeadRow = t.type({ stream_id: t.string, stream_type: t.string, version: PgInt, n: PgInt, top: t.union([PgInt, t.null]) });
 
-const rowsOf = async <A>(client: PoolClient, sql: NamedSql, params: Params, codec: t.Decoder<unknown, A>, kind: string, id: string): Promise<A[]> =>
+export const rowsOf = async <A>(client: PoolClient, sql: NamedSql, params: Params, codec: t.Decoder<unknown, A>, kind: string, id: string): Promise<A[]> =>
   (await client.query(sql.text, bind(sql, params))).rows.map((r: unknown) => decodeRow(codec, r, kind, id));
 
 // ------------------------------------------------------------------ the view
 
-const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient, nowMs: number): RecoveryView => {
+export const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient, nowMs: number): RecoveryView => {
   const ids = async (sql: NamedSql, params: Params, where: string) => (await rowsOf(client, sql, params, StartIdRow, 'start barrier', where)).map((r) => r.start_id);
   return {
     nowMs: async () => nowMs,
@@ -260,38 +253,3 @@ const createPostgresRecoveryView = (authority: RecoveryHost, client: PoolClient,
     },
   };
 };
-
-/** Run `body` in one REPEATABLE READ READ ONLY transaction; timeouts become typed errors. */
-const snapshotOn = async <T>(authority: RecoveryHost, body: (view: RecoveryView) => Promise<T>): Promise<T> => {
-  let client: PoolClient;
-  try {
-    client = await authority.pool.connect();
-  } catch (e) {
-    throw mapPgError(e);
-  }
-  let broken: unknown;
-  try {
-    await client.query(BEGIN_SNAPSHOT);
-    const [clock] = await rowsOf(client, SET_SNAPSHOT_TIMEOUT, { statement_timeout: String(authority.timeouts.statementMs) }, t.type({ now_ms: PgInt }), 'transaction clock', 'now');
-    if (clock === undefined) throw new CorruptRecordError('transaction clock', 'now', 'no row');
-    const result = await body(createPostgresRecoveryView(authority, client, clock.now_ms));
-    await client.query('COMMIT');
-    return result;
-  } catch (e) {
-    if (unavailableReasonOf(e) !== undefined) broken = e; // ROLLBACK would only wait again
-    else await client.query('ROLLBACK').catch((rollbackError: unknown) => (broken = rollbackError));
-    throw mapPgError(e);
-  } finally {
-    client.release(broken === undefined ? undefined : true);
-  }
-};
-
-/** The recovery surface over a PostgreSQL authority (its schema must include the outcome read model). */
-export const postgresRecoveryOf = (authority: RecoveryHost, keyring?: () => EvidenceKeyring | undefined, plans?: () => InvocationPlans): RecoveryApi =>
-  createRecoveryApi({
-    snapshot: (body) => snapshotOn(authority, body),
-    handle: (command) => authority.runs.handle(command as LifecycleCommand),
-    ...(keyring === undefined ? {} : { keyring }),
-    ...(plans === undefined ? {} : { plans }),
-    notes: createPostgresNoteStore(() => authority.pool),
-  });

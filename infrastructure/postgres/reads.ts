@@ -1,6 +1,6 @@
 import * as t from 'io-ts';
 import { CorruptRecordError, noReplayHits, streamNameOf, type ReplayHit, type ReplayHits, type ReplayIdentity, type ReplayKeys, type RunState, type StepRunState } from '../../domain';
-import { attemptValue, replayValuesOf, type ReplayIdentityRow } from '../../projections/rows';
+import { attemptValue, replayValuesOf } from '../../projections/rows';
 import { decodeRunRow, decodeStepRunRow, runStateOf } from '../../projections/runState';
 import { checkStartRows } from '../../application/checks/checkRows';
 import { agreedAttemptStart, requireAttemptNotInLog, requireHeadAtLogEnd, requireHeadIsItsLog, requireNoLogOfHeadless, requireNoTraceOfStart, wholeStream, type StreamHeads } from '../../application/checks/readChecks';

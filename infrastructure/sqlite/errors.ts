@@ -48,3 +48,12 @@ export const mapSqliteError = (e: unknown, startId?: string): unknown => {
       return e;
   }
 };
+
+/** A read inside a longer transaction, its driver errors typed as the transaction's own would be. */
+export const mappedRead = async <T>(read: () => Promise<T>): Promise<T> => {
+  try {
+    return await read();
+  } catch (e) {
+    throw mapSqliteError(e);
+  }
+};

@@ -14,8 +14,7 @@ import { replayOf, runStartTransaction } from '../../application/startProtocol';
 import { createRecoveryApi } from '../../application/recoveryRules';
 import { claimsOnVerifiedStarts } from '../../application/driverClaimRules';
 import { createEvidenceKeyring, type EvidenceKeyring, type EvidenceKeyringOptions } from '../../application/evidenceKeys';
-import * as SQL from './sql';
-import { mapSqliteError } from './errors';
+import { mapSqliteError, mappedRead } from './errors';
 import { createRunEventStore } from './eventStore';
 import { openReadOnlyBarrierFile, openWritable, schemaGuard } from './fileIdentity';
 import { createSqliteNoteStore } from './sqliteNotes';
@@ -298,12 +297,15 @@ class SqliteAuthority implements SqliteStartBarrier {
     }));
   }
 
+  private readonly notes = createSqliteNoteStore(() => this.db, (body) => this.write(body));
+
   readonly recovery: RecoveryApi = createRecoveryApi({
     snapshot: (body) => this.snapshot(() => body(this.view())),
-    verifySnapshot: (body) => this.snapshot(() => body(this.view()), false),
+    // one deferred transaction for all of verify, notes too: other connections never wait on it
+    verifySession: (body) => this.snapshot(() => body({ read: (read) => mappedRead(() => read(this.view())), notes: this.notes }), false),
     handle: (command) => this.runs.handle(command),
     keyring: () => this.keys,
-    notes: createSqliteNoteStore(() => this.db, (body) => this.write(body)),
+    notes: this.notes,
     plans: () => this.planStore,
   });
 

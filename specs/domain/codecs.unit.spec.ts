@@ -5,7 +5,6 @@ import { Identity } from '../../domain/codecs';
 import {
   MAX_BARRIER_BYTES,
   MAX_COMMAND_BYTES,
-  ValidationError,
   canonicalJson,
   decodeBarrierRecord,
   decodeStoredBarrierRecord,
@@ -206,7 +205,6 @@ describe('R1.5 nothing forbidden can enter a command or a barrier', () => {
   });
 
   it('R1.5 annotation keys that name forbidden content are forbidden_field', () => {
-    const command = validCommand();
     for (const key of ['secret', 'input', 'output', 'error', 'handler', 'url', 'module.path']) {
       expectIssue(() => decodeLegacyAnnotations({ [key]: 'x' }), `annotations.${key}`, 'forbidden_field');
     }
@@ -309,7 +307,6 @@ describe('R1.5 nothing forbidden can enter a command or a barrier', () => {
   });
 
   it('R1.5 annotation text never carries URLs, paths, secrets, code or raw exceptions', () => {
-    const command = validCommand();
     const forbidden = [
       'see https://example.com',
       'open file:x',

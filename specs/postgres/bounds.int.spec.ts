@@ -142,7 +142,7 @@ describe('PostgreSQL bounded operations (R13.1)', function () {
       const starts = Promise.all(list.map((a, i) => ending(a.barriers.prepare(commands[i]!))));
       for (const args of [['migrate'], ['verify']]) {
         const r = await runCli([...args, '--postgres', store.db.url]);
-        expect(r.code, `${args[0]}: ${r.stderr}`).to.equal(0);
+        expect(r.code, `${args[0]}: ${r.stderr}\n${r.stdout}`).to.equal(0);
       }
       for (const e of await starts) expect(['created', 'CONCURRENCY_EXHAUSTED', 'TRANSACTION_TIMEOUT']).to.include(e);
       expect(most).to.be.within(1, BUDGET);

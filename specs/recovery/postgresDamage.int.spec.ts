@@ -1,6 +1,5 @@
 import { expect } from 'chai';
 import { buildOnce, runCli } from '../cli/cliSuite';
-import { CorruptRecordError } from '../../domain';
 import { rejects, startedScenario } from './recoveryConformance';
 import { completion, eachFreshPostgres, expectCorrupt } from './support';
 

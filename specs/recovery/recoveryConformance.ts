@@ -320,6 +320,33 @@ export const recoveryConformance = (backend: RecoveryConformanceBackend): void =
         await a.recovery.resolve(startId, 'completed', { decidedBy: 'ops', reason: 'tool_succeeded', note: 'done after all' });
         expect(await a.recovery.verify()).to.deep.include({ ok: true, notes: { present: 1, purged: 0 }, problems: [], warnings: [] });
       });
+
+      it('R9.2 verify reads one state of the store: starts and resolutions committed while it walks are not differences, and the next verify counts them', async () => {
+        const { startId } = await startedScenario(a);
+        await a.recovery.resolve(startId, 'lost', { decidedBy: 'ops', reason: 'other_see_note', note: 'first' });
+        // each time a walk moves on, another start commits and the one before it is resolved
+        const writes: Promise<unknown>[] = [];
+        let previous: Promise<string> | undefined;
+        const write = () => {
+          const after = previous;
+          previous = (async () => {
+            const before = await after;
+            if (before !== undefined) await a.recovery.resolve(before, 'completed', { decidedBy: 'ops', reason: 'tool_succeeded', note: 'while verify walked' });
+            return (await startedScenario(a)).startId;
+          })();
+          writes.push(previous);
+        };
+        const report = await a.recovery.verify({ onProgress: () => write() });
+        await Promise.all(writes);
+        expect(writes.length).to.be.above(3);
+        expect(report.problems, JSON.stringify(report.problems)).to.deep.equal([]);
+        expect(report).to.deep.include({ ok: true, warnings: [] });
+        const after = await a.recovery.verify();
+        expect(after.problems, JSON.stringify(after.problems)).to.deep.equal([]);
+        expect(after.ok).to.equal(true);
+        expect(after.checked.barriers).to.equal(1 + writes.length);
+        expect(after.checked.outcomes).to.equal(writes.length);
+      });
     });
   });
 };

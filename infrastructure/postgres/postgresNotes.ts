@@ -13,11 +13,11 @@ const PURGE_NOTE = named('SELECT ql3.purge_resolution_note(:start_id, :note_dige
 const NOTES_OF = named('SELECT start_id, note_digest, note_text, purged_at_ms, purge_digest FROM ql3.resolution_notes WHERE start_id = :start_id ORDER BY note_digest');
 const ALL_NOTES = named('SELECT start_id, note_digest, note_text, purged_at_ms, purge_digest FROM ql3.resolution_notes ORDER BY start_id, note_digest');
 
-/** `pool` is read on each call: the authority builds its recovery surface before its pool field is set. `verify` reads through its snapshot's client. */
-export const createPostgresNoteStore = (pool: () => Pool | PoolClient): NoteStore => {
+/** `on` is read on each call: the authority builds its recovery surface before its pool field is set; `verify` passes its snapshot's client. */
+export const createPostgresNoteStore = (on: () => Pool | PoolClient): NoteStore => {
   const q = async (sql: ReturnType<typeof named>, params: Record<string, unknown>): Promise<NoteRow[]> => {
     try {
-      return (await pool().query<NoteRow>(sql.text, bind(sql, params))).rows;
+      return (await on().query<NoteRow>(sql.text, bind(sql, params))).rows;
     } catch (e) {
       throw mapPgError(e);
     }

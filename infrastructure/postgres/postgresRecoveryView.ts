@@ -23,12 +23,12 @@ export type RecoveryHost = { readonly pool: Pool; readonly timeouts: PostgresTim
 
 // The PostgreSQL side of the recovery read models. The outcome rows are written by the
 // projection trigger (a migration) in the transaction that appends the outcome event; this
-// module reads them in one REPEATABLE READ READ ONLY snapshot and hands them to the shared
-// rules of `application/recoveryRules.ts`. Barriers are read through the authority's own
-// R5.3-verified `getByStartId` (they are immutable, so the read needs no shared snapshot).
+// module reads them inside a REPEATABLE READ READ ONLY snapshot (postgresRecovery.ts opens it)
+// and hands them to the shared rules of `application/recoveryRules.ts`. Barriers are read
+// through the authority's own R5.3-verified `getByStartId` (they are immutable, so the read
+// needs no shared snapshot).
 
 // ------------------------------------------------------------------ SQL (schema ql3, bound values only)
-
 
 /**
  * A row in the Project's scope: its own project_id, or its Run's (R9.3: one changed mirror

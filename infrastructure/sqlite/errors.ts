@@ -49,8 +49,8 @@ export const mapSqliteError = (e: unknown, startId?: string): unknown => {
   }
 };
 
-/** A read inside a longer transaction, its driver errors typed as the transaction's own would be. */
-export const mappedRead = async <T>(read: () => Promise<T>): Promise<T> => {
+/** A read outside the authority's own operations (a note, or inside `verify`'s one transaction), its driver errors typed as theirs are. */
+export const mappedRead = async <T>(read: () => T | Promise<T>): Promise<T> => {
   try {
     return await read();
   } catch (e) {

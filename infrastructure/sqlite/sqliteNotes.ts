@@ -1,6 +1,6 @@
 import type Database from 'better-sqlite3';
 import { purgeDigestOf, type NoteRow, type NoteStore } from '../../application/recoveryRules';
-import { mapSqliteError } from './errors';
+import { mappedRead } from './errors';
 
 // R10.2: resolution notes on SQLite (resolution_notes). Writes run as the authority's own write
 // operations (its one connection, serially); reads are plain statements, so `verify` can read
@@ -14,15 +14,6 @@ const NOW_MS = "SELECT CAST(unixepoch('subsec') * 1000 AS INTEGER) AS now_ms";
 const NOTES_OF = 'SELECT start_id, note_digest, note_text, purged_at_ms, purge_digest FROM resolution_notes WHERE start_id = ? ORDER BY note_digest';
 const ALL_NOTES = 'SELECT start_id, note_digest, note_text, purged_at_ms, purge_digest FROM resolution_notes ORDER BY start_id, note_digest';
 
-/** A read outside the authority's transactions, its driver errors typed as theirs are. */
-const mapped = <T>(read: () => T): T => {
-  try {
-    return read();
-  } catch (e) {
-    throw mapSqliteError(e);
-  }
-};
-
 export const createSqliteNoteStore = (db: () => Database.Database, write: (body: () => Promise<void>) => Promise<void>): NoteStore => ({
   put: (startId, noteDigest, text) => write(async () => void db().prepare(INSERT_NOTE).run(startId, noteDigest, text)),
   purge: (startId, noteDigest) =>
@@ -30,6 +21,6 @@ export const createSqliteNoteStore = (db: () => Database.Database, write: (body:
       const at = (db().prepare(NOW_MS).get() as { now_ms: number }).now_ms;
       db().prepare(PURGE_NOTE).run(at, purgeDigestOf(startId, noteDigest, at), startId, noteDigest);
     }),
-  rows: async (startId) => mapped(() => db().prepare(NOTES_OF).all(startId) as NoteRow[]),
-  all: async () => mapped(() => db().prepare(ALL_NOTES).all() as NoteRow[]),
+  rows: (startId) => mappedRead(() => db().prepare(NOTES_OF).all(startId) as NoteRow[]),
+  all: () => mappedRead(() => db().prepare(ALL_NOTES).all() as NoteRow[]),
 });
